@@ -13,7 +13,12 @@
 //! # let _ = nvshmem;
 //! # Ok::<(), nvshmem_sys::LoadError>(())
 //! ```
-#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, clippy::all)]
+#![allow(
+    non_upper_case_globals,
+    non_camel_case_types,
+    non_snake_case,
+    clippy::all
+)]
 
 #[allow(missing_docs, rustdoc::all)]
 mod bindings;

@@ -132,7 +132,10 @@ fn fixed_candidates() -> Vec<(PathBuf, &'static str)> {
     let mut out = Vec::new();
     if let Some(home) = env::var_os("NVSHMEM_HOME") {
         for sub in ["lib", "lib64"] {
-            out.push((Path::new(&home).join(sub).join(LIBRARY_NAME), "NVSHMEM_HOME"));
+            out.push((
+                Path::new(&home).join(sub).join(LIBRARY_NAME),
+                "NVSHMEM_HOME",
+            ));
         }
     }
     out.push((PathBuf::from(LIBRARY_NAME), "the loader path"));
@@ -212,17 +215,29 @@ fn open(path: &Path) -> Result<libloading::Library, String> {
 fn finish(library: libloading::Library, path: PathBuf) -> Result<Loaded, LoadError> {
     let version = query_version(&library).map_err(|detail| LoadError::MissingSymbol {
         path: path.clone(),
-        version: Version { major: 0, minor: 0, patch: 0 },
+        version: Version {
+            major: 0,
+            minor: 0,
+            patch: 0,
+        },
         detail,
     })?;
     if !version.is_compatible_with_bindings() {
-        return Err(LoadError::VersionMismatch { path, found: version, expected: BINDINGS_VERSION });
+        return Err(LoadError::VersionMismatch {
+            path,
+            found: version,
+            expected: BINDINGS_VERSION,
+        });
     }
     // SAFETY: the bindings were generated from this library's headers, for a release whose
     // ABI the version check above has just confirmed.
     match unsafe { NvshmemLib::from_library(library) } {
         Ok(lib) => Ok(Loaded { lib, path, version }),
-        Err(e) => Err(LoadError::MissingSymbol { path, version, detail: e.to_string() }),
+        Err(e) => Err(LoadError::MissingSymbol {
+            path,
+            version,
+            detail: e.to_string(),
+        }),
     }
 }
 
@@ -236,7 +251,11 @@ fn query_version(library: &libloading::Library) -> Result<Version, String> {
     // SAFETY: the three pointers are valid for writes for the duration of the call, and the
     // function needs no initialised NVSHMEM.
     unsafe { f(&mut major, &mut minor, &mut patch) };
-    Ok(Version { major, minor, patch })
+    Ok(Version {
+        major,
+        minor,
+        patch,
+    })
 }
 
 #[cfg(test)]
@@ -245,7 +264,11 @@ mod tests {
 
     #[test]
     fn version_compatibility_follows_the_major_release() {
-        let v = |major, minor, patch| Version { major, minor, patch };
+        let v = |major, minor, patch| Version {
+            major,
+            minor,
+            patch,
+        };
         assert!(BINDINGS_VERSION.is_compatible_with_bindings());
         assert!(v(3, 8, 0).is_compatible_with_bindings());
         assert!(!v(3, 3, 24).is_compatible_with_bindings());
@@ -258,12 +281,21 @@ mod tests {
     fn not_found_lists_every_place_tried() {
         let e = LoadError::NotFound {
             tried: vec![
-                ("/a/libnvshmem_host.so.3 (from NVSHMEM_HOME)".into(), "no such file".into()),
-                ("libnvshmem_host.so.3 (from the loader path)".into(), "cannot open".into()),
+                (
+                    "/a/libnvshmem_host.so.3 (from NVSHMEM_HOME)".into(),
+                    "no such file".into(),
+                ),
+                (
+                    "libnvshmem_host.so.3 (from the loader path)".into(),
+                    "cannot open".into(),
+                ),
             ],
         };
         let msg = e.to_string();
-        assert!(msg.contains("/a/libnvshmem_host.so.3 (from NVSHMEM_HOME): no such file"), "{msg}");
+        assert!(
+            msg.contains("/a/libnvshmem_host.so.3 (from NVSHMEM_HOME): no such file"),
+            "{msg}"
+        );
         assert!(msg.contains("the loader path): cannot open"), "{msg}");
         assert!(msg.contains("NVSHMEM_LIBRARY"), "{msg}");
     }

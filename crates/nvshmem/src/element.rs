@@ -1,0 +1,189 @@
+//! The element types a symmetric array can hold.
+use std::fmt;
+
+use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What kind of number an element is; decides which operators apply to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ElementKind {
+    /// IEEE or brain floating point.
+    Float,
+    /// Two's-complement signed integer.
+    Signed,
+    /// Unsigned integer.
+    Unsigned,
+}
+
+/// An element type NVSHMEM can hold in symmetric memory and compute on.
+///
+/// Sealed: implemented for `f32`, `f64`, [`half::f16`], [`half::bf16`], `i8`..`i64` and
+/// `u8`..`u64`. The constants name the type in Rust, in CUDA C and in NVSHMEM's function
+/// names (`nvshmemx_<NVSHMEM_NAME>_sum_reduce_on_stream`).
+///
+/// ```
+/// use nvshmem::{Element, ElementKind};
+/// assert_eq!(<half::bf16 as Element>::NVSHMEM_NAME, "bfloat16");
+/// assert_eq!(<u16 as Element>::KIND, ElementKind::Unsigned);
+/// assert_eq!(<f32 as Element>::from_f64(1.5).to_f64(), 1.5);
+/// ```
+pub trait Element:
+    sealed::Sealed
+    + Copy
+    + Default
+    + PartialEq
+    + fmt::Debug
+    + DeviceRepr
+    + ValidAsZeroBits
+    + bytemuck::Pod
+    + Send
+    + Sync
+    + 'static
+{
+    /// The Rust name (`"f32"`, `"bf16"`, ...), as the CLI and reports spell it.
+    const NAME: &'static str;
+    /// The CUDA C type (`"float"`, `"__nv_bfloat16"`, ...), for run-time compiled kernels.
+    const C_TYPE: &'static str;
+    /// NVSHMEM's name for the type in its typed functions.
+    const NVSHMEM_NAME: &'static str;
+    /// What kind of number it is.
+    const KIND: ElementKind;
+
+    /// The value as an `f64` (exact for every type but 64-bit integers beyond 2^53).
+    fn to_f64(self) -> f64;
+    /// The nearest value of this type (saturating for integers).
+    fn from_f64(v: f64) -> Self;
+}
+
+macro_rules! element {
+    ($t:ty, $name:expr, $c:literal, $nv:literal, $kind:ident, $to:expr, $from:expr) => {
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const NAME: &'static str = $name;
+            const C_TYPE: &'static str = $c;
+            const NVSHMEM_NAME: &'static str = $nv;
+            const KIND: ElementKind = ElementKind::$kind;
+            #[inline]
+            fn to_f64(self) -> f64 {
+                ($to)(self)
+            }
+            #[inline]
+            fn from_f64(v: f64) -> Self {
+                ($from)(v)
+            }
+        }
+    };
+    ($t:ident, $c:literal, $nv:literal, $kind:ident) => {
+        element!(
+            $t,
+            stringify!($t),
+            $c,
+            $nv,
+            $kind,
+            |x: $t| x as f64,
+            |v: f64| v as $t
+        );
+    };
+}
+
+element!(f32, "float", "float", Float);
+element!(f64, "double", "double", Float);
+element!(
+    half::f16,
+    "f16",
+    "__half",
+    "half",
+    Float,
+    |x: half::f16| x.to_f64(),
+    half::f16::from_f64
+);
+element!(
+    half::bf16,
+    "bf16",
+    "__nv_bfloat16",
+    "bfloat16",
+    Float,
+    |x: half::bf16| x.to_f64(),
+    half::bf16::from_f64
+);
+element!(i8, "signed char", "int8", Signed);
+element!(i16, "short", "int16", Signed);
+element!(i32, "int", "int32", Signed);
+element!(i64, "long long", "int64", Signed);
+element!(u8, "unsigned char", "uint8", Unsigned);
+element!(u16, "unsigned short", "uint16", Unsigned);
+element!(u32, "unsigned int", "uint32", Unsigned);
+element!(u64, "unsigned long long", "uint64", Unsigned);
+
+/// Calls `$m!(T)` once for every [`Element`] type: the one list to extend when a type is added.
+#[macro_export]
+macro_rules! for_each_element {
+    ($m:ident) => {
+        $m!(f32);
+        $m!(f64);
+        $m!(half::f16);
+        $m!(half::bf16);
+        $m!(i8);
+        $m!(i16);
+        $m!(i32);
+        $m!(i64);
+        $m!(u8);
+        $m!(u16);
+        $m!(u32);
+        $m!(u64);
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check<T: Element>(size: usize, nv: &str, kind: ElementKind) {
+        assert_eq!(std::mem::size_of::<T>(), size, "{}", T::NAME);
+        assert_eq!(T::NVSHMEM_NAME, nv);
+        assert_eq!(T::KIND, kind);
+        assert_eq!(T::from_f64(3.0).to_f64(), 3.0, "{}", T::NAME);
+    }
+
+    #[test]
+    fn every_type_maps_to_nvshmem() {
+        check::<f32>(4, "float", ElementKind::Float);
+        check::<f64>(8, "double", ElementKind::Float);
+        check::<half::f16>(2, "half", ElementKind::Float);
+        check::<half::bf16>(2, "bfloat16", ElementKind::Float);
+        check::<i8>(1, "int8", ElementKind::Signed);
+        check::<i16>(2, "int16", ElementKind::Signed);
+        check::<i32>(4, "int32", ElementKind::Signed);
+        check::<i64>(8, "int64", ElementKind::Signed);
+        check::<u8>(1, "uint8", ElementKind::Unsigned);
+        check::<u16>(2, "uint16", ElementKind::Unsigned);
+        check::<u32>(4, "uint32", ElementKind::Unsigned);
+        check::<u64>(8, "uint64", ElementKind::Unsigned);
+    }
+
+    #[test]
+    fn integer_conversion_saturates() {
+        assert_eq!(i8::from_f64(1000.0), i8::MAX);
+        assert_eq!(u8::from_f64(-3.0), 0);
+        assert_eq!(<half::bf16 as Element>::from_f64(1.0).to_f64(), 1.0);
+    }
+
+    #[test]
+    fn the_type_list_covers_every_element() {
+        let mut names = Vec::new();
+        macro_rules! push {
+            ($t:ty) => {
+                names.push(<$t as Element>::NAME)
+            };
+        }
+        for_each_element!(push);
+        assert_eq!(names.len(), 12);
+        assert!(
+            names.contains(&"bf16") && names.contains(&"u64"),
+            "{names:?}"
+        );
+    }
+}

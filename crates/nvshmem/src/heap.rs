@@ -1,0 +1,431 @@
+//! The symmetric heap: [`SymArray`], typed arrays every PE allocates alike.
+//!
+//! **Allocation and freeing are collective.** Every PE must allocate the same arrays, of the
+//! same lengths, in the same order, and drop them in the same order: NVSHMEM gives each
+//! allocation the same offset on every PE, which is what makes `array` on PE 0 and `array`
+//! on PE 1 the same symmetric object. Allocating or freeing also synchronises all PEs.
+use std::{ops::RangeBounds, sync::Arc};
+
+use cudarc::driver::{
+    sys::CUdeviceptr, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, LaunchArgs, PushKernelArg,
+    SyncOnDrop,
+};
+
+use crate::{runtime::RuntimeInner, Element, Error, Result, Runtime};
+
+/// A typed array in the symmetric heap, present at the same address offset on every PE.
+///
+/// Made by [`Runtime::alloc_zeroed`], [`Runtime::alloc_from`] or [`Runtime::alloc_uninit`];
+/// freed (collectively) on drop. It holds the runtime alive.
+///
+/// It works with cudarc: pass `&array` (or a [`SymView`]) to a kernel launch with
+/// `launch_builder(..).arg(&array)`, or to cudarc's copy functions. Symmetric memory is
+/// ordered by streams, as NVSHMEM orders it: cudarc's per-buffer event tracking does not
+/// apply, so order work on different streams with events yourself.
+///
+/// ```no_run
+/// # let rt = nvshmem::Runtime::init()?;
+/// let mut a = rt.alloc_from(&[1.0f32, 2.0, 3.0])?;
+/// a.copy_from_host(&[4.0, 5.0, 6.0])?;
+/// assert_eq!(a.to_vec()?, vec![4.0, 5.0, 6.0]);
+/// assert_eq!(a.num_bytes(), 12);
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
+pub struct SymArray<T: Element> {
+    rt: Runtime,
+    /// Device address of element 0; 0 for an empty array, which owns no allocation.
+    ptr: CUdeviceptr,
+    len: usize,
+    _t: std::marker::PhantomData<T>,
+}
+
+// A SymArray owns device memory, reached only through the runtime's context.
+impl<T: Element> std::fmt::Debug for SymArray<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SymArray<{}>[{}] @ {:#x}", T::NAME, self.len, self.ptr)
+    }
+}
+
+impl Runtime {
+    /// Allocates `len` zeroed elements on every PE (collective).
+    pub fn alloc_zeroed<T: Element>(&self, len: usize) -> Result<SymArray<T>> {
+        self.allocate(len, true)
+    }
+
+    /// Allocates a copy of `data` on every PE (collective; each PE may pass different data
+    /// of the same length).
+    pub fn alloc_from<T: Element>(&self, data: &[T]) -> Result<SymArray<T>> {
+        let mut a = self.allocate(data.len(), false)?;
+        a.copy_from_host(data)?;
+        Ok(a)
+    }
+
+    /// Allocates `len` elements without initialising them (collective).
+    ///
+    /// # Safety
+    /// The contents are whatever the heap held before: write every element before reading one.
+    pub unsafe fn alloc_uninit<T: Element>(&self, len: usize) -> Result<SymArray<T>> {
+        self.allocate(len, false)
+    }
+
+    /// Bytes allocated from the symmetric heap through this runtime and not yet freed.
+    pub fn heap_in_use(&self) -> usize {
+        *self
+            .inner
+            .heap_in_use
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn allocate<T: Element>(&self, len: usize, zeroed: bool) -> Result<SymArray<T>> {
+        let inner = &self.inner;
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            Error::arg(
+                "alloc",
+                "len",
+                format!("{len} elements of {} overflow the address space", T::NAME),
+            )
+        })?;
+        if len == 0 {
+            return Ok(SymArray {
+                rt: self.clone(),
+                ptr: 0,
+                len: 0,
+                _t: std::marker::PhantomData,
+            });
+        }
+        let mut in_use = inner.heap_in_use.lock().unwrap_or_else(|p| p.into_inner());
+        let heap_size = inner.info.heap_size;
+        // Checked here, against the size the runtime was started with, so every PE refuses
+        // the same allocation (the PEs allocate alike) and none is left waiting in NVSHMEM.
+        if bytes > heap_size.saturating_sub(*in_use) {
+            return Err(Error::OutOfHeap {
+                requested: bytes,
+                in_use: *in_use,
+                heap_size,
+            });
+        }
+        inner.bind()?;
+        // SAFETY: NVSHMEM is initialised (the runtime is alive) and its context is current.
+        let ptr = unsafe {
+            if zeroed {
+                inner.lib.nvshmem_calloc(len, std::mem::size_of::<T>())
+            } else {
+                inner.lib.nvshmem_malloc(bytes)
+            }
+        };
+        if ptr.is_null() {
+            // NVSHMEM keeps part of the heap for itself, so it can refuse before our count does.
+            return Err(Error::OutOfHeap {
+                requested: bytes,
+                in_use: *in_use,
+                heap_size,
+            });
+        }
+        *in_use += bytes;
+        Ok(SymArray {
+            rt: self.clone(),
+            ptr: ptr as CUdeviceptr,
+            len,
+            _t: std::marker::PhantomData,
+        })
+    }
+}
+
+impl<T: Element> SymArray<T> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the array has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Size in bytes.
+    pub fn num_bytes(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+
+    /// The runtime this array belongs to.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// The device address of element 0 on this PE (0 for an empty array).
+    pub fn device_ptr_raw(&self) -> CUdeviceptr {
+        self.ptr
+    }
+
+    /// A read-only view of `range`, keeping its symmetric address.
+    pub fn view(&self, range: impl RangeBounds<usize>) -> Result<SymView<'_, T>> {
+        let (offset, len) = self.checked_range(range)?;
+        Ok(SymView {
+            array: self,
+            ptr: self.elem_ptr(offset),
+            len,
+        })
+    }
+
+    /// A writable view of `range`, keeping its symmetric address.
+    pub fn view_mut(&mut self, range: impl RangeBounds<usize>) -> Result<SymViewMut<'_, T>> {
+        let (offset, len) = self.checked_range(range)?;
+        let ptr = self.elem_ptr(offset);
+        Ok(SymViewMut {
+            array: self,
+            ptr,
+            len,
+        })
+    }
+
+    /// Copies `src` (exactly `len()` elements) into this PE's array and waits for the copy.
+    pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
+        let stream = self.rt.inner.stream.clone();
+        self.copy_from_host_on(src, &stream)?;
+        stream.synchronize().map_err(Error::cuda("copy_from_host"))
+    }
+
+    /// Copies this PE's array into `dst` (exactly `len()` elements) and waits for the copy.
+    pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
+        let stream = self.rt.inner.stream.clone();
+        self.copy_to_host_on(dst, &stream)?;
+        stream.synchronize().map_err(Error::cuda("copy_to_host"))
+    }
+
+    /// This PE's array as a `Vec`.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let mut v = vec![T::default(); self.len];
+        self.copy_to_host(&mut v)?;
+        Ok(v)
+    }
+
+    /// Queues a copy of `src` into this PE's array on `stream`. `src` is pageable memory, so
+    /// CUDA has staged it before this returns and it may be reused at once.
+    pub fn copy_from_host_on(&mut self, src: &[T], stream: &Arc<CudaStream>) -> Result<()> {
+        check_len("copy_from_host", "src", src.len(), self.len)?;
+        if self.len > 0 {
+            stream
+                .memcpy_htod(src, self)
+                .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
+        }
+        Ok(())
+    }
+
+    /// Queues a copy of this PE's array into `dst` on `stream`. Read `dst` only after the
+    /// stream has been synchronised.
+    pub fn copy_to_host_on(&self, dst: &mut [T], stream: &Arc<CudaStream>) -> Result<()> {
+        check_len("copy_to_host", "dst", dst.len(), self.len)?;
+        if self.len > 0 {
+            stream
+                .memcpy_dtoh(self, dst)
+                .map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
+        }
+        Ok(())
+    }
+
+    /// The address of this array on PE `pe`, when this PE can load and store it directly
+    /// (same node, peer access); `None` when it can only be reached through NVSHMEM calls.
+    pub fn peer_ptr(&self, pe: usize) -> Result<Option<CUdeviceptr>> {
+        let n = self.rt.n_pes();
+        if pe >= n {
+            return Err(Error::arg(
+                "peer_ptr",
+                "pe",
+                format!("{pe} is not below the {n} PEs"),
+            ));
+        }
+        if self.len == 0 {
+            return Ok(None);
+        }
+        // SAFETY: ptr is a live symmetric address of this runtime's heap, pe a valid PE.
+        let p = unsafe {
+            self.rt
+                .inner
+                .lib
+                .nvshmem_ptr(self.ptr as *const _, pe as i32)
+        };
+        Ok((!p.is_null()).then_some(p as CUdeviceptr))
+    }
+
+    fn elem_ptr(&self, offset: usize) -> CUdeviceptr {
+        self.ptr + (offset * std::mem::size_of::<T>()) as CUdeviceptr
+    }
+
+    fn checked_range(&self, range: impl RangeBounds<usize>) -> Result<(usize, usize)> {
+        use std::ops::Bound::*;
+        let start = match range.start_bound() {
+            Included(&s) => s,
+            Excluded(&s) => s.saturating_add(1),
+            Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Included(&e) => e.saturating_add(1),
+            Excluded(&e) => e,
+            Unbounded => self.len,
+        };
+        if start > end || end > self.len {
+            return Err(Error::arg(
+                "view",
+                "range",
+                format!("{start}..{end} is outside 0..{}", self.len),
+            ));
+        }
+        Ok((start, end - start))
+    }
+}
+
+pub(crate) fn check_len(
+    call: &'static str,
+    arg: &'static str,
+    got: usize,
+    want: usize,
+) -> Result<()> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(Error::arg(
+            call,
+            arg,
+            format!("has {got} elements, the symmetric array {want}"),
+        ))
+    }
+}
+
+impl<T: Element> Drop for SymArray<T> {
+    fn drop(&mut self) {
+        if self.ptr == 0 {
+            return;
+        }
+        let inner: &RuntimeInner = &self.rt.inner;
+        if std::thread::panicking() {
+            // Freeing is collective; a failing PE must not wait for the others. The memory
+            // goes with the process.
+            return;
+        }
+        if let Err(e) = inner.bind() {
+            tracing::warn!(%e, "binding the CUDA context to free a symmetric array");
+        }
+        // SAFETY: ptr came from nvshmem_malloc/calloc of this runtime, which is still alive
+        // (we hold it), and is freed once, here.
+        unsafe { inner.lib.nvshmem_free(self.ptr as *mut _) };
+        let mut in_use = inner.heap_in_use.lock().unwrap_or_else(|p| p.into_inner());
+        *in_use = in_use.saturating_sub(self.num_bytes());
+    }
+}
+
+/// A read-only view of part of a [`SymArray`]; symmetric like the array.
+#[derive(Debug, Clone, Copy)]
+pub struct SymView<'a, T: Element> {
+    array: &'a SymArray<T>,
+    ptr: CUdeviceptr,
+    len: usize,
+}
+
+/// A writable view of part of a [`SymArray`]; symmetric like the array.
+#[derive(Debug)]
+pub struct SymViewMut<'a, T: Element> {
+    array: &'a mut SymArray<T>,
+    ptr: CUdeviceptr,
+    len: usize,
+}
+
+/// Anything that names symmetric memory: a [`SymArray`] or a view of one. Collectives and
+/// RMA take it, so they accept whole arrays and parts alike.
+pub trait SymBuffer<T: Element> {
+    /// The symmetric address of the first element on this PE.
+    fn sym_ptr(&self) -> CUdeviceptr;
+    /// Number of elements.
+    fn sym_len(&self) -> usize;
+    /// The runtime the memory belongs to.
+    fn sym_runtime(&self) -> &Runtime;
+}
+
+/// Writable symmetric memory.
+pub trait SymBufferMut<T: Element>: SymBuffer<T> {}
+
+macro_rules! sym_buffer {
+    ($ty:ty) => {
+        impl<T: Element> SymBuffer<T> for $ty {
+            fn sym_ptr(&self) -> CUdeviceptr {
+                self.ptr
+            }
+            fn sym_len(&self) -> usize {
+                self.len
+            }
+            fn sym_runtime(&self) -> &Runtime {
+                self.runtime()
+            }
+        }
+        impl<T: Element> DeviceSlice<T> for $ty {
+            fn len(&self) -> usize {
+                self.len
+            }
+            fn stream(&self) -> &Arc<CudaStream> {
+                &SymBuffer::sym_runtime(self).inner.stream
+            }
+        }
+        impl<T: Element> DevicePtr<T> for $ty {
+            fn device_ptr<'s>(&'s self, _stream: &'s CudaStream) -> (CUdeviceptr, SyncOnDrop<'s>) {
+                (self.ptr, SyncOnDrop::Sync(None))
+            }
+        }
+    };
+}
+sym_buffer!(SymArray<T>);
+sym_buffer!(SymView<'_, T>);
+sym_buffer!(SymViewMut<'_, T>);
+
+impl<T: Element> SymView<'_, T> {
+    /// The runtime the viewed array belongs to.
+    pub fn runtime(&self) -> &Runtime {
+        &self.array.rt
+    }
+}
+
+impl<T: Element> SymViewMut<'_, T> {
+    /// The runtime the viewed array belongs to.
+    pub fn runtime(&self) -> &Runtime {
+        &self.array.rt
+    }
+}
+
+impl<T: Element> SymBufferMut<T> for SymArray<T> {}
+impl<T: Element> SymBufferMut<T> for SymViewMut<'_, T> {}
+
+macro_rules! device_ptr_mut {
+    ($ty:ty) => {
+        impl<T: Element> DevicePtrMut<T> for $ty {
+            fn device_ptr_mut<'s>(
+                &'s mut self,
+                _stream: &'s CudaStream,
+            ) -> (CUdeviceptr, SyncOnDrop<'s>) {
+                (self.ptr, SyncOnDrop::Sync(None))
+            }
+        }
+    };
+}
+device_ptr_mut!(SymArray<T>);
+device_ptr_mut!(SymViewMut<'_, T>);
+
+// Kernel arguments: a kernel parameter `T*` receives the device address. `LaunchArgs` keeps a
+// pointer to the argument value, so the address pushed is the one stored in the array or view,
+// which lives as long as the borrow the launch holds.
+macro_rules! kernel_arg {
+    ($($ty:ty),*) => {$(
+        // SAFETY: the pushed value is a `CUdeviceptr` (u64, DeviceRepr) that outlives `'b`,
+        // exactly what a pointer parameter of a CUDA kernel expects.
+        unsafe impl<'a, 'b: 'a, 'c, T: Element> PushKernelArg<$ty> for LaunchArgs<'a> {
+            #[inline(always)]
+            fn arg(&mut self, arg: $ty) -> &mut Self {
+                self.arg(&arg.ptr)
+            }
+        }
+    )*};
+}
+kernel_arg!(
+    &'b SymArray<T>,
+    &'b mut SymArray<T>,
+    &'b SymView<'c, T>,
+    &'b mut SymViewMut<'c, T>
+);

@@ -1,0 +1,408 @@
+//! Which launcher started this process, read from the environment.
+//!
+//! Kept free of side effects (the environment comes in as a function) so that every rule is
+//! tested on machines without GPUs.
+use std::{fmt, str::FromStr};
+
+use crate::{Error, Result};
+
+/// The variable that overrides detection, with a [`Bootstrap`] name as its value.
+pub const BOOTSTRAP_VAR: &str = "NVSHMEM_RS_BOOTSTRAP";
+
+/// How the PEs find each other when NVSHMEM starts.
+///
+/// [`Bootstrap::Auto`] reads the environment: `RANK`/`WORLD_SIZE` (as `nvshmem-run` and
+/// torchrun set them) mean [`Bootstrap::Env`]; Open MPI's, Slurm's or PMIx's variables mean
+/// [`Bootstrap::Mpi`] (or, built without the `mpi` feature, NVSHMEM's PMIx or PMI-2 plugin);
+/// Hydra's `PMI_RANK` (`nvshmrun`) means [`Bootstrap::Pmi`]; nothing at all means a single PE.
+/// `NVSHMEM_RS_BOOTSTRAP=<name>` overrides the guess.
+///
+/// ```
+/// use nvshmem::Bootstrap;
+/// assert_eq!("pmix".parse::<Bootstrap>().unwrap(), Bootstrap::Pmix);
+/// assert_eq!(Bootstrap::Env.to_string(), "env");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Bootstrap {
+    /// Detect from the environment.
+    Auto,
+    /// MPI (`mpirun`, `srun`): rank 0 of `MPI_COMM_WORLD` makes a unique id and broadcasts it.
+    #[cfg(feature = "mpi")]
+    Mpi,
+    /// NVSHMEM's PMI-1 plugin (`nvshmrun` and other Hydra launchers).
+    Pmi,
+    /// NVSHMEM's PMI-2 plugin (Slurm's `srun --mpi=pmi2`).
+    Pmi2,
+    /// NVSHMEM's PMIx plugin (Open MPI's `mpirun`, `srun --mpi=pmix`).
+    Pmix,
+    /// No launcher: `RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT` (torchrun's
+    /// convention); rank 0 serves the unique id over TCP.
+    Env,
+    /// One PE, nothing to exchange.
+    Single,
+}
+
+impl Bootstrap {
+    /// Every name [`FromStr`] accepts, for messages.
+    pub const NAMES: &'static str = "auto, mpi, pmi, pmi2, pmix, env, single";
+
+    /// The value of `NVSHMEM_BOOTSTRAP` that selects NVSHMEM's own plugin for this bootstrap,
+    /// where NVSHMEM's plugin does the work.
+    pub(crate) fn nvshmem_plugin(self) -> Option<&'static str> {
+        match self {
+            Bootstrap::Pmi => Some("PMI"),
+            Bootstrap::Pmi2 => Some("PMI2"),
+            Bootstrap::Pmix => Some("PMIX"),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Bootstrap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Bootstrap::Auto => "auto",
+            #[cfg(feature = "mpi")]
+            Bootstrap::Mpi => "mpi",
+            Bootstrap::Pmi => "pmi",
+            Bootstrap::Pmi2 => "pmi2",
+            Bootstrap::Pmix => "pmix",
+            Bootstrap::Env => "env",
+            Bootstrap::Single => "single",
+        })
+    }
+}
+
+impl FromStr for Bootstrap {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Bootstrap::Auto,
+            #[cfg(feature = "mpi")]
+            "mpi" => Bootstrap::Mpi,
+            "pmi" => Bootstrap::Pmi,
+            "pmi2" => Bootstrap::Pmi2,
+            "pmix" => Bootstrap::Pmix,
+            "env" => Bootstrap::Env,
+            "single" => Bootstrap::Single,
+            _ => {
+                return Err(Error::Environment {
+                    var: BOOTSTRAP_VAR.into(),
+                    value: s.into(),
+                    reason: format!("expected one of: {}", Bootstrap::NAMES),
+                })
+            }
+        })
+    }
+}
+
+/// What the environment says about this process's place in the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Launch {
+    /// The bootstrap to use (never `Auto`).
+    pub bootstrap: Bootstrap,
+    /// This process's rank in the job, where the launcher says.
+    pub rank: Option<usize>,
+    /// The number of processes, where the launcher says.
+    pub size: Option<usize>,
+    /// This process's rank among those on its node, where the launcher says.
+    pub local_rank: Option<usize>,
+    /// Rendezvous address for [`Bootstrap::Env`].
+    pub rendezvous: Option<(String, u16)>,
+}
+
+/// Variables launchers set for the node-local rank, in the order they are trusted.
+const LOCAL_RANK_VARS: &[&str] = &[
+    "LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_LOCALID",
+    "MPI_LOCALRANKID",
+    "PMI_LOCAL_RANK",
+    "PALS_LOCAL_RANKID",
+];
+
+/// Reads the launch from `env` (a lookup such as `|k| std::env::var(k).ok()`), honouring an
+/// explicit `requested` bootstrap over both `NVSHMEM_RS_BOOTSTRAP` and detection.
+pub(crate) fn detect(requested: Bootstrap, env: &dyn Fn(&str) -> Option<String>) -> Result<Launch> {
+    let get_usize = |var: &str| -> Result<Option<usize>> {
+        match env(var) {
+            None => Ok(None),
+            Some(v) => v
+                .trim()
+                .parse::<usize>()
+                .map(Some)
+                .map_err(|_| Error::Environment {
+                    var: var.into(),
+                    value: v.clone(),
+                    reason: "expected a non-negative integer".into(),
+                }),
+        }
+    };
+    let bootstrap = match requested {
+        Bootstrap::Auto => match env(BOOTSTRAP_VAR) {
+            Some(v) => v.parse()?,
+            None => Bootstrap::Auto,
+        },
+        b => b,
+    };
+    let bootstrap = if bootstrap == Bootstrap::Auto {
+        guess(env)
+    } else {
+        bootstrap
+    };
+
+    let mut local_rank = None;
+    for var in LOCAL_RANK_VARS {
+        if let Some(v) = get_usize(var)? {
+            local_rank = Some(v);
+            break;
+        }
+    }
+    let (rank, size) = match bootstrap {
+        Bootstrap::Env => (get_usize("RANK")?, get_usize("WORLD_SIZE")?),
+        Bootstrap::Single => (Some(0), Some(1)),
+        _ => (
+            first(&[
+                get_usize("OMPI_COMM_WORLD_RANK")?,
+                get_usize("SLURM_PROCID")?,
+                get_usize("PMI_RANK")?,
+            ]),
+            first(&[
+                get_usize("OMPI_COMM_WORLD_SIZE")?,
+                get_usize("SLURM_NTASKS")?,
+                get_usize("PMI_SIZE")?,
+            ]),
+        ),
+    };
+    let mut launch = Launch {
+        bootstrap,
+        rank,
+        size,
+        local_rank,
+        rendezvous: None,
+    };
+    if bootstrap == Bootstrap::Env {
+        env_launch(&mut launch, env, &get_usize)?;
+    }
+    if bootstrap == Bootstrap::Single && launch.local_rank.is_none() {
+        launch.local_rank = Some(0);
+    }
+    Ok(launch)
+}
+
+fn first(values: &[Option<usize>]) -> Option<usize> {
+    values.iter().flatten().next().copied()
+}
+
+/// Completes and checks a [`Bootstrap::Env`] launch.
+fn env_launch(
+    launch: &mut Launch,
+    env: &dyn Fn(&str) -> Option<String>,
+    get_usize: &dyn Fn(&str) -> Result<Option<usize>>,
+) -> Result<()> {
+    let missing = |var: &str| {
+        Error::Bootstrap {
+        bootstrap: "env".into(),
+        detail: format!("{var} is not set (the env bootstrap needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT)"),
+    }
+    };
+    let rank = launch.rank.ok_or_else(|| missing("RANK"))?;
+    let size = launch.size.ok_or_else(|| missing("WORLD_SIZE"))?;
+    if size == 0 || rank >= size {
+        return Err(Error::Environment {
+            var: "RANK".into(),
+            value: rank.to_string(),
+            reason: format!("must be below WORLD_SIZE={size}, which must be at least 1"),
+        });
+    }
+    if size > 1 {
+        let addr = env("MASTER_ADDR").ok_or_else(|| missing("MASTER_ADDR"))?;
+        let port = get_usize("MASTER_PORT")?.ok_or_else(|| missing("MASTER_PORT"))?;
+        let port = u16::try_from(port)
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| Error::Environment {
+                var: "MASTER_PORT".into(),
+                value: port.to_string(),
+                reason: "expected a TCP port, 1 to 65535".into(),
+            })?;
+        launch.rendezvous = Some((addr, port));
+    }
+    if launch.local_rank.is_none() && get_usize("LOCAL_WORLD_SIZE")? == Some(size) {
+        launch.local_rank = Some(rank);
+    }
+    Ok(())
+}
+
+/// The bootstrap the environment points to.
+fn guess(env: &dyn Fn(&str) -> Option<String>) -> Bootstrap {
+    let has = |v: &str| env(v).is_some();
+    if has("RANK") && has("WORLD_SIZE") {
+        return Bootstrap::Env;
+    }
+    let open_mpi = has("OMPI_COMM_WORLD_SIZE");
+    let slurm = has("SLURM_PROCID") && has("SLURM_NTASKS");
+    let pmix = has("PMIX_RANK");
+    if open_mpi || slurm || pmix {
+        #[cfg(feature = "mpi")]
+        return Bootstrap::Mpi;
+        #[cfg(not(feature = "mpi"))]
+        return if open_mpi || pmix {
+            Bootstrap::Pmix
+        } else {
+            Bootstrap::Pmi2
+        };
+    }
+    if has("PMI_RANK") && has("PMI_SIZE") {
+        return Bootstrap::Pmi;
+    }
+    Bootstrap::Single
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| pairs.iter().find(|(kk, _)| kk == k).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn nothing_set_means_one_pe() {
+        let l = detect(Bootstrap::Auto, &env_of(&[])).unwrap();
+        assert_eq!(l.bootstrap, Bootstrap::Single);
+        assert_eq!((l.rank, l.size, l.local_rank), (Some(0), Some(1), Some(0)));
+    }
+
+    #[test]
+    fn torchrun_variables_mean_env() {
+        let e = env_of(&[
+            ("RANK", "3"),
+            ("WORLD_SIZE", "4"),
+            ("LOCAL_RANK", "1"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ]);
+        let l = detect(Bootstrap::Auto, &e).unwrap();
+        assert_eq!(l.bootstrap, Bootstrap::Env);
+        assert_eq!((l.rank, l.size, l.local_rank), (Some(3), Some(4), Some(1)));
+        assert_eq!(l.rendezvous, Some(("10.0.0.1".to_string(), 29500)));
+    }
+
+    #[test]
+    fn env_without_rendezvous_is_an_error_naming_the_variable() {
+        let e = env_of(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "1")]);
+        let err = detect(Bootstrap::Auto, &e).unwrap_err().to_string();
+        assert!(err.contains("MASTER_ADDR is not set"), "{err}");
+    }
+
+    #[test]
+    fn env_rank_beyond_size_is_refused() {
+        let e = env_of(&[("RANK", "2"), ("WORLD_SIZE", "2")]);
+        let err = detect(Bootstrap::Auto, &e).unwrap_err().to_string();
+        assert!(err.contains("must be below WORLD_SIZE=2"), "{err}");
+    }
+
+    #[test]
+    fn env_bad_port_and_bad_number_are_refused() {
+        let e = env_of(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "h"),
+            ("MASTER_PORT", "70000"),
+        ]);
+        assert!(detect(Bootstrap::Auto, &e)
+            .unwrap_err()
+            .to_string()
+            .contains("MASTER_PORT"));
+        let e = env_of(&[("RANK", "x"), ("WORLD_SIZE", "2")]);
+        let err = detect(Bootstrap::Auto, &e).unwrap_err().to_string();
+        assert!(
+            err.contains("RANK=\"x\"") && err.contains("non-negative integer"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn single_env_pe_needs_no_rendezvous() {
+        let l = detect(
+            Bootstrap::Auto,
+            &env_of(&[("RANK", "0"), ("WORLD_SIZE", "1")]),
+        )
+        .unwrap();
+        assert_eq!(l.rendezvous, None);
+    }
+
+    #[test]
+    fn open_mpi_and_slurm_are_recognised() {
+        let ompi = env_of(&[
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+        ]);
+        let l = detect(Bootstrap::Auto, &ompi).unwrap();
+        #[cfg(feature = "mpi")]
+        assert_eq!(l.bootstrap, Bootstrap::Mpi);
+        #[cfg(not(feature = "mpi"))]
+        assert_eq!(l.bootstrap, Bootstrap::Pmix);
+        assert_eq!((l.rank, l.size, l.local_rank), (Some(1), Some(2), Some(1)));
+
+        let slurm = env_of(&[
+            ("SLURM_PROCID", "5"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_LOCALID", "1"),
+        ]);
+        let l = detect(Bootstrap::Auto, &slurm).unwrap();
+        assert_eq!((l.rank, l.size, l.local_rank), (Some(5), Some(8), Some(1)));
+    }
+
+    #[test]
+    fn hydra_means_pmi() {
+        let e = env_of(&[
+            ("PMI_RANK", "0"),
+            ("PMI_SIZE", "2"),
+            ("MPI_LOCALRANKID", "0"),
+        ]);
+        let l = detect(Bootstrap::Auto, &e).unwrap();
+        assert_eq!(l.bootstrap, Bootstrap::Pmi);
+        assert_eq!(l.bootstrap.nvshmem_plugin(), Some("PMI"));
+    }
+
+    #[test]
+    fn the_override_wins_and_bad_names_are_refused() {
+        let e = env_of(&[("OMPI_COMM_WORLD_SIZE", "2"), (BOOTSTRAP_VAR, "PMIX")]);
+        assert_eq!(
+            detect(Bootstrap::Auto, &e).unwrap().bootstrap,
+            Bootstrap::Pmix
+        );
+        // An explicit builder choice beats the variable.
+        assert_eq!(
+            detect(Bootstrap::Pmi2, &e).unwrap().bootstrap,
+            Bootstrap::Pmi2
+        );
+        let e = env_of(&[(BOOTSTRAP_VAR, "carrier-pigeon")]);
+        let err = detect(Bootstrap::Auto, &e).unwrap_err().to_string();
+        assert!(
+            err.contains("carrier-pigeon") && err.contains(Bootstrap::NAMES),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bootstrap_names_round_trip() {
+        for b in [
+            Bootstrap::Pmi,
+            Bootstrap::Pmi2,
+            Bootstrap::Pmix,
+            Bootstrap::Env,
+            Bootstrap::Single,
+        ] {
+            assert_eq!(b.to_string().parse::<Bootstrap>().unwrap(), b);
+        }
+    }
+}
