@@ -24,3 +24,6 @@ pub use error::{Error, Result};
 pub use heap::{SymArray, SymBuffer, SymBufferMut, SymView, SymViewMut};
 pub use runtime::{Bootstrap, Runtime, RuntimeBuilder, RuntimeInfo};
 pub use team::Team;
+
+/// The raw bindings underneath, for calls this crate does not wrap.
+pub use nvshmem_sys as sys;

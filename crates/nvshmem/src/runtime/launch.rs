@@ -47,12 +47,13 @@ impl Bootstrap {
     /// Every name [`FromStr`] accepts, for messages.
     pub const NAMES: &'static str = "auto, mpi, pmi, pmi2, pmix, env, single";
 
-    /// The value of `NVSHMEM_BOOTSTRAP` that selects NVSHMEM's own plugin for this bootstrap,
-    /// where NVSHMEM's plugin does the work.
-    pub(crate) fn nvshmem_plugin(self) -> Option<&'static str> {
+    /// The values of `NVSHMEM_BOOTSTRAP_PMI` that select NVSHMEM's own PMI plugin for this
+    /// bootstrap (with `NVSHMEM_BOOTSTRAP=PMI`: NVSHMEM takes PMIx and PMI-2 as flavours of
+    /// PMI), where NVSHMEM's plugin does the work.
+    pub(crate) fn nvshmem_pmi_flavour(self) -> Option<&'static str> {
         match self {
             Bootstrap::Pmi => Some("PMI"),
-            Bootstrap::Pmi2 => Some("PMI2"),
+            Bootstrap::Pmi2 => Some("PMI-2"),
             Bootstrap::Pmix => Some("PMIX"),
             _ => None,
         }
@@ -370,7 +371,9 @@ mod tests {
         ]);
         let l = detect(Bootstrap::Auto, &e).unwrap();
         assert_eq!(l.bootstrap, Bootstrap::Pmi);
-        assert_eq!(l.bootstrap.nvshmem_plugin(), Some("PMI"));
+        assert_eq!(l.bootstrap.nvshmem_pmi_flavour(), Some("PMI"));
+        assert_eq!(Bootstrap::Pmix.nvshmem_pmi_flavour(), Some("PMIX"));
+        assert_eq!(Bootstrap::Env.nvshmem_pmi_flavour(), None);
     }
 
     #[test]

@@ -323,9 +323,10 @@ fn init_nvshmem(
 ) -> Result<()> {
     let mut attr = nvshmem_sys::nvshmemx_init_attr_t::default();
     set_attr_versions(&mut attr);
-    if let Some(plugin) = launch.bootstrap.nvshmem_plugin() {
+    if let Some(flavour) = launch.bootstrap.nvshmem_pmi_flavour() {
         // NVSHMEM's own bootstrap plugins are chosen through its environment.
-        set_env("NVSHMEM_BOOTSTRAP", plugin);
+        set_env("NVSHMEM_BOOTSTRAP", "PMI");
+        set_env("NVSHMEM_BOOTSTRAP_PMI", flavour);
         // SAFETY: attr is a valid, versioned attribute struct that outlives the call.
         let status = unsafe { lib.nvshmemx_hostlib_init_attr(0, &mut attr) };
         return check("nvshmemx_hostlib_init_attr", status);

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The one driver of every GPU run: builds here, then checks and times on the GPU machine.
+#
+#   scripts/gpu-check.sh stage            on a build machine (has cargo): builds the GPU test
+#                                         programs, examples and tools in release mode and
+#                                         copies them into .gpu/ (git-ignored; carry it)
+#   scripts/gpu-check.sh run [SUITES...]  on the GPU machine (no Rust there): runs the staged
+#                                         programs with 1 and 2 PEs under every launcher that can
+#                                         start there and prints a summary last. SUITES default to
+#                                         "foundation"; others: collectives, perf.
+#
+# Logs go to $OUT (the device tool's output folder) or ./gpu-logs. NVLink multicast stays off
+# for every process: NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+shift || true
+
+stage() {
+  set -e
+  . scripts/setup.sh
+  cargo build --release --bins --examples -p nvshmem-rs -p nvshmem -p nvshmem-perf
+  rm -rf .gpu && mkdir -p .gpu/bin
+  # The test executables' paths come from cargo's JSON messages.
+  cargo test --release --no-run --test 'gpu_*' --message-format=json 2>/dev/null |
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["target"]["name"], m["executable"])' |
+    while read -r name exe; do cp "$exe" ".gpu/bin/$name"; done
+  for exe in target/release/examples/*; do
+    [ -f "$exe" ] && [ -x "$exe" ] && case "$exe" in *-*) ;; *) cp "$exe" .gpu/bin/ ;; esac
+  done
+  for b in nvshmem-run nvshmem-perf; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
+  ls -la .gpu/bin
+  du -sh .gpu
+}
+
+# ---- on the GPU machine ----
+final=${OUT:-gpu-logs}
+out="$final/logs"
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0
+export RUST_BACKTRACE=1
+summary=()
+failures=0
+
+# mpirun with the variables every PE needs.
+mpi() {
+  local np=$1; shift
+  local pass=() v
+  for v in NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE RUST_BACKTRACE RUST_LOG GPU_TEST_INIT \
+    NVSHMEM_RS_BOOTSTRAP NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL PATH LD_LIBRARY_PATH; do
+    [ -n "${!v+x}" ] && pass+=(-x "$v")
+  done
+  mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "${pass[@]}" "$@"
+}
+export -f mpi
+
+# case NAME EXPECT COMMAND...: runs COMMAND with a time limit; EXPECT is pass (exit 0 and a
+# "N passed, 0 failed" line when the program prints one) or fail:TEXT (non-zero exit and TEXT
+# in the output, for error paths).
+case_() {
+  local name=$1 expect=$2; shift 2
+  local log="$out/$name.log" t0=$SECONDS
+  timeout -k 10 180 bash -c '"$@"' bash "$@" >"$log" 2>&1
+  local rc=$? secs=$((SECONDS - t0)) verdict
+  local counts
+  counts=$(grep -Eo '[0-9]+ passed, [0-9]+ failed' "$log" | awk '{p+=$1; f+=$3} END {if (NR) printf "%d passed, %d failed", p, f}')
+  if [ "$expect" = pass ]; then
+    if [ $rc -eq 0 ] && ! grep -q 'FAILED' "$log"; then verdict=PASS; else verdict="FAIL(rc=$rc)"; fi
+  else
+    if [ $rc -ne 0 ] && grep -qF "${expect#fail:}" "$log"; then verdict=PASS; else verdict="FAIL(rc=$rc)"; fi
+  fi
+  [ "$verdict" = PASS ] || { failures=$((failures + 1)); echo "---- $name (last lines) ----"; tail -n 25 "$log"; }
+  summary+=("$(printf '%-44s %-10s %4ss  %s' "$name" "$verdict" "$secs" "$counts")")
+}
+
+gtest() { echo ".gpu/bin/$1 --ignored --nocapture --test-threads=1"; }
+
+foundation() {
+  local t
+  t=$(gtest gpu_foundation)
+  case_ foundation-mpi-1pe pass mpi 1 $t
+  case_ foundation-mpi-2pe pass mpi 2 $t
+  GPU_TEST_INIT=communicator case_ foundation-user-communicator-2pe pass mpi 2 $t
+  case_ foundation-no-launcher-1pe pass $t
+  case_ foundation-env-by-hand-2pe pass bash -c "
+    for r in 0 1; do RANK=\$r WORLD_SIZE=2 LOCAL_RANK=\$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 $t > $out/env-pe\$r.out 2>&1 & pids+=(\$!); done
+    rc=0; for p in \${pids[@]}; do wait \$p || rc=\$?; done; cat $out/env-pe0.out $out/env-pe1.out; exit \$rc"
+  [ -x .gpu/bin/nvshmem-run ] && case_ foundation-nvshmem-run-2pe pass .gpu/bin/nvshmem-run -n 2 $t
+  NVSHMEM_RS_BOOTSTRAP=pmix case_ foundation-pmix-under-mpirun-2pe pass mpi 2 $t
+  NVSHMEM_LIBRARY=/nonexistent/libnvshmem_host.so.3 case_ error-missing-library fail:"/nonexistent/libnvshmem_host.so.3 (from NVSHMEM_LIBRARY)" mpi 1 $t
+  [ -x .gpu/bin/nvshmem-run ] && case_ nvshmem-run-failing-pe fail:"PE 1" .gpu/bin/nvshmem-run -n 2 bash -c 'sleep 1; [ "$RANK" = 1 ] && exit 7; sleep 60'
+}
+
+collectives() {
+  local t
+  t=$(gtest gpu_collectives)
+  case_ collectives-1pe pass mpi 1 $t
+  case_ collectives-2pe pass mpi 2 $t
+}
+
+perf() {
+  [ -x scripts/perf-gpu.sh ] && case_ perf-2pe pass scripts/perf-gpu.sh "$out"
+}
+
+case "$mode" in
+  stage) stage ;;
+  run)
+    nvidia-smi -L | tee "$out/gpus.txt"
+    nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
+    for suite in "${@:-foundation}"; do "$suite"; done
+    echo
+    echo "==== summary ($(nvidia-smi -L | wc -l) GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)) ===="
+    printf '%s\n' "${summary[@]}"
+    echo "cases failing: $failures"
+    # The device tool brings back at most 8 files: the logs travel as one archive.
+    printf '%s\n' "${summary[@]}" >"$final/summary.txt"
+    tar -czf "$final/logs.tgz" -C "$final" logs && rm -rf "$out"
+    [ $failures -eq 0 ]
+    ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
+esac

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what building and testing nvshmem-rs needs on Debian or Ubuntu, skipping whatever is
+# already there (so it also runs with everything present and no network). Source it
+# (`. scripts/setup.sh`) to get NVSHMEM_HOME and the NVRTC path exported.
+#
+#   system packages: build-essential pkg-config libopenmpi-dev openmpi-bin libclang-dev python3-pip
+#   Rust:            rustup's stable toolchain, if cargo is missing
+#   Python wheels:   nvidia-nvshmem-cu13 (NVSHMEM's host library, loaded at run time) and
+#                    nvidia-cuda-nvrtc (to compile-check the CUDA kernels), into .deps/py
+NVSHMEM_WHEEL_VERSION=${NVSHMEM_WHEEL_VERSION:-3.4.5}
+NVRTC_WHEEL_VERSION=${NVRTC_WHEEL_VERSION:-13.0.88}
+_nvshmem_rs_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+_nvshmem_rs_setup() {
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  local pkgs=(build-essential pkg-config libopenmpi-dev openmpi-bin libclang-dev python3-pip curl ca-certificates)
+  local missing=()
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null ||
+      { echo "setup: could not install ${missing[*]}" >&2; return 1; }
+  fi
+  if ! command -v cargo >/dev/null 2>&1; then
+    [ -x "$HOME/.cargo/bin/cargo" ] || {
+      echo "setup: installing Rust with rustup" >&2
+      curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt,clippy >/dev/null || return 1
+    }
+    export PATH="$HOME/.cargo/bin:$PATH"
+  fi
+  local py="$_nvshmem_rs_root/.deps/py"
+  # Both wheels unpack under nvidia/, and pip --target will not merge into an existing
+  # nvidia/ folder, so whatever is missing is installed in one call.
+  local want=()
+  [ -e "$py/nvidia/nvshmem/lib/libnvshmem_host.so.3" ] || want+=("nvidia-nvshmem-cu13==$NVSHMEM_WHEEL_VERSION")
+  [ -e "$py/nvidia/cu13/lib/libnvrtc.so.13" ] || want+=("nvidia-cuda-nvrtc==$NVRTC_WHEEL_VERSION")
+  if [ ${#want[@]} -gt 0 ]; then
+    echo "setup: installing ${want[*]} into .deps/py" >&2
+    rm -rf "$py"
+    want=("nvidia-nvshmem-cu13==$NVSHMEM_WHEEL_VERSION" "nvidia-cuda-nvrtc==$NVRTC_WHEEL_VERSION")
+    python3 -m pip install -q --no-deps --target "$py" "${want[@]}" 2>/dev/null ||
+      python3 -m pip install -q --no-deps --break-system-packages --target "$py" "${want[@]}" ||
+      { echo "setup: could not install ${want[*]}" >&2; return 1; }
+  fi
+  export NVSHMEM_HOME="$py/nvidia/nvshmem"
+  export LD_LIBRARY_PATH="$py/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+_nvshmem_rs_setup
