@@ -250,6 +250,8 @@ impl RuntimeBuilder {
     ) -> Result<Runtime> {
         let mut state = STATE.lock().unwrap_or_else(|p| p.into_inner());
         ensure_fresh(*state)?;
+        // The GPU first: on a machine without one, that is the message that helps.
+        let device = pick_device(self.device, launch.local_rank.unwrap_or(0))?;
         let lib = nvshmem_sys::lib()?;
         // SAFETY: nvshmemx_init_status takes no arguments and only reads NVSHMEM's state.
         if unsafe { lib.nvshmemx_init_status() } != 0 {
@@ -258,7 +260,6 @@ impl RuntimeBuilder {
             ));
         }
 
-        let device = pick_device(self.device, launch.local_rank.unwrap_or(0))?;
         let heap_size = choose_heap_size(self.heap_size)?;
         let ctx = CudaContext::new(device)
             .map_err(|e| Error::NoGpu(format!("cannot open CUDA device {device}: {e}")))?;

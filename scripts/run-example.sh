@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds an example and runs it with one PE per GPU of this machine through nvshmem-run.
+#
+#   scripts/run-example.sh [EXAMPLE] [ARGS...]      (EXAMPLE defaults to hello)
+#
+# Set-up (system packages, Rust, the NVSHMEM wheel) is done by scripts/setup.sh, skipping what
+# is present. Without an NVIDIA GPU the example is still built, then says it needs one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+example=${1:-hello}
+shift || true
+. scripts/setup.sh
+cargo build --release --example "$example" --bin nvshmem-run
+export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${gpus:-0}" -eq 0 ]; then
+  echo "run-example: no NVIDIA GPU found (nvidia-smi lists none); running one PE to show the error" >&2
+  exec "target/release/examples/$example" "$@"
+fi
+exec target/release/nvshmem-run -n "$gpus" "target/release/examples/$example" "$@"
