@@ -1,0 +1,93 @@
+//! Host time of one collective call: this library against the same NVSHMEM function called
+//! raw through `nvshmem-sys`, in the same run, alternating, on the same buffers and stream.
+//!
+//! Needs GPUs: `scripts/gpu-check.sh` runs it under `mpirun` (`cargo bench` on a machine
+//! without one says so and exits). Each sample times a batch of back-to-back calls on the host
+//! (no synchronisation inside the batch), then drains the stream outside the timed region; the
+//! batch is short enough that the stream's launch queue never fills, so the host never waits
+//! for the GPU inside a sample. Prints the median per-call time of each and their ratio.
+use std::time::Instant;
+
+use nvshmem::{ReduceOp, Runtime};
+
+const BATCH: usize = 64;
+const SAMPLES: usize = 200;
+
+fn main() -> anyhow::Result<()> {
+    let rt = match Runtime::init() {
+        Ok(rt) => rt,
+        Err(e @ nvshmem::Error::NoGpu(_)) => {
+            eprintln!("host_overhead: skipped: {e}");
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let stream = rt.stream().clone();
+    let team = rt.world();
+    let lib = nvshmem::sys::lib()?;
+    let src = rt.alloc_from(&[1.0f32; 2])?;
+    let mut dst = rt.alloc_zeroed::<f32>(2)?;
+    let (s, d) = (src.device_ptr_raw() as *const f32, dst.device_ptr_raw() as *mut f32);
+
+    let mut ours = Vec::with_capacity(SAMPLES);
+    let mut raw = Vec::with_capacity(SAMPLES);
+    let mut barrier_ours = Vec::with_capacity(SAMPLES);
+    let mut barrier_raw = Vec::with_capacity(SAMPLES);
+    for sample in 0..SAMPLES + 10 {
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            team.all_reduce(&src, &mut dst, ReduceOp::Sum, &stream)?;
+        }
+        let t_ours = t.elapsed().as_secs_f64() / BATCH as f64;
+        stream.synchronize()?;
+
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            // SAFETY: src and dst are live symmetric arrays of 2 floats; the stream is the
+            // runtime's own.
+            let status = unsafe { lib.nvshmemx_float_sum_reduce_on_stream(0, d, s, 2, stream.cu_stream()) };
+            assert_eq!(status, 0);
+        }
+        let t_raw = t.elapsed().as_secs_f64() / BATCH as f64;
+        stream.synchronize()?;
+
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            team.barrier(&stream)?;
+        }
+        let t_bo = t.elapsed().as_secs_f64() / BATCH as f64;
+        stream.synchronize()?;
+
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            // SAFETY: the world team and the runtime's stream are valid.
+            unsafe { lib.nvshmemx_barrier_on_stream(0, stream.cu_stream()) };
+        }
+        let t_br = t.elapsed().as_secs_f64() / BATCH as f64;
+        stream.synchronize()?;
+
+        if sample >= 10 {
+            ours.push(t_ours);
+            raw.push(t_raw);
+            barrier_ours.push(t_bo);
+            barrier_raw.push(t_br);
+        }
+    }
+    if rt.my_pe() == 0 {
+        println!("host time per call, median of {SAMPLES} batches of {BATCH} calls, {} PEs:", rt.n_pes());
+        report("all_reduce f32 sum, 2 elements", &mut ours, &mut raw);
+        report("barrier", &mut barrier_ours, &mut barrier_raw);
+    }
+    drop((src, dst, team));
+    Ok(())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn report(what: &str, ours: &mut [f64], raw: &mut [f64]) {
+    let (o, r) = (median(ours) * 1e6, median(raw) * 1e6);
+    println!("  {what:<32} nvshmem-rs {o:7.3} us   raw nvshmem-sys {r:7.3} us   ratio {:.3}", o / r);
+}
