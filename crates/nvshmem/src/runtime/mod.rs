@@ -74,6 +74,9 @@ pub(crate) struct RuntimeInner {
     pub(crate) info: RuntimeInfo,
     /// Bytes allocated from the symmetric heap through this runtime.
     pub(crate) heap_in_use: Mutex<usize>,
+    /// One symmetric `u64` per PE that [`Team::from_pes`](crate::Team::from_pes) passes team
+    /// ids through; allocated at start-up because allocating is collective over every PE.
+    pub(crate) team_slot: cudarc::driver::sys::CUdeviceptr,
     /// MPI, when this runtime started it; finalised after NVSHMEM.
     #[cfg(feature = "mpi")]
     universe: Option<mpi::environment::Universe>,
@@ -285,6 +288,9 @@ impl RuntimeBuilder {
         let stream = ctx
             .new_stream()
             .map_err(Error::cuda("creating the runtime's stream"))?;
+        ctx.bind_to_thread()
+            .map_err(Error::cuda("binding the CUDA context"))?;
+        let team_slot = crate::team::alloc_exchange_slot(lib)?;
         info!(
             pe = my_pe, n_pes, bootstrap = %info.bootstrap, library = %info.library.display(),
             version = %info.version, device, heap_size, "NVSHMEM started"
@@ -299,6 +305,7 @@ impl RuntimeBuilder {
                 n_pes,
                 info,
                 heap_in_use: Mutex::new(0),
+                team_slot,
                 #[cfg(feature = "mpi")]
                 universe,
             }),

@@ -1,0 +1,133 @@
+//! Teams of an arbitrary list of PEs, made from NVSHMEM's team unique id.
+//!
+//! The first listed PE creates the id; it reaches the other members through one `u64` of
+//! symmetric memory per PE that the runtime allocates when it starts. It cannot be allocated
+//! here: allocation is collective over *every* PE, and a split is collective only over the
+//! parent team.
+use std::os::raw::c_int;
+
+use cudarc::driver::{result as cu, sys::CUdeviceptr};
+use nvshmem_sys::{teams as ids, NvshmemLib};
+
+use super::{plan, Team};
+use crate::{error::check, Error, Result};
+
+/// `NVSHMEMI_TEAM_CONFIG_VERSION_2_IDENTIFIER` (`nvshmem_types.h`).
+const TEAM_CONFIG_VERSION: c_int =
+    (2 << 16) + std::mem::size_of::<nvshmem_sys::nvshmem_team_config_t>() as c_int;
+
+/// Allocates the exchange slot (collective over every PE; call once, at start-up, with the
+/// runtime's context current). It is freed when NVSHMEM finalises.
+pub(crate) fn alloc_exchange_slot(lib: &NvshmemLib) -> Result<CUdeviceptr> {
+    let bytes = std::mem::size_of::<u64>();
+    // SAFETY: NVSHMEM is initialised and its context is current (the caller's contract).
+    let ptr = unsafe { lib.nvshmem_calloc(1, bytes) };
+    if ptr.is_null() {
+        return Err(Error::OutOfHeap {
+            requested: bytes,
+            in_use: 0,
+            heap_size: 0,
+        });
+    }
+    Ok(ptr as CUdeviceptr)
+}
+
+/// Makes the team of `pes` (checked, not a progression) of `parent`, where this PE has index
+/// `me`. Collective over `parent`.
+pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<Option<Team>> {
+    let inner = &parent.rt.inner;
+    let lib = inner.lib;
+    let slot = inner.team_slot;
+    let stream = inner.stream.cu_stream();
+    inner.bind()?;
+    let barrier = |what: &'static str| -> Result<()> {
+        // SAFETY: the parent handle is valid and the stream belongs to the current context.
+        check(what, unsafe {
+            lib.nvshmemx_barrier_on_stream(parent.handle, stream)
+        })
+    };
+    // Every member must have finished reading its slot for an earlier split before the
+    // leader overwrites it.
+    barrier("nvshmemx_barrier_on_stream")?;
+    let mut id: u64 = 0;
+    if me == pes[0] {
+        // SAFETY: id is a valid place for the unique id.
+        check("nvshmemx_team_get_uniqueid", unsafe {
+            lib.nvshmemx_team_get_uniqueid(&mut id)
+        })?;
+        // SAFETY: slot is this runtime's symmetric u64 and the stream is the runtime's; the
+        // pageable source is staged by CUDA before the call returns.
+        unsafe { cu::memcpy_htod_async(slot, std::slice::from_ref(&id), stream) }
+            .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
+        for &pe in &pes[1..] {
+            // SAFETY: both handles are valid and pe is below the parent's size (checked).
+            let world_pe = unsafe {
+                lib.nvshmem_team_translate_pe(parent.handle, pe as c_int, ids::NVSHMEM_TEAM_WORLD)
+            };
+            if world_pe < 0 {
+                return Err(Error::Nvshmem {
+                    call: "nvshmem_team_translate_pe",
+                    status: world_pe,
+                });
+            }
+            // SAFETY: slot is symmetric, so it is the same object on world_pe; the copy on
+            // this PE is the source, written above on the same stream.
+            unsafe {
+                lib.nvshmemx_putmem_on_stream(
+                    slot as *mut _,
+                    slot as *const _,
+                    std::mem::size_of::<u64>(),
+                    world_pe,
+                    stream,
+                )
+            };
+        }
+        // SAFETY: the stream belongs to the current context.
+        unsafe { lib.nvshmemx_quiet_on_stream(stream) };
+    }
+    // After this barrier every member's slot holds the id.
+    barrier("nvshmemx_barrier_on_stream")?;
+    let index = plan::index_in(pes, me);
+    if index.is_some() && me != pes[0] {
+        // SAFETY: slot is this runtime's symmetric u64; id lives until the stream is
+        // synchronised below.
+        unsafe { cu::memcpy_dtoh_async(std::slice::from_mut(&mut id), slot, stream) }
+            .map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
+    }
+    inner
+        .stream
+        .synchronize()
+        .map_err(Error::cuda("synchronising the team id exchange"))?;
+    let Some(index) = index else {
+        return Ok(None);
+    };
+    let mut config = nvshmem_sys::nvshmem_team_config_t {
+        version: TEAM_CONFIG_VERSION,
+        num_contexts: -1,
+        uniqueid: id,
+        ..Default::default()
+    };
+    let mut handle = ids::NVSHMEM_TEAM_INVALID;
+    // SAFETY: handle and config are valid and outlive the call; config is versioned as
+    // NVSHMEM 3.x expects; sizes fit a c_int as they are below the parent's size.
+    let status = unsafe {
+        lib.nvshmemx_team_init(
+            &mut handle,
+            &mut config,
+            nvshmem_sys::NVSHMEM_TEAM_CONFIG_MASK_UNIQUEID as _,
+            pes.len() as c_int,
+            index as c_int,
+        )
+    };
+    let team = parent.owned_team(handle);
+    check("nvshmemx_team_init", status)?;
+    Ok(team)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn config_version_is_nvshmems() {
+        assert_eq!(super::TEAM_CONFIG_VERSION, (2 << 16) + 64);
+    }
+}
