@@ -13,12 +13,14 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod collective;
 pub mod element;
 pub mod error;
 pub mod heap;
 pub mod runtime;
 pub mod team;
 
+pub use collective::ReduceOp;
 pub use element::{Element, ElementKind};
 pub use error::{Error, Result};
 pub use heap::{SymArray, SymBuffer, SymBufferMut, SymView, SymViewMut};

@@ -74,6 +74,8 @@ pub(crate) struct RuntimeInner {
     pub(crate) info: RuntimeInfo,
     /// Bytes allocated from the symmetric heap through this runtime.
     pub(crate) heap_in_use: Mutex<usize>,
+    /// The collective scratch of rooted reductions (`Runtime::reserve_scratch`).
+    pub(crate) scratch: Mutex<crate::collective::Scratch>,
     /// MPI, when this runtime started it; finalised after NVSHMEM.
     #[cfg(feature = "mpi")]
     universe: Option<mpi::environment::Universe>,
@@ -298,6 +300,7 @@ impl RuntimeBuilder {
                 n_pes,
                 info,
                 heap_in_use: Mutex::new(0),
+                scratch: Mutex::new(Default::default()),
                 #[cfg(feature = "mpi")]
                 universe,
             }),
@@ -506,6 +509,14 @@ impl Drop for RuntimeInner {
         if let Err(e) = self.stream.synchronize() {
             warn!(%e, "synchronising the runtime's stream before finalising NVSHMEM");
         }
+        // SAFETY: NVSHMEM is still initialised, the context current, the stream synchronised;
+        // the scratch is reachable only through this runtime, which no handle uses any more.
+        unsafe {
+            self.scratch
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .release(self.lib)
+        };
         // SAFETY: NVSHMEM was initialised by this runtime, and every handle that used it held
         // this runtime alive, so none is left.
         unsafe { self.lib.nvshmemx_hostlib_finalize() };
