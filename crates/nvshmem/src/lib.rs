@@ -17,8 +17,10 @@ pub mod collective;
 pub mod element;
 pub mod error;
 pub mod heap;
+pub mod rma;
 pub mod runtime;
 pub mod team;
+pub mod timing;
 
 pub use collective::ReduceOp;
 pub use element::{Element, ElementKind};
@@ -26,3 +28,4 @@ pub use error::{Error, Result};
 pub use heap::{SymArray, SymBuffer, SymBufferMut, SymView, SymViewMut};
 pub use runtime::{Bootstrap, Runtime, RuntimeBuilder, RuntimeInfo};
 pub use team::Team;
+pub use timing::Timing;

@@ -81,7 +81,7 @@ fn want_len(
 }
 
 fn divisible(call: &'static str, arg: &'static str, len: usize, n_pes: usize) -> Result<usize> {
-    if n_pes > 0 && len % n_pes == 0 {
+    if len.checked_rem(n_pes) == Some(0) {
         Ok(len / n_pes)
     } else {
         Err(Error::arg(

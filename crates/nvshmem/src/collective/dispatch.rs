@@ -132,7 +132,7 @@ impl Team {
         Ok(())
     }
 
-    pub(super) fn broadcast_spans<T: Element>(
+    pub(super) fn broadcast_spans(
         &self,
         call: &'static str,
         root: usize,
@@ -162,7 +162,7 @@ impl Team {
         status("nvshmemx_broadcastmem_on_stream", code)
     }
 
-    pub(super) fn fcollect_spans<T: Element>(
+    pub(super) fn fcollect_spans(
         &self,
         call: &'static str,
         src: Span,
@@ -189,7 +189,7 @@ impl Team {
         status("nvshmemx_fcollectmem_on_stream", code)
     }
 
-    pub(super) fn alltoall_spans<T: Element>(
+    pub(super) fn alltoall_spans(
         &self,
         call: &'static str,
         src: Span,
@@ -259,7 +259,7 @@ impl Team {
         Ok(w)
     }
 
-    pub(super) fn gather_spans<T: Element>(
+    pub(super) fn gather_spans(
         &self,
         call: &'static str,
         root: usize,
@@ -301,7 +301,7 @@ impl Team {
         })
     }
 
-    pub(super) fn scatter_spans<T: Element>(
+    pub(super) fn scatter_spans(
         &self,
         call: &'static str,
         root: usize,

@@ -224,7 +224,7 @@ impl Team {
         stream: &CudaStream,
     ) -> Result<()> {
         self.check_buffers("broadcast", src, dst)?;
-        self.broadcast_spans::<T>("broadcast", root, span(src), span(dst), stream)
+        self.broadcast_spans("broadcast", root, span(src), span(dst), stream)
     }
 
     /// Broadcast in place: every PE's `buf` gets the root's `buf`.
@@ -245,7 +245,7 @@ impl Team {
         self.rt
             .check_same("broadcast_in_place", "buf", buf.sym_runtime())?;
         let s = span(buf);
-        self.broadcast_spans::<T>("broadcast_in_place", root, s, s, stream)
+        self.broadcast_spans("broadcast_in_place", root, s, s, stream)
     }
 
     /// All-gather (NVSHMEM's fcollect): `dst` (`n_pes * src.len()` elements) gets every PE's
@@ -266,7 +266,7 @@ impl Team {
         stream: &CudaStream,
     ) -> Result<()> {
         self.check_buffers("fcollect", src, dst)?;
-        self.fcollect_spans::<T>("fcollect", span(src), span(dst), stream)
+        self.fcollect_spans("fcollect", span(src), span(dst), stream)
     }
 
     /// All-gather in place: `buf` holds `n_pes` blocks; this PE's block (index
@@ -289,7 +289,7 @@ impl Team {
         let (me, count) = self.own_block(CALL, span(buf))?;
         let all = span(buf);
         let mine = Span::new(all.at(me * count), count, all.elem);
-        self.fcollect_spans::<T>(CALL, mine, all, stream)
+        self.fcollect_spans(CALL, mine, all, stream)
     }
 
     /// All-to-all: block `j` of this PE's `src` goes to block `i` (this PE's index) of PE
@@ -311,7 +311,7 @@ impl Team {
         stream: &CudaStream,
     ) -> Result<()> {
         self.check_buffers("alltoall", src, dst)?;
-        self.alltoall_spans::<T>("alltoall", span(src), span(dst), stream)
+        self.alltoall_spans("alltoall", span(src), span(dst), stream)
     }
 
     /// Reduce-scatter: `src` holds `n_pes` blocks of `dst.len()`; team PE `i`'s `dst` gets
@@ -380,7 +380,7 @@ impl Team {
         stream: &CudaStream,
     ) -> Result<()> {
         self.check_buffers("gather", src, dst)?;
-        self.gather_spans::<T>("gather", root, span(src), span(dst), stream)
+        self.gather_spans("gather", root, span(src), span(dst), stream)
     }
 
     /// Gather in place: `buf` holds `n_pes` blocks; each PE's input is its own block (index
@@ -406,7 +406,7 @@ impl Team {
         let mine = Span::new(all.at(me * count), count, all.elem);
         // Every PE's input is its own block: on the root that is the in-place block; on the
         // others `dst` is not written, so its overlap with `src` is harmless.
-        self.gather_spans::<T>(CALL, root, mine, all, stream)
+        self.gather_spans(CALL, root, mine, all, stream)
     }
 
     /// Scatter from `root`: block `i` of the root's `src` (`n_pes * dst.len()` elements)
@@ -428,7 +428,7 @@ impl Team {
         stream: &CudaStream,
     ) -> Result<()> {
         self.check_buffers("scatter", src, dst)?;
-        self.scatter_spans::<T>("scatter", root, span(src), span(dst), stream)
+        self.scatter_spans("scatter", root, span(src), span(dst), stream)
     }
 
     /// Scatter in place: `buf` holds `n_pes` blocks; every PE's block `my_pe` gets block
@@ -452,13 +452,13 @@ impl Team {
         let (me, count) = self.own_block(CALL, span(buf))?;
         let all = span(buf);
         let mine = Span::new(all.at(me * count), count, all.elem);
-        self.scatter_spans::<T>(CALL, root, all, mine, stream)
+        self.scatter_spans(CALL, root, all, mine, stream)
     }
 
     /// This PE's index and the block length of a buffer split into one block per PE.
     fn own_block(&self, call: &'static str, all: Span) -> Result<(usize, usize)> {
         let me = self.require_member(call)?;
-        if self.n_pes == 0 || all.len % self.n_pes != 0 {
+        if all.len.checked_rem(self.n_pes) != Some(0) {
             return Err(Error::arg(
                 call,
                 "buf",
