@@ -42,6 +42,7 @@ pub trait Element:
     + Send
     + Sync
     + 'static
+    + crate::collective::NvshmemTyped
 {
     /// The Rust name (`"f32"`, `"bf16"`, ...), as the CLI and reports spell it.
     const NAME: &'static str;

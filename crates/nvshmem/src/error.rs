@@ -89,6 +89,27 @@ pub enum Error {
         reason: String,
     },
 
+    /// The operation is valid but no algorithm for it is available yet (for example an
+    /// operator NVSHMEM lacks, before a run-time compiled kernel provides it).
+    #[error("{call}: {what} is not supported yet")]
+    Unsupported {
+        /// The call that refused it.
+        call: &'static str,
+        /// What is missing, with the type and operator.
+        what: String,
+    },
+
+    /// A collective needs more of the runtime's collective scratch than is reserved.
+    #[error("{call} needs {needed} bytes of collective scratch but {reserved} are reserved: call Runtime::reserve_scratch({needed}) on every PE first")]
+    ScratchTooSmall {
+        /// The call that needs it.
+        call: &'static str,
+        /// Bytes it needs.
+        needed: usize,
+        /// Bytes reserved now.
+        reserved: usize,
+    },
+
     /// An environment variable has a value that cannot be used.
     #[error("environment variable {var}={value:?}: {reason}")]
     Environment {

@@ -330,9 +330,25 @@ pub struct SymViewMut<'a, T: Element> {
     len: usize,
 }
 
+mod sealed {
+    pub trait Sealed {}
+}
+
 /// Anything that names symmetric memory: a [`SymArray`] or a view of one. Collectives and
 /// RMA take it, so they accept whole arrays and parts alike.
-pub trait SymBuffer<T: Element> {
+///
+/// Sealed: NVSHMEM can reach only memory of its symmetric heap, so nothing else (a plain
+/// cudarc allocation, a raw pointer) can be passed where a `SymBuffer` is expected. It is
+/// refused when the program is compiled:
+///
+/// ```compile_fail
+/// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+/// let plain = stream.alloc_zeroed::<f32>(16).unwrap(); // cudarc memory, not symmetric
+/// let mut dst = rt.alloc_zeroed::<f32>(16)?;
+/// rt.world().all_reduce(&plain, &mut dst, nvshmem::ReduceOp::Sum, &stream)?;
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
+pub trait SymBuffer<T: Element>: sealed::Sealed {
     /// The symmetric address of the first element on this PE.
     fn sym_ptr(&self) -> CUdeviceptr;
     /// Number of elements.
@@ -346,6 +362,7 @@ pub trait SymBufferMut<T: Element>: SymBuffer<T> {}
 
 macro_rules! sym_buffer {
     ($ty:ty) => {
+        impl<T: Element> sealed::Sealed for $ty {}
         impl<T: Element> SymBuffer<T> for $ty {
             fn sym_ptr(&self) -> CUdeviceptr {
                 self.ptr

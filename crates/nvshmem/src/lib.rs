@@ -13,12 +13,16 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod collective;
 pub mod element;
 pub mod error;
 pub mod heap;
+pub mod rma;
 pub mod runtime;
 pub mod team;
+pub mod timing;
 
+pub use collective::ReduceOp;
 pub use element::{Element, ElementKind};
 pub use error::{Error, Result};
 pub use heap::{SymArray, SymBuffer, SymBufferMut, SymView, SymViewMut};
@@ -27,3 +31,4 @@ pub use team::Team;
 
 /// The raw bindings underneath, for calls this crate does not wrap.
 pub use nvshmem_sys as sys;
+pub use timing::Timing;

@@ -77,6 +77,8 @@ pub(crate) struct RuntimeInner {
     /// One symmetric `u64` per PE that [`Team::from_pes`](crate::Team::from_pes) passes team
     /// ids through; allocated at start-up because allocating is collective over every PE.
     pub(crate) team_slot: cudarc::driver::sys::CUdeviceptr,
+    /// The collective scratch of rooted reductions (`Runtime::reserve_scratch`).
+    pub(crate) scratch: Mutex<crate::collective::Scratch>,
     /// MPI, when this runtime started it; finalised after NVSHMEM.
     #[cfg(feature = "mpi")]
     universe: Option<mpi::environment::Universe>,
@@ -306,6 +308,7 @@ impl RuntimeBuilder {
                 info,
                 heap_in_use: Mutex::new(0),
                 team_slot,
+                scratch: Mutex::new(Default::default()),
                 #[cfg(feature = "mpi")]
                 universe,
             }),
@@ -515,6 +518,14 @@ impl Drop for RuntimeInner {
         if let Err(e) = self.stream.synchronize() {
             warn!(%e, "synchronising the runtime's stream before finalising NVSHMEM");
         }
+        // SAFETY: NVSHMEM is still initialised, the context current, the stream synchronised;
+        // the scratch is reachable only through this runtime, which no handle uses any more.
+        unsafe {
+            self.scratch
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .release(self.lib)
+        };
         // SAFETY: NVSHMEM was initialised by this runtime, and every handle that used it held
         // this runtime alive, so none is left.
         unsafe { self.lib.nvshmemx_hostlib_finalize() };

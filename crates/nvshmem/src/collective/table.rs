@@ -1,0 +1,88 @@
+//! NVSHMEM's typed collective functions, one per (element type, operator, collective).
+//!
+//! NVSHMEM exports `nvshmemx_<type>_<op>_reduce_on_stream` and friends. The symbols were
+//! all resolved when the library was loaded (`nvshmem_sys::NvshmemLib` holds them as plain
+//! function pointers); here each element type picks its own out of that struct with a `match`
+//! the compiler turns into a field load. No name is built at run time.
+use std::os::raw::c_int;
+
+use nvshmem_sys::{cudaStream_t, nvshmem_team_t, NvshmemLib};
+
+use super::op::NvOp;
+
+/// `nvshmemx_<T>_<op>_reduce_on_stream` and `..._reducescatter_on_stream`:
+/// (team, dest, source, count, stream).
+pub type ReduceFn<R> =
+    unsafe extern "C" fn(nvshmem_team_t, *mut R, *const R, usize, cudaStream_t) -> c_int;
+
+/// An element type's view of NVSHMEM's typed functions.
+///
+/// Public only so it can bound [`Element`](crate::Element); it lives in a private module
+/// and cannot be named or implemented outside the crate. A type NVSHMEM cannot compute on
+/// (a future `bool` or fp8) implements it with the defaults, which say "no such function";
+/// the collectives then choose another algorithm or return [`Error::Unsupported`](crate::Error::Unsupported).
+pub trait NvshmemTyped: Sized {
+    /// The C type NVSHMEM's functions take for this element (same size and layout).
+    type Raw;
+
+    /// `nvshmemx_<T>_<op>_reduce_on_stream`, if NVSHMEM has it.
+    fn reduce_fn(_lib: &NvshmemLib, _op: NvOp) -> Option<ReduceFn<Self::Raw>> {
+        None
+    }
+
+    /// `nvshmemx_<T>_<op>_reducescatter_on_stream`, if NVSHMEM has it.
+    fn reducescatter_fn(_lib: &NvshmemLib, _op: NvOp) -> Option<ReduceFn<Self::Raw>> {
+        None
+    }
+}
+
+macro_rules! nvshmem_typed {
+    ($t:ty, $raw:ty, $nv:ident, [$($op:ident => $name:ident),*]) => {
+        // The element is handed to NVSHMEM as its C type: they must agree in size.
+        const _: () = assert!(std::mem::size_of::<$t>() == std::mem::size_of::<$raw>());
+        impl NvshmemTyped for $t {
+            type Raw = $raw;
+            #[inline]
+            fn reduce_fn(lib: &NvshmemLib, op: NvOp) -> Option<ReduceFn<$raw>> {
+                pastey::paste! {
+                    match op {
+                        $(NvOp::$op => Some(lib.[<nvshmemx_ $nv _ $name _reduce_on_stream>]),)*
+                        #[allow(unreachable_patterns)]
+                        _ => None,
+                    }
+                }
+            }
+            #[inline]
+            fn reducescatter_fn(lib: &NvshmemLib, op: NvOp) -> Option<ReduceFn<$raw>> {
+                pastey::paste! {
+                    match op {
+                        $(NvOp::$op => Some(lib.[<nvshmemx_ $nv _ $name _reducescatter_on_stream>]),)*
+                        #[allow(unreachable_patterns)]
+                        _ => None,
+                    }
+                }
+            }
+        }
+    };
+    (float $t:ty, $raw:ty, $nv:ident) => {
+        nvshmem_typed!($t, $raw, $nv, [Sum => sum, Prod => prod, Min => min, Max => max]);
+    };
+    (int $t:ty, $nv:ident) => {
+        nvshmem_typed!($t, $t, $nv, [
+            Sum => sum, Prod => prod, Min => min, Max => max, And => and, Or => or, Xor => xor
+        ]);
+    };
+}
+
+nvshmem_typed!(float f32, f32, float);
+nvshmem_typed!(float f64, f64, double);
+nvshmem_typed!(float half::f16, nvshmem_sys::half, half);
+nvshmem_typed!(float half::bf16, nvshmem_sys::__nv_bfloat16, bfloat16);
+nvshmem_typed!(int i8, int8);
+nvshmem_typed!(int i16, int16);
+nvshmem_typed!(int i32, int32);
+nvshmem_typed!(int i64, int64);
+nvshmem_typed!(int u8, uint8);
+nvshmem_typed!(int u16, uint16);
+nvshmem_typed!(int u32, uint32);
+nvshmem_typed!(int u64, uint64);
