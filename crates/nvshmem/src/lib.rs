@@ -14,8 +14,10 @@
 #![deny(missing_docs)]
 
 pub mod element;
+pub mod element_ext;
 pub mod error;
 pub mod heap;
+pub(crate) mod kernels;
 pub mod runtime;
 pub mod team;
 
