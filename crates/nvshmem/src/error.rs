@@ -110,6 +110,20 @@ pub enum Error {
         reserved: usize,
     },
 
+    /// NVRTC, or the CUDA headers its kernels include, could not be found.
+    #[error("run-time kernel compilation is unavailable: {0}")]
+    Nvrtc(String),
+
+    /// NVRTC refused one of this crate's kernels (a bug in the crate or an NVRTC too old
+    /// or too new for it).
+    #[error("NVRTC failed to compile kernel {kernel}:\n{log}")]
+    Compile {
+        /// The kernel instantiation, e.g. `reduce_f8e4m3_sum`.
+        kernel: String,
+        /// NVRTC's log and the options used.
+        log: String,
+    },
+
     /// An environment variable has a value that cannot be used.
     #[error("environment variable {var}={value:?}: {reason}")]
     Environment {

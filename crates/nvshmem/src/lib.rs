@@ -15,9 +15,11 @@
 
 pub mod collective;
 pub mod element;
+pub mod element_ext;
 pub mod error;
 pub mod heap;
 pub mod rma;
+pub(crate) mod kernels;
 pub mod runtime;
 pub mod team;
 pub mod timing;
