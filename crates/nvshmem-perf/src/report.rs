@@ -119,7 +119,11 @@ pub fn format_tables(rows: &[Row], impls: &[&str], markdown: bool) -> String {
             out,
             "{}# {coll}  type {dtype}  op {op}  root {}  {}  {} PEs{}",
             if markdown { "#" } else { "" },
-            if root < 0 { "-".to_string() } else { root.to_string() },
+            if root < 0 {
+                "-".to_string()
+            } else {
+                root.to_string()
+            },
             if in_place { "in-place" } else { "out-of-place" },
             n,
             if graph { "  (CUDA graph)" } else { "" },
@@ -163,8 +167,16 @@ fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
             bytes.to_string(),
             any.count.to_string(),
             any.dtype.clone(),
-            if any.op.is_empty() { "-".into() } else { any.op.clone() },
-            if any.root < 0 { "-".into() } else { any.root.to_string() },
+            if any.op.is_empty() {
+                "-".into()
+            } else {
+                any.op.clone()
+            },
+            if any.root < 0 {
+                "-".into()
+            } else {
+                any.root.to_string()
+            },
         ];
         for i in impls {
             match per_impl.get(i) {
@@ -172,7 +184,11 @@ fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
                     cells.push(format!("{:.2}", r.time_us));
                     cells.push(format!("{:.2}", r.algbw_gbs));
                     cells.push(format!("{:.2}", r.busbw_gbs));
-                    cells.push(if r.wrong < 0 { "N/A".into() } else { r.wrong.to_string() });
+                    cells.push(if r.wrong < 0 {
+                        "N/A".into()
+                    } else {
+                        r.wrong.to_string()
+                    });
                     if !r.note.is_empty() && !notes.contains(&format!("{i}: {}", r.note)) {
                         notes.push(format!("{i}: {}", r.note));
                     }
@@ -215,7 +231,11 @@ fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
         let checked = ok.iter().any(|r| r.wrong >= 0);
         footer.push(format!(
             "{i}: avg busbw {avg:.2} GB/s, {}",
-            if checked { format!("{wrong} wrong") } else { "not checked".into() }
+            if checked {
+                format!("{wrong} wrong")
+            } else {
+                "not checked".into()
+            }
         ));
     }
     render(&header, &lines, markdown, &footer, &notes)
@@ -331,7 +351,10 @@ pub(crate) mod tests {
         assert!(t.starts_with("# all_reduce  type f32  op sum  root -  out-of-place  2 PEs"));
         assert!(t.contains("nvshmem/nccl time"), "{t}");
         assert!(t.contains("nvshmem-rs/nccl time"));
-        let line8 = t.lines().find(|l| l.trim_start().starts_with("8 ")).unwrap();
+        let line8 = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("8 "))
+            .unwrap();
         assert!(line8.contains("skip") && line8.contains("10.00") && line8.contains("2.00"));
         assert!(t.contains("# nccl: avg busbw"));
         assert!(t.contains("0 wrong"));

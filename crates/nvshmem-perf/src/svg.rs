@@ -8,7 +8,9 @@ use crate::report::Row;
 const W: f64 = 460.0;
 const H: f64 = 260.0;
 const M: f64 = 55.0;
-const COLORS: [&str; 6] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
+const COLORS: [&str; 6] = [
+    "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+];
 
 /// An SVG document plotting `rows` (only measured rows with bytes > 0).
 pub fn plot(rows: &[Row], impls: &[&str]) -> String {
@@ -41,16 +43,33 @@ pub fn plot(rows: &[Row], impls: &[&str]) -> String {
         let pts = |imp: &str, f: &dyn Fn(&Row) -> f64| -> Vec<(f64, f64)> {
             let mut v: Vec<(f64, f64)> = rows
                 .iter()
-                .filter(|r| r.ok() && r.bytes > 0 && r.collective == *coll && r.implementation == imp)
+                .filter(|r| {
+                    r.ok() && r.bytes > 0 && r.collective == *coll && r.implementation == imp
+                })
                 .map(|r| (r.bytes as f64, f(r)))
                 .collect();
             v.sort_by(|a, b| a.0.total_cmp(&b.0));
             v
         };
         let series_t: Vec<Vec<(f64, f64)>> = impls.iter().map(|i| pts(i, &|r| r.time_us)).collect();
-        let series_b: Vec<Vec<(f64, f64)>> = impls.iter().map(|i| pts(i, &|r| r.busbw_gbs)).collect();
-        panel(&mut s, 0.0, y0, &format!("{coll}: time (µs)"), &series_t, true);
-        panel(&mut s, W + 20.0, y0, &format!("{coll}: busbw (GB/s)"), &series_b, false);
+        let series_b: Vec<Vec<(f64, f64)>> =
+            impls.iter().map(|i| pts(i, &|r| r.busbw_gbs)).collect();
+        panel(
+            &mut s,
+            0.0,
+            y0,
+            &format!("{coll}: time (µs)"),
+            &series_t,
+            true,
+        );
+        panel(
+            &mut s,
+            W + 20.0,
+            y0,
+            &format!("{coll}: busbw (GB/s)"),
+            &series_b,
+            false,
+        );
     }
     s.push_str("</svg>\n");
     s
@@ -127,7 +146,9 @@ fn panel(s: &mut String, x0: f64, y0: f64, title: &str, series: &[Vec<(f64, f64)
 }
 
 fn bounds(it: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (lo, hi) = it.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+    let (lo, hi) = it.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+        (a.min(v), b.max(v))
+    });
     if hi > lo {
         (lo, hi)
     } else {

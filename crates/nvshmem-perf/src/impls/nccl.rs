@@ -47,10 +47,10 @@ impl NcclImpl {
         let mut comm = std::ptr::null_mut();
         // SAFETY: comm is written by NCCL; the id is PE 0's, the same on every PE; the CUDA
         // context of this PE's GPU is current, which is the device NCCL binds the comm to.
-        let status = unsafe {
-            (nccl.comm_init_rank)(&mut comm, rt.n_pes() as i32, id, rt.my_pe() as i32)
-        };
-        nccl.check("ncclCommInitRank", status).map_err(|e| anyhow!(e))?;
+        let status =
+            unsafe { (nccl.comm_init_rank)(&mut comm, rt.n_pes() as i32, id, rt.my_pe() as i32) };
+        nccl.check("ncclCommInitRank", status)
+            .map_err(|e| anyhow!(e))?;
         Ok(Self {
             nccl,
             comm,
@@ -120,7 +120,12 @@ impl Implementation for NcclImpl {
 
     fn fill_input(&mut self, input: &[u8], stream: &Arc<CudaStream>) -> Result<()> {
         let spec = self.spec.context("fill before prepare")?;
-        match (spec.coll, spec.in_place, self.input.as_mut(), self.output.as_mut()) {
+        match (
+            spec.coll,
+            spec.in_place,
+            self.input.as_mut(),
+            self.output.as_mut(),
+        ) {
             (Collective::Fcollect, true, _, Some((out, _))) => {
                 let off = spec.my_pe * spec.chunk_bytes();
                 let mut view = out.slice_mut(off..off + input.len());
@@ -169,7 +174,8 @@ impl Implementation for NcclImpl {
                 Collective::Reduce => (n.reduce)(src, dst, spec.count, dt, op, root, comm, s),
                 Collective::Fcollect => (n.all_gather)(src, dst, chunk, dt, comm, s),
                 Collective::Alltoall | Collective::Gather | Collective::Scatter => {
-                    n.check("ncclGroupStart", (n.group_start)()).map_err(|e| anyhow!(e))?;
+                    n.check("ncclGroupStart", (n.group_start)())
+                        .map_err(|e| anyhow!(e))?;
                     let mut st = 0;
                     for p in 0..spec.n_pes {
                         let off = p as u64 * cb;
@@ -199,7 +205,11 @@ impl Implementation for NcclImpl {
                         }
                     }
                     let end = (n.group_end)();
-                    if st != 0 { st } else { end }
+                    if st != 0 {
+                        st
+                    } else {
+                        end
+                    }
                 }
                 Collective::Sync => bail!("NCCL has no sync"),
             }

@@ -22,7 +22,8 @@ pub struct UniqueId {
     pub internal: [c_char; 128],
 }
 
-type Coll = unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, CUstream) -> c_int;
+type Coll =
+    unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, CUstream) -> c_int;
 
 /// The bound functions.
 pub struct Nccl {
@@ -38,15 +39,31 @@ pub struct Nccl {
     pub(crate) all_reduce: Coll,
     /// ncclReduceScatter(send, recv, recvcount, type, op, comm, stream).
     pub(crate) reduce_scatter: Coll,
-    pub(crate) broadcast:
-        unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, CUstream) -> c_int,
+    pub(crate) broadcast: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        Comm,
+        CUstream,
+    ) -> c_int,
     pub(crate) reduce: unsafe extern "C" fn(
-        *const c_void, *mut c_void, usize, c_int, c_int, c_int, Comm, CUstream,
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        c_int,
+        Comm,
+        CUstream,
     ) -> c_int,
     pub(crate) all_gather:
         unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, CUstream) -> c_int,
-    pub(crate) send: unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, CUstream) -> c_int,
-    pub(crate) recv: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, CUstream) -> c_int,
+    pub(crate) send:
+        unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, CUstream) -> c_int,
+    pub(crate) recv:
+        unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, CUstream) -> c_int,
     pub(crate) group_start: unsafe extern "C" fn() -> c_int,
     pub(crate) group_end: unsafe extern "C" fn() -> c_int,
 }
@@ -80,11 +97,16 @@ pub fn candidates(explicit: Option<&Path>, env: &dyn Fn(&str) -> Option<String>)
     }
     for e in envs {
         let lib = e.join("lib");
-        let Ok(rd) = std::fs::read_dir(&lib) else { continue };
+        let Ok(rd) = std::fs::read_dir(&lib) else {
+            continue;
+        };
         let mut pys: Vec<PathBuf> = rd
             .flatten()
             .map(|d| d.path())
-            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python3")))
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("python3"))
+            })
             .collect();
         pys.sort();
         for py in pys.into_iter().rev() {
@@ -124,7 +146,11 @@ impl Nccl {
         }
         Err(format!(
             "NCCL not found (set NCCL_HOME or --nccl-lib); tried: {}",
-            if tried.is_empty() { "nothing loadable".into() } else { tried.join("; ") }
+            if tried.is_empty() {
+                "nothing loadable".into()
+            } else {
+                tried.join("; ")
+            }
         ))
     }
 
@@ -193,7 +219,10 @@ mod tests {
         assert_eq!(c[0], PathBuf::from("/mine.so"));
         assert_eq!(c[1], PathBuf::from("/x/libnccl.so.2"));
         assert_eq!(c[2], PathBuf::from("/opt/nccl/lib/libnccl.so.2"));
-        let bare = c.iter().position(|p| p == Path::new("libnccl.so.2")).unwrap();
+        let bare = c
+            .iter()
+            .position(|p| p == Path::new("libnccl.so.2"))
+            .unwrap();
         assert!(bare > 2);
     }
 

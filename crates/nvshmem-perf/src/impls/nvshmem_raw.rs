@@ -56,9 +56,7 @@ impl NvshmemRaw {
         let (t, o) = (spec.dtype.nvshmem_name(), spec.op.name());
         match spec.coll {
             Collective::AllReduce => Some(format!("nvshmemx_{t}_{o}_reduce_on_stream")),
-            Collective::ReduceScatter => {
-                Some(format!("nvshmemx_{t}_{o}_reducescatter_on_stream"))
-            }
+            Collective::ReduceScatter => Some(format!("nvshmemx_{t}_{o}_reducescatter_on_stream")),
             _ => None,
         }
     }
@@ -66,7 +64,12 @@ impl NvshmemRaw {
     fn lookup(&self, name: &str) -> Option<TypedFn> {
         // SAFETY: every `nvshmemx_<type>_<op>_reduce(scatter)_on_stream` has this signature
         // (team, dest, source, count, stream) -> int, with typed pointers we pass as void.
-        unsafe { self.symbols.get::<TypedFn>(name.as_bytes()).ok().map(|s| *s) }
+        unsafe {
+            self.symbols
+                .get::<TypedFn>(name.as_bytes())
+                .ok()
+                .map(|s| *s)
+        }
     }
 }
 

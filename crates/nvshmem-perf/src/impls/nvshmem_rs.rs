@@ -1,0 +1,180 @@
+//! (a) nvshmem-rs: this library's safe collectives.
+//!
+//! ┌──────────────────────────────────────────────────────────────────────────────────────┐
+//! │ SLOT FOR THE SAFE API. To wire it: fill in [`adapter::run`] with calls to the `Team`  │
+//! │ methods and set [`adapter::WIRED`] to true. Nothing else in the benchmark changes.    │
+//! └──────────────────────────────────────────────────────────────────────────────────────┘
+//!
+//! Buffers are typed `SymArray<T>` (the safe API is generic over [`Element`]), made per
+//! point for the spec's element type.
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use cudarc::driver::CudaStream;
+use nvshmem::{Element, Runtime, SymArray, Team};
+
+use super::{Implementation, Spec};
+use crate::dtype::DType;
+
+/// The few lines that call the safe API.
+pub mod adapter {
+    use super::*;
+    #[allow(unused_imports)]
+    use crate::{coll::Collective, dtype::RedOp};
+
+    /// Whether [`run`] calls the safe API yet; while false, every point is reported as skipped.
+    pub const WIRED: bool = false;
+
+    /// Runs `spec.coll` once on `stream` with the safe API. `output` is `None` in place
+    /// (then `input` is also the output). Expected shape, once the API lands:
+    ///
+    /// ```ignore
+    /// match spec.coll {
+    ///     Collective::Barrier => team.barrier(stream)?,
+    ///     Collective::Sync => team.sync(stream)?,
+    ///     Collective::AllReduce => team.all_reduce(input, output.unwrap(), op(spec.op), stream)?,
+    ///     Collective::Broadcast => team.broadcast(spec.root, input, output.unwrap(), stream)?,
+    ///     Collective::Fcollect => team.fcollect(input, output.unwrap(), stream)?,
+    ///     Collective::Alltoall => team.alltoall(input, output.unwrap(), stream)?,
+    ///     Collective::ReduceScatter => team.reduce_scatter(input, output.unwrap(), op(spec.op), stream)?,
+    ///     _ => anyhow::bail!("not in the safe API"),
+    /// }
+    /// ```
+    pub fn run<T: Element>(
+        team: &Team,
+        spec: &Spec,
+        input: &mut SymArray<T>,
+        output: Option<&mut SymArray<T>>,
+        stream: &Arc<CudaStream>,
+    ) -> Result<()> {
+        let _ = (team, spec, input, output, stream);
+        anyhow::bail!("the safe collectives API is not wired into nvshmem-perf yet")
+    }
+
+    /// Whether the safe API has `spec` (same answer on every PE). Refine when wiring.
+    pub fn unsupported(spec: &Spec) -> Option<String> {
+        if !WIRED {
+            return Some("not wired yet (see impls/nvshmem_rs.rs)".into());
+        }
+        match spec.coll {
+            Collective::Reduce | Collective::Gather | Collective::Scatter => {
+                Some("not in the safe API".into())
+            }
+            _ if spec.in_place => Some("in place not wired".into()),
+            _ => None,
+        }
+    }
+}
+
+trait Buffers {
+    fn fill(&mut self, bytes: &[u8], stream: &Arc<CudaStream>) -> Result<()>;
+    fn read(&self) -> Result<Vec<u8>>;
+    fn run(&mut self, team: &Team, spec: &Spec, stream: &Arc<CudaStream>) -> Result<()>;
+}
+
+struct Typed<T: Element> {
+    input: SymArray<T>,
+    output: Option<SymArray<T>>,
+}
+
+impl<T: Element> Buffers for Typed<T> {
+    fn fill(&mut self, bytes: &[u8], stream: &Arc<CudaStream>) -> Result<()> {
+        let mut v = vec![T::default(); bytes.len() / std::mem::size_of::<T>()];
+        bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(bytes);
+        self.input.copy_from_host_on(&v, stream)?;
+        stream.synchronize()?;
+        Ok(())
+    }
+    fn read(&self) -> Result<Vec<u8>> {
+        let v = self.output.as_ref().unwrap_or(&self.input).to_vec()?;
+        Ok(bytemuck::cast_slice(&v).to_vec())
+    }
+    fn run(&mut self, team: &Team, spec: &Spec, stream: &Arc<CudaStream>) -> Result<()> {
+        adapter::run(team, spec, &mut self.input, self.output.as_mut(), stream)
+    }
+}
+
+fn typed<T: Element>(rt: &Runtime, spec: &Spec) -> Result<Box<dyn Buffers>> {
+    let input = rt.alloc_zeroed::<T>(spec.layout.in_elems)?;
+    let output = if spec.in_place {
+        None
+    } else {
+        Some(rt.alloc_zeroed::<T>(spec.layout.out_elems)?)
+    };
+    Ok(Box::new(Typed { input, output }))
+}
+
+/// The safe API.
+pub struct NvshmemRs {
+    rt: Runtime,
+    team: Team,
+    bufs: Option<Box<dyn Buffers>>,
+    spec: Option<Spec>,
+}
+
+impl NvshmemRs {
+    /// Over `team`.
+    pub fn new(rt: Runtime, team: Team) -> Self {
+        Self {
+            rt,
+            team,
+            bufs: None,
+            spec: None,
+        }
+    }
+}
+
+impl Implementation for NvshmemRs {
+    fn name(&self) -> &'static str {
+        "nvshmem-rs"
+    }
+
+    fn unsupported(&self, spec: &Spec) -> Option<String> {
+        adapter::unsupported(spec)
+    }
+
+    fn prepare(&mut self, spec: &Spec, _stream: &Arc<CudaStream>) -> Result<()> {
+        self.release();
+        let rt = &self.rt;
+        self.bufs = Some(match spec.dtype {
+            DType::F32 => typed::<f32>(rt, spec)?,
+            DType::F64 => typed::<f64>(rt, spec)?,
+            DType::F16 => typed::<half::f16>(rt, spec)?,
+            DType::Bf16 => typed::<half::bf16>(rt, spec)?,
+            DType::I8 => typed::<i8>(rt, spec)?,
+            DType::I32 => typed::<i32>(rt, spec)?,
+            DType::I64 => typed::<i64>(rt, spec)?,
+            DType::U8 => typed::<u8>(rt, spec)?,
+            DType::U32 => typed::<u32>(rt, spec)?,
+            DType::U64 => typed::<u64>(rt, spec)?,
+        });
+        self.spec = Some(*spec);
+        Ok(())
+    }
+
+    fn fill_input(&mut self, input: &[u8], stream: &Arc<CudaStream>) -> Result<()> {
+        self.bufs
+            .as_mut()
+            .context("not prepared")?
+            .fill(input, stream)
+    }
+
+    fn run_once(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
+        let spec = self.spec.context("not prepared")?;
+        let team = &self.team;
+        self.bufs
+            .as_mut()
+            .context("not prepared")?
+            .run(team, &spec, stream)
+    }
+
+    fn read_output(&mut self, stream: &Arc<CudaStream>) -> Result<Vec<u8>> {
+        stream.synchronize()?;
+        self.bufs.as_ref().context("not prepared")?.read()
+    }
+
+    fn release(&mut self) {
+        self.bufs = None;
+        self.spec = None;
+    }
+}
