@@ -89,8 +89,11 @@ pub fn write_csv(rows: &[Row], w: impl Write) -> csv::Result<()> {
     Ok(())
 }
 
+/// What one table shares: collective, type, op, root, in place.
+type TableKey = (String, String, String, i64, bool);
+
 /// The key one table groups by: everything but the size and the implementation.
-fn table_key(r: &Row) -> (String, String, String, i64, bool) {
+fn table_key(r: &Row) -> TableKey {
     (
         r.collective.clone(),
         r.dtype.clone(),
@@ -103,7 +106,7 @@ fn table_key(r: &Row) -> (String, String, String, i64, bool) {
 /// Formats nccl-tests-like tables, one per collective/type/op/root, with a column group per
 /// implementation (in `impls` order), time ratios against NCCL, and a footer.
 pub fn format_tables(rows: &[Row], impls: &[&str], markdown: bool) -> String {
-    let mut groups: Vec<((String, String, String, i64, bool), Vec<&Row>)> = Vec::new();
+    let mut groups: Vec<(TableKey, Vec<&Row>)> = Vec::new();
     for r in rows {
         let k = table_key(r);
         match groups.iter_mut().find(|(g, _)| *g == k) {
