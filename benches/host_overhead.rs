@@ -27,7 +27,10 @@ fn main() -> anyhow::Result<()> {
     let lib = nvshmem::sys::lib()?;
     let src = rt.alloc_from(&[1.0f32; 2])?;
     let mut dst = rt.alloc_zeroed::<f32>(2)?;
-    let (s, d) = (src.device_ptr_raw() as *const f32, dst.device_ptr_raw() as *mut f32);
+    let (s, d) = (
+        src.device_ptr_raw() as *const f32,
+        dst.device_ptr_raw() as *mut f32,
+    );
 
     let mut ours = Vec::with_capacity(SAMPLES);
     let mut raw = Vec::with_capacity(SAMPLES);
@@ -45,7 +48,8 @@ fn main() -> anyhow::Result<()> {
         for _ in 0..BATCH {
             // SAFETY: src and dst are live symmetric arrays of 2 floats; the stream is the
             // runtime's own.
-            let status = unsafe { lib.nvshmemx_float_sum_reduce_on_stream(0, d, s, 2, stream.cu_stream()) };
+            let status =
+                unsafe { lib.nvshmemx_float_sum_reduce_on_stream(0, d, s, 2, stream.cu_stream()) };
             assert_eq!(status, 0);
         }
         let t_raw = t.elapsed().as_secs_f64() / BATCH as f64;
@@ -74,7 +78,10 @@ fn main() -> anyhow::Result<()> {
         }
     }
     if rt.my_pe() == 0 {
-        println!("host time per call, median of {SAMPLES} batches of {BATCH} calls, {} PEs:", rt.n_pes());
+        println!(
+            "host time per call, median of {SAMPLES} batches of {BATCH} calls, {} PEs:",
+            rt.n_pes()
+        );
         report("all_reduce f32 sum, 2 elements", &mut ours, &mut raw);
         report("barrier", &mut barrier_ours, &mut barrier_raw);
     }
@@ -89,5 +96,8 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn report(what: &str, ours: &mut [f64], raw: &mut [f64]) {
     let (o, r) = (median(ours) * 1e6, median(raw) * 1e6);
-    println!("  {what:<32} nvshmem-rs {o:7.3} us   raw nvshmem-sys {r:7.3} us   ratio {:.3}", o / r);
+    println!(
+        "  {what:<32} nvshmem-rs {o:7.3} us   raw nvshmem-sys {r:7.3} us   ratio {:.3}",
+        o / r
+    );
 }

@@ -9,7 +9,9 @@ use anyhow::{ensure, Context};
 use nvshmem::Runtime;
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
     let rt = Runtime::init().context("starting NVSHMEM")?;
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let info = rt.info();
@@ -36,7 +38,10 @@ fn main() -> anyhow::Result<()> {
 
     let left = (me + n - 1) % n;
     let got = inbox.to_vec()?;
-    ensure!(got == vec![1000 + left as u64; 4], "PE {me} expected PE {left}'s value, found {got:?}");
+    ensure!(
+        got == vec![1000 + left as u64; 4],
+        "PE {me} expected PE {left}'s value, found {got:?}"
+    );
     println!("PE {me}: PE {left} wrote {} into my array: ok", got[0]);
     Ok(())
 }

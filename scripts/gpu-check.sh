@@ -22,12 +22,13 @@ stage() {
   cargo build --release --bins --examples -p nvshmem-rs -p nvshmem -p nvshmem-perf
   rm -rf .gpu && mkdir -p .gpu/bin
   # The test executables' paths come from cargo's JSON messages.
-  cargo test --release --no-run --test 'gpu_*' --message-format=json 2>/dev/null |
+  { cargo test --release --no-run --test 'gpu_*' --message-format=json 2>/dev/null
+    cargo bench --no-run --bench host_overhead --message-format=json 2>/dev/null; } |
     python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] in (["test"], ["bench"]):
         print(m["target"]["name"], m["executable"])' |
     while read -r name exe; do cp "$exe" ".gpu/bin/$name"; done
   for exe in target/release/examples/*; do
@@ -45,6 +46,8 @@ mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0
 export RUST_BACKTRACE=1
+# Fresh random data for every run of the matrix; the seed is printed so a failure can be rerun.
+export GPU_TEST_SEED=${GPU_TEST_SEED:-$(date +%s)}
 summary=()
 failures=0
 
@@ -53,7 +56,7 @@ mpi() {
   local np=$1; shift
   local pass=() v
   for v in NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE RUST_BACKTRACE RUST_LOG GPU_TEST_INIT \
-    NVSHMEM_RS_BOOTSTRAP NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL PATH LD_LIBRARY_PATH; do
+    NVSHMEM_RS_BOOTSTRAP NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL GPU_TEST_SEED PATH LD_LIBRARY_PATH; do
     [ -n "${!v+x}" ] && pass+=(-x "$v")
   done
   mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "${pass[@]}" "$@"
@@ -66,7 +69,7 @@ export -f mpi
 case_() {
   local name=$1 expect=$2; shift 2
   local log="$out/$name.log" t0=$SECONDS
-  timeout -k 10 180 bash -c '"$@"' bash "$@" >"$log" 2>&1
+  timeout -k 10 "${CASE_TIMEOUT:-180}" bash -c '"$@"' bash "$@" >"$log" 2>&1
   local rc=$? secs=$((SECONDS - t0)) verdict
   local counts
   counts=$(grep -Eo '[0-9]+ passed, [0-9]+ failed' "$log" | awk '{p+=$1; f+=$3} END {if (NR) printf "%d passed, %d failed", p, f}')
@@ -100,12 +103,20 @@ foundation() {
 collectives() {
   local t
   t=$(gtest gpu_collectives)
-  case_ collectives-1pe pass mpi 1 $t
-  case_ collectives-2pe pass mpi 2 $t
+  CASE_TIMEOUT=300 case_ collectives-matrix-1pe pass mpi 1 $t
+  CASE_TIMEOUT=300 case_ collectives-matrix-2pe pass mpi 2 $t
+}
+
+examples() {
+  case_ hello-nvshmem-run-2pe pass .gpu/bin/nvshmem-run -n 2 .gpu/bin/hello
+  case_ hello-mpirun-1pe pass mpi 1 .gpu/bin/hello
+  case_ host-overhead-2pe pass mpi 2 .gpu/bin/host_overhead
+  grep -h "host time\|  " "$out/host-overhead-2pe.log" | head -5
 }
 
 perf() {
-  [ -x scripts/perf-gpu.sh ] && case_ perf-2pe pass scripts/perf-gpu.sh "$out"
+  CASE_TIMEOUT=540 BIN=.gpu/bin/nvshmem-perf case_ perf-2pe pass scripts/perf-gpu.sh "$final/perf"
+  tar -czf "$final/perf.tgz" -C "$final" perf && rm -rf "$final/perf"
 }
 
 case "$mode" in

@@ -23,26 +23,42 @@ const MEDIUM: usize = 1 << 20;
 fn gpu_collectives() {
     let session = common::start(Runtime::builder().heap_size(3 << 30));
     let rt = session.rt.clone();
-    let seed: u64 = std::env::var("GPU_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed);
+    let seed: u64 = std::env::var("GPU_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
     let (me, n) = (rt.my_pe(), rt.n_pes());
     if me == 0 {
         println!("collectives matrix: {n} PEs, seed {seed}");
     }
-    rt.reserve_scratch(4 * BIG).expect("scratch for rooted reductions");
+    rt.reserve_scratch(4 * BIG)
+        .expect("scratch for rooted reductions");
     let stream = rt.stream().clone();
     let mut c = Checks::new(me);
 
     // Teams, all made collectively by every PE. A member list in reverse order checks that
     // results follow the team's numbering, not the world's.
     let world = rt.world();
-    let strided = if n >= 4 { world.split_strided(0, 2, n / 2) } else { world.split_strided(0, 1, n) }
-        .expect("strided split");
+    let strided = if n >= 4 {
+        world.split_strided(0, 2, n / 2)
+    } else {
+        world.split_strided(0, 1, n)
+    }
+    .expect("strided split");
     let reversed: Vec<usize> = (0..n).rev().collect();
     let listed = world.from_pes(&reversed).expect("team from a PE list");
     let single = world.split_strided(0, 1, 1).expect("one-PE team");
     let teams: Vec<(&str, Option<&Team>, Vec<usize>)> = vec![
         ("world", Some(&world), (0..n).collect()),
-        ("strided", strided.as_ref(), if n >= 4 { (0..n / 2).map(|i| 2 * i).collect() } else { (0..n).collect() }),
+        (
+            "strided",
+            strided.as_ref(),
+            if n >= 4 {
+                (0..n / 2).map(|i| 2 * i).collect()
+            } else {
+                (0..n).collect()
+            },
+        ),
         ("listed", listed.as_ref(), reversed.clone()),
         ("single", single.as_ref(), vec![0]),
     ];
@@ -54,7 +70,15 @@ fn gpu_collectives() {
                 ($t:ty) => {
                     let counts = counts::<$t>(bytes);
                     for count in counts {
-                        let ctx = Ctx { rt: &rt, team: *team, members, stream: &stream, seed, count, big: false };
+                        let ctx = Ctx {
+                            rt: &rt,
+                            team: *team,
+                            members,
+                            stream: &stream,
+                            seed,
+                            count,
+                            big: false,
+                        };
                         let name = format!("{tname}/{}/{count}", <$t as Element>::NAME);
                         c.run(&name, || matrix::<$t>(&ctx, &mut cases));
                     }
@@ -67,19 +91,35 @@ fn gpu_collectives() {
     macro_rules! big {
         ($t:ty) => {
             let count = BIG / std::mem::size_of::<$t>();
-            let ctx = Ctx { rt: &rt, team: Some(&world), members: &(0..n).collect::<Vec<_>>(), stream: &stream, seed, count, big: true };
-            c.run(&format!("world/{}/64MiB", <$t as Element>::NAME), || matrix::<$t>(&ctx, &mut cases));
+            let ctx = Ctx {
+                rt: &rt,
+                team: Some(&world),
+                members: &(0..n).collect::<Vec<_>>(),
+                stream: &stream,
+                seed,
+                count,
+                big: true,
+            };
+            c.run(&format!("world/{}/64MiB", <$t as Element>::NAME), || {
+                matrix::<$t>(&ctx, &mut cases)
+            });
         };
     }
     nvshmem::for_each_element!(big);
 
-    c.run("graph_capture_and_replay", || graph_replay(&rt, &world, seed, &mut cases));
-    c.run("bad_inputs_are_refused_before_launch", || bad_inputs(&rt, &world, &stream));
+    c.run("graph_capture_and_replay", || {
+        graph_replay(&rt, &world, seed, &mut cases)
+    });
+    c.run("bad_inputs_are_refused_before_launch", || {
+        bad_inputs(&rt, &world, &stream)
+    });
 
     if me == 0 {
         println!("collectives matrix: {cases} cases run on PE 0");
     }
-    drop((teams, strided, listed, single, world, stream, rt));
+    // Teams are destroyed collectively, in the same order on every PE.
+    drop(teams);
+    drop((strided, listed, single, world, stream, rt));
     c.finish("gpu_collectives");
     session.end();
 }
@@ -91,7 +131,10 @@ fn counts<T: Element>(class: usize) -> Vec<usize> {
     match class {
         0 => vec![1],
         1 => vec![1001],
-        2 => vec![(0..64).map(|k| 13 + k).find(|c| (c * size) % 16 != 0).unwrap()],
+        2 => vec![(0..64)
+            .map(|k| 13 + k)
+            .find(|c| (c * size) % 16 != 0)
+            .unwrap()],
         bytes => vec![bytes / size],
     }
 }
@@ -120,7 +163,8 @@ impl Ctx<'_> {
 
 /// A deterministic input: what the member at team index `k` puts in for `case`, of `len`.
 fn input<T: Element>(ctx: &Ctx, case: u64, k: usize, len: usize, op: Option<ReduceOp>) -> Vec<T> {
-    let mut s = ctx.seed ^ (case.wrapping_mul(0x9e37_79b9_7f4a_7c15)) ^ ((k as u64 + 1) << 40) ^ len as u64;
+    let mut s =
+        ctx.seed ^ (case.wrapping_mul(0x9e37_79b9_7f4a_7c15)) ^ ((k as u64 + 1) << 40) ^ len as u64;
     let mut next = move || {
         s ^= s << 13;
         s ^= s >> 7;
@@ -145,7 +189,11 @@ fn input<T: Element>(ctx: &Ctx, case: u64, k: usize, len: usize, op: Option<Redu
 }
 
 fn poison<T: Element>() -> T {
-    T::from_f64(if T::KIND == ElementKind::Unsigned { 99.0 } else { -99.0 })
+    T::from_f64(if T::KIND == ElementKind::Unsigned {
+        99.0
+    } else {
+        -99.0
+    })
 }
 
 /// Folds member inputs into the expected reduction, in f64 (integers exactly; bitwise
@@ -155,7 +203,13 @@ fn reduce_ref<T: Element>(inputs: &[Vec<T>], op: ReduceOp) -> Vec<f64> {
     (0..inputs[0].len())
         .map(|i| {
             let vals = inputs.iter().map(|v| v[i].to_f64());
-            let int = |f: fn(i64, i64) -> i64| inputs.iter().map(|v| v[i].to_f64() as i64).reduce(f).unwrap() as f64;
+            let int = |f: fn(i64, i64) -> i64| {
+                inputs
+                    .iter()
+                    .map(|v| v[i].to_f64() as i64)
+                    .reduce(f)
+                    .unwrap() as f64
+            };
             match op {
                 ReduceOp::Sum => vals.sum(),
                 ReduceOp::Prod => vals.product(),
@@ -180,13 +234,22 @@ fn tolerance<T: Element>(n: usize) -> f64 {
         _ if T::NAME == "bf16" => 7.9e-3,
         _ => 9.8e-4,
     };
-    if T::KIND == ElementKind::Float { 4.0 * eps * (n as f64 + 1.0) } else { 0.0 }
+    if T::KIND == ElementKind::Float {
+        4.0 * eps * (n as f64 + 1.0)
+    } else {
+        0.0
+    }
 }
 
 /// Compares `got` with `want`; integers exactly (after the type's own conversion), floats
 /// within the type's rounding. Returns the first mismatch.
 fn compare<T: Element>(what: &str, got: &[T], want: &[f64], n: usize) -> anyhow::Result<()> {
-    ensure!(got.len() == want.len(), "{what}: {} elements, expected {}", got.len(), want.len());
+    ensure!(
+        got.len() == want.len(),
+        "{what}: {} elements, expected {}",
+        got.len(),
+        want.len()
+    );
     let tol = tolerance::<T>(n);
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let g = g.to_f64();
@@ -196,7 +259,10 @@ fn compare<T: Element>(what: &str, got: &[T], want: &[f64], n: usize) -> anyhow:
             g == T::from_f64(*w).to_f64()
         };
         if !ok || g.is_nan() {
-            bail!("{what}: element {i} is {g}, expected {w} (of {})", got.len());
+            bail!(
+                "{what}: element {i} is {g}, expected {w} (of {})",
+                got.len()
+            );
         }
     }
     Ok(())
@@ -219,8 +285,16 @@ enum Coll {
     Scatter,
 }
 
-const COLLS: [Coll; 8] =
-    [Coll::AllReduce, Coll::Reduce, Coll::Broadcast, Coll::Fcollect, Coll::Alltoall, Coll::ReduceScatter, Coll::Gather, Coll::Scatter];
+const COLLS: [Coll; 8] = [
+    Coll::AllReduce,
+    Coll::Reduce,
+    Coll::Broadcast,
+    Coll::Fcollect,
+    Coll::Alltoall,
+    Coll::ReduceScatter,
+    Coll::Gather,
+    Coll::Scatter,
+];
 
 fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
     let ops: Vec<ReduceOp> = ReduceOp::BASIC
@@ -231,18 +305,33 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
         .collect();
     for (ci, coll) in COLLS.iter().enumerate() {
         let reducing = matches!(coll, Coll::AllReduce | Coll::Reduce | Coll::ReduceScatter);
-        let op_list: Vec<Option<ReduceOp>> =
-            if reducing { ops.iter().map(|o| Some(*o)).collect() } else { vec![None] };
-        let op_list = if ctx.big { op_list.into_iter().take(1).collect() } else { op_list };
+        let op_list: Vec<Option<ReduceOp>> = if reducing {
+            ops.iter().map(|o| Some(*o)).collect()
+        } else {
+            vec![None]
+        };
+        let op_list = if ctx.big {
+            op_list.into_iter().take(1).collect()
+        } else {
+            op_list
+        };
         for (oi, op) in op_list.into_iter().enumerate() {
-            for in_place in if ctx.big { vec![false] } else { vec![false, true] } {
+            for in_place in if ctx.big {
+                vec![false]
+            } else {
+                vec![false, true]
+            } {
                 if in_place && *coll == Coll::Alltoall {
                     continue; // alltoall has no in-place form (as NCCL's)
                 }
                 let case = (ci * 100 + oi * 2 + in_place as usize) as u64;
                 let root = ctx.n() - 1; // the last team index: not world PE 0 in general
                 one_case::<T>(ctx, *coll, op, in_place, root, case).map_err(|e| {
-                    e.context(format!("{coll:?} {} {}", op.map(|o| o.to_string()).unwrap_or_default(), if in_place { "in place" } else { "" }))
+                    e.context(format!(
+                        "{coll:?} {} {}",
+                        op.map(|o| o.to_string()).unwrap_or_default(),
+                        if in_place { "in place" } else { "" }
+                    ))
                 })?;
                 *cases += 1;
             }
@@ -253,7 +342,14 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
 
 /// One collective call checked end to end. Every world PE allocates (allocation is collective
 /// over all PEs); only the team's members call the collective.
-fn one_case<T: Element>(ctx: &Ctx, coll: Coll, op: Option<ReduceOp>, in_place: bool, root: usize, case: u64) -> anyhow::Result<()> {
+fn one_case<T: Element>(
+    ctx: &Ctx,
+    coll: Coll,
+    op: Option<ReduceOp>,
+    in_place: bool,
+    root: usize,
+    case: u64,
+) -> anyhow::Result<()> {
     let (n, m) = (ctx.n(), ctx.count);
     let (src_len, dst_len) = match coll {
         Coll::AllReduce | Coll::Reduce | Coll::Broadcast => (m, m),
@@ -263,10 +359,14 @@ fn one_case<T: Element>(ctx: &Ctx, coll: Coll, op: Option<ReduceOp>, in_place: b
     };
     // In-place forms use one buffer of the larger length; the input is where NCCL puts it.
     let buf_len = src_len.max(dst_len);
-    let inputs: Vec<Vec<T>> = (0..n).map(|k| input::<T>(ctx, case, k, src_len, op)).collect();
+    let inputs: Vec<Vec<T>> = (0..n)
+        .map(|k| input::<T>(ctx, case, k, src_len, op))
+        .collect();
     let rank = ctx.rank();
     let mut src: SymArray<T> = ctx.rt.alloc_zeroed(if in_place { 0 } else { src_len })?;
-    let mut dst: SymArray<T> = ctx.rt.alloc_zeroed(if in_place { buf_len } else { dst_len })?;
+    let mut dst: SymArray<T> = ctx
+        .rt
+        .alloc_zeroed(if in_place { buf_len } else { dst_len })?;
     let mut before = vec![poison::<T>(); dst.len()];
     if let Some(r) = rank {
         if in_place {
@@ -313,12 +413,24 @@ fn one_case<T: Element>(ctx: &Ctx, coll: Coll, op: Option<ReduceOp>, in_place: b
             Coll::Fcollect => (0, inputs.iter().flat_map(|v| as_f64(v)).collect()),
             Coll::Gather if r == root => (0, inputs.iter().flat_map(|v| as_f64(v)).collect()),
             Coll::Gather => (0, untouched.clone()),
-            Coll::Alltoall => (0, inputs.iter().flat_map(|v| as_f64(&v[r * m..(r + 1) * m])).collect()),
+            Coll::Alltoall => (
+                0,
+                inputs
+                    .iter()
+                    .flat_map(|v| as_f64(&v[r * m..(r + 1) * m]))
+                    .collect(),
+            ),
             Coll::ReduceScatter => {
-                let blocks: Vec<Vec<T>> = inputs.iter().map(|v| v[r * m..(r + 1) * m].to_vec()).collect();
+                let blocks: Vec<Vec<T>> = inputs
+                    .iter()
+                    .map(|v| v[r * m..(r + 1) * m].to_vec())
+                    .collect();
                 (if in_place { r * m } else { 0 }, reduce_ref(&blocks, op))
             }
-            Coll::Scatter => (if in_place { r * m } else { 0 }, as_f64(&inputs[root][r * m..(r + 1) * m])),
+            Coll::Scatter => (
+                if in_place { r * m } else { 0 },
+                as_f64(&inputs[root][r * m..(r + 1) * m]),
+            ),
         };
         let region = &got[at..at + want.len()];
         compare::<T>("result", region, &want, n)?;
@@ -341,43 +453,77 @@ fn graph_replay(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> any
     let mut dst = rt.alloc_zeroed::<f32>(n * m)?;
     for coll in COLLS {
         let root = n - 1;
-        stream.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)?;
+        stream.begin_capture(
+            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+        )?;
         let queued = match coll {
-            Coll::AllReduce => world.all_reduce(&src.view(..m)?, &mut dst.view_mut(..m)?, ReduceOp::Sum, &stream),
-            Coll::Reduce => world.reduce(root, &src.view(..m)?, &mut dst.view_mut(..m)?, ReduceOp::Max, &stream),
-            Coll::Broadcast => world.broadcast(root, &src.view(..m)?, &mut dst.view_mut(..m)?, &stream),
+            Coll::AllReduce => world.all_reduce(
+                &src.view(..m)?,
+                &mut dst.view_mut(..m)?,
+                ReduceOp::Sum,
+                &stream,
+            ),
+            Coll::Reduce => world.reduce(
+                root,
+                &src.view(..m)?,
+                &mut dst.view_mut(..m)?,
+                ReduceOp::Max,
+                &stream,
+            ),
+            Coll::Broadcast => {
+                world.broadcast(root, &src.view(..m)?, &mut dst.view_mut(..m)?, &stream)
+            }
             Coll::Fcollect => world.fcollect(&src.view(..m)?, &mut dst, &stream),
             Coll::Alltoall => world.alltoall(&src, &mut dst, &stream),
-            Coll::ReduceScatter => world.reduce_scatter(&src, &mut dst.view_mut(..m)?, ReduceOp::Sum, &stream),
+            Coll::ReduceScatter => {
+                world.reduce_scatter(&src, &mut dst.view_mut(..m)?, ReduceOp::Sum, &stream)
+            }
             Coll::Gather => world.gather(root, &src.view(..m)?, &mut dst, &stream),
             Coll::Scatter => world.scatter(root, &src, &mut dst.view_mut(..m)?, &stream),
         };
-        let graph = stream.end_capture(0 as _)?;
+        let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?;
         queued?;
         let graph = graph.ok_or_else(|| anyhow::anyhow!("{coll:?}: the capture made no graph"))?;
         for replay in 0..2u64 {
-            let data: Vec<f32> = (0..n * m).map(|i| ((i as u64 * 31 + seed + replay * 7 + me as u64 * 1000) % 97) as f32).collect();
+            let data: Vec<f32> = (0..n * m)
+                .map(|i| ((i as u64 * 31 + seed + replay * 7 + me as u64 * 1000) % 97) as f32)
+                .collect();
             src.copy_from_host(&data)?;
             dst.copy_from_host(&vec![-1.0; n * m])?;
             rt.barrier_all(&stream)?;
             graph.launch()?;
             stream.synchronize()?;
             let got = dst.to_vec()?;
-            let of = |pe: usize, i: usize| ((i as u64 * 31 + seed + replay * 7 + pe as u64 * 1000) % 97) as f32;
+            let of = |pe: usize, i: usize| {
+                ((i as u64 * 31 + seed + replay * 7 + pe as u64 * 1000) % 97) as f32
+            };
             let want: Vec<(usize, f32)> = match coll {
-                Coll::AllReduce => (0..m).map(|i| (i, (0..n).map(|p| of(p, i)).sum())).collect(),
-                Coll::Reduce if me == root => (0..m).map(|i| (i, (0..n).map(|p| of(p, i)).fold(f32::MIN, f32::max))).collect(),
+                Coll::AllReduce => (0..m)
+                    .map(|i| (i, (0..n).map(|p| of(p, i)).sum()))
+                    .collect(),
+                Coll::Reduce if me == root => (0..m)
+                    .map(|i| (i, (0..n).map(|p| of(p, i)).fold(f32::MIN, f32::max)))
+                    .collect(),
                 Coll::Reduce | Coll::Gather => (0..m).map(|i| (i, -1.0)).collect(),
                 Coll::Broadcast => (0..m).map(|i| (i, of(root, i))).collect(),
                 Coll::Fcollect => (0..n * m).map(|i| (i, of(i / m, i % m))).collect(),
-                Coll::Gather => unreachable!(),
                 Coll::Alltoall => (0..n * m).map(|i| (i, of(i / m, me * m + i % m))).collect(),
-                Coll::ReduceScatter => (0..m).map(|i| (i, (0..n).map(|p| of(p, me * m + i)).sum())).collect(),
+                Coll::ReduceScatter => (0..m)
+                    .map(|i| (i, (0..n).map(|p| of(p, me * m + i)).sum()))
+                    .collect(),
                 Coll::Scatter => (0..m).map(|i| (i, of(root, me * m + i))).collect(),
             };
-            let want = if coll == Coll::Gather && me == root { (0..n * m).map(|i| (i, of(i / m, i % m))).collect() } else { want };
+            let want = if coll == Coll::Gather && me == root {
+                (0..n * m).map(|i| (i, of(i / m, i % m))).collect()
+            } else {
+                want
+            };
             for (i, w) in want {
-                ensure!(got[i] == w, "{coll:?} replay {replay}: element {i} is {}, expected {w}", got[i]);
+                ensure!(
+                    got[i] == w,
+                    "{coll:?} replay {replay}: element {i} is {}, expected {w}",
+                    got[i]
+                );
             }
             *cases += 1;
         }
@@ -399,14 +545,34 @@ fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> any
             other => bail!("{what}: expected a typed refusal, got {other:?}"),
         }
     };
-    invalid(world.all_reduce(&a.view(..7)?, &mut b.view_mut(..8)?, ReduceOp::Sum, s), "length mismatch")?;
+    invalid(
+        world.all_reduce(&a.view(..7)?, &mut b.view_mut(..8)?, ReduceOp::Sum, s),
+        "length mismatch",
+    )?;
     invalid(world.broadcast(n, &a, &mut b, s), "root out of range")?;
-    invalid(world.reduce(n + 3, &a, &mut b, ReduceOp::Sum, s), "reduce root out of range")?;
+    invalid(
+        world.reduce(n + 3, &a, &mut b, ReduceOp::Sum, s),
+        "reduce root out of range",
+    )?;
     invalid(world.all_reduce(&a, &mut b, ReduceOp::Xor, s), "xor on f32")?;
-    invalid(world.fcollect(&a.view(..8)?, &mut b.view_mut(..8 * n - 1)?, s), "fcollect length")?;
+    invalid(
+        world.fcollect(&a.view(..8)?, &mut b.view_mut(..8 * n - 1)?, s),
+        "fcollect length",
+    )?;
     if n > 1 {
-        invalid(world.reduce_scatter(&a.view(..8 * n - 1)?, &mut b.view_mut(..8)?, ReduceOp::Sum, s), "reduce_scatter length")?;
-        invalid(world.alltoall(&a.view(..8 * n - 1)?, &mut b.view_mut(..8 * n - 1)?, s), "alltoall divisibility")?;
+        invalid(
+            world.reduce_scatter(
+                &a.view(..8 * n - 1)?,
+                &mut b.view_mut(..8)?,
+                ReduceOp::Sum,
+                s,
+            ),
+            "reduce_scatter length",
+        )?;
+        invalid(
+            world.alltoall(&a.view(..8 * n - 1)?, &mut b.view_mut(..8 * n - 1)?, s),
+            "alltoall divisibility",
+        )?;
     }
     // Input and output cannot overlap by mistake: they are two arrays, or one array borrowed
     // mutably by an `_in_place` call, which the borrow checker keeps apart. An integer

@@ -28,12 +28,20 @@ fn gpu_foundation() {
             rt.info().heap_size
         );
     }
-    println!("PE {me}: GPU {} (local rank {})", rt.info().device, rt.info().local_rank);
+    println!(
+        "PE {me}: GPU {} (local rank {})",
+        rt.info().device,
+        rt.info().local_rank
+    );
 
     c.run("runtime_info", || {
         ensure!(me < n);
         ensure_eq!(rt.info().heap_size, HEAP);
-        ensure!(rt.info().library.exists(), "library path {:?}", rt.info().library);
+        ensure!(
+            rt.info().library.exists(),
+            "library path {:?}",
+            rt.info().library
+        );
         ensure!(rt.info().version.is_compatible_with_bindings());
         let count = cudarc::driver::CudaContext::device_count()? as usize;
         ensure_eq!(rt.info().device, rt.info().local_rank % count);
@@ -57,7 +65,10 @@ fn gpu_foundation() {
 
     c.run("zeroed_and_uninit_and_empty", || {
         let z = rt.alloc_zeroed::<u32>(4097)?;
-        ensure!(z.to_vec()?.iter().all(|x| *x == 0), "alloc_zeroed is not zero");
+        ensure!(
+            z.to_vec()?.iter().all(|x| *x == 0),
+            "alloc_zeroed is not zero"
+        );
         // SAFETY: every element is written before any is read.
         let mut u = unsafe { rt.alloc_uninit::<i16>(33)? };
         let data: Vec<i16> = (0..33).map(|i| i * 3 - 40).collect();
@@ -72,9 +83,13 @@ fn gpu_foundation() {
     c.run("allocation_patterns", || {
         // Many small arrays freed in reverse and interleaved orders, then a large one.
         let before = rt.heap_in_use();
-        let mut arrays: Vec<SymArray<u8>> = (1..=64).map(|i| rt.alloc_zeroed(i * 37)).collect::<Result<_, _>>()?;
+        let mut arrays: Vec<SymArray<u8>> = (1..=64)
+            .map(|i| rt.alloc_zeroed(i * 37))
+            .collect::<Result<_, _>>()?;
         arrays.truncate(32);
-        let more: Vec<SymArray<f32>> = (0..16).map(|i| rt.alloc_from(&vec![i as f32; 1000])).collect::<Result<_, _>>()?;
+        let more: Vec<SymArray<f32>> = (0..16)
+            .map(|i| rt.alloc_from(&vec![i as f32; 1000]))
+            .collect::<Result<_, _>>()?;
         for (i, a) in more.iter().enumerate() {
             ensure!(a.to_vec()?.iter().all(|x| *x == i as f32));
         }
@@ -88,18 +103,30 @@ fn gpu_foundation() {
 
     c.run("heap_exhaustion_and_recovery", || {
         match rt.alloc_zeroed::<u8>(HEAP + 1) {
-            Err(Error::OutOfHeap { requested, heap_size, .. }) => {
+            Err(Error::OutOfHeap {
+                requested,
+                heap_size,
+                ..
+            }) => {
                 ensure_eq!((requested, heap_size), (HEAP + 1, HEAP));
             }
             other => anyhow::bail!("expected OutOfHeap, got {other:?}"),
         }
         let a = rt.alloc_zeroed::<u8>(HEAP * 3 / 4)?;
-        ensure!(matches!(rt.alloc_zeroed::<u8>(HEAP / 2), Err(Error::OutOfHeap { .. })));
+        ensure!(matches!(
+            rt.alloc_zeroed::<u8>(HEAP / 2),
+            Err(Error::OutOfHeap { .. })
+        ));
         drop(a);
-        let b = rt.alloc_zeroed::<u8>(HEAP / 2).context("allocating after freeing")?;
+        let b = rt
+            .alloc_zeroed::<u8>(HEAP / 2)
+            .context("allocating after freeing")?;
         ensure_eq!(b.len(), HEAP / 2);
         // Overflowing byte counts are refused before NVSHMEM sees them.
-        ensure!(matches!(rt.alloc_zeroed::<u64>(usize::MAX / 4), Err(Error::InvalidArgument { .. })));
+        ensure!(matches!(
+            rt.alloc_zeroed::<u64>(usize::MAX / 4),
+            Err(Error::InvalidArgument { .. })
+        ));
         Ok(())
     });
 
@@ -112,7 +139,10 @@ fn gpu_foundation() {
         rt.stream().memcpy_dtoh(&v, &mut host)?;
         rt.stream().synchronize()?;
         ensure_eq!(host, (10..20).collect::<Vec<_>>());
-        ensure!(matches!(a.view(90..101), Err(Error::InvalidArgument { .. })));
+        ensure!(matches!(
+            a.view(90..101),
+            Err(Error::InvalidArgument { .. })
+        ));
         ensure!(matches!(a.view(..=100), Err(Error::InvalidArgument { .. })));
         Ok(())
     });
@@ -137,7 +167,10 @@ fn gpu_foundation() {
         stream.synchronize()?;
         let host = a.to_vec()?;
         ensure!(host[..1000].iter().all(|x| *x == 0.0) && host[2000..].iter().all(|x| *x == 0.0));
-        ensure!((0..1000).all(|i| host[1000 + i] == 7.0 + i as f32), "kernel output wrong");
+        ensure!(
+            (0..1000).all(|i| host[1000 + i] == 7.0 + i as f32),
+            "kernel output wrong"
+        );
         Ok(())
     });
 
@@ -145,7 +178,10 @@ fn gpu_foundation() {
         let mut a = rt.alloc_zeroed::<u64>(16)?;
         ensure_eq!(a.peer_ptr(me)?, Some(a.device_ptr_raw()));
         for pe in 0..n {
-            ensure!(a.peer_ptr(pe)?.is_some(), "PE {pe} is not peer-accessible from PE {me}");
+            ensure!(
+                a.peer_ptr(pe)?.is_some(),
+                "PE {pe} is not peer-accessible from PE {me}"
+            );
         }
         ensure!(matches!(a.peer_ptr(n), Err(Error::InvalidArgument { .. })));
         // Write my PE number into my right neighbour's array through its peer pointer.
@@ -157,7 +193,12 @@ fn gpu_foundation() {
         // SAFETY: dst is the right neighbour's copy of `a` (16 u64), mapped into this context
         // by NVSHMEM; staging holds 16 u64 on this PE.
         unsafe {
-            cudarc::driver::result::memcpy_dtod_async(dst, staging.device_ptr_raw(), 128, stream.cu_stream())?;
+            cudarc::driver::result::memcpy_dtod_async(
+                dst,
+                staging.device_ptr_raw(),
+                128,
+                stream.cu_stream(),
+            )?;
         }
         barrier_all(&rt)?;
         let left = (me + n - 1) % n;
@@ -186,13 +227,22 @@ fn gpu_foundation() {
 }
 
 fn round_trip<T: Element>(rt: &Runtime, len: usize) -> anyhow::Result<()> {
-    let data: Vec<T> = (0..len).map(|i| T::from_f64(((i * 7 + rt.my_pe()) % 100) as f64)).collect();
+    let data: Vec<T> = (0..len)
+        .map(|i| T::from_f64(((i * 7 + rt.my_pe()) % 100) as f64))
+        .collect();
     let a = rt.alloc_from(&data)?;
     ensure_eq!(a.len(), len);
     ensure_eq!(a.num_bytes(), len * std::mem::size_of::<T>());
-    ensure!(a.to_vec()? == data, "{} data changed on the round trip", T::NAME);
+    ensure!(
+        a.to_vec()? == data,
+        "{} data changed on the round trip",
+        T::NAME
+    );
     let mut wrong_len = vec![T::default(); len - 1];
-    ensure!(matches!(a.copy_to_host(&mut wrong_len), Err(Error::InvalidArgument { .. })));
+    ensure!(matches!(
+        a.copy_to_host(&mut wrong_len),
+        Err(Error::InvalidArgument { .. })
+    ));
     Ok(())
 }
 

@@ -8,7 +8,8 @@
 use nvshmem::{Runtime, RuntimeBuilder};
 
 /// Why the GPU tests are skipped in an ordinary `cargo test`.
-pub const NEEDS_GPU: &str = "needs NVIDIA GPUs and NVSHMEM: run scripts/gpu-check.sh on a GPU machine";
+pub const NEEDS_GPU: &str =
+    "needs NVIDIA GPUs and NVSHMEM: run scripts/gpu-check.sh on a GPU machine";
 
 /// A started runtime and, when the test started MPI itself, MPI: finalised in that order.
 pub struct Session {
@@ -33,9 +34,17 @@ pub fn start(builder: RuntimeBuilder) -> Session {
             use mpi::traits::Communicator;
             let universe = mpi::initialize().expect("MPI starts");
             let world = universe.world();
-            let rt = builder.init_with_communicator(&world).expect("NVSHMEM starts over the communicator");
-            assert_eq!((rt.n_pes(), rt.my_pe()), (world.size() as usize, world.rank() as usize));
-            Session { rt, universe: Some(universe) }
+            let rt = builder
+                .init_with_communicator(&world)
+                .expect("NVSHMEM starts over the communicator");
+            assert_eq!(
+                (rt.n_pes(), rt.my_pe()),
+                (world.size() as usize, world.rank() as usize)
+            );
+            Session {
+                rt,
+                universe: Some(universe),
+            }
         }
         other => panic!("GPU_TEST_INIT={other}: expected auto or communicator"),
     }
@@ -44,7 +53,9 @@ pub fn start(builder: RuntimeBuilder) -> Session {
 impl Session {
     /// Finalises NVSHMEM, then MPI if the test started it.
     pub fn end(self) {
-        self.rt.finalize().expect("nothing else holds the runtime at the end");
+        self.rt
+            .finalize()
+            .expect("nothing else holds the runtime at the end");
         #[cfg(feature = "mpi")]
         drop(self.universe);
     }
@@ -59,7 +70,11 @@ pub struct Checks {
 
 impl Checks {
     pub fn new(pe: usize) -> Self {
-        Checks { pe, passed: 0, failed: Vec::new() }
+        Checks {
+            pe,
+            passed: 0,
+            failed: Vec::new(),
+        }
     }
 
     pub fn run(&mut self, name: &str, f: impl FnOnce() -> anyhow::Result<()>) {
@@ -84,7 +99,11 @@ impl Checks {
             self.pe,
             self.passed,
             self.failed.len(),
-            if self.failed.is_empty() { String::new() } else { format!(" ({})", self.failed.join(", ")) }
+            if self.failed.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", self.failed.join(", "))
+            }
         );
         assert!(self.failed.is_empty(), "failed checks: {:?}", self.failed);
     }

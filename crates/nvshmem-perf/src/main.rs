@@ -1,1 +1,308 @@
-fn main() {}
+//! `nvshmem-perf`: barrier and collective microbenchmarks, nvshmem-rs, raw NVSHMEM and NCCL
+//! side by side. Run `nvshmem-perf --help`; see the crate's README.
+use std::{fs::File, io::BufWriter, process::ExitCode};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+mod bench;
+mod cli;
+mod coll;
+mod dtype;
+mod impls;
+mod report;
+mod stats;
+mod svg;
+
+use cli::{Args, ImplKind, Plan, TeamKind};
+use impls::{Implementation, Spec};
+use report::Row;
+
+/// An implementation, or why it cannot run at all.
+enum Slot {
+    Ready(Box<dyn Implementation>),
+    Missing(&'static str, String),
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let plan = match args.plan() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("nvshmem-perf: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args, &plan) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nvshmem-perf: error: {e:#}");
+            // A failing PE exits without finalising, so the launcher ends the job.
+            std::process::exit(1)
+        }
+    }
+}
+
+fn run(args: &Args, plan: &Plan) -> Result<()> {
+    let rt = nvshmem::Runtime::init().context("starting NVSHMEM")?;
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let team = match args.team {
+        TeamKind::World => rt.world(),
+        TeamKind::Shared => rt.shared(),
+        TeamKind::Node => rt.node(),
+    };
+    let (team_me, team_n) = (team.my_pe().unwrap_or(me), team.n_pes());
+    if plan.collectives.iter().any(|c| c.has_root()) && args.root >= team_n {
+        bail!("-r {} is not below the team's {team_n} PEs", args.root);
+    }
+    let ctx = rt.context().clone();
+    let stream = ctx.new_stream().context("creating the benchmark stream")?;
+    let lead = me == 0;
+
+    let mut slots: Vec<Slot> = Vec::new();
+    for k in &plan.impls {
+        slots.push(match k {
+            ImplKind::NvshmemRs => Slot::Ready(Box::new(impls::nvshmem_rs::NvshmemRs::new(
+                rt.clone(),
+                match args.team {
+                    TeamKind::World => rt.world(),
+                    TeamKind::Shared => rt.shared(),
+                    TeamKind::Node => rt.node(),
+                },
+            ))),
+            ImplKind::Nvshmem => {
+                match impls::nvshmem_raw::NvshmemRaw::new(rt.clone(), team.raw()) {
+                    Ok(i) => Slot::Ready(Box::new(i)),
+                    Err(e) => Slot::Missing("nvshmem", format!("{e:#}")),
+                }
+            }
+            ImplKind::Nccl if args.team != TeamKind::World => {
+                Slot::Missing("nccl", "NCCL runs over the world team only".into())
+            }
+            ImplKind::Nccl => {
+                let lib = impls::nccl_lib::Nccl::load(args.nccl_lib.as_deref());
+                if let (true, Ok(l)) = (lead, &lib) {
+                    println!("# NCCL {} from {}", l.version_string(), l.path.display());
+                }
+                match impls::nccl::NcclImpl::new(&rt, lib, &stream) {
+                    Ok(i) => Slot::Ready(Box::new(i)),
+                    Err(e) => Slot::Missing("nccl", format!("skipped: {e:#}")),
+                }
+            }
+        });
+    }
+    if lead {
+        let info = rt.info();
+        println!(
+            "# nvshmem-perf: {n} PEs, team {:?} ({team_n} PEs), GPU {} on PE 0, NVSHMEM {} from {}",
+            args.team,
+            info.device,
+            info.version,
+            info.library.display()
+        );
+        println!(
+            "# iters {} warm-up {} reps {} graph {} check {} in-place {}",
+            args.iters, args.warmup, args.reps, args.graph, args.check, args.in_place
+        );
+        for s in &slots {
+            if let Slot::Missing(name, why) = s {
+                println!("# {name}: {why}");
+            }
+        }
+    }
+
+    let specs = points(args, plan, team_me, team_n);
+    let progress = (lead && !args.no_progress).then(|| {
+        let pb = indicatif::ProgressBar::new((specs.len() * slots.len()) as u64);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed}<{eta}]")
+                .expect("valid template"),
+        );
+        pb
+    });
+    let timing = bench::Timing {
+        iters: args.iters,
+        warmup: args.warmup,
+        reps: args.reps,
+        graph: args.graph,
+        cpu_time: args.cpu_time,
+        check: args.check,
+    };
+    let mut rows = Vec::new();
+    for spec in &specs {
+        for slot in slots.iter_mut() {
+            if let Some(pb) = &progress {
+                pb.set_message(format!(
+                    "{} {} B",
+                    spec.coll.name(),
+                    spec.count * spec.dtype.size()
+                ));
+                pb.inc(1);
+            }
+            let row = match slot {
+                Slot::Missing(name, why) => skipped_row(name, spec, args, why),
+                Slot::Ready(imp) => match imp.unsupported(spec) {
+                    Some(why) => skipped_row(imp.name(), spec, args, &why),
+                    None => {
+                        let m = bench::measure(imp.as_mut(), spec, timing, &ctx, &stream, &rt)
+                            .with_context(|| {
+                                format!("{} {} count {}", imp.name(), spec.coll.name(), spec.count)
+                            })?;
+                        measured_row(imp.as_ref(), spec, args, &m)
+                    }
+                },
+            };
+            rows.push(row);
+        }
+    }
+    if let Some(pb) = progress {
+        pb.finish_and_clear();
+    }
+    // Drop the implementations (collective frees, NCCL comm) before the runtime.
+    drop(slots);
+    if lead {
+        write_outputs(args, plan, &rows)?;
+    }
+    Ok(())
+}
+
+fn points(args: &Args, plan: &Plan, me: usize, n: usize) -> Vec<Spec> {
+    let mut v = Vec::new();
+    for &coll in &plan.collectives {
+        let dtypes = if coll.is_sync_only() {
+            &plan.dtypes[..1]
+        } else {
+            &plan.dtypes[..]
+        };
+        let ops = if coll.has_op() {
+            &plan.ops[..]
+        } else {
+            &plan.ops[..1]
+        };
+        for &dtype in dtypes {
+            for &op in ops {
+                let sizes: Vec<u64> = if coll.is_sync_only() {
+                    vec![0]
+                } else {
+                    plan.sizes.clone()
+                };
+                for bytes in sizes {
+                    let count = coll.count_for(bytes as usize, dtype.size(), n);
+                    if count == 0 && !coll.is_sync_only() {
+                        continue;
+                    }
+                    v.push(Spec {
+                        coll,
+                        dtype,
+                        op,
+                        root: args.root,
+                        count,
+                        layout: coll.layout(count, n),
+                        in_place: args.in_place,
+                        my_pe: me,
+                        n_pes: n,
+                    });
+                }
+            }
+        }
+    }
+    v
+}
+
+fn base_row(name: &str, spec: &Spec, args: &Args) -> Row {
+    Row {
+        collective: spec.coll.name().into(),
+        implementation: name.into(),
+        note: String::new(),
+        n_pes: spec.n_pes,
+        bytes: (spec.count * spec.dtype.size()) as u64,
+        count: spec.count,
+        dtype: if spec.coll.is_sync_only() {
+            "-".into()
+        } else {
+            spec.dtype.name().into()
+        },
+        op: if spec.coll.has_op() {
+            spec.op.name().into()
+        } else {
+            String::new()
+        },
+        root: if spec.coll.has_root() {
+            spec.root as i64
+        } else {
+            -1
+        },
+        in_place: spec.in_place,
+        graph: args.graph,
+        time_us: f64::NAN,
+        time_min_us: f64::NAN,
+        time_max_us: f64::NAN,
+        iter_min_us: f64::NAN,
+        iter_p50_us: f64::NAN,
+        iter_p99_us: f64::NAN,
+        algbw_gbs: 0.0,
+        busbw_gbs: 0.0,
+        wrong: -1,
+        cpu_us: -1.0,
+        reps_us: String::new(),
+        status: "ok".into(),
+    }
+}
+
+fn skipped_row(name: &str, spec: &Spec, args: &Args, why: &str) -> Row {
+    Row {
+        status: why.to_string(),
+        ..base_row(name, spec, args)
+    }
+}
+
+fn measured_row(imp: &dyn Implementation, spec: &Spec, args: &Args, m: &bench::Measured) -> Row {
+    let mut r = base_row(imp.name(), spec, args);
+    let (min, med, max) = stats::min_med_max(&m.reps_us);
+    r.note = imp.note(spec);
+    r.time_us = med;
+    r.time_min_us = min;
+    r.time_max_us = max;
+    r.iter_min_us = stats::percentile(&m.iters_us, 0.0);
+    r.iter_p50_us = stats::percentile(&m.iters_us, 50.0);
+    r.iter_p99_us = stats::percentile(&m.iters_us, 99.0);
+    r.algbw_gbs = report::algbw(r.bytes, med);
+    r.busbw_gbs = r.algbw_gbs * spec.coll.busbw_factor(spec.n_pes);
+    r.wrong = m.wrong.map_or(-1, |w| w as i64);
+    r.cpu_us = m.cpu_us.unwrap_or(-1.0);
+    r.reps_us = m
+        .reps_us
+        .iter()
+        .map(|t| format!("{t:.3}"))
+        .collect::<Vec<_>>()
+        .join(";");
+    r
+}
+
+fn write_outputs(args: &Args, plan: &Plan, rows: &[Row]) -> Result<()> {
+    let names: Vec<&str> = plan.impls.iter().map(|i| i.name()).collect();
+    print!("{}", report::format_tables(rows, &names, false));
+    let total_wrong: i64 = rows.iter().filter(|r| r.ok()).map(|r| r.wrong.max(0)).sum();
+    println!(
+        "# Out of bounds values : {total_wrong} {}",
+        if total_wrong == 0 { "OK" } else { "FAILED" }
+    );
+    let create = |p: &std::path::Path| -> Result<BufWriter<File>> {
+        Ok(BufWriter::new(
+            File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        ))
+    };
+    if let Some(p) = &args.json {
+        report::write_json(rows, create(p)?)?;
+    }
+    if let Some(p) = &args.csv {
+        report::write_csv(rows, create(p)?)?;
+    }
+    if let Some(p) = &args.plot {
+        std::fs::write(p, svg::plot(rows, &names))?;
+    }
+    if let Some(p) = &args.markdown {
+        std::fs::write(p, report::format_tables(rows, &names, true))?;
+    }
+    Ok(())
+}

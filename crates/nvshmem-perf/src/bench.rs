@@ -1,0 +1,262 @@
+//! Timing and checking one point with one implementation.
+use std::{sync::Arc, time::Instant};
+
+use anyhow::{Context, Result};
+use cudarc::driver::{sys, CudaContext, CudaGraph, CudaStream};
+
+use crate::{
+    coll::{expected, input_value},
+    impls::{pe, Implementation, Spec},
+};
+
+/// How to time.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Timed iterations per repetition.
+    pub iters: usize,
+    /// Warm-up iterations.
+    pub warmup: usize,
+    /// Repetitions.
+    pub reps: usize,
+    /// Replay the iterations from a CUDA graph.
+    pub graph: bool,
+    /// Measure host time per call.
+    pub cpu_time: bool,
+    /// Check the result.
+    pub check: bool,
+}
+
+/// What one point measured.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// µs per call, one entry per repetition.
+    pub reps_us: Vec<f64>,
+    /// µs of each call timed alone (a separate pass).
+    pub iters_us: Vec<f64>,
+    /// Host µs to enqueue one call (mean over the repetitions), when asked.
+    pub cpu_us: Option<f64>,
+    /// Wrong elements summed over PEs, when checked.
+    pub wrong: Option<u64>,
+}
+
+/// This PE's input for `spec`.
+pub fn make_input(spec: &Spec) -> Vec<u8> {
+    let sz = spec.dtype.size();
+    let mut v = vec![0u8; spec.in_bytes()];
+    for (i, e) in v.chunks_exact_mut(sz).enumerate() {
+        spec.dtype.encode(input_value(spec.my_pe, i, spec.op), e);
+    }
+    v
+}
+
+/// Wrong elements of this PE's `output` for `spec`.
+pub fn count_wrong(spec: &Spec, output: &[u8]) -> u64 {
+    let sz = spec.dtype.size();
+    if output.len() < spec.out_bytes() {
+        return spec.layout.out_elems as u64;
+    }
+    let mut wrong = 0;
+    for (k, e) in output
+        .chunks_exact(sz)
+        .take(spec.layout.out_elems)
+        .enumerate()
+    {
+        let Some(want) = expected(
+            spec.coll,
+            k,
+            spec.my_pe,
+            spec.n_pes,
+            spec.root,
+            spec.op,
+            spec.layout,
+        ) else {
+            continue;
+        };
+        let got = spec.dtype.decode(e);
+        let ok = if spec.dtype.is_float() {
+            (got - want).abs() <= 1e-3 * want.abs().max(1.0)
+        } else {
+            got == want
+        };
+        wrong += u64::from(!ok);
+    }
+    wrong
+}
+
+fn capture(
+    imp: &mut dyn Implementation,
+    stream: &Arc<CudaStream>,
+    calls: usize,
+) -> Result<CudaGraph> {
+    stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    let mut result = Ok(());
+    for _ in 0..calls {
+        result = imp.run_once(stream);
+        if result.is_err() {
+            break;
+        }
+    }
+    // End the capture even after an error, so the stream is usable again.
+    let graph = stream.end_capture(sys::CUgraphInstantiate_flags(0));
+    result?;
+    let graph = graph?.context("the captured graph is empty")?;
+    graph.upload()?;
+    Ok(graph)
+}
+
+/// Runs one point: prepare, check, warm up, time, release.
+pub fn measure(
+    imp: &mut dyn Implementation,
+    spec: &Spec,
+    t: Timing,
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    rt: &nvshmem::Runtime,
+) -> Result<Measured> {
+    imp.prepare(spec, stream)?;
+    let result = time_prepared(imp, spec, t, ctx, stream, rt);
+    imp.release();
+    result
+}
+
+fn time_prepared(
+    imp: &mut dyn Implementation,
+    spec: &Spec,
+    t: Timing,
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    rt: &nvshmem::Runtime,
+) -> Result<Measured> {
+    let wrong = if t.check && !spec.coll.is_sync_only() {
+        imp.fill_input(&make_input(spec), stream)?;
+        pe::line_up(stream)?;
+        imp.run_once(stream)?;
+        let out = imp.read_output(stream)?;
+        Some(pe::sum_over_pes(rt, count_wrong(spec, &out), stream)?)
+    } else {
+        None
+    };
+
+    for _ in 0..t.warmup {
+        imp.run_once(stream)?;
+    }
+    stream.synchronize().context("warm-up")?;
+    let (graph_n, graph_1) = if t.graph {
+        (
+            Some(capture(imp, stream, t.iters)?),
+            Some(capture(imp, stream, 1)?),
+        )
+    } else {
+        (None, None)
+    };
+
+    let timing_event = || ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
+    let (start, end) = (timing_event()?, timing_event()?);
+    let mut reps_us = Vec::with_capacity(t.reps);
+    let mut cpu_total = 0.0;
+    for _ in 0..t.reps {
+        pe::line_up(stream)?;
+        start.record(stream)?;
+        let host = Instant::now();
+        match &graph_n {
+            Some(g) => g.launch()?,
+            None => {
+                for _ in 0..t.iters {
+                    imp.run_once(stream)?;
+                }
+            }
+        }
+        cpu_total += host.elapsed().as_secs_f64() * 1e6 / t.iters as f64;
+        end.record(stream)?;
+        let ms = start.elapsed_ms(&end)?;
+        reps_us.push(f64::from(ms) * 1000.0 / t.iters as f64);
+    }
+
+    // Each call between its own pair of events: the spread of single calls.
+    let events = (0..=t.iters)
+        .map(|_| timing_event())
+        .collect::<Result<Vec<_>, _>>()?;
+    pe::line_up(stream)?;
+    events[0].record(stream)?;
+    for e in &events[1..] {
+        match &graph_1 {
+            Some(g) => g.launch()?,
+            None => imp.run_once(stream)?,
+        }
+        e.record(stream)?;
+    }
+    let mut iters_us = Vec::with_capacity(t.iters);
+    for w in events.windows(2) {
+        iters_us.push(f64::from(w[0].elapsed_ms(&w[1])?) * 1000.0);
+    }
+    stream.synchronize()?;
+    Ok(Measured {
+        reps_us,
+        iters_us,
+        cpu_us: t.cpu_time.then(|| cpu_total / t.reps as f64),
+        wrong,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{coll::Collective, dtype::DType, dtype::RedOp};
+
+    fn spec(coll: Collective, me: usize) -> Spec {
+        let count = 8;
+        Spec {
+            coll,
+            dtype: DType::F32,
+            op: RedOp::Sum,
+            root: 0,
+            count,
+            layout: coll.layout(count, 2),
+            in_place: false,
+            my_pe: me,
+            n_pes: 2,
+        }
+    }
+
+    /// Simulates the collective on the host from both PEs' inputs.
+    fn host_result(s: &Spec) -> Vec<u8> {
+        let mut out = vec![0u8; s.out_bytes()];
+        for (k, e) in out.chunks_exact_mut(4).enumerate() {
+            let v = expected(s.coll, k, s.my_pe, s.n_pes, s.root, s.op, s.layout).unwrap_or(0.0);
+            s.dtype.encode(v, e);
+        }
+        out
+    }
+
+    #[test]
+    fn a_right_answer_has_no_wrong_elements() {
+        for c in [
+            Collective::AllReduce,
+            Collective::Fcollect,
+            Collective::Alltoall,
+            Collective::ReduceScatter,
+        ] {
+            let s = spec(c, 1);
+            assert_eq!(count_wrong(&s, &host_result(&s)), 0, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn wrong_elements_are_counted() {
+        let s = spec(Collective::AllReduce, 0);
+        let mut out = host_result(&s);
+        DType::F32.encode(99.0, &mut out[4..8]);
+        assert_eq!(count_wrong(&s, &out), 1);
+        assert_eq!(count_wrong(&s, &[]), 8);
+        // The input alone is not an all-reduce.
+        assert!(count_wrong(&s, &make_input(&s)) > 0);
+    }
+
+    #[test]
+    fn inputs_differ_between_pes() {
+        let a = make_input(&spec(Collective::AllReduce, 0));
+        let b = make_input(&spec(Collective::AllReduce, 1));
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+}

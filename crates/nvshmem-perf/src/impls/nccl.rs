@@ -1,0 +1,252 @@
+//! (c) NCCL through its C API, on ordinary device buffers. The communicator is made from a
+//! unique id that PE 0 creates and hands to every PE through NVSHMEM, so any launcher works.
+use std::{ffi::c_void, sync::Arc};
+
+use anyhow::{anyhow, bail, Context, Result};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use nvshmem::Runtime;
+
+use super::{nccl_lib::Nccl, nccl_lib::UniqueId, pe, Implementation, Spec};
+use crate::coll::Collective;
+
+/// NCCL over the world team.
+pub struct NcclImpl {
+    nccl: &'static Nccl,
+    comm: super::nccl_lib::Comm,
+    input: Option<(CudaSlice<u8>, u64)>,
+    output: Option<(CudaSlice<u8>, u64)>,
+    spec: Option<Spec>,
+}
+
+impl NcclImpl {
+    /// Makes the communicator (collective over all PEs). `nccl` is this PE's loaded NCCL, or
+    /// why it is missing; every PE must agree that NCCL loaded before any of them waits in
+    /// `ncclCommInitRank`, so a PE without NCCL makes all of them skip it.
+    pub fn new(
+        rt: &Runtime,
+        nccl: Result<&'static Nccl, String>,
+        stream: &Arc<CudaStream>,
+    ) -> Result<Self> {
+        let missing = pe::sum_over_pes(rt, u64::from(nccl.is_err()), stream)?;
+        let nccl = nccl.map_err(|e| anyhow!(e))?;
+        if missing > 0 {
+            bail!("NCCL is missing on {missing} PE(s)");
+        }
+        let mut id = UniqueId { internal: [0; 128] };
+        if rt.my_pe() == 0 {
+            // SAFETY: writes one ncclUniqueId.
+            nccl.check("ncclGetUniqueId", unsafe { (nccl.get_unique_id)(&mut id) })
+                .map_err(|e| anyhow!(e))?;
+        }
+        let mine: Vec<u8> = id.internal.iter().map(|b| *b as u8).collect();
+        let shared = pe::from_pe0(rt, &mine, stream)?;
+        for (d, s) in id.internal.iter_mut().zip(&shared) {
+            *d = *s as _;
+        }
+        rt.context().bind_to_thread()?;
+        let mut comm = std::ptr::null_mut();
+        // SAFETY: comm is written by NCCL; the id is PE 0's, the same on every PE; the CUDA
+        // context of this PE's GPU is current, which is the device NCCL binds the comm to.
+        let status =
+            unsafe { (nccl.comm_init_rank)(&mut comm, rt.n_pes() as i32, id, rt.my_pe() as i32) };
+        nccl.check("ncclCommInitRank", status)
+            .map_err(|e| anyhow!(e))?;
+        Ok(Self {
+            nccl,
+            comm,
+            input: None,
+            output: None,
+            spec: None,
+        })
+    }
+
+    fn alloc(stream: &Arc<CudaStream>, bytes: usize) -> Result<(CudaSlice<u8>, u64)> {
+        let s = stream.alloc_zeros::<u8>(bytes.max(1))?;
+        let ptr = {
+            let (p, _sync) = s.device_ptr(stream);
+            p
+        };
+        Ok((s, ptr))
+    }
+}
+
+impl Implementation for NcclImpl {
+    fn name(&self) -> &'static str {
+        "nccl"
+    }
+
+    fn unsupported(&self, spec: &Spec) -> Option<String> {
+        match spec.coll {
+            Collective::Sync => Some("NCCL has no sync".into()),
+            Collective::Alltoall | Collective::Gather | Collective::Scatter if spec.in_place => {
+                Some("not run in place with NCCL's send/recv".into())
+            }
+            _ => None,
+        }
+    }
+
+    fn note(&self, spec: &Spec) -> String {
+        match spec.coll {
+            Collective::Barrier => "barrier is a 1-element f32 all-reduce (NCCL has none)".into(),
+            Collective::Alltoall | Collective::Gather | Collective::Scatter => {
+                "grouped ncclSend/ncclRecv".into()
+            }
+            _ => String::new(),
+        }
+    }
+
+    fn prepare(&mut self, spec: &Spec, stream: &Arc<CudaStream>) -> Result<()> {
+        self.release();
+        let (in_b, out_b) = if spec.coll == Collective::Barrier {
+            (4, 4)
+        } else {
+            (spec.in_bytes(), spec.out_bytes())
+        };
+        let in_place = spec.in_place || spec.coll == Collective::Barrier;
+        match spec.coll {
+            // In place, the larger buffer holds both; the smaller one is a slice of it.
+            Collective::Fcollect if in_place => self.output = Some(Self::alloc(stream, out_b)?),
+            Collective::ReduceScatter if in_place => self.input = Some(Self::alloc(stream, in_b)?),
+            _ if in_place => self.input = Some(Self::alloc(stream, in_b)?),
+            _ => {
+                self.input = Some(Self::alloc(stream, in_b)?);
+                self.output = Some(Self::alloc(stream, out_b)?);
+            }
+        }
+        stream.synchronize()?;
+        self.spec = Some(*spec);
+        Ok(())
+    }
+
+    fn fill_input(&mut self, input: &[u8], stream: &Arc<CudaStream>) -> Result<()> {
+        let spec = self.spec.context("fill before prepare")?;
+        match (
+            spec.coll,
+            spec.in_place,
+            self.input.as_mut(),
+            self.output.as_mut(),
+        ) {
+            (Collective::Fcollect, true, _, Some((out, _))) => {
+                let off = spec.my_pe * spec.chunk_bytes();
+                let mut view = out.slice_mut(off..off + input.len());
+                stream.memcpy_htod(input, &mut view)?;
+            }
+            (_, _, Some((inp, _)), _) if !input.is_empty() => {
+                let mut view = inp.slice_mut(0..input.len());
+                stream.memcpy_htod(input, &mut view)?;
+            }
+            _ => {}
+        }
+        stream.synchronize()?;
+        Ok(())
+    }
+
+    fn run_once(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
+        let spec = self.spec.context("run_once before prepare")?;
+        let n = self.nccl;
+        let s = stream.cu_stream();
+        let (dt, op, root) = (spec.dtype.nccl(), spec.op.nccl(), spec.root as i32);
+        let cb = spec.chunk_bytes() as u64;
+        let me = spec.my_pe as u64;
+        let inp = self.input.as_ref().map(|b| b.1);
+        let out = self.output.as_ref().map(|b| b.1);
+        // In place: the output is the input (or the input is this PE's slice of the output).
+        let (src, dst) = match (spec.coll, inp, out) {
+            (Collective::Fcollect, None, Some(o)) => (o + me * cb, o),
+            (Collective::ReduceScatter, Some(i), None) => (i, i + me * cb),
+            (_, Some(i), None) => (i, i),
+            (_, Some(i), Some(o)) => (i, o),
+            _ => bail!("buffers not prepared"),
+        };
+        let (src, dst) = (src as *const c_void, dst as *mut c_void);
+        let comm = self.comm;
+        let chunk = spec.layout.chunk;
+        // SAFETY (for every call below): src and dst are live device allocations of this PE's
+        // GPU sized by prepare for this spec's layout, and every count and offset stays inside
+        // them (offsets are whole chunks below n_pes chunks); comm is a live communicator over
+        // the world, peers are below n_pes; the stream belongs to the comm's device.
+        let status = unsafe {
+            match spec.coll {
+                Collective::Barrier => (n.all_reduce)(src, dst, 1, 7, 0, comm, s),
+                Collective::AllReduce => (n.all_reduce)(src, dst, spec.count, dt, op, comm, s),
+                Collective::ReduceScatter => (n.reduce_scatter)(src, dst, chunk, dt, op, comm, s),
+                Collective::Broadcast => (n.broadcast)(src, dst, spec.count, dt, root, comm, s),
+                Collective::Reduce => (n.reduce)(src, dst, spec.count, dt, op, root, comm, s),
+                Collective::Fcollect => (n.all_gather)(src, dst, chunk, dt, comm, s),
+                Collective::Alltoall | Collective::Gather | Collective::Scatter => {
+                    n.check("ncclGroupStart", (n.group_start)())
+                        .map_err(|e| anyhow!(e))?;
+                    let mut st = 0;
+                    for p in 0..spec.n_pes {
+                        let off = p as u64 * cb;
+                        let (sp, dp) = (src.byte_add(off as usize), dst.byte_add(off as usize));
+                        let pi = p as i32;
+                        match spec.coll {
+                            Collective::Alltoall => {
+                                st |= (n.send)(sp, chunk, dt, pi, comm, s);
+                                st |= (n.recv)(dp, chunk, dt, pi, comm, s);
+                            }
+                            Collective::Gather => {
+                                if p == spec.root {
+                                    st |= (n.send)(src, chunk, dt, pi, comm, s);
+                                }
+                                if spec.my_pe == spec.root {
+                                    st |= (n.recv)(dp, chunk, dt, pi, comm, s);
+                                }
+                            }
+                            _ => {
+                                if spec.my_pe == spec.root {
+                                    st |= (n.send)(sp, chunk, dt, pi, comm, s);
+                                }
+                                if p == spec.root {
+                                    st |= (n.recv)(dst, chunk, dt, pi, comm, s);
+                                }
+                            }
+                        }
+                    }
+                    let end = (n.group_end)();
+                    if st != 0 {
+                        st
+                    } else {
+                        end
+                    }
+                }
+                Collective::Sync => bail!("NCCL has no sync"),
+            }
+        };
+        n.check(spec.coll.name(), status).map_err(|e| anyhow!(e))?;
+        Ok(())
+    }
+
+    fn read_output(&mut self, stream: &Arc<CudaStream>) -> Result<Vec<u8>> {
+        let spec = self.spec.context("read before prepare")?;
+        stream.synchronize()?;
+        let me = spec.my_pe * spec.chunk_bytes();
+        let host = match (spec.coll, self.input.as_ref(), self.output.as_ref()) {
+            (_, _, Some((o, _))) => stream.clone_dtoh(o)?,
+            (Collective::ReduceScatter, Some((i, _)), None) => {
+                stream.clone_dtoh(&i.slice(me..me + spec.out_bytes()))?
+            }
+            (_, Some((i, _)), None) => stream.clone_dtoh(i)?,
+            _ => Vec::new(),
+        };
+        Ok(host.into_iter().take(spec.out_bytes()).collect())
+    }
+
+    fn release(&mut self) {
+        self.input = None;
+        self.output = None;
+        self.spec = None;
+    }
+}
+
+impl Drop for NcclImpl {
+    fn drop(&mut self) {
+        self.release();
+        // SAFETY: comm came from ncclCommInitRank and is destroyed once; its buffers are freed.
+        let status = unsafe { (self.nccl.comm_destroy)(self.comm) };
+        if let Err(e) = self.nccl.check("ncclCommDestroy", status) {
+            eprintln!("warning: {e}");
+        }
+    }
+}

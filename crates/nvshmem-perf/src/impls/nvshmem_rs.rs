@@ -1,0 +1,197 @@
+//! (a) nvshmem-rs: this library's safe collectives.
+//!
+//! ┌──────────────────────────────────────────────────────────────────────────────────────┐
+//! │ SLOT FOR THE SAFE API. To wire it: fill in [`adapter::run`] with calls to the `Team`  │
+//! │ methods and set [`adapter::WIRED`] to true. Nothing else in the benchmark changes.    │
+//! └──────────────────────────────────────────────────────────────────────────────────────┘
+//!
+//! Buffers are typed `SymArray<T>` (the safe API is generic over [`Element`]), made per
+//! point for the spec's element type.
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use cudarc::driver::CudaStream;
+use nvshmem::{Element, Runtime, SymArray, Team};
+
+use super::{Implementation, Spec};
+use crate::dtype::DType;
+
+/// The few lines that call the safe API.
+pub mod adapter {
+    use super::*;
+    #[allow(unused_imports)]
+    use crate::{coll::Collective, dtype::RedOp};
+
+    /// Whether [`run`] calls the safe API; while false, every point is reported as skipped.
+    pub const WIRED: bool = true;
+
+    fn op(op: RedOp) -> nvshmem::ReduceOp {
+        match op {
+            RedOp::Sum => nvshmem::ReduceOp::Sum,
+            RedOp::Prod => nvshmem::ReduceOp::Prod,
+            RedOp::Min => nvshmem::ReduceOp::Min,
+            RedOp::Max => nvshmem::ReduceOp::Max,
+        }
+    }
+
+    /// Runs `spec.coll` once on `stream` with the safe API. `output` is `None` in place
+    /// (then `input` is also the output).
+    pub fn run<T: Element>(
+        team: &Team,
+        spec: &Spec,
+        input: &mut SymArray<T>,
+        output: Option<&mut SymArray<T>>,
+        stream: &Arc<CudaStream>,
+    ) -> Result<()> {
+        let (root, o) = (spec.root, op(spec.op));
+        match (spec.coll, output) {
+            (Collective::Barrier, _) => team.barrier(stream)?,
+            (Collective::Sync, _) => team.sync(stream)?,
+            (Collective::AllReduce, Some(out)) => team.all_reduce(input, out, o, stream)?,
+            (Collective::AllReduce, None) => team.all_reduce_in_place(input, o, stream)?,
+            (Collective::Reduce, Some(out)) => team.reduce(root, input, out, o, stream)?,
+            (Collective::Reduce, None) => team.reduce_in_place(root, input, o, stream)?,
+            (Collective::Broadcast, Some(out)) => team.broadcast(root, input, out, stream)?,
+            (Collective::Broadcast, None) => team.broadcast_in_place(root, input, stream)?,
+            (Collective::Fcollect, Some(out)) => team.fcollect(input, out, stream)?,
+            (Collective::Fcollect, None) => team.fcollect_in_place(input, stream)?,
+            (Collective::Alltoall, Some(out)) => team.alltoall(input, out, stream)?,
+            (Collective::ReduceScatter, Some(out)) => team.reduce_scatter(input, out, o, stream)?,
+            (Collective::ReduceScatter, None) => team.reduce_scatter_in_place(input, o, stream)?,
+            (Collective::Gather, Some(out)) => team.gather(root, input, out, stream)?,
+            (Collective::Gather, None) => team.gather_in_place(root, input, stream)?,
+            (Collective::Scatter, Some(out)) => team.scatter(root, input, out, stream)?,
+            (Collective::Scatter, None) => team.scatter_in_place(root, input, stream)?,
+            (c, None) => anyhow::bail!("{c:?} has no in-place form"),
+        }
+        Ok(())
+    }
+
+    /// Whether the safe API has `spec` (same answer on every PE).
+    pub fn unsupported(spec: &Spec) -> Option<String> {
+        if !WIRED {
+            return Some("not wired yet (see impls/nvshmem_rs.rs)".into());
+        }
+        match spec.coll {
+            Collective::Alltoall if spec.in_place => Some("alltoall has no in-place form".into()),
+            _ => None,
+        }
+    }
+}
+
+trait Buffers {
+    fn fill(&mut self, bytes: &[u8], stream: &Arc<CudaStream>) -> Result<()>;
+    fn read(&self) -> Result<Vec<u8>>;
+    fn run(&mut self, team: &Team, spec: &Spec, stream: &Arc<CudaStream>) -> Result<()>;
+}
+
+struct Typed<T: Element> {
+    input: SymArray<T>,
+    output: Option<SymArray<T>>,
+}
+
+impl<T: Element> Buffers for Typed<T> {
+    fn fill(&mut self, bytes: &[u8], stream: &Arc<CudaStream>) -> Result<()> {
+        let mut v = vec![T::default(); bytes.len() / std::mem::size_of::<T>()];
+        bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(bytes);
+        self.input.copy_from_host_on(&v, stream)?;
+        stream.synchronize()?;
+        Ok(())
+    }
+    fn read(&self) -> Result<Vec<u8>> {
+        let v = self.output.as_ref().unwrap_or(&self.input).to_vec()?;
+        Ok(bytemuck::cast_slice(&v).to_vec())
+    }
+    fn run(&mut self, team: &Team, spec: &Spec, stream: &Arc<CudaStream>) -> Result<()> {
+        adapter::run(team, spec, &mut self.input, self.output.as_mut(), stream)
+    }
+}
+
+fn typed<T: Element>(rt: &Runtime, spec: &Spec) -> Result<Box<dyn Buffers>> {
+    if spec.coll == crate::coll::Collective::Reduce {
+        // Rooted reductions reduce into the runtime's scratch (collective, like allocating).
+        rt.reserve_scratch(spec.layout.out_elems * std::mem::size_of::<T>())?;
+    }
+    let input = rt.alloc_zeroed::<T>(spec.layout.in_elems)?;
+    let output = if spec.in_place {
+        None
+    } else {
+        Some(rt.alloc_zeroed::<T>(spec.layout.out_elems)?)
+    };
+    Ok(Box::new(Typed { input, output }))
+}
+
+/// The safe API.
+pub struct NvshmemRs {
+    rt: Runtime,
+    team: Team,
+    bufs: Option<Box<dyn Buffers>>,
+    spec: Option<Spec>,
+}
+
+impl NvshmemRs {
+    /// Over `team`.
+    pub fn new(rt: Runtime, team: Team) -> Self {
+        Self {
+            rt,
+            team,
+            bufs: None,
+            spec: None,
+        }
+    }
+}
+
+impl Implementation for NvshmemRs {
+    fn name(&self) -> &'static str {
+        "nvshmem-rs"
+    }
+
+    fn unsupported(&self, spec: &Spec) -> Option<String> {
+        adapter::unsupported(spec)
+    }
+
+    fn prepare(&mut self, spec: &Spec, _stream: &Arc<CudaStream>) -> Result<()> {
+        self.release();
+        let rt = &self.rt;
+        self.bufs = Some(match spec.dtype {
+            DType::F32 => typed::<f32>(rt, spec)?,
+            DType::F64 => typed::<f64>(rt, spec)?,
+            DType::F16 => typed::<half::f16>(rt, spec)?,
+            DType::Bf16 => typed::<half::bf16>(rt, spec)?,
+            DType::I8 => typed::<i8>(rt, spec)?,
+            DType::I32 => typed::<i32>(rt, spec)?,
+            DType::I64 => typed::<i64>(rt, spec)?,
+            DType::U8 => typed::<u8>(rt, spec)?,
+            DType::U32 => typed::<u32>(rt, spec)?,
+            DType::U64 => typed::<u64>(rt, spec)?,
+        });
+        self.spec = Some(*spec);
+        Ok(())
+    }
+
+    fn fill_input(&mut self, input: &[u8], stream: &Arc<CudaStream>) -> Result<()> {
+        self.bufs
+            .as_mut()
+            .context("not prepared")?
+            .fill(input, stream)
+    }
+
+    fn run_once(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
+        let spec = self.spec.context("not prepared")?;
+        let team = &self.team;
+        self.bufs
+            .as_mut()
+            .context("not prepared")?
+            .run(team, &spec, stream)
+    }
+
+    fn read_output(&mut self, stream: &Arc<CudaStream>) -> Result<Vec<u8>> {
+        stream.synchronize()?;
+        self.bufs.as_ref().context("not prepared")?.read()
+    }
+
+    fn release(&mut self) {
+        self.bufs = None;
+        self.spec = None;
+    }
+}

@@ -1,0 +1,389 @@
+//! Result rows and their forms: nccl-tests-like tables (text or markdown), JSON lines, CSV.
+use std::{collections::BTreeMap, fmt::Write as _, io::Write};
+
+use serde::Serialize;
+
+/// One measured (or skipped) point: a collective at one size by one implementation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// Collective name.
+    pub collective: String,
+    /// Implementation name.
+    pub implementation: String,
+    /// What the implementation ran when it differs from the name (NCCL's barrier).
+    pub note: String,
+    /// PEs in the team.
+    pub n_pes: usize,
+    /// nccl-tests' size: the larger of one PE's input and output, bytes.
+    pub bytes: u64,
+    /// Elements in that buffer.
+    pub count: usize,
+    /// Element type.
+    pub dtype: String,
+    /// Operator, for reductions.
+    pub op: String,
+    /// Root, for rooted collectives (-1 otherwise).
+    pub root: i64,
+    /// Whether it ran in place.
+    pub in_place: bool,
+    /// Whether the iterations were replayed from a CUDA graph.
+    pub graph: bool,
+    /// Median over repetitions of the mean time per call, µs.
+    pub time_us: f64,
+    /// Fastest repetition, µs per call.
+    pub time_min_us: f64,
+    /// Slowest repetition, µs per call.
+    pub time_max_us: f64,
+    /// Each call timed alone: fastest, µs.
+    pub iter_min_us: f64,
+    /// Each call timed alone: median, µs.
+    pub iter_p50_us: f64,
+    /// Each call timed alone: 99th percentile, µs.
+    pub iter_p99_us: f64,
+    /// Algorithm bandwidth, GB/s (bytes / time).
+    pub algbw_gbs: f64,
+    /// Bus bandwidth, GB/s (algbw times nccl-tests' factor).
+    pub busbw_gbs: f64,
+    /// Wrong elements summed over PEs; -1 when not checked.
+    pub wrong: i64,
+    /// Host time to enqueue one call, µs; -1 when not measured.
+    pub cpu_us: f64,
+    /// Each repetition's µs per call, `;`-separated.
+    pub reps_us: String,
+    /// `ok`, or why the point was skipped or failed.
+    pub status: String,
+}
+
+impl Row {
+    /// Whether the point was measured.
+    pub fn ok(&self) -> bool {
+        self.status == "ok"
+    }
+}
+
+/// Algorithm bandwidth in GB/s of `bytes` moved in `time_us`.
+pub fn algbw(bytes: u64, time_us: f64) -> f64 {
+    if time_us > 0.0 {
+        bytes as f64 / (time_us * 1e-6) / 1e9
+    } else {
+        0.0
+    }
+}
+
+/// Writes rows as JSON lines.
+pub fn write_json(rows: &[Row], mut w: impl Write) -> std::io::Result<()> {
+    for r in rows {
+        serde_json::to_writer(&mut w, r)?;
+        w.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Writes rows as CSV with a header.
+pub fn write_csv(rows: &[Row], w: impl Write) -> csv::Result<()> {
+    let mut c = csv::Writer::from_writer(w);
+    for r in rows {
+        c.serialize(r)?;
+    }
+    c.flush()?;
+    Ok(())
+}
+
+/// What one table shares: collective, type, op, root, in place.
+type TableKey = (String, String, String, i64, bool);
+
+/// The key one table groups by: everything but the size and the implementation.
+fn table_key(r: &Row) -> TableKey {
+    (
+        r.collective.clone(),
+        r.dtype.clone(),
+        r.op.clone(),
+        r.root,
+        r.in_place,
+    )
+}
+
+/// Formats nccl-tests-like tables, one per collective/type/op/root, with a column group per
+/// implementation (in `impls` order), time ratios against NCCL, and a footer.
+pub fn format_tables(rows: &[Row], impls: &[&str], markdown: bool) -> String {
+    let mut groups: Vec<(TableKey, Vec<&Row>)> = Vec::new();
+    for r in rows {
+        let k = table_key(r);
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, v)) => v.push(r),
+            None => groups.push((k, vec![r])),
+        }
+    }
+    let mut out = String::new();
+    for ((coll, dtype, op, root, in_place), group) in groups {
+        let n = group.first().map(|r| r.n_pes).unwrap_or(0);
+        let graph = group.iter().any(|r| r.graph);
+        let _ = writeln!(
+            out,
+            "{}# {coll}  type {dtype}  op {op}  root {}  {}  {} PEs{}",
+            if markdown { "#" } else { "" },
+            if root < 0 {
+                "-".to_string()
+            } else {
+                root.to_string()
+            },
+            if in_place { "in-place" } else { "out-of-place" },
+            n,
+            if graph { "  (CUDA graph)" } else { "" },
+        );
+        out.push_str(&format_one(&group, impls, markdown));
+        out.push('\n');
+    }
+    out
+}
+
+fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
+    let has_nccl = impls.contains(&"nccl");
+    let others: Vec<&str> = impls.iter().copied().filter(|i| *i != "nccl").collect();
+    let mut header: Vec<String> = ["size(B)", "count", "type", "op", "root"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for i in impls {
+        for c in ["time(us)", "algbw", "busbw", "#wrong"] {
+            header.push(format!("{i} {c}"));
+        }
+    }
+    if has_nccl {
+        for o in &others {
+            header.push(format!("{o}/nccl time"));
+        }
+    }
+    // Sizes in order of first appearance, one line each.
+    let mut by_size: BTreeMap<u64, BTreeMap<&str, &Row>> = BTreeMap::new();
+    for r in group {
+        by_size
+            .entry(r.bytes)
+            .or_default()
+            .insert(r.implementation.as_str(), *r);
+    }
+    let mut lines: Vec<Vec<String>> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    for (bytes, per_impl) in &by_size {
+        let any = per_impl.values().next().expect("non-empty");
+        let mut cells = vec![
+            bytes.to_string(),
+            any.count.to_string(),
+            any.dtype.clone(),
+            if any.op.is_empty() {
+                "-".into()
+            } else {
+                any.op.clone()
+            },
+            if any.root < 0 {
+                "-".into()
+            } else {
+                any.root.to_string()
+            },
+        ];
+        for i in impls {
+            match per_impl.get(i) {
+                Some(r) if r.ok() => {
+                    cells.push(format!("{:.2}", r.time_us));
+                    cells.push(format!("{:.2}", r.algbw_gbs));
+                    cells.push(format!("{:.2}", r.busbw_gbs));
+                    cells.push(if r.wrong < 0 {
+                        "N/A".into()
+                    } else {
+                        r.wrong.to_string()
+                    });
+                    if !r.note.is_empty() && !notes.contains(&format!("{i}: {}", r.note)) {
+                        notes.push(format!("{i}: {}", r.note));
+                    }
+                }
+                Some(r) => {
+                    cells.extend(["skip", "", "", ""].map(String::from));
+                    let note = format!("{i}: {}", r.status);
+                    if !notes.contains(&note) {
+                        notes.push(note);
+                    }
+                }
+                None => cells.extend(["-", "", "", ""].map(String::from)),
+            }
+        }
+        if has_nccl {
+            let nccl = per_impl.get("nccl").filter(|r| r.ok());
+            for o in &others {
+                let cell = match (per_impl.get(o).filter(|r| r.ok()), nccl) {
+                    (Some(a), Some(b)) if b.time_us > 0.0 => {
+                        format!("{:.2}", a.time_us / b.time_us)
+                    }
+                    _ => "-".into(),
+                };
+                cells.push(cell);
+            }
+        }
+        lines.push(cells);
+    }
+    let mut footer = Vec::new();
+    for i in impls {
+        let ok: Vec<&&Row> = group
+            .iter()
+            .filter(|r| r.implementation == *i && r.ok())
+            .collect();
+        if ok.is_empty() {
+            continue;
+        }
+        let avg = ok.iter().map(|r| r.busbw_gbs).sum::<f64>() / ok.len() as f64;
+        let wrong: i64 = ok.iter().map(|r| r.wrong.max(0)).sum();
+        let checked = ok.iter().any(|r| r.wrong >= 0);
+        footer.push(format!(
+            "{i}: avg busbw {avg:.2} GB/s, {}",
+            if checked {
+                format!("{wrong} wrong")
+            } else {
+                "not checked".into()
+            }
+        ));
+    }
+    render(&header, &lines, markdown, &footer, &notes)
+}
+
+fn render(
+    header: &[String],
+    lines: &[Vec<String>],
+    markdown: bool,
+    footer: &[String],
+    notes: &[String],
+) -> String {
+    let mut out = String::new();
+    if markdown {
+        let _ = writeln!(out, "| {} |", header.join(" | "));
+        let sep: Vec<&str> = header
+            .iter()
+            .enumerate()
+            .map(|(i, _)| if (2..5).contains(&i) { "---" } else { "---:" })
+            .collect();
+        let _ = writeln!(out, "|{}|", sep.join("|"));
+        for l in lines {
+            let _ = writeln!(out, "| {} |", l.join(" | "));
+        }
+        out.push('\n');
+        for f in footer.iter().chain(notes) {
+            let _ = writeln!(out, "- {f}");
+        }
+    } else {
+        let widths: Vec<usize> = (0..header.len())
+            .map(|c| {
+                lines
+                    .iter()
+                    .map(|l| l[c].len())
+                    .chain([header[c].len()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let fmt_line = |cells: &[String]| {
+            let parts: Vec<String> = cells
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:>w$}"))
+                .collect();
+            parts.join("  ")
+        };
+        let _ = writeln!(out, "#{}", fmt_line(header));
+        for l in lines {
+            let _ = writeln!(out, " {}", fmt_line(l));
+        }
+        for f in footer {
+            let _ = writeln!(out, "# {f}");
+        }
+        for n in notes {
+            let _ = writeln!(out, "# note: {n}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn row(imp: &str, bytes: u64, time_us: f64) -> Row {
+        Row {
+            collective: "all_reduce".into(),
+            implementation: imp.into(),
+            note: String::new(),
+            n_pes: 2,
+            bytes,
+            count: (bytes / 4) as usize,
+            dtype: "f32".into(),
+            op: "sum".into(),
+            root: -1,
+            in_place: false,
+            graph: false,
+            time_us,
+            time_min_us: time_us,
+            time_max_us: time_us,
+            iter_min_us: time_us,
+            iter_p50_us: time_us,
+            iter_p99_us: time_us,
+            algbw_gbs: algbw(bytes, time_us),
+            busbw_gbs: algbw(bytes, time_us),
+            wrong: 0,
+            cpu_us: -1.0,
+            reps_us: format!("{time_us}"),
+            status: "ok".into(),
+        }
+    }
+
+    #[test]
+    fn bandwidth_in_gb_per_s() {
+        assert_eq!(algbw(1_000_000_000, 1e6), 1.0);
+        assert_eq!(algbw(8, 0.0), 0.0);
+        assert!((algbw(134217728, 471.6) - 284.6).abs() < 0.1);
+    }
+
+    #[test]
+    fn table_has_groups_ratios_and_footer() {
+        let mut skipped = row("nvshmem-rs", 8, 0.0);
+        skipped.status = "not wired yet".into();
+        let rows = vec![
+            row("nvshmem", 8, 10.0),
+            row("nccl", 8, 5.0),
+            skipped,
+            row("nvshmem", 1 << 20, 20.0),
+            row("nccl", 1 << 20, 20.0),
+        ];
+        let t = format_tables(&rows, &["nvshmem-rs", "nvshmem", "nccl"], false);
+        assert!(t.starts_with("# all_reduce  type f32  op sum  root -  out-of-place  2 PEs"));
+        assert!(t.contains("nvshmem/nccl time"), "{t}");
+        assert!(t.contains("nvshmem-rs/nccl time"));
+        let line8 = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("8 "))
+            .unwrap();
+        assert!(line8.contains("skip") && line8.contains("10.00") && line8.contains("2.00"));
+        assert!(t.contains("# nccl: avg busbw"));
+        assert!(t.contains("0 wrong"));
+        assert!(t.contains("note: nvshmem-rs: not wired yet"));
+        let md = format_tables(&rows, &["nvshmem-rs", "nvshmem", "nccl"], true);
+        assert!(md.contains("| size(B) | count |"));
+        assert!(md.contains("|---:|---:|---|---|---|"));
+    }
+
+    #[test]
+    fn json_lines_and_csv() {
+        let rows = vec![row("nccl", 8, 5.0), row("nvshmem", 8, 6.0)];
+        let mut j = Vec::new();
+        write_json(&rows, &mut j).unwrap();
+        let j = String::from_utf8(j).unwrap();
+        assert_eq!(j.lines().count(), 2);
+        let v: serde_json::Value = serde_json::from_str(j.lines().next().unwrap()).unwrap();
+        assert_eq!(v["implementation"], "nccl");
+        assert_eq!(v["bytes"], 8);
+        assert_eq!(v["time_us"], 5.0);
+        let mut c = Vec::new();
+        write_csv(&rows, &mut c).unwrap();
+        let c = String::from_utf8(c).unwrap();
+        let mut lines = c.lines();
+        let header = lines.next().unwrap();
+        assert!(header.starts_with("collective,implementation,note,n_pes,bytes,count"));
+        assert_eq!(lines.count(), 2);
+    }
+}
