@@ -35,6 +35,7 @@ for line in sys.stdin:
     [ -f "$exe" ] && [ -x "$exe" ] && case "$exe" in *-*) ;; *) cp "$exe" .gpu/bin/ ;; esac
   done
   for b in nvshmem-run nvshmem-perf; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
+  strip --strip-debug .gpu/bin/*   # the device tool carries at most 64 MiB
   ls -la .gpu/bin
   du -sh .gpu
 }
