@@ -296,13 +296,23 @@ const COLLS: [Coll; 8] = [
     Coll::Scatter,
 ];
 
+/// Runs every case of one type and size; a failing case does not stop the others, so every
+/// PE makes the same collective calls (allocations, barriers) whatever fails where.
 fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
+    // Integer pre-multiplied sums take whole scales (NCCL's PreMulSum takes a scalar of the type).
+    let scale = if T::KIND == ElementKind::Float {
+        0.5
+    } else {
+        3.0
+    };
     let ops: Vec<ReduceOp> = ReduceOp::BASIC
         .iter()
         .copied()
-        .chain([ReduceOp::PreMulSum(0.5)])
+        .chain([ReduceOp::PreMulSum(scale)])
         .filter(|op| op.applies_to(T::KIND))
         .collect();
+    let mut first_error = None;
+    let mut failed = 0;
     for (ci, coll) in COLLS.iter().enumerate() {
         let reducing = matches!(coll, Coll::AllReduce | Coll::Reduce | Coll::ReduceScatter);
         let op_list: Vec<Option<ReduceOp>> = if reducing {
@@ -326,18 +336,23 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
                 }
                 let case = (ci * 100 + oi * 2 + in_place as usize) as u64;
                 let root = ctx.n() - 1; // the last team index: not world PE 0 in general
-                one_case::<T>(ctx, *coll, op, in_place, root, case).map_err(|e| {
-                    e.context(format!(
-                        "{coll:?} {} {}",
-                        op.map(|o| o.to_string()).unwrap_or_default(),
-                        if in_place { "in place" } else { "" }
-                    ))
-                })?;
                 *cases += 1;
+                if let Err(e) = one_case::<T>(ctx, *coll, op, in_place, root, case) {
+                    failed += 1;
+                    let what = format!(
+                        "{coll:?} {}{}",
+                        op.map(|o| o.to_string()).unwrap_or_default(),
+                        if in_place { " in place" } else { "" }
+                    );
+                    first_error.get_or_insert(e.context(what));
+                }
             }
         }
     }
-    Ok(())
+    match first_error {
+        None => Ok(()),
+        Some(e) => Err(e.context(format!("{failed} cases failed, the first"))),
+    }
 }
 
 /// One collective call checked end to end. Every world PE allocates (allocation is collective
@@ -381,29 +396,57 @@ fn one_case<T: Element>(
     }
     dst.copy_from_host(&before)?;
 
-    if let (Some(team), Some(r)) = (ctx.team, rank) {
+    let outcome = match (ctx.team, rank) {
+        (Some(team), Some(r)) => run_and_check(
+            ctx, team, r, coll, op, in_place, root, &inputs, &mut src, &mut dst, &before,
+        ),
+        _ => Ok(()),
+    };
+    // Nobody frees (a collective) while a member may still be working on the buffers, and
+    // every PE gets here, whatever failed.
+    ctx.rt.barrier_all(ctx.stream)?;
+    ctx.stream.synchronize()?;
+    outcome
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_and_check<T: Element>(
+    ctx: &Ctx,
+    team: &Team,
+    r: usize,
+    coll: Coll,
+    op: Option<ReduceOp>,
+    in_place: bool,
+    root: usize,
+    inputs: &[Vec<T>],
+    src: &mut SymArray<T>,
+    dst: &mut SymArray<T>,
+    before: &[T],
+) -> anyhow::Result<()> {
+    let (n, m) = (ctx.n(), ctx.count);
+    {
         let s: &CudaStream = ctx.stream;
         let op = op.unwrap_or(ReduceOp::Sum);
         match (coll, in_place) {
-            (Coll::AllReduce, false) => team.all_reduce(&src, &mut dst, op, s)?,
-            (Coll::AllReduce, true) => team.all_reduce_in_place(&mut dst, op, s)?,
-            (Coll::Reduce, false) => team.reduce(root, &src, &mut dst, op, s)?,
-            (Coll::Reduce, true) => team.reduce_in_place(root, &mut dst, op, s)?,
-            (Coll::Broadcast, false) => team.broadcast(root, &src, &mut dst, s)?,
-            (Coll::Broadcast, true) => team.broadcast_in_place(root, &mut dst, s)?,
-            (Coll::Fcollect, false) => team.fcollect(&src, &mut dst, s)?,
-            (Coll::Fcollect, true) => team.fcollect_in_place(&mut dst, s)?,
-            (Coll::Alltoall, _) => team.alltoall(&src, &mut dst, s)?,
-            (Coll::ReduceScatter, false) => team.reduce_scatter(&src, &mut dst, op, s)?,
-            (Coll::ReduceScatter, true) => team.reduce_scatter_in_place(&mut dst, op, s)?,
-            (Coll::Gather, false) => team.gather(root, &src, &mut dst, s)?,
-            (Coll::Gather, true) => team.gather_in_place(root, &mut dst, s)?,
-            (Coll::Scatter, false) => team.scatter(root, &src, &mut dst, s)?,
-            (Coll::Scatter, true) => team.scatter_in_place(root, &mut dst, s)?,
+            (Coll::AllReduce, false) => team.all_reduce(&*src, &mut *dst, op, s)?,
+            (Coll::AllReduce, true) => team.all_reduce_in_place(&mut *dst, op, s)?,
+            (Coll::Reduce, false) => team.reduce(root, &*src, &mut *dst, op, s)?,
+            (Coll::Reduce, true) => team.reduce_in_place(root, &mut *dst, op, s)?,
+            (Coll::Broadcast, false) => team.broadcast(root, &*src, &mut *dst, s)?,
+            (Coll::Broadcast, true) => team.broadcast_in_place(root, &mut *dst, s)?,
+            (Coll::Fcollect, false) => team.fcollect(&*src, &mut *dst, s)?,
+            (Coll::Fcollect, true) => team.fcollect_in_place(&mut *dst, s)?,
+            (Coll::Alltoall, _) => team.alltoall(&*src, &mut *dst, s)?,
+            (Coll::ReduceScatter, false) => team.reduce_scatter(&*src, &mut *dst, op, s)?,
+            (Coll::ReduceScatter, true) => team.reduce_scatter_in_place(&mut *dst, op, s)?,
+            (Coll::Gather, false) => team.gather(root, &*src, &mut *dst, s)?,
+            (Coll::Gather, true) => team.gather_in_place(root, &mut *dst, s)?,
+            (Coll::Scatter, false) => team.scatter(root, &*src, &mut *dst, s)?,
+            (Coll::Scatter, true) => team.scatter_in_place(root, &mut *dst, s)?,
         }
         ctx.stream.synchronize()?;
         let got = dst.to_vec()?;
-        let untouched = as_f64(&before);
+        let untouched = as_f64(before);
         // The region of `dst` the call defines, and what it must hold.
         let (at, want): (usize, Vec<f64>) = match coll {
             Coll::AllReduce => (0, reduce_ref(&inputs, op)),
@@ -438,9 +481,6 @@ fn one_case<T: Element>(
             ensure!(src.to_vec()? == inputs[r], "the input was changed");
         }
     }
-    // Nobody frees (a collective) while a member may still be working on the buffers.
-    ctx.rt.barrier_all(ctx.stream)?;
-    ctx.stream.synchronize()?;
     Ok(())
 }
 

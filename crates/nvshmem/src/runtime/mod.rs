@@ -336,6 +336,7 @@ fn init_nvshmem(
     set_attr_versions(&mut attr);
     if let Some(flavour) = launch.bootstrap.nvshmem_pmi_flavour() {
         // NVSHMEM's own bootstrap plugins are chosen through its environment.
+        check_plugin(launch.bootstrap)?;
         set_env("NVSHMEM_BOOTSTRAP", "PMI");
         set_env("NVSHMEM_BOOTSTRAP_PMI", flavour);
         // SAFETY: attr is a valid, versioned attribute struct that outlives the call.
@@ -373,6 +374,34 @@ fn init_nvshmem(
         lib.nvshmemx_hostlib_init_attr(nvshmem_sys::NVSHMEMX_INIT_WITH_UNIQUEID as u32, &mut attr)
     };
     check("nvshmemx_hostlib_init_attr", status)
+}
+
+/// Opens NVSHMEM's bootstrap plugin for `bootstrap` ourselves first. NVSHMEM reports a plugin
+/// that cannot be loaded (say, built against another PMIx) and then crashes in its own clean-up
+/// (seen with 3.4.5's PMIx plugin: a double free); checking first turns that into an error.
+fn check_plugin(bootstrap: Bootstrap) -> Result<()> {
+    let file = match bootstrap {
+        Bootstrap::Pmi => "nvshmem_bootstrap_pmi.so.3",
+        Bootstrap::Pmi2 => "nvshmem_bootstrap_pmi2.so.3",
+        _ => "nvshmem_bootstrap_pmix.so.3",
+    };
+    let dir = nvshmem_sys::loaded_path()
+        .and_then(|p| p.parent())
+        .unwrap_or(std::path::Path::new(""));
+    let path = dir.join(file);
+    use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+    // SAFETY: the plugin's constructors only initialise its own state; it is unloaded again at
+    // once, and NVSHMEM loads it afresh.
+    match unsafe { Library::open(Some(&path), RTLD_NOW | RTLD_LOCAL) } {
+        Ok(lib) => {
+            drop(lib);
+            Ok(())
+        }
+        Err(e) => Err(Error::Bootstrap {
+            bootstrap: bootstrap.to_string(),
+            detail: format!("NVSHMEM's plugin {} cannot be loaded: {e}", path.display()),
+        }),
+    }
 }
 
 /// Fills in the version fields NVSHMEM checks (its `nvshmemx_init_init_attr_ver_only` macro).
