@@ -28,7 +28,7 @@ run() {
   mpirun -np "$NP" --bind-to none \
     -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \
     -x NVSHMEM_DISABLE_NVLS -x NCCL_NVLS_ENABLE -x NVSHMEM_LIBRARY -x NCCL_HOME \
-    -x NVSHMEM_SYMMETRIC_SIZE -x LD_LIBRARY_PATH \
+    -x NVSHMEM_SYMMETRIC_SIZE -x LD_LIBRARY_PATH -x NCCL_DEBUG=WARN \
     "$BIN" all -b 8 -e 256M -f 2 -n 50 -w 5 --reps 5 -c 1 -C 1 \
       --json "$OUT/$name.jsonl" --csv "$OUT/$name.csv" --plot "$OUT/$name.svg" \
       --markdown "$OUT/$name.md" "$@" "${EXTRA[@]}" | tee "$OUT/$name.txt"

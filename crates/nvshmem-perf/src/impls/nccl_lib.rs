@@ -128,11 +128,14 @@ impl Nccl {
             if !bare && !c.exists() {
                 continue;
             }
+            // RTLD_LOCAL: NVSHMEM loads `libnccl.so.2` by name for its own collectives; a
+            // global copy of ours would be handed to it instead (seen: NVSHMEM's reductions
+            // then failed with "invalid argument"), so each keeps its own.
             // SAFETY: loading NCCL runs its initialisers, which only set up its own state.
             let lib = unsafe {
                 libloading::os::unix::Library::open(
                     Some(&c),
-                    libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_GLOBAL,
+                    libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL,
                 )
             };
             match lib {
