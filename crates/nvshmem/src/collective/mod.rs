@@ -40,6 +40,7 @@
 mod check;
 mod dispatch;
 mod op;
+mod plan;
 mod scratch;
 mod table;
 
