@@ -38,7 +38,7 @@
 //! | [`Bool8`](crate::element_ext::Bool8) | and, or, min (= and), max (= or) | NVSHMEM's `uint8` min / max, right for any non-zero byte as true |
 //! | [`F8E4M3`](crate::element_ext::F8E4M3), [`F8E5M2`](crate::element_ext::F8E5M2) | sum, min, max, avg, premul_sum(s) | this crate's kernel reading every member's input through peer-mapped memory, between two team barriers, computing in `f32` with one rounding |
 //!
-//! The kernels are compiled with NVRTC on their first use in a process (a one-off cost of
+//! The kernels are compiled with NVRTC on their first use in a process (a
 //! one-off cost per kernel; nothing synchronises): make one call before capturing a graph with
 //! `CU_STREAM_CAPTURE_MODE_GLOBAL`, which forbids loading a module during capture. fp8
 //! reductions need every PE of the team on one node with peer access (else
