@@ -40,7 +40,7 @@
 //!
 //! The kernels are compiled with NVRTC on their first use in a process (a
 //! one-off cost per kernel; nothing synchronises): make one call before capturing a graph with
-//! `CU_STREAM_CAPTURE_MODE_GLOBAL`, which forbids loading a module during capture. fp8
+//! `CU_STREAM_CAPTURE_MODE_GLOBAL`, which may refuse loading a module during capture. fp8
 //! reductions need every PE of the team on one node with peer access (else
 //! [`Error::Unsupported`]).
 //!
