@@ -6,6 +6,8 @@
 //! Inputs are fresh random data each run (seed from `GPU_TEST_SEED`, printed), made so that
 //! every PE can compute every member's input locally; outputs are poisoned first, so an
 //! element that was not written fails; rooted calls must leave non-root outputs untouched.
+//! The types NVSHMEM has no arithmetic on (`Bool8`, fp8) run through the same matrix
+//! (`for_each_extra_element!`), with inputs they hold exactly.
 mod common;
 
 use anyhow::{bail, ensure};
@@ -85,6 +87,7 @@ fn gpu_collectives() {
                 };
             }
             nvshmem::for_each_element!(per_type);
+            nvshmem::for_each_extra_element!(per_type);
         }
     }
     // The 64 MiB size: world team, out of place, first operator of each operation.
@@ -106,9 +109,13 @@ fn gpu_collectives() {
         };
     }
     nvshmem::for_each_element!(big);
+    nvshmem::for_each_extra_element!(big);
 
     c.run("graph_capture_and_replay", || {
         graph_replay(&rt, &world, seed, &mut cases)
+    });
+    c.run("graph_capture_and_replay_of_kernel_reductions", || {
+        graph_replay_kernels(&rt, &world, seed, &mut cases)
     });
     c.run("bad_inputs_are_refused_before_launch", || {
         bad_inputs(&rt, &world, &stream)
@@ -133,7 +140,7 @@ fn counts<T: Element>(class: usize) -> Vec<usize> {
         1 => vec![1001],
         2 => vec![(0..64)
             .map(|k| 13 + k)
-            .find(|c| (c * size) % 16 != 0)
+            .find(|c| !(c * size).is_multiple_of(16))
             .unwrap()],
         bytes => vec![bytes / size],
     }
@@ -172,6 +179,7 @@ fn input<T: Element>(ctx: &Ctx, case: u64, k: usize, len: usize, op: Option<Redu
         s
     };
     let small_prod = matches!(op, Some(ReduceOp::Prod)) && std::mem::size_of::<T>() <= 2;
+    let fp8 = is_fp8::<T>();
     (0..len)
         .map(|_| {
             let r = next();
@@ -181,14 +189,27 @@ fn input<T: Element>(ctx: &Ctx, case: u64, k: usize, len: usize, op: Option<Redu
                 ElementKind::Unsigned if small_prod => (r % 2) as f64 + (r % 5 == 0) as u8 as f64,
                 ElementKind::Signed => (r % 15) as f64 - 7.0,
                 ElementKind::Unsigned => (r % 15) as f64,
+                // fp8: multiples of 0.25 in [-2, 2], exact in e4m3 and e5m2, so a reduction
+                // over up to 8 PEs is exact in f32 and rounded once on the store.
+                ElementKind::Float if fp8 => (r % 17) as f64 / 4.0 - 2.0,
                 ElementKind::Float => (r % 2001) as f64 / 1000.0 - 1.0,
+                ElementKind::Bool => (r % 2) as f64,
             };
             T::from_f64(v)
         })
         .collect()
 }
 
+fn is_fp8<T: Element>() -> bool {
+    T::KIND == ElementKind::Float && std::mem::size_of::<T>() == 1
+}
+
 fn poison<T: Element>() -> T {
+    if T::KIND == ElementKind::Bool {
+        // True but not a byte any reduction of 0/1 inputs produces: an unwritten element
+        // shows in the byte check of `compare`.
+        return *bytemuck::from_bytes::<T>(&[0x5A]);
+    }
     T::from_f64(if T::KIND == ElementKind::Unsigned {
         99.0
     } else {
@@ -251,9 +272,26 @@ fn compare<T: Element>(what: &str, got: &[T], want: &[f64], n: usize) -> anyhow:
         want.len()
     );
     let tol = tolerance::<T>(n);
+    // fp8 results are computed exactly in f32 and rounded once: within half a unit in the
+    // last place (3 mantissa bits in e4m3, 2 in e5m2), plus the smallest subnormal.
+    let fp8_rel = match T::NAME {
+        "f8e4m3" => 2f64.powi(-4),
+        _ => 2f64.powi(-3),
+    };
+    if T::KIND == ElementKind::Bool {
+        let bytes: &[u8] = bytemuck::cast_slice(got);
+        if let Some(i) = bytes.iter().position(|&b| b > 1) {
+            bail!(
+                "{what}: element {i} is the byte {:#x}, not 0 or 1",
+                bytes[i]
+            );
+        }
+    }
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let g = g.to_f64();
-        let ok = if T::KIND == ElementKind::Float {
+        let ok = if is_fp8::<T>() {
+            (g - w).abs() <= fp8_rel * w.abs() + 2f64.powi(-16)
+        } else if T::KIND == ElementKind::Float {
             (g - w).abs() <= tol * w.abs().max(1.0) * n as f64
         } else {
             g == T::from_f64(*w).to_f64()
@@ -299,17 +337,16 @@ const COLLS: [Coll; 8] = [
 /// Runs every case of one type and size; a failing case does not stop the others, so every
 /// PE makes the same collective calls (allocations, barriers) whatever fails where.
 fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
-    // Integer pre-multiplied sums take whole scales (NCCL's PreMulSum takes a scalar of the type).
-    let scale = if T::KIND == ElementKind::Float {
-        0.5
-    } else {
-        3.0
+    // Integer data is scaled by a whole number (NCCL takes the scalar in the data's type).
+    let scale = match T::KIND {
+        ElementKind::Signed | ElementKind::Unsigned => 2.0,
+        _ => 0.5,
     };
     let ops: Vec<ReduceOp> = ReduceOp::BASIC
         .iter()
         .copied()
         .chain([ReduceOp::PreMulSum(scale)])
-        .filter(|op| op.applies_to(T::KIND))
+        .filter(|op| op.supports::<T>())
         .collect();
     let mut first_error = None;
     let mut failed = 0;
@@ -476,9 +513,22 @@ fn run_and_check<T: Element>(
             ),
         };
         let region = &got[at..at + want.len()];
-        compare::<T>("result", region, &want, n)?;
+        let root_only = matches!(coll, Coll::Reduce | Coll::Gather) && r != root;
+        if root_only {
+            // Left untouched: the very bytes written before.
+            ensure!(
+                bytemuck::cast_slice::<T, u8>(&got) == bytemuck::cast_slice::<T, u8>(&before),
+                "a non-root output was written"
+            );
+        } else {
+            compare::<T>("result", region, &want, n)?;
+        }
         if !in_place {
-            ensure!(src.to_vec()? == inputs[r], "the input was changed");
+            ensure!(
+                bytemuck::cast_slice::<T, u8>(&src.to_vec()?)
+                    == bytemuck::cast_slice::<T, u8>(&inputs[r]),
+                "the input was changed"
+            );
         }
     }
     Ok(())
@@ -571,6 +621,111 @@ fn graph_replay(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> any
     Ok(())
 }
 
+/// The reductions that run this crate's kernels, captured in CUDA graphs and replayed twice
+/// with new input between: avg (a kernel after NVSHMEM's sum), premul_sum on reduce-scatter
+/// (a kernel scaling into the scratch before it) and an in-place fp8 all-reduce (the peer
+/// kernel between barriers, through the scratch). Each is run once before capture, so the
+/// kernels are compiled and loaded outside it.
+fn graph_replay_kernels(
+    rt: &Runtime,
+    world: &Team,
+    seed: u64,
+    cases: &mut usize,
+) -> anyhow::Result<()> {
+    use nvshmem::element_ext::F8E4M3;
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let stream = rt.context().new_stream()?;
+    let m = 1001;
+    // Multiples of 0.25 in [-1, 1]: exact in every type here, and their sums over 8 PEs too
+    // (in f32; fp8 rounds the sum once).
+    let of = |pe: usize, i: usize, replay: u64| {
+        ((i as u64 * 13 + seed + replay * 5 + pe as u64 * 7) % 9) as f64 / 4.0 - 1.0
+    };
+    let mut f_src = rt.alloc_zeroed::<f32>(n * m)?;
+    let mut f_dst = rt.alloc_zeroed::<f32>(n * m)?;
+    let mut q = rt.alloc_zeroed::<F8E4M3>(m)?;
+    let queue = |case: usize,
+                 f_src: &SymArray<f32>,
+                 f_dst: &mut SymArray<f32>,
+                 q: &mut SymArray<F8E4M3>,
+                 s: &CudaStream|
+     -> nvshmem::Result<()> {
+        match case {
+            0 => world.all_reduce(
+                &f_src.view(..m)?,
+                &mut f_dst.view_mut(..m)?,
+                ReduceOp::Avg,
+                s,
+            ),
+            1 => world.reduce_scatter(
+                f_src,
+                &mut f_dst.view_mut(..m)?,
+                ReduceOp::PreMulSum(0.5),
+                s,
+            ),
+            _ => world.all_reduce_in_place(q, ReduceOp::Sum, s),
+        }
+    };
+    for case in 0..3 {
+        queue(case, &f_src, &mut f_dst, &mut q, &stream)?;
+        stream.synchronize()?;
+        rt.barrier_all(&stream)?;
+        stream.begin_capture(
+            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+        )?;
+        let queued = queue(case, &f_src, &mut f_dst, &mut q, &stream);
+        let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?;
+        queued?;
+        let graph =
+            graph.ok_or_else(|| anyhow::anyhow!("case {case}: the capture made no graph"))?;
+        for replay in 0..2u64 {
+            let data: Vec<f32> = (0..n * m).map(|i| of(me, i, replay) as f32).collect();
+            f_src.copy_from_host(&data)?;
+            f_dst.copy_from_host(&vec![-100.0; n * m])?;
+            let q_data: Vec<F8E4M3> = (0..m)
+                .map(|i| F8E4M3::from_f64(of(me, i, replay)))
+                .collect();
+            q.copy_from_host(&q_data)?;
+            rt.barrier_all(&stream)?;
+            graph.launch()?;
+            stream.synchronize()?;
+            let (got, want, tol): (Vec<f64>, Vec<f64>, f64) = match case {
+                0 => (
+                    f_dst.to_vec()?[..m].iter().map(|&x| x as f64).collect(),
+                    (0..m)
+                        .map(|i| (0..n).map(|p| of(p, i, replay)).sum::<f64>() / n as f64)
+                        .collect(),
+                    1e-6,
+                ),
+                1 => (
+                    f_dst.to_vec()?[..m].iter().map(|&x| x as f64).collect(),
+                    (0..m)
+                        .map(|i| (0..n).map(|p| 0.5 * of(p, me * m + i, replay)).sum())
+                        .collect(),
+                    0.0,
+                ),
+                _ => (
+                    q.to_vec()?.iter().map(|x| x.to_f64()).collect(),
+                    (0..m)
+                        .map(|i| (0..n).map(|p| of(p, i, replay)).sum())
+                        .collect(),
+                    2f64.powi(-4),
+                ),
+            };
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                ensure!(
+                    (g - w).abs() <= tol * w.abs() + 1e-9,
+                    "case {case} replay {replay}: element {i} is {g}, expected {w}"
+                );
+            }
+            *cases += 1;
+        }
+    }
+    rt.barrier_all(&stream)?;
+    stream.synchronize()?;
+    Ok(())
+}
+
 /// Every bad input is refused with a typed error before anything is launched, and the job
 /// goes on afterwards (a barrier and a correct collective complete).
 fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> anyhow::Result<()> {
@@ -618,6 +773,30 @@ fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> any
     // mutably by an `_in_place` call, which the borrow checker keeps apart. An integer
     // bitwise reduction between the refusals shows the job is still healthy.
     world.all_reduce(&ints, &mut ints_out, ReduceOp::And, s)?;
+    let arg_op = |r: nvshmem::Result<()>, what: &str| -> anyhow::Result<()> {
+        match r {
+            Err(Error::InvalidArgument { arg: "op", .. }) => Ok(()),
+            other => bail!("{what}: expected InvalidArgument naming op, got {other:?}"),
+        }
+    };
+    arg_op(
+        world.all_reduce(&ints, &mut ints_out, ReduceOp::PreMulSum(0.5), s),
+        "premul_sum(0.5) on i32",
+    )?;
+    // A whole scale, negative too, is fine for a signed type.
+    world.all_reduce(&ints, &mut ints_out, ReduceOp::PreMulSum(-1.0), s)?;
+    let bools = rt.alloc_zeroed::<nvshmem::element_ext::Bool8>(8)?;
+    let mut bools_out = rt.alloc_zeroed::<nvshmem::element_ext::Bool8>(8)?;
+    arg_op(
+        world.all_reduce(&bools, &mut bools_out, ReduceOp::Sum, s),
+        "sum on bool8",
+    )?;
+    let f8 = rt.alloc_zeroed::<nvshmem::element_ext::F8E4M3>(8)?;
+    let mut f8_out = rt.alloc_zeroed::<nvshmem::element_ext::F8E4M3>(8)?;
+    match world.all_reduce(&f8, &mut f8_out, ReduceOp::Prod, s) {
+        Err(Error::Unsupported { .. }) => {}
+        other => bail!("prod on f8e4m3: expected Unsupported, got {other:?}"),
+    }
     rt.barrier_all(s)?;
     world.all_reduce(&a, &mut b, ReduceOp::Sum, s)?;
     s.synchronize()?;

@@ -1,48 +1,88 @@
 //! One internal function per collective: validate, choose an algorithm, queue it.
 //!
-//! The algorithm is chosen per call by the `choose_*` functions. Today every collective runs
-//! on NVSHMEM's own functions; an operator or type NVSHMEM lacks is
-//! [`Error::Unsupported`]. Run-time compiled kernels (for `avg`, `premul_sum`, `bool`, fp8)
-//! and our own peer-memory kernels are added as further [`Algorithm`] variants and chosen
-//! here, without touching the public methods.
+//! The algorithm of a reduction is chosen per call ([`super::plan::plan_reduce`], a pure
+//! function of the type and operator): NVSHMEM's own reduction; NVSHMEM's sum with a
+//! run-time compiled kernel after it (`avg`: divide by the team size) or before it
+//! (`premul_sum`: scale the input, into the output or the scratch, never over the caller's
+//! input); or, for types NVSHMEM cannot compute on (fp8), this crate's kernel reading every
+//! member's input through peer-mapped memory between two team barriers. Every step is queued
+//! on the caller's stream and nothing synchronises the host, so graph capture keeps working.
+//! Everything that can fail (arguments, scratch, peer access, kernel compilation) is checked
+//! before the first step is queued.
 use std::os::raw::c_int;
 
-use cudarc::driver::sys::CUstream;
+use cudarc::driver::{sys::CUstream, CudaStream};
 use nvshmem_sys::teams::NVSHMEM_TEAM_WORLD;
 
 use super::{
     check::{self, Span},
     op::ReduceOp,
+    plan::{plan_reduce, scratch_needed, Plan, Reduction},
     table::ReduceFn,
 };
+use crate::kernels::{self, KernelKey, KernelType, MapOp, ReduceOp as KernelOp, MAX_PEERS};
 use crate::{error::check as status, Element, Error, Result, Team};
 
-/// How one collective call runs.
+/// How one reduction call runs (a [`Plan`] with its functions resolved).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Algorithm<F> {
     /// NVSHMEM's typed function `F`.
     Nvshmem(F),
+    /// `avg`: NVSHMEM's sum `F`, then a kernel divides the output by the team size.
+    SumThenDiv(F, KernelType),
+    /// `premul_sum(s)`: a kernel multiplies the input by `s`, then NVSHMEM's sum `F`.
+    ScaleThenSum(F, KernelType, f64),
+    /// This crate's reduction kernel over peer-mapped inputs, with PreMulSum's scale.
+    PeerKernel(KernelOp, KernelType, f64),
 }
 
-/// The algorithm of a reduction of `T` by `op`, or why there is none.
+impl<F> Algorithm<F> {
+    /// The kernel the algorithm launches, if any.
+    fn kernel(&self) -> Option<KernelKey> {
+        match *self {
+            Algorithm::Nvshmem(_) => None,
+            Algorithm::SumThenDiv(_, t) => Some(KernelKey::Map(t, MapOp::Div)),
+            Algorithm::ScaleThenSum(_, t, _) => Some(KernelKey::Map(t, MapOp::Mul)),
+            Algorithm::PeerKernel(op, t, _) => Some(KernelKey::Reduce(t, op)),
+        }
+    }
+}
+
+/// The kernels' name for `T`.
+fn kernel_type<T: Element>(call: &'static str) -> Result<KernelType> {
+    KernelType::from_name(T::NAME).ok_or_else(|| Error::Unsupported {
+        call,
+        what: format!("this crate's kernels have no instantiation for {}", T::NAME),
+    })
+}
+
+/// The algorithm of a reduction of `T` by `op` and its plan, or why there is none.
 fn choose_reduce<T: Element>(
     team: &Team,
     call: &'static str,
     op: ReduceOp,
     pick: fn(&nvshmem_sys::NvshmemLib, super::op::NvOp) -> Option<ReduceFn<T::Raw>>,
-) -> Result<Algorithm<ReduceFn<T::Raw>>> {
+) -> Result<(Plan, Algorithm<ReduceFn<T::Raw>>)> {
     op.check_for::<T>(call)?;
-    match op.nvshmem().and_then(|nv| pick(team.rt.inner.lib, nv)) {
-        Some(f) => Ok(Algorithm::Nvshmem(f)),
-        // Hook: kernels for avg / premul_sum / bool / fp8 are chosen here.
-        None => Err(Error::Unsupported {
-            call,
-            what: format!(
-                "operator {op} on {} (NVSHMEM has no such reduction; it needs a run-time compiled kernel)",
-                T::NAME
-            ),
-        }),
-    }
+    let unsupported = |why: String| Error::Unsupported {
+        call,
+        what: format!("{op} on {}: {why}", T::NAME),
+    };
+    let plan = plan_reduce(T::KIND, T::NVSHMEM_REDUCES, op).map_err(unsupported)?;
+    let lib = team.rt.inner.lib;
+    let nvshmem =
+        |nv| pick(lib, nv).ok_or_else(|| unsupported(format!("NVSHMEM has no {nv:?} reduction")));
+    let alg = match plan {
+        Plan::Nvshmem(nv) => Algorithm::Nvshmem(nvshmem(nv)?),
+        Plan::SumThenDiv => {
+            Algorithm::SumThenDiv(nvshmem(super::op::NvOp::Sum)?, kernel_type::<T>(call)?)
+        }
+        Plan::ScaleThenSum(s) => {
+            Algorithm::ScaleThenSum(nvshmem(super::op::NvOp::Sum)?, kernel_type::<T>(call)?, s)
+        }
+        Plan::PeerKernel(kop, s) => Algorithm::PeerKernel(kop, kernel_type::<T>(call)?, s),
+    };
+    Ok((plan, alg))
 }
 
 /// Runs an NVSHMEM typed reduction (`..._reduce_on_stream` or `..._reducescatter_on_stream`).
@@ -72,28 +112,162 @@ unsafe fn run_reduce<T: Element>(
 const REDUCE: &str = "nvshmemx_<T>_<op>_reduce_on_stream";
 const REDUCESCATTER: &str = "nvshmemx_<T>_<op>_reducescatter_on_stream";
 
+/// Queues `cuMemcpyDtoDAsync`.
+///
+/// # Safety
+/// `dst` and `src` hold `bytes` on this device and do not overlap; `cu` is live and current.
+unsafe fn copy(dst: u64, src: u64, bytes: usize, cu: CUstream, what: &'static str) -> Result<()> {
+    cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, cu).map_err(Error::cuda(what))
+}
+
+/// Peer addresses of one team, in team-index order, for the peer kernels.
+struct Peers {
+    ptrs: [u64; MAX_PEERS],
+    n: usize,
+}
+
+impl Peers {
+    fn get(&self) -> &[u64] {
+        &self.ptrs[..self.n]
+    }
+}
+
 impl Team {
+    /// Refuses what would fail after the first step is queued: a scratch too small, a kernel
+    /// that does not compile. Returns the scratch address (0 when none is needed).
+    fn prepare<F>(
+        &self,
+        call: &'static str,
+        alg: &Algorithm<F>,
+        scratch_bytes: usize,
+        stream: &CudaStream,
+    ) -> Result<u64> {
+        let scratch = if scratch_bytes > 0 {
+            self.rt.scratch_ptr(call, scratch_bytes)?
+        } else {
+            0
+        };
+        if let Some(key) = alg.kernel() {
+            kernels::prepare(stream, key)?;
+        }
+        Ok(scratch)
+    }
+
+    /// The address of the symmetric `addr` + `offset` bytes on every team member, as this GPU
+    /// sees it (`nvshmem_ptr`), in team-index order; refused unless every member is
+    /// peer-accessible.
+    fn peers(&self, call: &'static str, addr: u64, offset: u64) -> Result<Peers> {
+        if self.n_pes > MAX_PEERS {
+            return Err(Error::Unsupported {
+                call,
+                what: format!(
+                    "the peer kernels read at most {MAX_PEERS} PEs; the team has {}",
+                    self.n_pes
+                ),
+            });
+        }
+        let mut ptrs = [0u64; MAX_PEERS];
+        for (i, slot) in ptrs.iter_mut().enumerate().take(self.n_pes) {
+            let w = self.world_pe(call, "team", i)?;
+            // SAFETY: `addr` is a symmetric address of this runtime's heap and `w` a valid
+            // world PE; nvshmem_ptr only looks the mapping up.
+            let p = unsafe { (self.rt.inner.lib.nvshmem_ptr)(addr as *const _, w) };
+            if p.is_null() {
+                return Err(Error::Unsupported {
+                    call,
+                    what: format!(
+                        "reductions of this type run in this crate's peer kernels, which need \
+                         every PE of the team on one node with peer access (NVLink or PCIe \
+                         P2P); team PE {i} (world PE {w}) is not reachable from this GPU"
+                    ),
+                });
+            }
+            *slot = p as u64 + offset;
+        }
+        Ok(Peers {
+            ptrs,
+            n: self.n_pes,
+        })
+    }
+
+    /// `nvshmemx_barrier_on_stream` over the team.
+    fn barrier_on(&self, cu: CUstream) -> Result<()> {
+        // SAFETY: the team handle is valid while the team lives; the stream is checked and
+        // current.
+        status("nvshmemx_barrier_on_stream", unsafe {
+            (self.rt.inner.lib.nvshmemx_barrier_on_stream)(self.handle, cu)
+        })
+    }
+
     pub(super) fn all_reduce_spans<T: Element>(
         &self,
         call: &'static str,
         src: Span,
         dst: Span,
         op: ReduceOp,
-        stream: &cudarc::driver::CudaStream,
+        stream: &CudaStream,
     ) -> Result<()> {
         check::same_shape(call, &src, &dst)?;
-        let alg = choose_reduce::<T>(self, call, op, T::reduce_fn)?;
+        let (plan, alg) = choose_reduce::<T>(self, call, op, T::reduce_fn)?;
+        let (len, bytes, in_place) = (src.len, src.len * src.elem, src.ptr == dst.ptr);
         let (_, cu) = self.enter(call, stream)?;
-        if src.len == 0 {
+        if len == 0 {
             return Ok(());
         }
+        let need = scratch_needed(Reduction::AllReduce, plan, in_place, bytes);
+        let scratch = self.prepare(call, &alg, need, stream)?;
         match alg {
-            // SAFETY: src and dst are symmetric arrays of this runtime with `src.len`
-            // elements each (checked), either identical or disjoint (checked); `enter`
-            // made the context current and checked the stream.
+            // SAFETY (all arms): src and dst are symmetric arrays of this runtime with `len`
+            // elements each (checked), identical or disjoint (checked); `enter` made the
+            // context current and checked the stream.
             Algorithm::Nvshmem(f) => unsafe {
-                run_reduce::<T>(self, f, REDUCE, dst.ptr, src.ptr, src.len, cu)
+                run_reduce::<T>(self, f, REDUCE, dst.ptr, src.ptr, len, cu)
             },
+            Algorithm::SumThenDiv(f, t) => {
+                // SAFETY: as above.
+                unsafe { run_reduce::<T>(self, f, REDUCE, dst.ptr, src.ptr, len, cu)? };
+                kernels::launch_map(
+                    stream,
+                    MapOp::Div,
+                    t,
+                    dst.ptr,
+                    dst.ptr,
+                    len,
+                    self.n_pes as f64,
+                )
+            }
+            Algorithm::ScaleThenSum(f, t, s) => {
+                // The scaled input goes to dst (the input itself when in place, which the
+                // caller gave up), and NVSHMEM sums dst in place: src stays as it was.
+                kernels::launch_map(stream, MapOp::Mul, t, src.ptr, dst.ptr, len, s)?;
+                // SAFETY: as above; source and dest the same array, which NVSHMEM allows.
+                unsafe { run_reduce::<T>(self, f, REDUCE, dst.ptr, dst.ptr, len, cu) }
+            }
+            Algorithm::PeerKernel(kop, t, s) => {
+                let peers = self.peers(call, src.ptr, 0)?;
+                // In place, a PE writing its buffer would race with the others' reads of it:
+                // reduce into the scratch and copy after everyone has read.
+                let out = if in_place { scratch } else { dst.ptr };
+                // The first barrier: every member's input is written; the second: nobody
+                // reads an input any more, so it may be overwritten.
+                self.barrier_on(cu)?;
+                kernels::launch_reduce_peers(stream, kop, t, peers.get(), out, len, s)?;
+                self.barrier_on(cu)?;
+                if in_place {
+                    // SAFETY: the scratch holds `bytes` (reserved, checked), dst too; the
+                    // scratch is not reachable as a SymBuffer, so they are disjoint.
+                    unsafe {
+                        copy(
+                            dst.ptr,
+                            scratch,
+                            bytes,
+                            cu,
+                            "cuMemcpyDtoDAsync (scratch to buf)",
+                        )?
+                    };
+                }
+                Ok(())
+            }
         }
     }
 
@@ -104,32 +278,82 @@ impl Team {
         src: Span,
         dst: Span,
         op: ReduceOp,
-        stream: &cudarc::driver::CudaStream,
+        stream: &CudaStream,
     ) -> Result<()> {
         check::root(call, root, self.n_pes)?;
         check::same_shape(call, &src, &dst)?;
-        let alg = choose_reduce::<T>(self, call, op, T::reduce_fn)?;
-        let bytes = src.len * src.elem;
-        let scratch = self.rt.scratch_ptr(call, bytes)?;
+        let (plan, alg) = choose_reduce::<T>(self, call, op, T::reduce_fn)?;
+        let (len, bytes) = (src.len, src.len * src.elem);
+        let need = scratch_needed(Reduction::Rooted, plan, src.ptr == dst.ptr, bytes);
+        if need > 0 {
+            // Refused before `enter`, as before: a missing scratch is the commonest mistake.
+            self.rt.scratch_ptr(call, need)?;
+        }
         let (me, cu) = self.enter(call, stream)?;
-        if src.len == 0 {
+        if len == 0 {
             return Ok(());
         }
+        let scratch = self.prepare(call, &alg, need, stream)?;
+        let to_root = |cu| {
+            // SAFETY: dst holds `bytes` (checked), the scratch too (reserved, checked); the
+            // scratch is not reachable as a SymBuffer, so they are disjoint; queued on the
+            // stream after the reduction into the scratch.
+            unsafe {
+                copy(
+                    dst.ptr,
+                    scratch,
+                    bytes,
+                    cu,
+                    "cuMemcpyDtoDAsync (reduce result to root)",
+                )
+            }
+        };
         match alg {
-            // SAFETY: the scratch is symmetric (allocated collectively) with at least
-            // `bytes`; src is a symmetric array of `src.len` elements, disjoint from the
-            // scratch (the scratch is not reachable as a SymBuffer).
-            Algorithm::Nvshmem(f) => unsafe {
-                run_reduce::<T>(self, f, REDUCE, scratch, src.ptr, src.len, cu)?
-            },
+            // NVSHMEM writes its result on every PE: into the scratch, so non-root outputs
+            // stay untouched, and the root takes it out.
+            Algorithm::Nvshmem(f) => {
+                // SAFETY: the scratch is symmetric (allocated collectively) with at least
+                // `bytes`; src is a symmetric array of `len` elements, disjoint from the
+                // scratch (the scratch is not reachable as a SymBuffer).
+                unsafe { run_reduce::<T>(self, f, REDUCE, scratch, src.ptr, len, cu)? };
+                if me == root {
+                    to_root(cu)?;
+                }
+                Ok(())
+            }
+            Algorithm::SumThenDiv(f, t) => {
+                // SAFETY: as above.
+                unsafe { run_reduce::<T>(self, f, REDUCE, scratch, src.ptr, len, cu)? };
+                if me == root {
+                    // The division is the copy out.
+                    let n = self.n_pes as f64;
+                    kernels::launch_map(stream, MapOp::Div, t, scratch, dst.ptr, len, n)?;
+                }
+                Ok(())
+            }
+            Algorithm::ScaleThenSum(f, t, s) => {
+                // The scaled input goes to the scratch, which NVSHMEM then sums in place; the
+                // caller's src and non-root dst are never written.
+                kernels::launch_map(stream, MapOp::Mul, t, src.ptr, scratch, len, s)?;
+                // SAFETY: as above, source and dest the same symmetric scratch.
+                unsafe { run_reduce::<T>(self, f, REDUCE, scratch, scratch, len, cu)? };
+                if me == root {
+                    to_root(cu)?;
+                }
+                Ok(())
+            }
+            Algorithm::PeerKernel(kop, t, s) => {
+                // Only the root computes, straight into its dst (which may be its src: each
+                // element is read before it is written, and no other PE reads the root's
+                // dst); the barriers as in all-reduce.
+                let peers = self.peers(call, src.ptr, 0)?;
+                self.barrier_on(cu)?;
+                if me == root {
+                    kernels::launch_reduce_peers(stream, kop, t, peers.get(), dst.ptr, len, s)?;
+                }
+                self.barrier_on(cu)
+            }
         }
-        if me == root {
-            // SAFETY: dst holds `bytes` (checked), the scratch too; queued on the stream after
-            // the reduction into the scratch.
-            unsafe { cudarc::driver::result::memcpy_dtod_async(dst.ptr, scratch, bytes, cu) }
-                .map_err(Error::cuda("cuMemcpyDtoDAsync (reduce result to root)"))?;
-        }
-        Ok(())
     }
 
     pub(super) fn broadcast_spans(
@@ -138,7 +362,7 @@ impl Team {
         root: usize,
         src: Span,
         dst: Span,
-        stream: &cudarc::driver::CudaStream,
+        stream: &CudaStream,
     ) -> Result<()> {
         check::root(call, root, self.n_pes)?;
         check::same_shape(call, &src, &dst)?;
@@ -167,7 +391,7 @@ impl Team {
         call: &'static str,
         src: Span,
         dst: Span,
-        stream: &cudarc::driver::CudaStream,
+        stream: &CudaStream,
     ) -> Result<()> {
         let me = self.require_member(call)?;
         let count = check::fcollect(call, self.n_pes, me, &src, &dst)?;
@@ -194,7 +418,7 @@ impl Team {
         call: &'static str,
         src: Span,
         dst: Span,
-        stream: &cudarc::driver::CudaStream,
+        stream: &CudaStream,
     ) -> Result<()> {
         let count = check::alltoall(call, self.n_pes, &src, &dst)?;
         let (_, cu) = self.enter(call, stream)?;
@@ -221,26 +445,53 @@ impl Team {
         src: Span,
         dst: Span,
         op: ReduceOp,
-        stream: &cudarc::driver::CudaStream,
+        stream: &CudaStream,
     ) -> Result<()> {
         let me = self.require_member(call)?;
         let count = check::reduce_scatter(call, self.n_pes, me, &src, &dst)?;
-        let alg = choose_reduce::<T>(self, call, op, T::reducescatter_fn)?;
+        let (plan, alg) = choose_reduce::<T>(self, call, op, T::reducescatter_fn)?;
+        // The only overlap the checks let through is the in-place block.
+        let in_place = src.overlaps(&dst);
+        let need = scratch_needed(Reduction::ReduceScatter, plan, in_place, src.len * src.elem);
         let (_, cu) = self.enter(call, stream)?;
         if count == 0 {
             return Ok(());
         }
+        let scratch = self.prepare(call, &alg, need, stream)?;
         match alg {
-            // SAFETY: src holds n_pes blocks of dst's `count` elements (checked); dst is
-            // disjoint from src or exactly this PE's block (checked).
+            // SAFETY (NVSHMEM arms): src holds n_pes blocks of dst's `count` elements
+            // (checked); dst is disjoint from src or exactly this PE's block (checked).
             Algorithm::Nvshmem(f) => unsafe {
                 run_reduce::<T>(self, f, REDUCESCATTER, dst.ptr, src.ptr, count, cu)
             },
+            Algorithm::SumThenDiv(f, t) => {
+                // SAFETY: as above.
+                unsafe { run_reduce::<T>(self, f, REDUCESCATTER, dst.ptr, src.ptr, count, cu)? };
+                let n = self.n_pes as f64;
+                kernels::launch_map(stream, MapOp::Div, t, dst.ptr, dst.ptr, count, n)
+            }
+            Algorithm::ScaleThenSum(f, t, s) => {
+                // All n_pes blocks are scaled into the scratch (the caller's src is left as
+                // it was), and NVSHMEM reduce-scatters from there.
+                kernels::launch_map(stream, MapOp::Mul, t, src.ptr, scratch, src.len, s)?;
+                // SAFETY: the scratch is symmetric with src's bytes (reserved, checked) and
+                // disjoint from dst (not reachable as a SymBuffer).
+                unsafe { run_reduce::<T>(self, f, REDUCESCATTER, dst.ptr, scratch, count, cu) }
+            }
+            Algorithm::PeerKernel(kop, t, s) => {
+                // This PE reduces its block from every member's src. In place, dst is this
+                // PE's block of its own src, which no other PE reads: no race.
+                let block = (me * count * src.elem) as u64;
+                let peers = self.peers(call, src.ptr, block)?;
+                self.barrier_on(cu)?;
+                kernels::launch_reduce_peers(stream, kop, t, peers.get(), dst.ptr, count, s)?;
+                self.barrier_on(cu)
+            }
         }
     }
 
-    /// The world PE number of team PE `pe`.
-    fn world_pe(&self, call: &'static str, pe: usize) -> Result<c_int> {
+    /// The world PE number of team PE `pe` (`arg` names what `pe` came from, for the error).
+    fn world_pe(&self, call: &'static str, arg: &'static str, pe: usize) -> Result<c_int> {
         // SAFETY: the team handle is valid while the team lives; `pe` is below n_pes.
         let w = unsafe {
             (self.rt.inner.lib.nvshmem_team_translate_pe)(
@@ -252,7 +503,7 @@ impl Team {
         if w < 0 {
             return Err(Error::arg(
                 call,
-                "root",
+                arg,
                 format_args!("NVSHMEM cannot translate team PE {pe} to a world PE"),
             ));
         }
@@ -265,14 +516,14 @@ impl Team {
         root: usize,
         src: Span,
         dst: Span,
-        stream: &cudarc::driver::CudaStream,
+        stream: &CudaStream,
     ) -> Result<()> {
         let count = check::gather(call, self.n_pes, root, &src, &dst)?;
         let (me, cu) = self.enter(call, stream)?;
         if count == 0 {
             return Ok(());
         }
-        let root_world = self.world_pe(call, root)?;
+        let root_world = self.world_pe(call, "root", root)?;
         let lib = self.rt.inner.lib;
         let target = dst.at(me * count);
         // NVSHMEM has no gather: each PE puts its block into the root's dst. The first sync
@@ -307,14 +558,14 @@ impl Team {
         root: usize,
         src: Span,
         dst: Span,
-        stream: &cudarc::driver::CudaStream,
+        stream: &CudaStream,
     ) -> Result<()> {
         let count = check::scatter(call, self.n_pes, root, &src, &dst)?;
         let (me, cu) = self.enter(call, stream)?;
         if count == 0 {
             return Ok(());
         }
-        let root_world = self.world_pe(call, root)?;
+        let root_world = self.world_pe(call, "root", root)?;
         let lib = self.rt.inner.lib;
         let source = src.at(me * count);
         // NVSHMEM has no scatter: each PE gets its block from the root's src. The first sync

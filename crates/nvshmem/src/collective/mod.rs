@@ -22,9 +22,39 @@
 //! | [`Team::gather`], [`Team::scatter`] | put/get on stream between team syncs | [`Team::gather_in_place`], [`Team::scatter_in_place`] |
 //! | [`Team::barrier`], [`Team::sync`], [`Runtime::barrier_all`], [`Runtime::sync_all`] | `nvshmemx_*barrier*/*sync*_on_stream` | |
 //!
-//! Each collective goes through one internal function that chooses an algorithm per call
-//! (today NVSHMEM's own; run-time compiled kernels for what NVSHMEM lacks, such as `avg`,
-//! plug in there), so the public API does not change with the algorithm.
+//! Each collective goes through one internal function that chooses an algorithm per call,
+//! so the public API does not change with the algorithm.
+//!
+//! # Reductions
+//!
+//! [`Team::all_reduce`], [`Team::reduce`] and [`Team::reduce_scatter`] (and their in-place
+//! forms) take every operator [`ReduceOp::supports`] for the element type:
+//!
+//! | element | operators | how |
+//! |---|---|---|
+//! | `f32` `f64` `f16` `bf16`, integers | sum, prod, min, max (and, or, xor: integers) | NVSHMEM's typed reduction |
+//! | the same | avg | NVSHMEM's sum, then a kernel divides by the team size (integers: the sum wraps in the type, then truncates toward zero, as NCCL) |
+//! | the same | premul_sum(s) | a kernel scales the input (into the output or the scratch, never over the input), then NVSHMEM's sum; integers need a whole `s` |
+//! | [`Bool8`](crate::element_ext::Bool8) | and, or, min (= and), max (= or) | NVSHMEM's `uint8` min / max, right for any non-zero byte as true |
+//! | [`F8E4M3`](crate::element_ext::F8E4M3), [`F8E5M2`](crate::element_ext::F8E5M2) | sum, min, max, avg, premul_sum(s) | this crate's kernel reading every member's input through peer-mapped memory, between two team barriers, computing in `f32` with one rounding |
+//!
+//! The kernels are compiled with NVRTC on their first use in a process (a
+//! one-off cost per kernel; nothing synchronises): make one call before capturing a graph with
+//! `CU_STREAM_CAPTURE_MODE_GLOBAL`, which may refuse loading a module during capture. fp8
+//! reductions need every PE of the team on one node with peer access (else
+//! [`Error::Unsupported`]).
+//!
+//! Collective scratch ([`Runtime::reserve_scratch`]) needed per call, with `B` the bytes of
+//! the input array:
+//!
+//! | call | scratch |
+//! |---|---|
+//! | [`Team::reduce`], [`Team::reduce_in_place`] | `B` (none for fp8) |
+//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] with `premul_sum` | `B` (all `n_pes` blocks; none for fp8) |
+//! | [`Team::all_reduce_in_place`] on fp8 | `B` |
+//! | anything else | none |
+//!
+//! Calls that use the scratch share it: do not run two at once on different streams.
 //!
 //! ```no_run
 //! use nvshmem::{ReduceOp, Runtime};
@@ -40,6 +70,7 @@
 mod check;
 mod dispatch;
 mod op;
+mod plan;
 mod scratch;
 mod table;
 
@@ -112,6 +143,11 @@ impl Team {
     /// (NVSHMEM's "reduce"). `src` and `dst` have equal lengths and do not overlap (see
     /// [`Team::all_reduce_in_place`]).
     ///
+    /// Every operator [`ReduceOp::supports`] for `T` (module docs, "Reductions"); an operator
+    /// the type does not define, or a `premul_sum` scale that is not a whole number for an
+    /// integer type, is [`Error::InvalidArgument`] naming `op`. Needs no scratch. `src` is
+    /// never written (`premul_sum` scales into `dst`, then sums there).
+    ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
     /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
@@ -131,7 +167,10 @@ impl Team {
         self.all_reduce_spans::<T>("all_reduce", span(src), span(dst), op, stream)
     }
 
-    /// All-reduce in place: `buf` is both input and output.
+    /// All-reduce in place: `buf` is both input and output. Operators as
+    /// [`Team::all_reduce`]; on fp8 it needs `buf.len()` bytes of collective scratch
+    /// ([`Runtime::reserve_scratch`]: the result is reduced there while the other PEs still
+    /// read `buf`, then copied back), else [`Error::ScratchTooSmall`].
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
@@ -156,9 +195,13 @@ impl Team {
     /// PEs' `src`; the other PEs' `dst` is left untouched (as NCCL's reduce).
     ///
     /// NVSHMEM has no rooted reduction: the result is reduced into the runtime's collective
-    /// scratch, then copied to `dst` on the root. Reserve the scratch first, collectively, with
-    /// [`Runtime::reserve_scratch`] (`len * size_of::<T>()` bytes); rooted reductions share it,
-    /// so do not run two at once on different streams.
+    /// scratch, then copied to `dst` on the root (for `avg`, divided into it; `premul_sum`
+    /// scales `src` into the scratch and sums it there in place, so it needs no more). Reserve
+    /// the scratch first, collectively, with [`Runtime::reserve_scratch`]
+    /// (`len * size_of::<T>()` bytes, else [`Error::ScratchTooSmall`]); fp8 needs none (the
+    /// root reduces the peers' `src` straight into its `dst`). Calls that use the scratch
+    /// share it, so do not run two at once on different streams. Operators as
+    /// [`Team::all_reduce`].
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
@@ -182,7 +225,8 @@ impl Team {
     }
 
     /// Reduce to `root` in place: the root's `buf` gets the reduction of all PEs' `buf`; the
-    /// other PEs' `buf` is left untouched. Uses the scratch as [`Team::reduce`] does.
+    /// other PEs' `buf` is left untouched. Uses the scratch as [`Team::reduce`] does
+    /// (`buf.len() * size_of::<T>()` bytes, none for fp8); operators as [`Team::all_reduce`].
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
@@ -317,6 +361,12 @@ impl Team {
     /// Reduce-scatter: `src` holds `n_pes` blocks of `dst.len()`; team PE `i`'s `dst` gets
     /// the reduction over all PEs of block `i`.
     ///
+    /// Operators as [`Team::all_reduce`]. `premul_sum` scales all of `src` into the
+    /// collective scratch (so `src` is left as it was) and reduce-scatters from there: it
+    /// needs `src.len() * size_of::<T>()` bytes reserved with [`Runtime::reserve_scratch`],
+    /// else [`Error::ScratchTooSmall`] (not on fp8, whose kernel reads the peers' blocks
+    /// directly). Other operators need no scratch.
+    ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
     /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
@@ -338,6 +388,8 @@ impl Team {
 
     /// Reduce-scatter in place: `buf` holds `n_pes` blocks; this PE's block (index `my_pe`)
     /// gets the reduction of that block over all PEs. The other blocks are left as they were.
+    /// Operators and scratch as [`Team::reduce_scatter`] (`premul_sum`: `buf.len() *
+    /// size_of::<T>()` bytes).
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};

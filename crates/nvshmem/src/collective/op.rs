@@ -5,9 +5,19 @@ use crate::{Element, ElementKind, Error, Result};
 
 /// How a reduction combines the PEs' elements.
 ///
-/// `Sum`, `Prod`, `Min` and `Max` apply to every element type; `And`, `Or` and `Xor` to
-/// integer types (bitwise). `Avg` is the sum divided by the team size, and
-/// `PreMulSum(s)` multiplies every input by `s` before summing (NCCL's `ncclRedOpCreatePreMulSum`).
+/// Which operator applies to which element kind ([`ReduceOp::applies_to`]):
+///
+/// | kind | operators |
+/// |---|---|
+/// | integers (`i8`..`u64`) | all: `And`, `Or`, `Xor` bitwise |
+/// | floats (`f16`..`f64`, fp8) | `Sum`, `Prod`, `Min`, `Max`, `Avg`, `PreMulSum` (fp8: not `Prod`) |
+/// | [`Bool8`](crate::element_ext::Bool8) | `And`, `Or` (logical), `Min` (= and), `Max` (= or) |
+///
+/// `Avg` is the sum divided by the team size (integers: truncated toward zero, as NCCL), and
+/// `PreMulSum(s)` multiplies every input by `s` before summing (NCCL's
+/// `ncclRedOpCreatePreMulSum`); for integer types `s` must be a whole number (NCCL takes the
+/// scalar in the data's type). [`ReduceOp::supports`] says whether a reduction of a given type
+/// by an operator can run at all.
 ///
 /// Parsed from and printed as `sum`, `prod`, `min`, `max`, `and`, `or`, `xor`, `avg` and
 /// `premul_sum(S)`:
@@ -92,22 +102,43 @@ impl ReduceOp {
         }
     }
 
-    /// Whether the operator is defined for elements of this kind (bitwise operators are not
-    /// defined for floating point).
+    /// Whether the operator is defined for elements of this kind: bitwise operators are not
+    /// defined for floating point, and truth values have only and, or, min and max.
     ///
     /// ```
     /// use nvshmem::{ElementKind, ReduceOp};
     /// assert!(ReduceOp::And.applies_to(ElementKind::Unsigned));
     /// assert!(!ReduceOp::And.applies_to(ElementKind::Float));
+    /// assert!(ReduceOp::Max.applies_to(ElementKind::Bool));
+    /// assert!(!ReduceOp::Sum.applies_to(ElementKind::Bool));
     /// ```
     pub fn applies_to(self, kind: ElementKind) -> bool {
-        !matches!(
-            (self, kind),
-            (
-                ReduceOp::And | ReduceOp::Or | ReduceOp::Xor,
-                ElementKind::Float
-            )
-        )
+        match kind {
+            ElementKind::Signed | ElementKind::Unsigned => true,
+            ElementKind::Float => !matches!(self, ReduceOp::And | ReduceOp::Or | ReduceOp::Xor),
+            ElementKind::Bool => matches!(
+                self,
+                ReduceOp::And | ReduceOp::Or | ReduceOp::Min | ReduceOp::Max
+            ),
+        }
+    }
+
+    /// Whether a reduction of `T` by this operator can run: it [applies](Self::applies_to) to
+    /// `T`'s kind, its scale suits `T` (a whole number for integers), and the crate has an
+    /// algorithm for the pair (NVSHMEM's, or its own kernels: fp8 has no `Prod`). fp8
+    /// reductions also need, at call time, every PE of the team to be peer-accessible.
+    ///
+    /// ```
+    /// use nvshmem::{element_ext::{Bool8, F8E4M3}, ReduceOp};
+    /// assert!(ReduceOp::Avg.supports::<i32>());
+    /// assert!(!ReduceOp::PreMulSum(0.5).supports::<i32>());
+    /// assert!(ReduceOp::PreMulSum(0.5).supports::<f32>());
+    /// assert!(ReduceOp::Sum.supports::<F8E4M3>() && !ReduceOp::Prod.supports::<F8E4M3>());
+    /// assert!(ReduceOp::And.supports::<Bool8>() && !ReduceOp::Sum.supports::<Bool8>());
+    /// ```
+    pub fn supports<T: Element>(self) -> bool {
+        self.check_for::<T>("ReduceOp::supports").is_ok()
+            && super::plan::plan_reduce(T::KIND, T::NVSHMEM_REDUCES, self).is_ok()
     }
 
     /// NVSHMEM's own operator, when it has one.
@@ -124,30 +155,55 @@ impl ReduceOp {
         })
     }
 
-    /// Refuses an operator the element type does not define, and a scale that is not finite.
+    /// Refuses an operator the element type does not define, and a scale that is not finite
+    /// or (for integer types) not a whole number the kernels can use.
     pub(crate) fn check_for<T: Element>(self, call: &'static str) -> Result<()> {
         if !self.applies_to(T::KIND) {
+            let why = match T::KIND {
+                ElementKind::Bool => "truth values have and, or, min and max",
+                _ => "bitwise operators need an integer type",
+            };
             return Err(Error::arg(
                 call,
                 "op",
-                format_args!(
-                    "{} is not defined for {} (bitwise operators need an integer type)",
-                    self.name(),
-                    T::NAME
-                ),
+                format_args!("{} is not defined for {} ({why})", self.name(), T::NAME),
             ));
         }
         if let ReduceOp::PreMulSum(s) = self {
-            if !s.is_finite() {
-                return Err(Error::arg(
-                    call,
-                    "op",
-                    format_args!("premul_sum's scale must be finite, not {s}"),
-                ));
-            }
+            check_scale(call, T::KIND, T::NAME, s)?;
         }
         Ok(())
     }
+}
+
+/// The scale of `premul_sum` on elements of `kind`: finite; for integers a whole number that
+/// converts exactly to the 64-bit integer the kernels compute in (non-negative for unsigned
+/// types), since integer data is scaled by an integer (NCCL takes the scalar in the data's
+/// type).
+pub(crate) fn check_scale(call: &'static str, kind: ElementKind, name: &str, s: f64) -> Result<()> {
+    if !s.is_finite() {
+        return Err(Error::arg(
+            call,
+            "op",
+            format_args!("premul_sum's scale must be finite, not {s}"),
+        ));
+    }
+    let (lo, hi, range) = match kind {
+        ElementKind::Signed => (-(2f64.powi(63)), 2f64.powi(63), "-2^63..2^63"),
+        ElementKind::Unsigned => (0.0, 2f64.powi(64), "0..2^64"),
+        ElementKind::Float | ElementKind::Bool => return Ok(()),
+    };
+    if s.fract() != 0.0 || s < lo || s >= hi {
+        return Err(Error::arg(
+            call,
+            "op",
+            format_args!(
+                "premul_sum's scale {s} must be a whole number in {range} for {name} (integer \
+                 data is scaled by an integer)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl fmt::Display for ReduceOp {
@@ -242,6 +298,93 @@ mod tests {
             "all_reduce: invalid op: and is not defined for f32 (bitwise operators need an integer type)"
         );
         assert!(ReduceOp::PreMulSum(f64::NAN).check_for::<f32>("t").is_err());
+    }
+
+    #[test]
+    fn operators_per_kind() {
+        use ElementKind::*;
+        let all = ReduceOp::BASIC
+            .into_iter()
+            .chain([ReduceOp::PreMulSum(2.0)])
+            .collect::<Vec<_>>();
+        for op in &all {
+            assert!(op.applies_to(Signed) && op.applies_to(Unsigned), "{op}");
+            let bitwise = matches!(op, ReduceOp::And | ReduceOp::Or | ReduceOp::Xor);
+            assert_eq!(op.applies_to(Float), !bitwise, "{op}");
+            let logical = matches!(
+                op,
+                ReduceOp::And | ReduceOp::Or | ReduceOp::Min | ReduceOp::Max
+            );
+            assert_eq!(op.applies_to(Bool), logical, "{op}");
+        }
+        let e = ReduceOp::Sum
+            .check_for::<crate::element_ext::Bool8>("all_reduce")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "all_reduce: invalid op: sum is not defined for bool8 (truth values have and, or, min and max)"
+        );
+    }
+
+    #[test]
+    fn integer_scales_must_be_whole() {
+        let e = ReduceOp::PreMulSum(0.5)
+            .check_for::<i32>("all_reduce")
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument { arg: "op", .. }),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "all_reduce: invalid op: premul_sum's scale 0.5 must be a whole number in -2^63..2^63 \
+             for i32 (integer data is scaled by an integer)"
+        );
+        assert!(ReduceOp::PreMulSum(-3.0).check_for::<i8>("t").is_ok());
+        let e = ReduceOp::PreMulSum(-3.0)
+            .check_for::<u16>("t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("-3 must be a whole number in 0..2^64 for u16"),
+            "{e}"
+        );
+        assert!(ReduceOp::PreMulSum(2f64.powi(64))
+            .check_for::<u64>("t")
+            .is_err());
+        assert!(ReduceOp::PreMulSum(2f64.powi(63))
+            .check_for::<i64>("t")
+            .is_err());
+        assert!(ReduceOp::PreMulSum(1e18).check_for::<i64>("t").is_ok());
+        assert!(ReduceOp::PreMulSum(0.1).check_for::<half::f16>("t").is_ok());
+        assert!(ReduceOp::PreMulSum(0.1)
+            .check_for::<crate::element_ext::F8E5M2>("t")
+            .is_ok());
+        assert!(ReduceOp::PreMulSum(f64::INFINITY)
+            .check_for::<f64>("t")
+            .is_err());
+    }
+
+    #[test]
+    fn supports_combines_kind_scale_and_algorithm() {
+        use crate::element_ext::{Bool8, F8E4M3, F8E5M2};
+        assert!(ReduceOp::Avg.supports::<u8>());
+        assert!(ReduceOp::PreMulSum(3.0).supports::<u64>());
+        assert!(!ReduceOp::PreMulSum(0.25).supports::<u64>());
+        for op in [ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg] {
+            assert!(op.supports::<F8E4M3>() && op.supports::<F8E5M2>(), "{op}");
+        }
+        assert!(ReduceOp::PreMulSum(0.5).supports::<F8E5M2>());
+        assert!(!ReduceOp::Prod.supports::<F8E4M3>());
+        assert!(!ReduceOp::Xor.supports::<F8E4M3>());
+        for op in [ReduceOp::And, ReduceOp::Or, ReduceOp::Min, ReduceOp::Max] {
+            assert!(op.supports::<Bool8>(), "{op}");
+        }
+        for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Xor, ReduceOp::Avg] {
+            assert!(!op.supports::<Bool8>(), "{op}");
+        }
+        assert!(!ReduceOp::PreMulSum(1.0).supports::<Bool8>());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! NVSHMEM's reductions write their output on every PE, at one symmetric address; a reduction
 //! to a root must leave the other PEs' output untouched, so it reduces into this scratch and
-//! the root copies the result out. The scratch is reserved explicitly, on every PE, because
+//! the root copies the result out. Reduce-scatter with `premul_sum` scales its input into it,
+//! and an in-place fp8 all-reduce reduces into it (see `plan::scratch_needed`). The scratch is reserved explicitly, on every PE, because
 //! allocating symmetric memory is collective over *all* PEs: doing it lazily inside a call on
 //! a smaller team would hang, and inside a captured graph it would fail.
 use crate::{Error, Result, Runtime};
@@ -28,8 +29,11 @@ impl Scratch {
 }
 
 impl Runtime {
-    /// Makes sure at least `bytes` of collective scratch are reserved (rooted reductions,
-    /// [`Team::reduce`](crate::Team::reduce), need as many bytes as their arrays).
+    /// Makes sure at least `bytes` of collective scratch are reserved: rooted reductions,
+    /// [`Team::reduce`](crate::Team::reduce), need as many bytes as their arrays;
+    /// [`Team::reduce_scatter`](crate::Team::reduce_scatter) with `premul_sum` as many as its
+    /// whole input; an in-place fp8 all-reduce as many as its buffer (the table in
+    /// [`crate::collective`]'s docs).
     ///
     /// **Collective over all PEs**, like allocating: every PE calls it with the same size.
     /// Growing the scratch waits for the GPU to finish queued work and reallocates it; call

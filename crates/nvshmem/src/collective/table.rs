@@ -19,11 +19,16 @@ pub type ReduceFn<R> =
 ///
 /// Public only so it can bound [`Element`](crate::Element); it lives in a private module
 /// and cannot be named or implemented outside the crate. A type NVSHMEM cannot compute on
-/// (a future `bool` or fp8) implements it with the defaults, which say "no such function";
-/// the collectives then choose another algorithm or return [`Error::Unsupported`](crate::Error::Unsupported).
+/// (fp8) implements it with the defaults, which say "no such function"; the collectives then
+/// choose another algorithm (the peer kernels) or return
+/// [`Error::Unsupported`](crate::Error::Unsupported).
 pub trait NvshmemTyped: Sized {
     /// The C type NVSHMEM's functions take for this element (same size and layout).
     type Raw;
+
+    /// Whether NVSHMEM has typed reductions (at least sum, or for `Bool8` min/max) for this
+    /// element; known without the library, so the choice of algorithm is a pure function.
+    const NVSHMEM_REDUCES: bool = false;
 
     /// `nvshmemx_<T>_<op>_reduce_on_stream`, if NVSHMEM has it.
     fn reduce_fn(_lib: &NvshmemLib, _op: NvOp) -> Option<ReduceFn<Self::Raw>> {
@@ -42,6 +47,7 @@ macro_rules! nvshmem_typed {
         const _: () = assert!(std::mem::size_of::<$t>() == std::mem::size_of::<$raw>());
         impl NvshmemTyped for $t {
             type Raw = $raw;
+            const NVSHMEM_REDUCES: bool = true;
             #[inline]
             fn reduce_fn(lib: &NvshmemLib, op: NvOp) -> Option<ReduceFn<$raw>> {
                 pastey::paste! {
@@ -86,3 +92,19 @@ nvshmem_typed!(int u8, uint8);
 nvshmem_typed!(int u16, uint16);
 nvshmem_typed!(int u32, uint32);
 nvshmem_typed!(int u64, uint64);
+
+// A Bool8 is a byte that is true when non-zero. NVSHMEM's uint8 min and max give the right
+// truth value for any bytes (min is 0 exactly when some input is 0), whereas its bitwise `and`
+// would not (1 & 2 == 0): so logical and is min, logical or is max.
+nvshmem_typed!(crate::element_ext::Bool8, u8, uint8, [
+    And => min, Or => max, Min => min, Max => max
+]);
+
+// NVSHMEM has no 8-bit floats: the defaults (no functions) send their reductions to the
+// peer kernels.
+impl NvshmemTyped for crate::element_ext::F8E4M3 {
+    type Raw = u8;
+}
+impl NvshmemTyped for crate::element_ext::F8E5M2 {
+    type Raw = u8;
+}

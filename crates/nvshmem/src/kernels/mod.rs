@@ -15,8 +15,6 @@
 mod compile;
 mod types;
 
-use std::sync::Arc;
-
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 
 // For callers that want to know up front whether kernels can be built.
@@ -117,8 +115,14 @@ fn check_scalar(call: &'static str, arg: &'static str, t: KernelType, s: f64) ->
     Ok(())
 }
 
-fn function(stream: &Arc<CudaStream>, key: KernelKey, index: usize) -> Result<CudaFunction> {
+fn function(stream: &CudaStream, key: KernelKey, index: usize) -> Result<CudaFunction> {
     Ok(compile::functions(stream.context(), key)?[index].clone())
+}
+
+/// Compiles and loads (once per context) the kernel `key`, so that a collective can learn
+/// that NVRTC or the headers are missing before it queues its first step.
+pub(crate) fn prepare(stream: &CudaStream, key: KernelKey) -> Result<()> {
+    compile::functions(stream.context(), key).map(|_| ())
 }
 
 /// Enqueues `dst[i] = op(peers[0][i], ..., peers[n-1][i])` for `i < len`, on `stream`.
@@ -132,7 +136,7 @@ fn function(stream: &Arc<CudaStream>, key: KernelKey, index: usize) -> Result<Cu
 /// reads it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch_reduce_peers(
-    stream: &Arc<CudaStream>,
+    stream: &CudaStream,
     op: ReduceOp,
     elem: KernelType,
     peers: &[u64],
@@ -173,7 +177,7 @@ pub(crate) fn launch_reduce_peers(
 /// the team size afterwards) and into PreMulSum (multiply the input first).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch_map(
-    stream: &Arc<CudaStream>,
+    stream: &CudaStream,
     op: MapOp,
     elem: KernelType,
     src: u64,
@@ -222,7 +226,7 @@ fn word_size(block_bytes: usize, ptrs: impl IntoIterator<Item = u64>) -> usize {
 /// `block_bytes` at `src_peers[b]`, for every `b < src_peers.len()`; one launch reads all
 /// sources, in words as wide as alignment allows.
 pub(crate) fn launch_gather_peers(
-    stream: &Arc<CudaStream>,
+    stream: &CudaStream,
     src_peers: &[u64],
     dst: u64,
     block_bytes: usize,
@@ -249,7 +253,7 @@ pub(crate) fn launch_gather_peers(
 /// Enqueues a scatter: the `block_bytes` at `dst_peers[b]` receive block `b` of `src`, for
 /// every `b < dst_peers.len()`.
 pub(crate) fn launch_scatter_peers(
-    stream: &Arc<CudaStream>,
+    stream: &CudaStream,
     src: u64,
     dst_peers: &[u64],
     block_bytes: usize,

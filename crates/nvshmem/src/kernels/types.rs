@@ -403,6 +403,7 @@ mod tests {
             };
         }
         crate::for_each_element!(known);
+        crate::for_each_extra_element!(known);
     }
 
     #[test]
