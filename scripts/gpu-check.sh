@@ -106,8 +106,10 @@ foundation() {
 collectives() {
   local t
   t=$(gtest gpu_collectives)
-  CASE_TIMEOUT=300 case_ collectives-matrix-1pe pass mpi 1 $t
-  CASE_TIMEOUT=500 case_ collectives-matrix-2pe pass mpi 2 $t
+  local np
+  for np in ${MATRIX_PES:-1 2}; do
+    CASE_TIMEOUT=${MATRIX_TIMEOUT:-500} case_ collectives-matrix-${np}pe pass mpi $np $t
+  done
 }
 
 examples() {
