@@ -57,7 +57,7 @@ mpi() {
   local np=$1; shift
   local pass=() v
   for v in NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE RUST_BACKTRACE RUST_LOG GPU_TEST_INIT \
-    NVSHMEM_RS_BOOTSTRAP NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL GPU_TEST_SEED PATH LD_LIBRARY_PATH; do
+    NVSHMEM_RS_BOOTSTRAP NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL GPU_TEST_SEED MATRIX_MEDIUM_TEAMS PATH LD_LIBRARY_PATH; do
     [ -n "${!v+x}" ] && pass+=(-x "$v")
   done
   mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "${pass[@]}" "$@"
