@@ -70,11 +70,16 @@ fn gpu_collectives() {
     // a run into a short lease; by default every team does.
     let medium_teams = std::env::var("MATRIX_MEDIUM_TEAMS").ok();
     for (tname, team, members) in &teams {
-        let medium = medium_teams.as_deref().is_none_or(|l| l.split(',').any(|t| t == *tname));
+        let medium = medium_teams
+            .as_deref()
+            .is_none_or(|l| l.split(',').any(|t| t == *tname));
         if me == 0 && !medium {
             println!("collectives matrix: team {tname} skips the 1 MiB size (MATRIX_MEDIUM_TEAMS)");
         }
-        for bytes in [0usize, 1, 2, MEDIUM].into_iter().filter(|b| medium || *b != MEDIUM) {
+        for bytes in [0usize, 1, 2, MEDIUM]
+            .into_iter()
+            .filter(|b| medium || *b != MEDIUM)
+        {
             macro_rules! per_type {
                 ($t:ty) => {
                     let counts = counts::<$t>(bytes);

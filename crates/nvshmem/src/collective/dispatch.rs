@@ -518,8 +518,9 @@ impl Team {
         dst: Span,
         stream: &CudaStream,
     ) -> Result<()> {
-        let count = check::gather(call, self.n_pes, root, &src, &dst)?;
-        let (me, cu) = self.enter(call, stream)?;
+        let me = self.require_member(call)?;
+        let count = check::gather(call, self.n_pes, root, me, &src, &dst)?;
+        let (_, cu) = self.enter(call, stream)?;
         if count == 0 {
             return Ok(());
         }
@@ -560,8 +561,9 @@ impl Team {
         dst: Span,
         stream: &CudaStream,
     ) -> Result<()> {
-        let count = check::scatter(call, self.n_pes, root, &src, &dst)?;
-        let (me, cu) = self.enter(call, stream)?;
+        let me = self.require_member(call)?;
+        let count = check::scatter(call, self.n_pes, root, me, &src, &dst)?;
+        let (_, cu) = self.enter(call, stream)?;
         if count == 0 {
             return Ok(());
         }
