@@ -6,9 +6,12 @@
 #   system packages: build-essential pkg-config libopenmpi-dev openmpi-bin libclang-dev python3-pip
 #   Rust:            rustup's stable toolchain, if cargo is missing
 #   Python wheels:   nvidia-nvshmem-cu13 (NVSHMEM's host library, loaded at run time) and
-#                    nvidia-cuda-nvrtc (to compile-check the CUDA kernels), into .deps/py
+#                    nvidia-cuda-nvrtc and nvidia-cuda-runtime (NVRTC and the CUDA headers, to
+#                    compile-check the crate's CUDA kernels without a GPU), into .deps/py
+#   (NVRTC is pinned to 13.0: newer NVRTC may emit PTX that driver 580 refuses)
 NVSHMEM_WHEEL_VERSION=${NVSHMEM_WHEEL_VERSION:-3.4.5}
 NVRTC_WHEEL_VERSION=${NVRTC_WHEEL_VERSION:-13.0.88}
+CUDA_RUNTIME_WHEEL_VERSION=${CUDA_RUNTIME_WHEEL_VERSION:-13.0.96}
 _nvshmem_rs_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 _nvshmem_rs_setup() {
@@ -37,15 +40,18 @@ _nvshmem_rs_setup() {
   local want=()
   [ -e "$py/nvidia/nvshmem/lib/libnvshmem_host.so.3" ] || want+=("nvidia-nvshmem-cu13==$NVSHMEM_WHEEL_VERSION")
   [ -e "$py/nvidia/cu13/lib/libnvrtc.so.13" ] || want+=("nvidia-cuda-nvrtc==$NVRTC_WHEEL_VERSION")
+  [ -e "$py/nvidia/cu13/include/cuda_fp8.h" ] || want+=("nvidia-cuda-runtime==$CUDA_RUNTIME_WHEEL_VERSION")
   if [ ${#want[@]} -gt 0 ]; then
     echo "setup: installing ${want[*]} into .deps/py" >&2
     rm -rf "$py"
-    want=("nvidia-nvshmem-cu13==$NVSHMEM_WHEEL_VERSION" "nvidia-cuda-nvrtc==$NVRTC_WHEEL_VERSION")
+    want=("nvidia-nvshmem-cu13==$NVSHMEM_WHEEL_VERSION" "nvidia-cuda-nvrtc==$NVRTC_WHEEL_VERSION"
+      "nvidia-cuda-runtime==$CUDA_RUNTIME_WHEEL_VERSION")
     python3 -m pip install -q --no-deps --target "$py" "${want[@]}" 2>/dev/null ||
       python3 -m pip install -q --no-deps --break-system-packages --target "$py" "${want[@]}" ||
       { echo "setup: could not install ${want[*]}" >&2; return 1; }
   fi
   export NVSHMEM_HOME="$py/nvidia/nvshmem"
   export LD_LIBRARY_PATH="$py/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export NVSHMEM_RS_CUDA_INCLUDE="$py/nvidia/cu13/include"
 }
 _nvshmem_rs_setup

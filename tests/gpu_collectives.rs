@@ -498,8 +498,8 @@ fn run_and_check<T: Element>(
         let untouched = as_f64(before);
         // The region of `dst` the call defines, and what it must hold.
         let (at, want): (usize, Vec<f64>) = match coll {
-            Coll::AllReduce => (0, reduce_ref(&inputs, op)),
-            Coll::Reduce if r == root => (0, reduce_ref(&inputs, op)),
+            Coll::AllReduce => (0, reduce_ref(inputs, op)),
+            Coll::Reduce if r == root => (0, reduce_ref(inputs, op)),
             Coll::Reduce => (0, untouched.clone()),
             Coll::Broadcast => (0, as_f64(&inputs[root])),
             Coll::Fcollect => (0, inputs.iter().flat_map(|v| as_f64(v)).collect()),
@@ -529,7 +529,7 @@ fn run_and_check<T: Element>(
         if root_only {
             // Left untouched: the very bytes written before.
             ensure!(
-                bytemuck::cast_slice::<T, u8>(&got) == bytemuck::cast_slice::<T, u8>(&before),
+                bytemuck::cast_slice::<T, u8>(&got) == bytemuck::cast_slice::<T, u8>(before),
                 "a non-root output was written"
             );
         } else {
