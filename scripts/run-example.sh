@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 example=${1:-hello}
 shift || true
 . scripts/setup.sh
-cargo build --release --example "$example" --bin nvshmem-run
+cargo build --release --example "$example"
+cargo build --release -p nvshmem --bin nvshmem-run
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${gpus:-0}" -eq 0 ]; then
