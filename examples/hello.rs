@@ -8,10 +8,21 @@
 use anyhow::{ensure, Context};
 use nvshmem::Runtime;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
+    match hello() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // A plain message, no backtrace: "needs an NVIDIA GPU" is an answer, not a bug.
+            eprintln!("hello: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn hello() -> anyhow::Result<()> {
     let rt = Runtime::init().context("starting NVSHMEM")?;
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let info = rt.info();
