@@ -256,11 +256,98 @@ fn barrier_all(rt: &Runtime) -> anyhow::Result<()> {
 
 fn teams(rt: &Runtime, c: &mut Checks) {
     let (me, n) = (rt.my_pe(), rt.n_pes());
+    let stream = rt.stream().clone();
     c.run("predefined_teams", || {
         let world = rt.world();
         ensure_eq!((world.n_pes(), world.my_pe()), (n, Some(me)));
         ensure_eq!(rt.shared().n_pes(), n);
         ensure_eq!(rt.node().n_pes(), n);
+        Ok(())
+    });
+    // Every split below is collective over the world team and made with the same arguments
+    // on every PE, so refusals happen on every PE alike.
+    c.run("split_strided", || {
+        let world = rt.world();
+        let evens = world.split_strided(0, 2, n.div_ceil(2))?;
+        ensure_eq!(evens.is_some(), me % 2 == 0);
+        if let Some(t) = &evens {
+            ensure_eq!((t.n_pes(), t.my_pe()), (n.div_ceil(2), Some(me / 2)));
+            for k in 0..t.n_pes() {
+                ensure_eq!(t.translate_pe(k, &world)?, Some(2 * k));
+            }
+            t.barrier(&stream)?;
+        }
+        let last = world.split_strided(n - 1, 1, 1)?;
+        ensure_eq!(
+            last.as_ref().map(|t| (t.n_pes(), t.my_pe())),
+            (me == n - 1).then_some((1, Some(0)))
+        );
+        stream.synchronize()?;
+        Ok(())
+    });
+    c.run("split_2d", || {
+        let world = rt.world();
+        let xr = 2.min(n);
+        let (x, y) = world.split_2d(2)?;
+        let (x, y) = (
+            x.context("every PE is in an x team")?,
+            y.context("every PE is in a y team")?,
+        );
+        ensure_eq!(x.my_pe(), Some(me % xr));
+        ensure_eq!(x.n_pes(), xr.min(n - (me / xr) * xr));
+        ensure_eq!(y.my_pe(), Some(me / xr));
+        ensure_eq!(y.n_pes(), (0..n).filter(|p| p % xr == me % xr).count());
+        // An xrange beyond the team is clamped, as NVSHMEM does: one x team of everyone.
+        let (wide, _) = world.split_2d(n + 5)?;
+        ensure_eq!(wide.map(|t| t.n_pes()), Some(n));
+        Ok(())
+    });
+    c.run("from_pes", || {
+        let world = rt.world();
+        let reversed: Vec<usize> = (0..n).rev().collect();
+        // Not an increasing progression for n > 1: made through NVSHMEM's team unique id.
+        let rev = world.from_pes(&reversed)?.context("every PE is listed")?;
+        ensure_eq!((rev.n_pes(), rev.my_pe()), (n, Some(n - 1 - me)));
+        ensure_eq!(world.translate_pe(me, &rev)?, Some(n - 1 - me));
+        ensure_eq!(rev.translate_pe(0, &world)?, Some(n - 1));
+        rev.barrier(&stream)?;
+        // Twice in a row, and from a parent that is itself a split team.
+        let again = rev
+            .from_pes(&(0..n).rev().collect::<Vec<_>>())?
+            .context("listed")?;
+        ensure_eq!(again.translate_pe(0, &world)?, Some(0));
+        let one = world.from_pes(&[n - 1])?;
+        ensure_eq!(one.map(|t| t.n_pes()), (me == n - 1).then_some(1));
+        stream.synchronize()?;
+        Ok(())
+    });
+    c.run("team_errors_are_typed_and_symmetric", || {
+        let world = rt.world();
+        let refused = |r: nvshmem::Result<Option<nvshmem::Team>>, what: &str| match r {
+            Err(Error::InvalidArgument { .. }) => Ok(()),
+            other => anyhow::bail!("{what}: expected InvalidArgument, got {other:?}"),
+        };
+        refused(world.split_strided(0, 0, 1), "stride 0")?;
+        refused(world.split_strided(0, 1, 0), "size 0")?;
+        refused(world.split_strided(0, 1, n + 1), "past the last PE")?;
+        refused(world.split_strided(n, 1, 1), "start out of range")?;
+        refused(world.from_pes(&[]), "empty list")?;
+        refused(world.from_pes(&[0, 0]), "duplicate PE")?;
+        refused(world.from_pes(&[n]), "PE outside the parent")?;
+        ensure!(
+            matches!(world.split_2d(0), Err(Error::InvalidArgument { .. })),
+            "xrange 0"
+        );
+        ensure!(
+            matches!(
+                world.translate_pe(n, &world),
+                Err(Error::InvalidArgument { .. })
+            ),
+            "translate out of range"
+        );
+        // The job is healthy afterwards.
+        world.barrier(&stream)?;
+        stream.synchronize()?;
         Ok(())
     });
 }
