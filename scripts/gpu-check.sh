@@ -7,7 +7,9 @@
 #   scripts/gpu-check.sh run [SUITES...]  on the GPU machine (no Rust there): runs the staged
 #                                         programs with 1 and 2 PEs under every launcher that can
 #                                         start there and prints a summary last. SUITES default to
-#                                         "foundation"; others: collectives, perf.
+#                                         "foundation"; others: examples, collectives,
+#                                         perf, perfgraph. Each of collectives, perf and
+#                                         perfgraph needs most of one 10-minute call.
 #
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs. NVLink multicast stays off
 # for every process: NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0.
@@ -119,9 +121,13 @@ examples() {
   grep -h "host time\|  " "$out/host-overhead-2pe.log" | head -5
 }
 
-perf() {
-  CASE_TIMEOUT=540 BIN=.gpu/bin/nvshmem-perf case_ perf-2pe pass scripts/perf-gpu.sh "$final/perf"
-  tar -czf "$final/perf.tgz" -C "$final" perf && rm -rf "$final/perf"
+# nvshmem-perf over every collective, 8 B to 256 MiB; `perf` in stream mode, `perfgraph` in
+# CUDA-graph mode (each about one 10-minute call).
+perf() { perf_mode stream; }
+perfgraph() { perf_mode graph; }
+perf_mode() {
+  CASE_TIMEOUT=540 MODES=$1 BIN=.gpu/bin/nvshmem-perf case_ perf-$1-2pe pass scripts/perf-gpu.sh "$final/perf"
+  tar -czf "$final/perf-$1.tgz" -C "$final" perf && rm -rf "$final/perf"
 }
 
 case "$mode" in
