@@ -64,7 +64,7 @@ implementation is reported as skipped.";
 
 /// Barrier and collective microbenchmark: nvshmem-rs, raw NVSHMEM and NCCL side by side.
 #[derive(Debug, Parser)]
-#[command(name = "nvshmem-perf", version, after_help = AFTER_HELP)]
+#[command(name = "nvshmem-perf", version, after_help = AFTER_HELP, args_override_self = true)]
 pub struct Args {
     /// Collectives to run (comma or space separated, or `all`): barrier, sync, all_reduce,
     /// broadcast, fcollect (all_gather), alltoall, reduce_scatter, reduce, gather, scatter.
@@ -325,6 +325,14 @@ mod tests {
 
     fn args(v: &[&str]) -> Args {
         Args::try_parse_from(std::iter::once("nvshmem-perf").chain(v.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn a_later_flag_overrides_an_earlier_one() {
+        // Scripts append to a fixed command line (graph mode turns the check off).
+        let a = args(&["all", "-c", "1", "-G", "1", "-c", "0"]);
+        assert!(!a.check);
+        assert!(a.graph);
     }
 
     #[test]
