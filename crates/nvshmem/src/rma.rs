@@ -11,6 +11,15 @@ use cudarc::driver::CudaStream;
 
 use crate::{error::Error, Element, Result, Runtime, SymBuffer, SymBufferMut};
 
+/// `nvshmemx_putmem_on_stream` and `nvshmemx_getmem_on_stream`.
+type MemFn = unsafe extern "C" fn(
+    *mut std::ffi::c_void,
+    *const std::ffi::c_void,
+    usize,
+    c_int,
+    cudarc::driver::sys::CUstream,
+);
+
 /// How a signal word is updated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SignalOp {
@@ -161,24 +170,8 @@ impl Runtime {
         pe: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        const CALL: &str = "put";
-        let pe = self.rma_checks(CALL, dst, src, pe)?;
-        let cu = self.enter(CALL, stream)?;
-        if src.sym_len() == 0 {
-            return Ok(());
-        }
-        // SAFETY: dst is a symmetric array of this runtime, src one too, of equal lengths;
-        // pe is a valid PE; the stream is checked and its context current.
-        unsafe {
-            (self.inner.lib.nvshmemx_putmem_on_stream)(
-                dst.sym_ptr() as *mut _,
-                src.sym_ptr() as *const _,
-                src.sym_len() * std::mem::size_of::<T>(),
-                pe,
-                cu,
-            )
-        };
-        Ok(())
+        let f = self.inner.lib.nvshmemx_putmem_on_stream;
+        self.copy_mem("put", f, dst, src, pe, stream)
     }
 
     /// Queues a get: `src` on PE `pe` is copied into this PE's `dst`. Equal lengths. The data
@@ -198,15 +191,30 @@ impl Runtime {
         pe: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        const CALL: &str = "get";
-        let pe = self.rma_checks(CALL, dst, src, pe)?;
-        let cu = self.enter(CALL, stream)?;
+        let f = self.inner.lib.nvshmemx_getmem_on_stream;
+        self.copy_mem("get", f, dst, src, pe, stream)
+    }
+
+    /// Put and get: NVSHMEM's `putmem`/`getmem_on_stream` take the same arguments, with `pe`
+    /// the PE that holds `dst` (put) or `src` (get).
+    fn copy_mem<T: Element>(
+        &self,
+        call: &'static str,
+        f: MemFn,
+        dst: &mut impl SymBufferMut<T>,
+        src: &impl SymBuffer<T>,
+        pe: usize,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let pe = self.rma_checks(call, dst, src, pe)?;
+        let cu = self.enter(call, stream)?;
         if src.sym_len() == 0 {
             return Ok(());
         }
-        // SAFETY: as in `put`, with the roles of the PEs swapped.
+        // SAFETY: dst and src are symmetric arrays of this runtime of equal lengths (checked);
+        // pe is a valid PE; the stream is checked and its context current.
         unsafe {
-            (self.inner.lib.nvshmemx_getmem_on_stream)(
+            f(
                 dst.sym_ptr() as *mut _,
                 src.sym_ptr() as *const _,
                 src.sym_len() * std::mem::size_of::<T>(),
