@@ -23,6 +23,13 @@ use super::{
 use crate::kernels::{self, KernelKey, KernelType, MapOp, ReduceOp as KernelOp, MAX_PEERS};
 use crate::{error::check as status, Element, Error, Result, Team};
 
+/// Which way [`Team::rooted_blocks`] moves the blocks.
+#[derive(Debug, Clone, Copy)]
+enum Rooted {
+    Gather,
+    Scatter,
+}
+
 /// How one reduction call runs (a [`Plan`] with its functions resolved).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Algorithm<F> {
@@ -518,39 +525,7 @@ impl Team {
         dst: Span,
         stream: &CudaStream,
     ) -> Result<()> {
-        let me = self.require_member(call)?;
-        let count = check::gather(call, self.n_pes, root, me, &src, &dst)?;
-        let (_, cu) = self.enter(call, stream)?;
-        if count == 0 {
-            return Ok(());
-        }
-        let root_world = self.world_pe(call, "root", root)?;
-        let lib = self.rt.inner.lib;
-        let target = dst.at(me * count);
-        // NVSHMEM has no gather: each PE puts its block into the root's dst. The first sync
-        // keeps the puts from overtaking the root's earlier use of dst; the barrier completes
-        // them before the root's later work reads dst.
-        // SAFETY: team handle valid, stream checked and current.
-        status("nvshmemx_team_sync_on_stream", unsafe {
-            (lib.nvshmemx_team_sync_on_stream)(self.handle, cu)
-        })?;
-        if !(me == root && target == src.ptr) {
-            // SAFETY: target is block `me` of the symmetric dst (n_pes blocks of `count`,
-            // checked), src holds `count` elements; root_world is a valid PE.
-            unsafe {
-                (lib.nvshmemx_putmem_on_stream)(
-                    target as *mut _,
-                    src.ptr as *const _,
-                    count * src.elem,
-                    root_world,
-                    cu,
-                )
-            };
-        }
-        // SAFETY: as above.
-        status("nvshmemx_barrier_on_stream", unsafe {
-            (lib.nvshmemx_barrier_on_stream)(self.handle, cu)
-        })
+        self.rooted_blocks(Rooted::Gather, call, root, src, dst, stream)
     }
 
     pub(super) fn scatter_spans(
@@ -561,29 +536,51 @@ impl Team {
         dst: Span,
         stream: &CudaStream,
     ) -> Result<()> {
+        self.rooted_blocks(Rooted::Scatter, call, root, src, dst, stream)
+    }
+
+    /// Gather and scatter, which NVSHMEM lacks: each PE moves its own block between its buffer
+    /// and the root's, gather by putting it into the root's `dst`, scatter by getting it from
+    /// the root's `src`. A team sync first keeps the transfers from overtaking the root's
+    /// earlier use of its buffer. Gather ends with a barrier, which also completes the puts
+    /// before the root reads `dst`; scatter's gets complete on each PE's stream, so a sync
+    /// suffices to keep the root from overwriting `src` while others still read it.
+    fn rooted_blocks(
+        &self,
+        dir: Rooted,
+        call: &'static str,
+        root: usize,
+        src: Span,
+        dst: Span,
+        stream: &CudaStream,
+    ) -> Result<()> {
         let me = self.require_member(call)?;
-        let count = check::scatter(call, self.n_pes, root, me, &src, &dst)?;
+        let count = match dir {
+            Rooted::Gather => check::gather(call, self.n_pes, root, me, &src, &dst)?,
+            Rooted::Scatter => check::scatter(call, self.n_pes, root, me, &src, &dst)?,
+        };
         let (_, cu) = self.enter(call, stream)?;
         if count == 0 {
             return Ok(());
         }
         let root_world = self.world_pe(call, "root", root)?;
         let lib = self.rt.inner.lib;
-        let source = src.at(me * count);
-        // NVSHMEM has no scatter: each PE gets its block from the root's src. The first sync
-        // waits for the root's src to be ready; the second keeps the root from overwriting
-        // src while others still read it.
+        let (to, from, transfer) = match dir {
+            Rooted::Gather => (dst.at(me * count), src.ptr, lib.nvshmemx_putmem_on_stream),
+            Rooted::Scatter => (dst.ptr, src.at(me * count), lib.nvshmemx_getmem_on_stream),
+        };
         // SAFETY: team handle valid, stream checked and current.
         status("nvshmemx_team_sync_on_stream", unsafe {
             (lib.nvshmemx_team_sync_on_stream)(self.handle, cu)
         })?;
-        if !(me == root && source == dst.ptr) {
-            // SAFETY: source is block `me` of the symmetric src (n_pes blocks of `count`,
-            // checked); dst holds `count` elements; root_world is a valid PE.
+        // In place on the root, its block is already where it belongs.
+        if !(me == root && to == from) {
+            // SAFETY: `to` and `from` are this PE's block (`count` elements, checked) of the
+            // symmetric dst and src; on root_world (a valid PE) for the remote side.
             unsafe {
-                (lib.nvshmemx_getmem_on_stream)(
-                    dst.ptr as *mut _,
-                    source as *const _,
+                transfer(
+                    to as *mut _,
+                    from as *const _,
                     count * src.elem,
                     root_world,
                     cu,
@@ -591,8 +588,13 @@ impl Team {
             };
         }
         // SAFETY: as above.
-        status("nvshmemx_team_sync_on_stream", unsafe {
-            (lib.nvshmemx_team_sync_on_stream)(self.handle, cu)
-        })
+        match dir {
+            Rooted::Gather => status("nvshmemx_barrier_on_stream", unsafe {
+                (lib.nvshmemx_barrier_on_stream)(self.handle, cu)
+            }),
+            Rooted::Scatter => status("nvshmemx_team_sync_on_stream", unsafe {
+                (lib.nvshmemx_team_sync_on_stream)(self.handle, cu)
+            }),
+        }
     }
 }
