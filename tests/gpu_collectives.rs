@@ -37,6 +37,8 @@ fn gpu_collectives() {
         .expect("scratch for rooted reductions");
     let stream = rt.stream().clone();
     let mut c = Checks::new(me);
+    let threads = host_threads(n);
+    let started = std::time::Instant::now();
 
     // Teams, all made collectively by every PE. A member list in reverse order checks that
     // results follow the team's numbering, not the world's.
@@ -92,6 +94,7 @@ fn gpu_collectives() {
                             seed,
                             count,
                             big: false,
+                            threads,
                         };
                         let name = format!("{tname}/{}/{count}", <$t as Element>::NAME);
                         c.run(&name, || matrix::<$t>(&ctx, &mut cases));
@@ -114,6 +117,7 @@ fn gpu_collectives() {
                 seed,
                 count,
                 big: true,
+                threads,
             };
             c.run(&format!("world/{}/64MiB", <$t as Element>::NAME), || {
                 matrix::<$t>(&ctx, &mut cases)
@@ -134,7 +138,10 @@ fn gpu_collectives() {
     });
 
     if me == 0 {
-        println!("collectives matrix: {cases} cases run on PE 0");
+        println!(
+            "collectives matrix: {cases} cases run on PE 0 in {:.1} s ({threads} host threads a PE)",
+            started.elapsed().as_secs_f64()
+        );
     }
     // Teams are destroyed collectively, in the same order on every PE.
     drop(teams);
@@ -168,6 +175,8 @@ struct Ctx<'a> {
     /// Elements per PE block.
     count: usize,
     big: bool,
+    /// Host threads this PE may use to make inputs and check results.
+    threads: usize,
 }
 
 impl Ctx<'_> {
@@ -180,36 +189,127 @@ impl Ctx<'_> {
     }
 }
 
-/// A deterministic input: what the member at team index `k` puts in for `case`, of `len`.
-fn input<T: Element>(ctx: &Ctx, case: u64, k: usize, len: usize, op: Option<ReduceOp>) -> Vec<T> {
-    let mut s =
-        ctx.seed ^ (case.wrapping_mul(0x9e37_79b9_7f4a_7c15)) ^ ((k as u64 + 1) << 40) ^ len as u64;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
-    let small_prod = matches!(op, Some(ReduceOp::Prod)) && std::mem::size_of::<T>() <= 2;
-    let fp8 = is_fp8::<T>();
-    (0..len)
-        .map(|_| {
-            let r = next();
-            let v = match T::KIND {
-                // Integer inputs stay small enough that no reduction over 8 PEs overflows.
-                ElementKind::Signed if small_prod => (r % 3) as f64 - 1.0,
-                ElementKind::Unsigned if small_prod => (r % 2) as f64 + (r % 5 == 0) as u8 as f64,
-                ElementKind::Signed => (r % 15) as f64 - 7.0,
-                ElementKind::Unsigned => (r % 15) as f64,
-                // fp8: multiples of 0.25 in [-2, 2], exact in e4m3 and e5m2, so a reduction
-                // over up to 8 PEs is exact in f32 and rounded once on the store.
-                ElementKind::Float if fp8 => (r % 17) as f64 / 4.0 - 2.0,
-                ElementKind::Float => (r % 2001) as f64 / 1000.0 - 1.0,
-                ElementKind::Bool => (r % 2) as f64,
-            };
-            T::from_f64(v)
-        })
-        .collect()
+/// The host threads each PE uses: the machine's cores shared among the PEs on it (all PEs
+/// of a run are on one node here; the launcher does not bind them to cores).
+fn host_threads(n_pes: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |p| p.get());
+    (cores / n_pes.max(1)).max(1)
+}
+
+/// Slices shorter than this are worked through on the calling thread: a thread costs more
+/// than it saves on them.
+const MIN_CHUNK: usize = 1 << 15;
+
+fn chunk_len(len: usize, threads: usize) -> usize {
+    len.div_ceil(threads.max(1)).max(MIN_CHUNK)
+}
+
+/// Sets `out[i] = f(i)` for every index, on up to `threads` threads.
+fn par_fill<X: Send>(out: &mut [X], threads: usize, f: impl Fn(usize) -> X + Sync) {
+    let chunk = chunk_len(out.len(), threads);
+    if chunk >= out.len() {
+        out.iter_mut().enumerate().for_each(|(i, x)| *x = f(i));
+        return;
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        for (c, part) in out.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                let start = c * chunk;
+                part.iter_mut()
+                    .enumerate()
+                    .for_each(|(j, x)| *x = f(start + j));
+            });
+        }
+    });
+}
+
+/// The first index below `len` for which `bad` holds, searched on up to `threads` threads.
+fn par_find(len: usize, threads: usize, bad: impl Fn(usize) -> bool + Sync) -> Option<usize> {
+    let chunk = chunk_len(len, threads);
+    if chunk >= len {
+        return (0..len).find(|&i| bad(i));
+    }
+    let bad = &bad;
+    std::thread::scope(|s| {
+        let parts: Vec<_> = (0..len)
+            .step_by(chunk)
+            .map(|start| s.spawn(move || (start..(start + chunk).min(len)).find(|&i| bad(i))))
+            .collect();
+        // In index order, so the first mismatch reported is the first of the whole slice.
+        parts
+            .into_iter()
+            .find_map(|p| p.join().expect("a checking thread panicked"))
+    })
+}
+
+/// splitmix64's output function: a well-mixed 64-bit hash.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The deterministic inputs of one case: element `i` of what the member at team index `k`
+/// puts in is a hash of (seed, case, input length, k, i). Any PE computes any member's
+/// element on its own, without making the elements before it or the other members' inputs.
+struct Inputs<T> {
+    key: u64,
+    small_prod: bool,
+    _t: std::marker::PhantomData<fn() -> T>,
+}
+
+// By hand: a derive would ask `T: Clone`, which the marker does not need.
+impl<T> Clone for Inputs<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Inputs<T> {}
+
+impl<T: Element> Inputs<T> {
+    fn new(seed: u64, case: u64, len: usize, op: Option<ReduceOp>) -> Self {
+        Inputs {
+            key: mix(seed ^ mix(case.wrapping_mul(GOLDEN) ^ ((len as u64) << 24))),
+            small_prod: matches!(op, Some(ReduceOp::Prod)) && std::mem::size_of::<T>() <= 2,
+            _t: std::marker::PhantomData,
+        }
+    }
+
+    /// Element `i` of member `k`'s input.
+    fn at(&self, k: usize, i: usize) -> T {
+        let member = mix(self.key ^ (k as u64 + 1).wrapping_mul(GOLDEN));
+        let r = mix(member.wrapping_add((i as u64 + 1).wrapping_mul(GOLDEN)));
+        let v = match T::KIND {
+            // Integer inputs stay small enough that no reduction over 8 PEs overflows.
+            ElementKind::Signed if self.small_prod => (r % 3) as f64 - 1.0,
+            ElementKind::Unsigned if self.small_prod => {
+                (r % 2) as f64 + r.is_multiple_of(5) as u8 as f64
+            }
+            ElementKind::Signed => (r % 15) as f64 - 7.0,
+            ElementKind::Unsigned => (r % 15) as f64,
+            // fp8: multiples of 0.25 in [-2, 2], exact in e4m3 and e5m2, so a reduction
+            // over up to 8 PEs is exact in f32 and rounded once on the store.
+            ElementKind::Float if is_fp8::<T>() => (r % 17) as f64 / 4.0 - 2.0,
+            ElementKind::Float => (r % 2001) as f64 / 1000.0 - 1.0,
+            ElementKind::Bool => (r % 2) as f64,
+        };
+        T::from_f64(v)
+    }
+
+    /// Element `i` of member `k`'s input, as the type holds it, in f64.
+    fn f(&self, k: usize, i: usize) -> f64 {
+        self.at(k, i).to_f64()
+    }
+
+    /// Member `k`'s whole input, of `len` elements.
+    fn whole(&self, k: usize, len: usize, threads: usize) -> Vec<T> {
+        let mut v = vec![T::default(); len];
+        par_fill(&mut v, threads, |i| self.at(k, i));
+        v
+    }
 }
 
 fn is_fp8<T: Element>() -> bool {
@@ -229,34 +329,23 @@ fn poison<T: Element>() -> T {
     })
 }
 
-/// Folds member inputs into the expected reduction, in f64 (integers exactly; bitwise
-/// operators on the integer values).
-fn reduce_ref<T: Element>(inputs: &[Vec<T>], op: ReduceOp) -> Vec<f64> {
-    let n = inputs.len() as f64;
-    (0..inputs[0].len())
-        .map(|i| {
-            let vals = inputs.iter().map(|v| v[i].to_f64());
-            let int = |f: fn(i64, i64) -> i64| {
-                inputs
-                    .iter()
-                    .map(|v| v[i].to_f64() as i64)
-                    .reduce(f)
-                    .unwrap() as f64
-            };
-            match op {
-                ReduceOp::Sum => vals.sum(),
-                ReduceOp::Prod => vals.product(),
-                ReduceOp::Min => vals.fold(f64::INFINITY, f64::min),
-                ReduceOp::Max => vals.fold(f64::NEG_INFINITY, f64::max),
-                ReduceOp::And => int(|a, b| a & b),
-                ReduceOp::Or => int(|a, b| a | b),
-                ReduceOp::Xor => int(|a, b| a ^ b),
-                ReduceOp::Avg => vals.sum::<f64>() / n,
-                ReduceOp::PreMulSum(s) => vals.map(|v| v * s).sum(),
-                _ => f64::NAN,
-            }
-        })
-        .collect()
+/// The expected reduction of one element over the `n` members, `val(k)` being member `k`'s
+/// value, in f64 (integers exactly; bitwise operators on the integer values).
+fn reduce_at(op: ReduceOp, n: usize, val: impl Fn(usize) -> f64) -> f64 {
+    let vals = (0..n).map(&val);
+    let int = |f: fn(i64, i64) -> i64| (0..n).map(|k| val(k) as i64).reduce(f).unwrap() as f64;
+    match op {
+        ReduceOp::Sum => vals.sum(),
+        ReduceOp::Prod => vals.product(),
+        ReduceOp::Min => vals.fold(f64::INFINITY, f64::min),
+        ReduceOp::Max => vals.fold(f64::NEG_INFINITY, f64::max),
+        ReduceOp::And => int(|a, b| a & b),
+        ReduceOp::Or => int(|a, b| a | b),
+        ReduceOp::Xor => int(|a, b| a ^ b),
+        ReduceOp::Avg => vals.sum::<f64>() / n as f64,
+        ReduceOp::PreMulSum(s) => vals.map(|v| v * s).sum(),
+        _ => f64::NAN,
+    }
 }
 
 /// The rounding a float type allows, relative to the magnitude of the summed inputs.
@@ -274,15 +363,15 @@ fn tolerance<T: Element>(n: usize) -> f64 {
     }
 }
 
-/// Compares `got` with `want`; integers exactly (after the type's own conversion), floats
-/// within the type's rounding. Returns the first mismatch.
-fn compare<T: Element>(what: &str, got: &[T], want: &[f64], n: usize) -> anyhow::Result<()> {
-    ensure!(
-        got.len() == want.len(),
-        "{what}: {} elements, expected {}",
-        got.len(),
-        want.len()
-    );
+/// Compares `got` with `want(i)` for every index; integers exactly (after the type's own
+/// conversion), floats within the type's rounding. Returns the first mismatch.
+fn compare<T: Element>(
+    what: &str,
+    got: &[T],
+    want: impl Fn(usize) -> f64 + Sync,
+    n: usize,
+    threads: usize,
+) -> anyhow::Result<()> {
     let tol = tolerance::<T>(n);
     // fp8 results are computed exactly in f32 and rounded once: within half a unit in the
     // last place (3 mantissa bits in e4m3, 2 in e5m2), plus the smallest subnormal.
@@ -299,27 +388,26 @@ fn compare<T: Element>(what: &str, got: &[T], want: &[f64], n: usize) -> anyhow:
             );
         }
     }
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let g = g.to_f64();
+    let good = |i: usize| {
+        let (g, w) = (got[i].to_f64(), want(i));
         let ok = if is_fp8::<T>() {
             (g - w).abs() <= fp8_rel * w.abs() + 2f64.powi(-16)
         } else if T::KIND == ElementKind::Float {
             (g - w).abs() <= tol * w.abs().max(1.0) * n as f64
         } else {
-            g == T::from_f64(*w).to_f64()
+            g == T::from_f64(w).to_f64()
         };
-        if !ok || g.is_nan() {
-            bail!(
-                "{what}: element {i} is {g}, expected {w} (of {})",
-                got.len()
-            );
-        }
+        ok && !g.is_nan()
+    };
+    if let Some(i) = par_find(got.len(), threads, |i| !good(i)) {
+        bail!(
+            "{what}: element {i} is {}, expected {} (of {})",
+            got[i].to_f64(),
+            want(i),
+            got.len()
+        );
     }
     Ok(())
-}
-
-fn as_f64<T: Element>(v: &[T]) -> Vec<f64> {
-    v.iter().map(|x| x.to_f64()).collect()
 }
 
 /// Ops run by the matrix, each a closure over the team and the two buffers.
@@ -346,6 +434,15 @@ const COLLS: [Coll; 8] = [
     Coll::Scatter,
 ];
 
+/// The symmetric buffers every case of one type, size and team runs in: `n * count`
+/// elements each, the longest any case uses; a case views the lengths it needs (views keep
+/// the symmetric address). Allocated once instead of per case, since every allocation and
+/// free is a barrier over all PEs.
+struct Bufs<T: Element> {
+    src: SymArray<T>,
+    dst: SymArray<T>,
+}
+
 /// Runs every case of one type and size; a failing case does not stop the others, so every
 /// PE makes the same collective calls (allocations, barriers) whatever fails where.
 fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
@@ -360,6 +457,14 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
         .chain([ReduceOp::PreMulSum(scale)])
         .filter(|op| op.supports::<T>())
         .collect();
+    // Every world PE allocates, members of the team or not (allocation is collective over
+    // all PEs), the same lengths (the team's size is the same everywhere). A refusal is the
+    // same on every PE (the heap is checked against the size every PE started with).
+    let len = ctx.n() * ctx.count;
+    let mut bufs = Bufs {
+        src: ctx.rt.alloc_zeroed::<T>(len)?,
+        dst: ctx.rt.alloc_zeroed::<T>(len)?,
+    };
     let mut first_error = None;
     let mut failed = 0;
     for (ci, coll) in COLLS.iter().enumerate() {
@@ -386,7 +491,23 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
                 let case = (ci * 100 + oi * 2 + in_place as usize) as u64;
                 let root = ctx.n() - 1; // the last team index: not world PE 0 in general
                 *cases += 1;
-                if let Err(e) = one_case::<T>(ctx, *coll, op, in_place, root, case) {
+                let (n, m) = (ctx.n(), ctx.count);
+                let (src_len, dst_len) = match coll {
+                    Coll::AllReduce | Coll::Reduce | Coll::Broadcast => (m, m),
+                    Coll::Fcollect | Coll::Gather => (m, n * m),
+                    Coll::Alltoall => (n * m, n * m),
+                    Coll::ReduceScatter | Coll::Scatter => (n * m, m),
+                };
+                let one = Case {
+                    coll: *coll,
+                    op,
+                    in_place,
+                    root,
+                    inputs: Inputs::new(ctx.seed, case, src_len, op),
+                    src_len,
+                    dst_len,
+                };
+                if let Err(e) = one_case::<T>(ctx, &mut bufs, one) {
                     failed += 1;
                     let what = format!(
                         "{coll:?} {}{}",
@@ -398,150 +519,213 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
             }
         }
     }
+    // The buffers are freed here (collectively, in the same order on every PE), after the
+    // last case's barrier and synchronize: no PE is still working on them.
+    drop(bufs);
     match first_error {
         None => Ok(()),
         Some(e) => Err(e.context(format!("{failed} cases failed, the first"))),
     }
 }
 
-/// One collective call checked end to end. Every world PE allocates (allocation is collective
-/// over all PEs); only the team's members call the collective.
-fn one_case<T: Element>(
-    ctx: &Ctx,
+/// One case of the matrix: the call and the lengths and inputs it runs with.
+struct Case<T> {
     coll: Coll,
     op: Option<ReduceOp>,
     in_place: bool,
     root: usize,
-    case: u64,
-) -> anyhow::Result<()> {
-    let (n, m) = (ctx.n(), ctx.count);
-    let (src_len, dst_len) = match coll {
-        Coll::AllReduce | Coll::Reduce | Coll::Broadcast => (m, m),
-        Coll::Fcollect | Coll::Gather => (m, n * m),
-        Coll::Alltoall => (n * m, n * m),
-        Coll::ReduceScatter | Coll::Scatter => (n * m, m),
-    };
-    // In-place forms use one buffer of the larger length; the input is where NCCL puts it.
-    let buf_len = src_len.max(dst_len);
-    let inputs: Vec<Vec<T>> = (0..n)
-        .map(|k| input::<T>(ctx, case, k, src_len, op))
-        .collect();
-    let rank = ctx.rank();
-    let mut src: SymArray<T> = ctx.rt.alloc_zeroed(if in_place { 0 } else { src_len })?;
-    let mut dst: SymArray<T> = ctx
-        .rt
-        .alloc_zeroed(if in_place { buf_len } else { dst_len })?;
-    let mut before = vec![poison::<T>(); dst.len()];
-    if let Some(r) = rank {
-        if in_place {
-            let at = match coll {
-                Coll::Fcollect | Coll::Gather => r * m,
-                _ => 0,
-            };
-            before[at..at + src_len].copy_from_slice(&inputs[r]);
-        } else {
-            src.copy_from_host(&inputs[r])?;
-        }
-    }
-    dst.copy_from_host(&before)?;
-
-    let outcome = match (ctx.team, rank) {
-        (Some(team), Some(r)) => run_and_check(
-            ctx, team, r, coll, op, in_place, root, &inputs, &mut src, &mut dst, &before,
-        ),
-        _ => Ok(()),
-    };
-    // Nobody frees (a collective) while a member may still be working on the buffers, and
-    // every PE gets here, whatever failed.
-    ctx.rt.barrier_all(ctx.stream)?;
-    ctx.stream.synchronize()?;
-    outcome
+    inputs: Inputs<T>,
+    /// Elements of each member's input (out of place, `src`'s length).
+    src_len: usize,
+    /// Elements of `dst` out of place.
+    dst_len: usize,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_and_check<T: Element>(
+impl<T> Case<T> {
+    /// Elements of the output buffer the call gets: in place, one buffer of the larger
+    /// length, holding the input where NCCL puts it.
+    fn out_len(&self) -> usize {
+        if self.in_place {
+            self.src_len.max(self.dst_len)
+        } else {
+            self.dst_len
+        }
+    }
+}
+
+/// What a member read back after its call, for the checks.
+struct Readback<T> {
+    /// This PE's input.
+    own: Vec<T>,
+    /// The output buffer as written before the call: poison, and in place the input.
+    before: Vec<T>,
+    /// The output buffer after the call.
+    got: Vec<T>,
+    /// `src` after the call (out of place), which must still be the input.
+    src_after: Option<Vec<T>>,
+}
+
+/// One collective call checked end to end, in the buffers `matrix` allocated. Only the
+/// team's members call the collective; every PE takes part in the two barriers.
+fn one_case<T: Element>(ctx: &Ctx, bufs: &mut Bufs<T>, case: Case<T>) -> anyhow::Result<()> {
+    let member = ctx.team.zip(ctx.rank());
+    let written = member.map(|(_, r)| write_inputs(ctx, r, bufs, &case));
+    // Every PE, whatever failed: no member's call may put into a peer's output before that
+    // peer has written its poison and input (the buffers are reused from case to case, and a
+    // PE may still be checking the last case while a faster one starts this one). A barrier
+    // on the stream: the host does not wait for it.
+    ctx.rt.barrier_all(ctx.stream)?;
+    let launched = match (member, written) {
+        (Some((team, _)), Some(Ok(w))) => Some(launch(ctx, team, bufs, &case, w)),
+        (_, Some(Err(e))) => Some(Err(e)),
+        _ => None,
+    };
+    // Every PE gets here, whatever failed. The barrier keeps the next case's writes to the
+    // buffers from racing with peers still working on this case's (the same buffers); the
+    // synchronize completes the copies back to the host.
+    ctx.rt.barrier_all(ctx.stream)?;
+    ctx.stream.synchronize()?;
+    match (member, launched) {
+        (Some((_, r)), Some(back)) => check(ctx, r, &case, &back?),
+        _ => Ok(()),
+    }
+}
+
+/// A member's input and the output buffer as it was written before the call.
+struct Written<T> {
+    own: Vec<T>,
+    /// Poison, and in place the input where NCCL puts it.
+    before: Vec<T>,
+}
+
+/// Queues on the stream, for member `r`, the writes of its input and of the poisoned output.
+fn write_inputs<T: Element>(
+    ctx: &Ctx,
+    r: usize,
+    bufs: &mut Bufs<T>,
+    case: &Case<T>,
+) -> anyhow::Result<Written<T>> {
+    let s = ctx.stream;
+    let (src_len, out_len) = (case.src_len, case.out_len());
+    let own = case.inputs.whole(r, src_len, ctx.threads);
+    let mut before = vec![poison::<T>(); out_len];
+    if case.in_place {
+        let at = match case.coll {
+            Coll::Fcollect | Coll::Gather => r * ctx.count,
+            _ => 0,
+        };
+        before[at..at + src_len].copy_from_slice(&own);
+    } else {
+        s.memcpy_htod(own.as_slice(), &mut bufs.src.view_mut(..src_len)?)?;
+    }
+    // From pageable memory: CUDA has staged the data when the call returns.
+    s.memcpy_htod(before.as_slice(), &mut bufs.dst.view_mut(..out_len)?)?;
+    Ok(Written { own, before })
+}
+
+/// Queues on the stream, for a member: the call, and the copies back of the output and (out
+/// of place) the input.
+fn launch<T: Element>(
     ctx: &Ctx,
     team: &Team,
+    bufs: &mut Bufs<T>,
+    case: &Case<T>,
+    written: Written<T>,
+) -> anyhow::Result<Readback<T>> {
+    let s = ctx.stream;
+    let (src_len, out_len) = (case.src_len, case.out_len());
+    let src = bufs.src.view(..src_len)?;
+    let mut dst = bufs.dst.view_mut(..out_len)?;
+    let root = case.root;
+    let op = case.op.unwrap_or(ReduceOp::Sum);
+    let cs: &CudaStream = s;
+    match (case.coll, case.in_place) {
+        (Coll::AllReduce, false) => team.all_reduce(&src, &mut dst, op, cs)?,
+        (Coll::AllReduce, true) => team.all_reduce_in_place(&mut dst, op, cs)?,
+        (Coll::Reduce, false) => team.reduce(root, &src, &mut dst, op, cs)?,
+        (Coll::Reduce, true) => team.reduce_in_place(root, &mut dst, op, cs)?,
+        (Coll::Broadcast, false) => team.broadcast(root, &src, &mut dst, cs)?,
+        (Coll::Broadcast, true) => team.broadcast_in_place(root, &mut dst, cs)?,
+        (Coll::Fcollect, false) => team.fcollect(&src, &mut dst, cs)?,
+        (Coll::Fcollect, true) => team.fcollect_in_place(&mut dst, cs)?,
+        (Coll::Alltoall, _) => team.alltoall(&src, &mut dst, cs)?,
+        (Coll::ReduceScatter, false) => team.reduce_scatter(&src, &mut dst, op, cs)?,
+        (Coll::ReduceScatter, true) => team.reduce_scatter_in_place(&mut dst, op, cs)?,
+        (Coll::Gather, false) => team.gather(root, &src, &mut dst, cs)?,
+        (Coll::Gather, true) => team.gather_in_place(root, &mut dst, cs)?,
+        (Coll::Scatter, false) => team.scatter(root, &src, &mut dst, cs)?,
+        (Coll::Scatter, true) => team.scatter_in_place(root, &mut dst, cs)?,
+    }
+    let mut got = vec![T::default(); out_len];
+    s.memcpy_dtoh(&dst, got.as_mut_slice())?;
+    let src_after = if case.in_place {
+        None
+    } else {
+        let mut v = vec![T::default(); src_len];
+        s.memcpy_dtoh(&src, v.as_mut_slice())?;
+        Some(v)
+    };
+    Ok(Readback {
+        own: written.own,
+        before: written.before,
+        got,
+        src_after,
+    })
+}
+
+/// Checks what member `r` read back (after the stream was synchronised).
+fn check<T: Element>(
+    ctx: &Ctx,
     r: usize,
-    coll: Coll,
-    op: Option<ReduceOp>,
-    in_place: bool,
-    root: usize,
-    inputs: &[Vec<T>],
-    src: &mut SymArray<T>,
-    dst: &mut SymArray<T>,
-    before: &[T],
+    case: &Case<T>,
+    back: &Readback<T>,
 ) -> anyhow::Result<()> {
-    let (n, m) = (ctx.n(), ctx.count);
-    {
-        let s: &CudaStream = ctx.stream;
-        let op = op.unwrap_or(ReduceOp::Sum);
-        match (coll, in_place) {
-            (Coll::AllReduce, false) => team.all_reduce(&*src, &mut *dst, op, s)?,
-            (Coll::AllReduce, true) => team.all_reduce_in_place(&mut *dst, op, s)?,
-            (Coll::Reduce, false) => team.reduce(root, &*src, &mut *dst, op, s)?,
-            (Coll::Reduce, true) => team.reduce_in_place(root, &mut *dst, op, s)?,
-            (Coll::Broadcast, false) => team.broadcast(root, &*src, &mut *dst, s)?,
-            (Coll::Broadcast, true) => team.broadcast_in_place(root, &mut *dst, s)?,
-            (Coll::Fcollect, false) => team.fcollect(&*src, &mut *dst, s)?,
-            (Coll::Fcollect, true) => team.fcollect_in_place(&mut *dst, s)?,
-            (Coll::Alltoall, _) => team.alltoall(&*src, &mut *dst, s)?,
-            (Coll::ReduceScatter, false) => team.reduce_scatter(&*src, &mut *dst, op, s)?,
-            (Coll::ReduceScatter, true) => team.reduce_scatter_in_place(&mut *dst, op, s)?,
-            (Coll::Gather, false) => team.gather(root, &*src, &mut *dst, s)?,
-            (Coll::Gather, true) => team.gather_in_place(root, &mut *dst, s)?,
-            (Coll::Scatter, false) => team.scatter(root, &*src, &mut *dst, s)?,
-            (Coll::Scatter, true) => team.scatter_in_place(root, &mut *dst, s)?,
-        }
-        ctx.stream.synchronize()?;
-        let got = dst.to_vec()?;
-        let untouched = as_f64(before);
-        // The region of `dst` the call defines, and what it must hold.
-        let (at, want): (usize, Vec<f64>) = match coll {
-            Coll::AllReduce => (0, reduce_ref(inputs, op)),
-            Coll::Reduce if r == root => (0, reduce_ref(inputs, op)),
-            Coll::Reduce => (0, untouched.clone()),
-            Coll::Broadcast => (0, as_f64(&inputs[root])),
-            Coll::Fcollect => (0, inputs.iter().flat_map(|v| as_f64(v)).collect()),
-            Coll::Gather if r == root => (0, inputs.iter().flat_map(|v| as_f64(v)).collect()),
-            Coll::Gather => (0, untouched.clone()),
-            Coll::Alltoall => (
-                0,
-                inputs
-                    .iter()
-                    .flat_map(|v| as_f64(&v[r * m..(r + 1) * m]))
-                    .collect(),
-            ),
-            Coll::ReduceScatter => {
-                let blocks: Vec<Vec<T>> = inputs
-                    .iter()
-                    .map(|v| v[r * m..(r + 1) * m].to_vec())
-                    .collect();
-                (if in_place { r * m } else { 0 }, reduce_ref(&blocks, op))
-            }
-            Coll::Scatter => (
-                if in_place { r * m } else { 0 },
-                as_f64(&inputs[root][r * m..(r + 1) * m]),
-            ),
+    let (n, m, threads) = (ctx.n(), ctx.count, ctx.threads);
+    let (root, inputs) = (case.root, case.inputs);
+    let op = case.op.unwrap_or(ReduceOp::Sum);
+    let got = &back.got;
+    let root_only = matches!(case.coll, Coll::Reduce | Coll::Gather) && r != root;
+    if root_only {
+        // Left untouched: the very bytes written before.
+        ensure!(
+            bytemuck::cast_slice::<T, u8>(got) == bytemuck::cast_slice::<T, u8>(&back.before),
+            "a non-root output was written"
+        );
+    } else {
+        // The region of the output the call defines: where it starts and how long it is.
+        let at = match case.coll {
+            Coll::ReduceScatter | Coll::Scatter if case.in_place => r * m,
+            _ => 0,
         };
-        let region = &got[at..at + want.len()];
-        let root_only = matches!(coll, Coll::Reduce | Coll::Gather) && r != root;
-        if root_only {
-            // Left untouched: the very bytes written before.
-            ensure!(
-                bytemuck::cast_slice::<T, u8>(&got) == bytemuck::cast_slice::<T, u8>(before),
-                "a non-root output was written"
+        let len = match case.coll {
+            Coll::Fcollect | Coll::Gather | Coll::Alltoall => n * m,
+            _ => m,
+        };
+        let Some(region) = got.get(at..at + len) else {
+            bail!(
+                "the output has {} elements, the result needs {}..{}",
+                got.len(),
+                at,
+                at + len
             );
-        } else {
-            compare::<T>("result", region, &want, n)?;
-        }
-        if !in_place {
-            ensure!(
-                bytemuck::cast_slice::<T, u8>(&src.to_vec()?)
-                    == bytemuck::cast_slice::<T, u8>(&inputs[r]),
-                "the input was changed"
-            );
-        }
+        };
+        let cmp =
+            |want: &(dyn Fn(usize) -> f64 + Sync)| compare::<T>("result", region, want, n, threads);
+        match case.coll {
+            Coll::AllReduce | Coll::Reduce => cmp(&|i| reduce_at(op, n, |k| inputs.f(k, i))),
+            Coll::Broadcast => cmp(&|i| inputs.f(root, i)),
+            Coll::Fcollect | Coll::Gather => cmp(&|i| inputs.f(i / m, i % m)),
+            // Block k of the result is block r of member k's input.
+            Coll::Alltoall => cmp(&|i| inputs.f(i / m, r * m + i % m)),
+            Coll::ReduceScatter => cmp(&|i| reduce_at(op, n, |k| inputs.f(k, r * m + i))),
+            Coll::Scatter => cmp(&|i| inputs.f(root, r * m + i)),
+        }?;
+    }
+    if let Some(src_after) = &back.src_after {
+        ensure!(
+            bytemuck::cast_slice::<T, u8>(src_after) == bytemuck::cast_slice::<T, u8>(&back.own),
+            "the input was changed"
+        );
     }
     Ok(())
 }
@@ -813,4 +997,49 @@ fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> any
     world.all_reduce(&a, &mut b, ReduceOp::Sum, s)?;
     s.synchronize()?;
     Ok(())
+}
+
+/// The matrix's host-side helpers, without a GPU: the parallel fill and search agree with a
+/// plain loop (the first mismatch is the first of the whole slice, across chunks), inputs
+/// depend on their indices alone, and `compare` and `reduce_at` give what they should.
+#[test]
+fn matrix_host_helpers() {
+    let len = 5 * MIN_CHUNK + 7;
+    let mut v = vec![0usize; len];
+    par_fill(&mut v, 4, |i| i * 3);
+    assert!(v.iter().enumerate().all(|(i, &x)| x == i * 3));
+    for bad in [0, MIN_CHUNK - 1, MIN_CHUNK, 3 * MIN_CHUNK + 5, len - 1] {
+        let found = par_find(len, 4, |i| i >= bad && i % 2 == bad % 2);
+        assert_eq!(found, Some(bad));
+    }
+    assert_eq!(par_find(len, 4, |_| false), None);
+
+    let inputs = Inputs::<half::bf16>::new(1, 2, len, Some(ReduceOp::Sum));
+    let whole = inputs.whole(3, len, 4);
+    assert!(whole.iter().enumerate().all(|(i, &x)| x == inputs.at(3, i)));
+    assert_eq!(inputs.whole(3, len, 1), whole);
+    assert_ne!(inputs.whole(2, 100, 1), whole[..100]);
+    let other_case = Inputs::<half::bf16>::new(1, 3, len, Some(ReduceOp::Sum));
+    assert_ne!(other_case.whole(3, 100, 1), whole[..100]);
+
+    let got: Vec<i32> = (0..len as i32).collect();
+    compare::<i32>("result", &got, |i| i as f64, 1, 4).unwrap();
+    let first = 2 * MIN_CHUNK + 1;
+    let e = compare::<i32>(
+        "result",
+        &got,
+        |i| if i >= first { -1.0 } else { i as f64 },
+        1,
+        4,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains(&format!("element {first} is")),
+        "{e}"
+    );
+
+    assert_eq!(reduce_at(ReduceOp::Avg, 4, |k| k as f64), 1.5);
+    assert_eq!(reduce_at(ReduceOp::Xor, 3, |k| (k + 1) as f64), 0.0);
+    assert_eq!(reduce_at(ReduceOp::PreMulSum(2.0), 3, |k| k as f64), 6.0);
+    assert_eq!(reduce_at(ReduceOp::Min, 3, |k| k as f64 - 1.0), -1.0);
 }
