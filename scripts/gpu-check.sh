@@ -8,7 +8,7 @@
 #                                         programs with 1 and 2 PEs under every launcher that can
 #                                         start there and prints a summary last. SUITES default to
 #                                         "foundation"; others: examples, collectives,
-#                                         perf, perfgraph. Each of collectives, perf and
+#                                         perf, perfgraph, perfiso. Each of collectives, perf and
 #                                         perfgraph needs most of one 10-minute call.
 #
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs. NVLink multicast stays off
@@ -119,6 +119,19 @@ examples() {
   case_ hello-mpirun-1pe pass mpi 1 .gpu/bin/hello
   case_ host-overhead-2pe pass mpi 2 .gpu/bin/host_overhead
   grep -h "host time\|  " "$out/host-overhead-2pe.log" | head -5
+}
+
+# Why small all-reduce/all-gather/NCCL-barrier times exceed the anchors (host-bound, see
+# results/perf-2xH200/README.md): the same points with each implementation alone in its
+# process, and with the anchors' 500 iterations.
+perfiso() {
+  local w=/opt/torch/.venv/lib/python3.12/site-packages args=(all_reduce fcollect barrier broadcast -b 8 -e 64K -f 8 -n 500 -w 20 --reps 5 -c 1 -C 1 --no-progress)
+  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=1G
+  local impl
+  for impl in nccl nvshmem nvshmem-rs nvshmem-rs,nvshmem,nccl; do
+    case_ "perfiso-${impl//,/+}" pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE .gpu/bin/nvshmem-perf "${args[@]}" --impl "$impl"
+    grep -E '^ +8 |^ +0 ' "$out/perfiso-${impl//,/+}.log" | head -8
+  done
 }
 
 # nvshmem-perf over every collective, 8 B to 256 MiB; `perf` in stream mode, `perfgraph` in
