@@ -125,7 +125,7 @@ examples() {
 # results/perf-2xH200/README.md): the same points with each implementation alone in its
 # process, and with the anchors' 500 iterations.
 perfiso() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages args=(all_reduce fcollect barrier broadcast -b 8 -e 64K -f 8 -n 500 -w 20 --reps 5 -c 1 -C 1 --no-progress)
+  local w=/opt/torch/.venv/lib/python3.12/site-packages args=(all-reduce fcollect barrier broadcast -b 8 -e 64K -f 8 -n 500 -w 20 --reps 5 -c 1 -C 1 --no-progress)
   export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=1G
   local impl
   for impl in nccl nvshmem nvshmem-rs nvshmem-rs,nvshmem,nccl; do
