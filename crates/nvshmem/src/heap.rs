@@ -36,13 +36,20 @@ pub struct SymArray<T: Element> {
     /// Device address of element 0; 0 for an empty array, which owns no allocation.
     ptr: CUdeviceptr,
     len: usize,
+    /// The shape given by [`SymArray::with_shape`]; `None`: 1-D of `len`. Boxed so an
+    /// unshaped array carries one null word, and shaped calls compare slices, never allocate.
+    shape: Option<Box<[usize]>>,
     _t: std::marker::PhantomData<T>,
 }
 
 // A SymArray owns device memory, reached only through the runtime's context.
 impl<T: Element> std::fmt::Debug for SymArray<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SymArray<{}>[{}] @ {:#x}", T::NAME, self.len, self.ptr)
+        write!(f, "SymArray<{}>[{}] @ {:#x}", T::NAME, self.len, self.ptr)?;
+        match &self.shape {
+            Some(shape) => write!(f, " shape {shape:?}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -91,6 +98,7 @@ impl Runtime {
                 rt: self.clone(),
                 ptr: 0,
                 len: 0,
+                shape: None,
                 _t: std::marker::PhantomData,
             });
         }
@@ -127,6 +135,7 @@ impl Runtime {
             rt: self.clone(),
             ptr: ptr as CUdeviceptr,
             len,
+            shape: None,
             _t: std::marker::PhantomData,
         })
     }
@@ -153,12 +162,89 @@ impl<T: Element> SymArray<T> {
         &self.rt
     }
 
+    /// This array with a shape: `shape` (row-major, leading dimension first) has at least
+    /// one dimension and exactly `len()` elements (so a zero dimension fits only an empty
+    /// array). The memory is untouched: the shape is this handle's metadata, which the
+    /// collectives check as TensorRT's DistCollective does (the module docs of
+    /// [`crate::collective`], "Shapes"). Give every PE the same shape, as the same length.
+    ///
+    /// A wrong shape is [`Error::InvalidArgument`] naming the shape and the lengths. The
+    /// array is then dropped, which frees it collectively: where a shape might be refused
+    /// on some PEs only, use [`SymArray::reshape`], which keeps the array.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let a = rt.alloc_zeroed::<f32>(12)?.with_shape(&[4, 3])?;
+    /// assert_eq!(a.shape(), &[4, 3]);
+    /// let e = rt.alloc_zeroed::<f32>(12)?.with_shape(&[5, 3]).unwrap_err();
+    /// assert_eq!(e.to_string(), "with_shape: invalid shape: [5, 3] has 15 elements but the array has 12");
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn with_shape(mut self, shape: &[usize]) -> Result<Self> {
+        self.set_shape("with_shape", shape)?;
+        Ok(self)
+    }
+
+    /// Gives this array the shape `shape`, under the rules of [`SymArray::with_shape`]; on
+    /// error the array keeps the shape it had.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let mut a = rt.alloc_zeroed::<u8>(24)?;
+    /// a.reshape(&[2, 3, 4])?;
+    /// assert_eq!(a.shape(), &[2, 3, 4]);
+    /// assert!(a.reshape(&[0, 24]).is_err());
+    /// assert_eq!(a.shape(), &[2, 3, 4]);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn reshape(&mut self, shape: &[usize]) -> Result<()> {
+        self.set_shape("reshape", shape)
+    }
+
+    /// Removes the shape: the array is again a plain run of `len()` elements, whose
+    /// collectives check element counts only.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?; use nvshmem::SymBuffer;
+    /// let mut a = rt.alloc_zeroed::<i32>(6)?.with_shape(&[2, 3])?;
+    /// a.clear_shape();
+    /// assert_eq!(a.shape(), &[6]);
+    /// assert_eq!(a.sym_shape(), None);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn clear_shape(&mut self) {
+        self.shape = None;
+    }
+
+    /// The shape: the one given by [`SymArray::with_shape`] or [`SymArray::reshape`], else
+    /// `[len()]`. ([`SymBuffer::sym_shape`] tells the two apart.)
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let a = rt.alloc_zeroed::<f64>(8)?;
+    /// assert_eq!(a.shape(), &[8]);
+    /// assert_eq!(a.with_shape(&[2, 4])?.shape(), &[2, 4]);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn shape(&self) -> &[usize] {
+        self.shape
+            .as_deref()
+            .unwrap_or(std::slice::from_ref(&self.len))
+    }
+
+    fn set_shape(&mut self, call: &'static str, shape: &[usize]) -> Result<()> {
+        check_shape(call, shape, self.len)?;
+        self.shape = Some(shape.into());
+        Ok(())
+    }
+
     /// The device address of element 0 on this PE (0 for an empty array).
     pub fn device_ptr_raw(&self) -> CUdeviceptr {
         self.ptr
     }
 
-    /// A read-only view of `range`, keeping its symmetric address.
+    /// A read-only view of `range`, keeping its symmetric address. A view is 1-D: it
+    /// carries no shape, even of a shaped array (a range need not be whole rows).
     pub fn view(&self, range: impl RangeBounds<usize>) -> Result<SymView<'_, T>> {
         let (offset, len) = self.checked_range(range)?;
         Ok(SymView {
@@ -168,7 +254,7 @@ impl<T: Element> SymArray<T> {
         })
     }
 
-    /// A writable view of `range`, keeping its symmetric address.
+    /// A writable view of `range`, keeping its symmetric address; 1-D, as [`SymArray::view`].
     pub fn view_mut(&mut self, range: impl RangeBounds<usize>) -> Result<SymViewMut<'_, T>> {
         let (offset, len) = self.checked_range(range)?;
         let ptr = self.elem_ptr(offset);
@@ -275,6 +361,38 @@ impl<T: Element> SymArray<T> {
     }
 }
 
+/// A shape for `len` elements: at least one dimension, product (overflow-checked) `len`.
+fn check_shape(call: &'static str, shape: &[usize], len: usize) -> Result<()> {
+    if shape.is_empty() {
+        return Err(Error::arg(
+            call,
+            "shape",
+            format_args!(
+                "[] has no dimensions; a shape needs at least one (the array has {len} elements)"
+            ),
+        ));
+    }
+    // A zero dimension makes the product 0 whatever the others, even ones that overflow.
+    let product = if shape.contains(&0) {
+        Some(0)
+    } else {
+        shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+    };
+    match product {
+        Some(n) if n == len => Ok(()),
+        Some(n) => Err(Error::arg(
+            call,
+            "shape",
+            format_args!("{shape:?} has {n} elements but the array has {len}"),
+        )),
+        None => Err(Error::arg(
+            call,
+            "shape",
+            format_args!("{shape:?} has more elements than a usize counts (the array has {len})"),
+        )),
+    }
+}
+
 pub(crate) fn check_len(
     call: &'static str,
     arg: &'static str,
@@ -355,13 +473,30 @@ pub trait SymBuffer<T: Element>: sealed::Sealed {
     fn sym_len(&self) -> usize;
     /// The runtime the memory belongs to.
     fn sym_runtime(&self) -> &Runtime;
+    /// The shape, if the memory carries one: a [`SymArray`] given one by
+    /// [`SymArray::with_shape`] or [`SymArray::reshape`]. `None` (the default, and always for
+    /// views) means a plain run of [`SymBuffer::sym_len`] elements, checked by count only.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// use nvshmem::SymBuffer;
+    /// let a = rt.alloc_zeroed::<f32>(6)?;
+    /// assert_eq!(a.sym_shape(), None);
+    /// let a = a.with_shape(&[3, 2])?;
+    /// assert_eq!(a.sym_shape(), Some(&[3, 2][..]));
+    /// assert_eq!(a.view(..)?.sym_shape(), None);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    fn sym_shape(&self) -> Option<&[usize]> {
+        None
+    }
 }
 
 /// Writable symmetric memory.
 pub trait SymBufferMut<T: Element>: SymBuffer<T> {}
 
 macro_rules! sym_buffer {
-    ($ty:ty) => {
+    ($ty:ty $(, $shape:ident)?) => {
         impl<T: Element> sealed::Sealed for $ty {}
         impl<T: Element> SymBuffer<T> for $ty {
             fn sym_ptr(&self) -> CUdeviceptr {
@@ -373,6 +508,11 @@ macro_rules! sym_buffer {
             fn sym_runtime(&self) -> &Runtime {
                 self.runtime()
             }
+            $(
+                fn sym_shape(&self) -> Option<&[usize]> {
+                    self.$shape.as_deref()
+                }
+            )?
         }
         impl<T: Element> DeviceSlice<T> for $ty {
             fn len(&self) -> usize {
@@ -389,7 +529,7 @@ macro_rules! sym_buffer {
         }
     };
 }
-sym_buffer!(SymArray<T>);
+sym_buffer!(SymArray<T>, shape);
 sym_buffer!(SymView<'_, T>);
 sym_buffer!(SymViewMut<'_, T>);
 
@@ -446,3 +586,51 @@ kernel_arg!(
     &'b SymView<'c, T>,
     &'b mut SymViewMut<'c, T>
 );
+
+#[cfg(test)]
+mod tests {
+    use super::check_shape;
+
+    fn err(shape: &[usize], len: usize) -> String {
+        check_shape("reshape", shape, len).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn shape_must_hold_exactly_len_elements() {
+        assert!(check_shape("reshape", &[4, 3], 12).is_ok());
+        assert!(check_shape("reshape", &[12], 12).is_ok());
+        assert!(check_shape("reshape", &[1, 12, 1], 12).is_ok());
+        assert_eq!(
+            err(&[5, 3], 12),
+            "reshape: invalid shape: [5, 3] has 15 elements but the array has 12"
+        );
+    }
+
+    #[test]
+    fn zero_dimensions_fit_only_empty_arrays() {
+        assert!(check_shape("reshape", &[0], 0).is_ok());
+        assert!(check_shape("reshape", &[0, 7], 0).is_ok());
+        // The zero wins over dimensions whose product would overflow.
+        assert!(check_shape("reshape", &[usize::MAX, usize::MAX, 0], 0).is_ok());
+        assert_eq!(
+            err(&[0, 4], 4),
+            "reshape: invalid shape: [0, 4] has 0 elements but the array has 4"
+        );
+        assert!(check_shape("reshape", &[2, 3], 0).is_err());
+    }
+
+    #[test]
+    fn empty_and_overflowing_shapes_are_refused() {
+        assert_eq!(
+            err(&[], 1),
+            "reshape: invalid shape: [] has no dimensions; a shape needs at least one (the array has 1 elements)"
+        );
+        assert_eq!(
+            err(&[usize::MAX, 2], 8),
+            format!(
+                "reshape: invalid shape: [{}, 2] has more elements than a usize counts (the array has 8)",
+                usize::MAX
+            )
+        );
+    }
+}

@@ -7,6 +7,8 @@
 //! and scatter); any other overlap is refused.
 use crate::{Error, Result};
 
+pub(crate) mod shape;
+
 /// A run of `len` elements of `elem` bytes at device address `ptr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Span {

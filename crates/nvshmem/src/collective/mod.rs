@@ -4,7 +4,8 @@
 //! symmetric inputs ([`SymBuffer`]), symmetric outputs ([`SymBufferMut`]) and a cudarc
 //! [`CudaStream`]. It is *queued* on the stream, like a kernel launch: the call returns at
 //! once, nothing synchronises, and it can be captured into a CUDA graph. Every PE of the team
-//! must make the same call, with arrays of the same lengths, in the same order.
+//! must make the same call, with arrays of the same lengths (and shapes), in the
+//! same order.
 //!
 //! Every argument is checked before anything is queued; a bad one is an [`Error`] naming the
 //! argument and the numbers, and leaves the stream untouched (so a PE that gets an error must
@@ -56,6 +57,46 @@
 //!
 //! Calls that use the scratch share it: do not run two at once on different streams.
 //!
+//! # Shapes
+//!
+//! A [`SymArray`](crate::SymArray) may carry a shape ([`SymArray::with_shape`](crate::SymArray::with_shape)),
+//! and the collectives then check it as TensorRT's DistCollective does, before anything is
+//! queued. With `src` of shape `[d0, d1, ..]` and a team of `n` PEs:
+//!
+//! | call | `dst` | `d0` |
+//! |---|---|---|
+//! | [`Team::all_reduce`], [`Team::reduce`], [`Team::broadcast`] | `[d0, d1, ..]` | any |
+//! | [`Team::fcollect`], [`Team::gather`] | `[n * d0, d1, ..]` (concatenated along the leading dimension) | any |
+//! | [`Team::reduce_scatter`], [`Team::scatter`] | `[d0 / n, d1, ..]` (split along the leading dimension) | a multiple of `n` |
+//! | [`Team::alltoall`] | `[d0, d1, ..]` | a multiple of `n` |
+//!
+//! The in-place forms of fcollect, gather, reduce-scatter and scatter need their buffer's
+//! leading dimension to be a multiple of `n` (one block of whole rows per PE). A broken rule
+//! is [`Error::InvalidArgument`] naming the argument, the shapes and the team size.
+//!
+//! Where only one buffer carries a shape, the other is a flat run: the element counts are
+//! checked as for unshaped arrays, and the shaped buffer keeps only its own rule (a leading
+//! dimension that divides by `n` where the call cuts it into one block per PE: `dst` of
+//! fcollect and gather, `src` of reduce-scatter and scatter, either of alltoall). Views
+//! carry no shape. Without shapes nothing changes: only element counts are checked. Every
+//! PE must give its arrays the same shapes, as it gives them the same lengths.
+//!
+//! ```no_run
+//! # use nvshmem::Runtime;
+//! # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
+//! let n = team.n_pes();
+//! let src = rt.alloc_zeroed::<f32>(2 * 3)?.with_shape(&[2, 3])?;
+//! let mut dst = rt.alloc_zeroed::<f32>(n * 2 * 3)?.with_shape(&[n * 2, 3])?;
+//! team.fcollect(&src, &mut dst, &stream)?;
+//! // Three rows do not split over two PEs:
+//! let rows = rt.alloc_zeroed::<f32>(3 * 4)?.with_shape(&[3, 4])?;
+//! if n == 2 {
+//!     let mut out = rt.alloc_zeroed::<f32>(6)?;
+//!     assert!(team.reduce_scatter(&rows, &mut out, nvshmem::ReduceOp::Sum, &stream).is_err());
+//! }
+//! # Ok::<(), nvshmem::Error>(())
+//! ```
+//!
 //! ```no_run
 //! use nvshmem::{ReduceOp, Runtime};
 //! let rt = Runtime::init()?;
@@ -81,7 +122,7 @@ pub(crate) use table::NvshmemTyped;
 use cudarc::driver::{sys::CUstream, CudaStream};
 
 use crate::{Element, Error, Result, Runtime, SymBuffer, SymBufferMut, Team};
-use check::Span;
+use check::{shape::Rule, Span};
 
 fn span<T: Element>(b: &impl SymBuffer<T>) -> Span {
     Span::new(b.sym_ptr(), b.sym_len(), std::mem::size_of::<T>())
@@ -129,14 +170,17 @@ impl Team {
         Ok((me, cu))
     }
 
+    /// Both buffers of this runtime, and their shapes (if any) related by `rule`.
     fn check_buffers<T: Element>(
         &self,
         call: &'static str,
+        rule: Rule,
         src: &impl SymBuffer<T>,
         dst: &impl SymBuffer<T>,
     ) -> Result<()> {
         self.rt.check_same(call, "src", src.sym_runtime())?;
-        self.rt.check_same(call, "dst", dst.sym_runtime())
+        self.rt.check_same(call, "dst", dst.sym_runtime())?;
+        check::shape::pair(call, rule, self.n_pes, src.sym_shape(), dst.sym_shape())
     }
 
     /// All-reduce: every PE's `dst` gets the element-wise reduction of all PEs' `src`
@@ -163,7 +207,7 @@ impl Team {
         op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("all_reduce", src, dst)?;
+        self.check_buffers("all_reduce", Rule::Same, src, dst)?;
         self.all_reduce_spans::<T>("all_reduce", span(src), span(dst), op, stream)
     }
 
@@ -220,7 +264,7 @@ impl Team {
         op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("reduce", src, dst)?;
+        self.check_buffers("reduce", Rule::Same, src, dst)?;
         self.reduce_spans::<T>("reduce", root, span(src), span(dst), op, stream)
     }
 
@@ -267,7 +311,7 @@ impl Team {
         dst: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("broadcast", src, dst)?;
+        self.check_buffers("broadcast", Rule::Same, src, dst)?;
         self.broadcast_spans("broadcast", root, span(src), span(dst), stream)
     }
 
@@ -309,7 +353,7 @@ impl Team {
         dst: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("fcollect", src, dst)?;
+        self.check_buffers("fcollect", Rule::Concat, src, dst)?;
         self.fcollect_spans("fcollect", span(src), span(dst), stream)
     }
 
@@ -330,7 +374,7 @@ impl Team {
     ) -> Result<()> {
         const CALL: &str = "fcollect_in_place";
         self.rt.check_same(CALL, "buf", buf.sym_runtime())?;
-        let (me, count) = self.own_block(CALL, span(buf))?;
+        let (me, count) = self.own_block(CALL, span(buf), buf.sym_shape())?;
         let all = span(buf);
         let mine = Span::new(all.at(me * count), count, all.elem);
         self.fcollect_spans(CALL, mine, all, stream)
@@ -354,7 +398,7 @@ impl Team {
         dst: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("alltoall", src, dst)?;
+        self.check_buffers("alltoall", Rule::Exchange, src, dst)?;
         self.alltoall_spans("alltoall", span(src), span(dst), stream)
     }
 
@@ -382,7 +426,7 @@ impl Team {
         op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("reduce_scatter", src, dst)?;
+        self.check_buffers("reduce_scatter", Rule::Split, src, dst)?;
         self.reduce_scatter_spans::<T>("reduce_scatter", span(src), span(dst), op, stream)
     }
 
@@ -406,7 +450,7 @@ impl Team {
     ) -> Result<()> {
         const CALL: &str = "reduce_scatter_in_place";
         self.rt.check_same(CALL, "buf", buf.sym_runtime())?;
-        let (me, count) = self.own_block(CALL, span(buf))?;
+        let (me, count) = self.own_block(CALL, span(buf), buf.sym_shape())?;
         let all = span(buf);
         let mine = Span::new(all.at(me * count), count, all.elem);
         self.reduce_scatter_spans::<T>(CALL, all, mine, op, stream)
@@ -431,7 +475,7 @@ impl Team {
         dst: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("gather", src, dst)?;
+        self.check_buffers("gather", Rule::Concat, src, dst)?;
         self.gather_spans("gather", root, span(src), span(dst), stream)
     }
 
@@ -453,7 +497,7 @@ impl Team {
     ) -> Result<()> {
         const CALL: &str = "gather_in_place";
         self.rt.check_same(CALL, "buf", buf.sym_runtime())?;
-        let (me, count) = self.own_block(CALL, span(buf))?;
+        let (me, count) = self.own_block(CALL, span(buf), buf.sym_shape())?;
         let all = span(buf);
         let mine = Span::new(all.at(me * count), count, all.elem);
         // Every PE's input is its own block: on the root that is the in-place block; on the
@@ -479,7 +523,7 @@ impl Team {
         dst: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("scatter", src, dst)?;
+        self.check_buffers("scatter", Rule::Split, src, dst)?;
         self.scatter_spans("scatter", root, span(src), span(dst), stream)
     }
 
@@ -501,14 +545,21 @@ impl Team {
     ) -> Result<()> {
         const CALL: &str = "scatter_in_place";
         self.rt.check_same(CALL, "buf", buf.sym_runtime())?;
-        let (me, count) = self.own_block(CALL, span(buf))?;
+        let (me, count) = self.own_block(CALL, span(buf), buf.sym_shape())?;
         let all = span(buf);
         let mine = Span::new(all.at(me * count), count, all.elem);
         self.scatter_spans(CALL, root, all, mine, stream)
     }
 
-    /// This PE's index and the block length of a buffer split into one block per PE.
-    fn own_block(&self, call: &'static str, all: Span) -> Result<(usize, usize)> {
+    /// This PE's index and the block length of a buffer split into one block per PE (of
+    /// whole rows, if it carries a shape).
+    fn own_block(
+        &self,
+        call: &'static str,
+        all: Span,
+        shape: Option<&[usize]>,
+    ) -> Result<(usize, usize)> {
+        check::shape::blocks(call, "buf", self.n_pes, shape)?;
         let me = self.require_member(call)?;
         if all.len.checked_rem(self.n_pes) != Some(0) {
             return Err(Error::arg(
