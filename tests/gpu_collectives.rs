@@ -993,6 +993,32 @@ fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> any
         Err(Error::Unsupported { .. }) => {}
         other => bail!("prod on f8e4m3: expected Unsupported, got {other:?}"),
     }
+    // Shapes (TensorRT DistCollective's rules): rows are never cut between PEs.
+    if n > 1 {
+        let rows = 2 * n + 1; // not a multiple of the team size
+        let shaped = rt.alloc_zeroed::<f32>(rows * 4)?.with_shape(&[rows, 4])?;
+        let mut out = rt.alloc_zeroed::<f32>(4)?.with_shape(&[1, 4])?;
+        invalid(
+            world.reduce_scatter(&shaped, &mut out, ReduceOp::Sum, s),
+            "reduce_scatter splits rows",
+        )?;
+        invalid(
+            world.scatter(0, &shaped, &mut out, s),
+            "scatter splits rows",
+        )?;
+        let mut shaped_buf = rt.alloc_zeroed::<f32>(rows * 4)?.with_shape(&[rows, 4])?;
+        invalid(
+            world.fcollect_in_place(&mut shaped_buf, s),
+            "fcollect in place splits rows",
+        )?;
+        let two_rows = rt.alloc_zeroed::<f32>(6)?.with_shape(&[2, 3])?;
+        let mut wrong_rows = rt.alloc_zeroed::<f32>(3 * n * 2)?.with_shape(&[2 * n, 3])?;
+        wrong_rows.reshape(&[n, 6])?;
+        invalid(
+            world.fcollect(&two_rows, &mut wrong_rows, s),
+            "fcollect trailing dims",
+        )?;
+    }
     rt.barrier_all(s)?;
     world.all_reduce(&a, &mut b, ReduceOp::Sum, s)?;
     s.synchronize()?;
