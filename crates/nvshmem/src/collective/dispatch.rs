@@ -8,7 +8,8 @@
 //! member's input through peer-mapped memory between two team barriers. Every step is queued
 //! on the caller's stream and nothing synchronises the host, so graph capture keeps working.
 //! Everything that can fail (arguments, scratch, peer access, kernel compilation) is checked
-//! before the first step is queued.
+//! before the first step is queued; what can still fail after it (a kernel launch between
+//! the peer kernels' barriers) still queues the closing barrier, so no PE waits for another.
 use std::os::raw::c_int;
 
 use cudarc::driver::{sys::CUstream, CudaStream};
@@ -125,6 +126,20 @@ const REDUCESCATTER: &str = "nvshmemx_<T>_<op>_reducescatter_on_stream";
 /// `dst` and `src` hold `bytes` on this device and do not overlap; `cu` is live and current.
 unsafe fn copy(dst: u64, src: u64, bytes: usize, cu: CUstream, what: &'static str) -> Result<()> {
     cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, cu).map_err(Error::cuda(what))
+}
+
+/// Runs `body` between two `barrier`s, queuing the closing one even when `body` fails: a
+/// step that fails on some PEs only (a launch error; in a rooted reduce the root alone
+/// launches) must not leave the others waiting in the closing barrier for it. The body's
+/// error, if any, is returned after the closing barrier is queued.
+fn between_barriers(
+    mut barrier: impl FnMut() -> Result<()>,
+    body: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    barrier()?;
+    let done = body();
+    let closed = barrier();
+    done.and(closed)
 }
 
 /// Peer addresses of one team, in team-index order, for the peer kernels.
@@ -257,9 +272,10 @@ impl Team {
                 let out = if in_place { scratch } else { dst.ptr };
                 // The first barrier: every member's input is written; the second: nobody
                 // reads an input any more, so it may be overwritten.
-                self.barrier_on(cu)?;
-                kernels::launch_reduce_peers(stream, kop, t, peers.get(), out, len, s)?;
-                self.barrier_on(cu)?;
+                between_barriers(
+                    || self.barrier_on(cu),
+                    || kernels::launch_reduce_peers(stream, kop, t, peers.get(), out, len, s),
+                )?;
                 if in_place {
                     // SAFETY: the scratch holds `bytes` (reserved, checked), dst too; the
                     // scratch is not reachable as a SymBuffer, so they are disjoint.
@@ -354,11 +370,15 @@ impl Team {
                 // element is read before it is written, and no other PE reads the root's
                 // dst); the barriers as in all-reduce.
                 let peers = self.peers(call, src.ptr, 0)?;
-                self.barrier_on(cu)?;
-                if me == root {
-                    kernels::launch_reduce_peers(stream, kop, t, peers.get(), dst.ptr, len, s)?;
-                }
-                self.barrier_on(cu)
+                between_barriers(
+                    || self.barrier_on(cu),
+                    || {
+                        if me != root {
+                            return Ok(());
+                        }
+                        kernels::launch_reduce_peers(stream, kop, t, peers.get(), dst.ptr, len, s)
+                    },
+                )
             }
         }
     }
@@ -490,9 +510,10 @@ impl Team {
                 // PE's block of its own src, which no other PE reads: no race.
                 let block = (me * count * src.elem) as u64;
                 let peers = self.peers(call, src.ptr, block)?;
-                self.barrier_on(cu)?;
-                kernels::launch_reduce_peers(stream, kop, t, peers.get(), dst.ptr, count, s)?;
-                self.barrier_on(cu)
+                between_barriers(
+                    || self.barrier_on(cu),
+                    || kernels::launch_reduce_peers(stream, kop, t, peers.get(), dst.ptr, count, s),
+                )
             }
         }
     }
@@ -596,5 +617,60 @@ impl Team {
                 (lib.nvshmemx_team_sync_on_stream)(self.handle, cu)
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// The steps one PE queues: "B" a barrier, "K" the body.
+    fn run(body_fails: bool) -> (Vec<&'static str>, Result<()>) {
+        let log = RefCell::new(Vec::new());
+        let r = between_barriers(
+            || {
+                log.borrow_mut().push("B");
+                Ok(())
+            },
+            || {
+                log.borrow_mut().push("K");
+                if body_fails {
+                    Err(Error::arg("reduce", "op", "launch failed"))
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        (log.into_inner(), r)
+    }
+
+    #[test]
+    fn closing_barrier_is_queued_even_when_the_body_fails() {
+        // A PE whose launch fails (the root of an fp8 reduce is the only one launching) still
+        // makes both barriers, as the PEs that succeed do, and reports the failure.
+        let (ok_steps, ok) = run(false);
+        let (bad_steps, bad) = run(true);
+        assert!(ok.is_ok());
+        assert_eq!(ok_steps, ["B", "K", "B"]);
+        assert_eq!(bad_steps, ok_steps);
+        assert!(bad.unwrap_err().to_string().contains("launch failed"));
+    }
+
+    #[test]
+    fn a_failed_opening_barrier_stops_before_the_body() {
+        let steps = RefCell::new(Vec::new());
+        let r = between_barriers(
+            || {
+                steps.borrow_mut().push("B");
+                Err(Error::arg("barrier", "team", "refused"))
+            },
+            || {
+                steps.borrow_mut().push("K");
+                Ok(())
+            },
+        );
+        assert!(r.is_err());
+        assert_eq!(steps.into_inner(), ["B"]);
     }
 }
