@@ -32,6 +32,51 @@ pub(crate) fn alloc_exchange_slot(lib: &NvshmemLib) -> Result<CUdeviceptr> {
     Ok(ptr as CUdeviceptr)
 }
 
+/// What an empty exchange slot holds: NVSHMEM's own "invalid team id"
+/// (`NVSHMEM_TEAM_UNIQUID_INITIALIZER`), which it never hands out.
+const NO_ID: u64 = u64::MAX;
+
+/// The leader's part: makes the id and puts it into every other member's slot (queued on the
+/// runtime's stream, completed by a quiet). `id` receives it.
+fn publish(parent: &Team, pes: &[usize], slot: CUdeviceptr, id: &mut u64) -> Result<()> {
+    let inner = &parent.rt.inner;
+    let (lib, stream) = (inner.lib, inner.stream.cu_stream());
+    // SAFETY: id is a valid place for the unique id.
+    check("nvshmemx_team_get_uniqueid", unsafe {
+        lib.nvshmemx_team_get_uniqueid(id)
+    })?;
+    // SAFETY: slot is this runtime's symmetric u64 and the stream is the runtime's; the
+    // pageable source is staged by CUDA before the call returns.
+    unsafe { cu::memcpy_htod_async(slot, std::slice::from_ref(id), stream) }
+        .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
+    for &pe in &pes[1..] {
+        // SAFETY: both handles are valid and pe is below the parent's size (checked).
+        let world_pe = unsafe {
+            lib.nvshmem_team_translate_pe(parent.handle, pe as c_int, ids::NVSHMEM_TEAM_WORLD)
+        };
+        if world_pe < 0 {
+            return Err(Error::Nvshmem {
+                call: "nvshmem_team_translate_pe",
+                status: world_pe,
+            });
+        }
+        // SAFETY: slot is symmetric, so it is the same object on world_pe; the copy on this
+        // PE is the source, written above on the same stream.
+        unsafe {
+            lib.nvshmemx_putmem_on_stream(
+                slot as *mut _,
+                slot as *const _,
+                std::mem::size_of::<u64>(),
+                world_pe,
+                stream,
+            )
+        };
+    }
+    // SAFETY: the stream belongs to the current context.
+    unsafe { lib.nvshmemx_quiet_on_stream(stream) };
+    Ok(())
+}
+
 /// Makes the team of `pes` (checked, not a progression) of `parent`, where this PE has index
 /// `me`. Collective over `parent`.
 pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<Option<Team>> {
@@ -46,46 +91,24 @@ pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<
             lib.nvshmemx_barrier_on_stream(parent.handle, stream)
         })
     };
-    // Every member must have finished reading its slot for an earlier split before the
-    // leader overwrites it.
+    // Each PE marks its slot empty, so a member can tell that the leader failed (NVSHMEM's
+    // ids are never NO_ID: it is its own "invalid id" value).
+    // SAFETY: slot is this runtime's symmetric u64; the pageable source is staged by CUDA
+    // before the call returns.
+    unsafe { cu::memcpy_htod_async(slot, std::slice::from_ref(&NO_ID), stream) }
+        .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
+    // Every member must have finished reading its slot for an earlier split, and marked it
+    // empty, before the leader writes it.
     barrier("nvshmemx_barrier_on_stream")?;
-    let mut id: u64 = 0;
-    if me == pes[0] {
-        // SAFETY: id is a valid place for the unique id.
-        check("nvshmemx_team_get_uniqueid", unsafe {
-            lib.nvshmemx_team_get_uniqueid(&mut id)
-        })?;
-        // SAFETY: slot is this runtime's symmetric u64 and the stream is the runtime's; the
-        // pageable source is staged by CUDA before the call returns.
-        unsafe { cu::memcpy_htod_async(slot, std::slice::from_ref(&id), stream) }
-            .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
-        for &pe in &pes[1..] {
-            // SAFETY: both handles are valid and pe is below the parent's size (checked).
-            let world_pe = unsafe {
-                lib.nvshmem_team_translate_pe(parent.handle, pe as c_int, ids::NVSHMEM_TEAM_WORLD)
-            };
-            if world_pe < 0 {
-                return Err(Error::Nvshmem {
-                    call: "nvshmem_team_translate_pe",
-                    status: world_pe,
-                });
-            }
-            // SAFETY: slot is symmetric, so it is the same object on world_pe; the copy on
-            // this PE is the source, written above on the same stream.
-            unsafe {
-                lib.nvshmemx_putmem_on_stream(
-                    slot as *mut _,
-                    slot as *const _,
-                    std::mem::size_of::<u64>(),
-                    world_pe,
-                    stream,
-                )
-            };
-        }
-        // SAFETY: the stream belongs to the current context.
-        unsafe { lib.nvshmemx_quiet_on_stream(stream) };
-    }
-    // After this barrier every member's slot holds the id.
+    let mut id: u64 = NO_ID;
+    // The leader's outcome is returned only after the second barrier: the other members wait
+    // in it, and must not be left there when the leader fails.
+    let published = if me == pes[0] {
+        publish(parent, pes, slot, &mut id)
+    } else {
+        Ok(())
+    };
+    // After this barrier every member's slot holds the id (or NO_ID if the leader failed).
     barrier("nvshmemx_barrier_on_stream")?;
     let index = plan::index_in(pes, me);
     if index.is_some() && me != pes[0] {
@@ -98,6 +121,16 @@ pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<
         .stream
         .synchronize()
         .map_err(Error::cuda("synchronising the team id exchange"))?;
+    published?;
+    if index.is_some() && id == NO_ID {
+        return Err(Error::Bootstrap {
+            bootstrap: "team".into(),
+            detail: format!(
+                "PE {} (the first listed) did not hand out the team's unique id",
+                pes[0]
+            ),
+        });
+    }
     let Some(index) = index else {
         return Ok(None);
     };
