@@ -33,11 +33,51 @@ pub use loader::{lib, loaded_path, loaded_version, LoadError, Version, BINDINGS_
 pub mod teams {
     use super::nvshmem_team_t;
     /// `NVSHMEM_TEAM_INVALID`: what a split returns to PEs that are not members.
+    ///
+    /// ```no_run
+    /// use nvshmem_sys::teams::{NVSHMEM_TEAM_INVALID, NVSHMEM_TEAM_WORLD};
+    /// let nvshmem = nvshmem_sys::lib()?;
+    /// let mut evens = NVSHMEM_TEAM_INVALID;
+    /// // SAFETY: NVSHMEM is initialised, every PE calls (the split is collective), and a null
+    /// // config with mask 0 means the defaults.
+    /// let status = unsafe {
+    ///     nvshmem.nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 2, 2, std::ptr::null(), 0, &mut evens)
+    /// };
+    /// assert_eq!(status, 0);
+    /// let member = evens != NVSHMEM_TEAM_INVALID; // PEs 0 and 2 only
+    /// # Ok::<(), nvshmem_sys::LoadError>(())
+    /// ```
     pub const NVSHMEM_TEAM_INVALID: nvshmem_team_t = -1;
     /// `NVSHMEM_TEAM_WORLD`: every PE.
+    ///
+    /// ```no_run
+    /// use nvshmem_sys::teams::NVSHMEM_TEAM_WORLD;
+    /// let nvshmem = nvshmem_sys::lib()?;
+    /// // SAFETY: NVSHMEM is initialised; both calls only read its state.
+    /// unsafe { assert_eq!(nvshmem.nvshmem_team_n_pes(NVSHMEM_TEAM_WORLD), nvshmem.nvshmem_n_pes()) };
+    /// # Ok::<(), nvshmem_sys::LoadError>(())
+    /// ```
     pub const NVSHMEM_TEAM_WORLD: nvshmem_team_t = 0;
     /// `NVSHMEM_TEAM_SHARED`: the PEs whose memory this PE can load and store directly.
+    ///
+    /// ```no_run
+    /// use nvshmem_sys::teams::NVSHMEM_TEAM_SHARED;
+    /// let nvshmem = nvshmem_sys::lib()?;
+    /// // SAFETY: NVSHMEM is initialised; the call only reads its state.
+    /// let peers = unsafe { nvshmem.nvshmem_team_n_pes(NVSHMEM_TEAM_SHARED) };
+    /// println!("{peers} PEs reachable by load and store");
+    /// # Ok::<(), nvshmem_sys::LoadError>(())
+    /// ```
     pub const NVSHMEM_TEAM_SHARED: nvshmem_team_t = 1;
     /// `NVSHMEMX_TEAM_NODE`: the PEs on this PE's node.
+    ///
+    /// ```no_run
+    /// use nvshmem_sys::teams::NVSHMEMX_TEAM_NODE;
+    /// let nvshmem = nvshmem_sys::lib()?;
+    /// // SAFETY: NVSHMEM is initialised; the call only reads its state.
+    /// let local_rank = unsafe { nvshmem.nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) };
+    /// assert!(local_rank >= 0);
+    /// # Ok::<(), nvshmem_sys::LoadError>(())
+    /// ```
     pub const NVSHMEMX_TEAM_NODE: nvshmem_team_t = 2;
 }

@@ -20,9 +20,21 @@ use std::{
 use crate::NvshmemLib;
 
 /// The file name NVSHMEM 3.x installs its host library under.
+///
+/// ```
+/// // Named in the error that lists where the library was looked for.
+/// let e = nvshmem_sys::LoadError::NotFound { tried: Vec::new() };
+/// assert!(e.to_string().contains("libnvshmem_host.so.3"));
+/// ```
 pub const LIBRARY_NAME: &str = "libnvshmem_host.so.3";
 
 /// The NVSHMEM release the committed bindings were generated from.
+///
+/// ```
+/// use nvshmem_sys::BINDINGS_VERSION;
+/// assert_eq!(BINDINGS_VERSION.major, 3);
+/// assert!(BINDINGS_VERSION.is_compatible_with_bindings());
+/// ```
 pub const BINDINGS_VERSION: Version = Version {
     major: crate::NVSHMEM_VENDOR_MAJOR_VERSION as i32,
     minor: crate::NVSHMEM_VENDOR_MINOR_VERSION as i32,
@@ -30,6 +42,13 @@ pub const BINDINGS_VERSION: Version = Version {
 };
 
 /// An NVSHMEM release number.
+///
+/// ```
+/// use nvshmem_sys::Version;
+/// let v = Version { major: 3, minor: 4, patch: 5 };
+/// assert_eq!(v.to_string(), "3.4.5");
+/// assert!(v < Version { major: 3, minor: 10, patch: 0 }); // ordered numerically
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Version {
     /// Major release; the bindings work with one major release only.
@@ -50,12 +69,28 @@ impl Version {
     /// Whether a library of this version can be driven by the committed bindings: the same
     /// major release, and no older than the headers they were generated from (NVSHMEM keeps
     /// its host ABI within a major release and only adds to it).
+    ///
+    /// ```
+    /// use nvshmem_sys::{Version, BINDINGS_VERSION};
+    /// let newer = Version { minor: BINDINGS_VERSION.minor + 1, ..BINDINGS_VERSION };
+    /// assert!(newer.is_compatible_with_bindings());
+    /// let next_major = Version { major: BINDINGS_VERSION.major + 1, minor: 0, patch: 0 };
+    /// assert!(!next_major.is_compatible_with_bindings());
+    /// ```
     pub fn is_compatible_with_bindings(&self) -> bool {
         self.major == BINDINGS_VERSION.major && *self >= BINDINGS_VERSION
     }
 }
 
 /// Why NVSHMEM's host library could not be loaded.
+///
+/// ```no_run
+/// match nvshmem_sys::lib() {
+///     Ok(_) => println!("NVSHMEM {} loaded", nvshmem_sys::loaded_version().unwrap()),
+///     Err(nvshmem_sys::LoadError::NotFound { tried }) => eprintln!("tried {} places", tried.len()),
+///     Err(e) => eprintln!("{e}"),
+/// }
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
@@ -106,6 +141,15 @@ static LOADED: OnceLock<Result<Loaded, LoadError>> = OnceLock::new();
 /// The loaded NVSHMEM host library, loading it on first use.
 ///
 /// The first call searches and loads; later calls return the same library, or the same error.
+///
+/// ```no_run
+/// let nvshmem = nvshmem_sys::lib()?;
+/// // SAFETY: NVSHMEM's version query needs no initialised NVSHMEM.
+/// let (mut major, mut minor, mut patch) = (0, 0, 0);
+/// unsafe { nvshmem.nvshmemx_vendor_get_version_info(&mut major, &mut minor, &mut patch) };
+/// assert_eq!(major, nvshmem_sys::loaded_version().unwrap().major);
+/// # Ok::<(), nvshmem_sys::LoadError>(())
+/// ```
 pub fn lib() -> Result<&'static NvshmemLib, LoadError> {
     match LOADED.get_or_init(load) {
         Ok(l) => Ok(&l.lib),
@@ -114,11 +158,25 @@ pub fn lib() -> Result<&'static NvshmemLib, LoadError> {
 }
 
 /// The path the library was loaded from, once [`lib`] has succeeded.
+///
+/// ```no_run
+/// nvshmem_sys::lib()?;
+/// let path = nvshmem_sys::loaded_path().unwrap();
+/// assert!(path.ends_with("libnvshmem_host.so.3"));
+/// # Ok::<(), nvshmem_sys::LoadError>(())
+/// ```
 pub fn loaded_path() -> Option<&'static Path> {
     LOADED.get()?.as_ref().ok().map(|l| l.path.as_path())
 }
 
 /// The release of the loaded library, once [`lib`] has succeeded.
+///
+/// ```no_run
+/// nvshmem_sys::lib()?;
+/// let v = nvshmem_sys::loaded_version().unwrap();
+/// assert!(v.is_compatible_with_bindings());
+/// # Ok::<(), nvshmem_sys::LoadError>(())
+/// ```
 pub fn loaded_version() -> Option<Version> {
     LOADED.get()?.as_ref().ok().map(|l| l.version)
 }

@@ -8,6 +8,14 @@ mod sealed {
 }
 
 /// What kind of number an element is; decides which operators apply to it.
+///
+/// ```
+/// use nvshmem::{element_ext::Bool8, Element, ElementKind};
+/// assert_eq!(<half::f16 as Element>::KIND, ElementKind::Float);
+/// assert_eq!(<i8 as Element>::KIND, ElementKind::Signed);
+/// assert_eq!(<u64 as Element>::KIND, ElementKind::Unsigned);
+/// assert_eq!(<Bool8 as Element>::KIND, ElementKind::Bool);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ElementKind {
     /// IEEE or brain floating point.
@@ -162,6 +170,17 @@ element!(
 /// Calls `$m!(T)` once for every [`Element`] type NVSHMEM computes on itself (the 12 numeric
 /// types); [`for_each_extra_element!`](crate::for_each_extra_element) lists the others. The
 /// lists to extend when a type is added.
+///
+/// ```
+/// let mut bytes = Vec::new();
+/// macro_rules! size {
+///     ($t:ty) => {
+///         bytes.push(std::mem::size_of::<$t>())
+///     };
+/// }
+/// nvshmem::for_each_element!(size);
+/// assert_eq!(bytes, [4, 8, 2, 2, 1, 2, 4, 8, 1, 2, 4, 8]);
+/// ```
 #[macro_export]
 macro_rules! for_each_element {
     ($m:ident) => {

@@ -117,33 +117,85 @@ macro_rules! fp8 {
 
         impl $name {
             /// The largest finite value.
+            ///
+            /// ```
+            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            /// assert_eq!(F8::from_f32(f32::INFINITY), F8::MAX);
+            /// assert!(F8::from_f32(-1e9).to_f32() == -F8::MAX.to_f32());
+            /// ```
             pub const MAX: Self = Self(0x7F - if $fmt.has_inf { 4 } else { 1 });
             /// The value with these bits.
+            ///
+            /// ```
+            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            /// assert_eq!(F8::from_bits(0x00).to_f32(), 0.0);
+            /// assert_eq!(F8::from_bits(0x80).to_f32(), -0.0);
+            /// assert_eq!(F8::from_bits(F8::MAX.to_bits()), F8::MAX);
+            /// ```
             pub const fn from_bits(bits: u8) -> Self {
                 Self(bits)
             }
             /// The bits.
+            ///
+            /// ```
+            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            /// assert_eq!(F8::from_f32(0.0).to_bits(), 0x00);
+            /// assert_eq!(F8::from_f32(-0.0).to_bits(), 0x80); // the sign bit
+            /// assert_eq!(F8::from_f32(-2.0).to_bits() & 0x80, 0x80);
+            /// ```
             pub const fn to_bits(self) -> u8 {
                 self.0
             }
             /// The nearest value (ties to even), saturating to +-[`Self::MAX`] beyond it
             /// (infinity included), NaN to NaN: as CUDA's conversion in the kernels.
+            ///
+            /// ```
+            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            /// assert_eq!(F8::from_f32(1.5).to_f32(), 1.5);
+            /// assert_eq!(F8::from_f32(f32::NEG_INFINITY).to_f32(), -F8::MAX.to_f32());
+            /// assert!(F8::from_f32(f32::NAN).is_nan());
+            /// ```
             pub fn from_f32(x: f32) -> Self {
                 Self($fmt.encode(x as f64))
             }
             /// As [`Self::from_f32`], rounding once from the `f64`.
+            ///
+            /// ```
+            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            /// assert_eq!(F8::from_f64(-0.75).to_f64(), -0.75);
+            /// assert_eq!(F8::from_f64(1e300), F8::MAX);
+            /// ```
             pub fn from_f64(x: f64) -> Self {
                 Self($fmt.encode(x))
             }
             /// The exact value.
+            ///
+            /// ```
+            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            /// assert_eq!(F8::from_f32(0.25).to_f32(), 0.25);
+            /// assert_eq!(f32::from(F8::from_f32(-4.0)), -4.0);
+            /// ```
             pub fn to_f32(self) -> f32 {
                 $fmt.decode(self.0) as f32
             }
             /// The exact value.
+            ///
+            /// ```
+            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            /// assert_eq!(F8::from_f32(3.0).to_f64(), 3.0);
+            /// assert_eq!(F8::MAX.to_f64(), F8::MAX.to_f32() as f64);
+            /// ```
             pub fn to_f64(self) -> f64 {
                 $fmt.decode(self.0)
             }
             /// Whether it is NaN.
+            ///
+            /// ```
+            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            /// assert!(F8::from_f64(f64::NAN).is_nan());
+            /// assert!(!F8::MAX.is_nan());
+            /// assert_ne!(F8::from_f32(f32::NAN), F8::from_f32(f32::NAN)); // NaN is unequal to itself
+            /// ```
             pub fn is_nan(self) -> bool {
                 self.to_f64().is_nan()
             }
@@ -230,18 +282,48 @@ pub struct Bool8(u8);
 
 impl Bool8 {
     /// False (0).
+    ///
+    /// ```
+    /// use nvshmem::element_ext::Bool8;
+    /// assert_eq!(Bool8::FALSE, Bool8::default());
+    /// assert!(!Bool8::FALSE.get());
+    /// ```
     pub const FALSE: Self = Self(0);
     /// True (1).
+    ///
+    /// ```
+    /// use nvshmem::element_ext::Bool8;
+    /// assert_eq!(Bool8::TRUE, Bool8::from(true));
+    /// assert_eq!(Bool8::TRUE.to_bits(), 1);
+    /// ```
     pub const TRUE: Self = Self(1);
     /// The value with this byte (non-zero is true).
+    ///
+    /// ```
+    /// use nvshmem::element_ext::Bool8;
+    /// assert_eq!(Bool8::from_bits(0), Bool8::FALSE);
+    /// assert_eq!(Bool8::from_bits(0xFF), Bool8::TRUE);
+    /// ```
     pub const fn from_bits(bits: u8) -> Self {
         Self(bits)
     }
     /// The byte as stored.
+    ///
+    /// ```
+    /// use nvshmem::element_ext::Bool8;
+    /// assert_eq!(Bool8::from(false).to_bits(), 0);
+    /// assert_eq!(Bool8::from_bits(7).to_bits(), 7); // kept as read, though it equals TRUE
+    /// ```
     pub const fn to_bits(self) -> u8 {
         self.0
     }
     /// The boolean.
+    ///
+    /// ```
+    /// use nvshmem::element_ext::Bool8;
+    /// assert!(Bool8::from_bits(2).get());
+    /// assert!(!Bool8::from(false).get());
+    /// ```
     pub const fn get(self) -> bool {
         self.0 != 0
     }

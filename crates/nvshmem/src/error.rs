@@ -137,6 +137,16 @@ pub enum Error {
 }
 
 /// Shorthand for this crate's results.
+///
+/// ```
+/// use nvshmem::{Bootstrap, Result};
+/// fn bootstrap(name: &str) -> Result<Bootstrap> {
+///     name.parse()
+/// }
+/// assert_eq!(bootstrap("pmix")?, Bootstrap::Pmix);
+/// assert!(bootstrap("carrier-pigeon").is_err());
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 fn describe_status(status: i32) -> &'static str {

@@ -55,12 +55,27 @@ impl<T: Element> std::fmt::Debug for SymArray<T> {
 
 impl Runtime {
     /// Allocates `len` zeroed elements on every PE (collective).
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let a = rt.alloc_zeroed::<f32>(1024)?;
+    /// assert_eq!(a.len(), 1024);
+    /// assert!(a.to_vec()?.iter().all(|&x| x == 0.0));
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn alloc_zeroed<T: Element>(&self, len: usize) -> Result<SymArray<T>> {
         self.allocate(len, true)
     }
 
     /// Allocates a copy of `data` on every PE (collective; each PE may pass different data
     /// of the same length).
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let a = rt.alloc_from(&[rt.my_pe() as i32; 8])?;
+    /// assert_eq!(a.to_vec()?, vec![rt.my_pe() as i32; 8]);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn alloc_from<T: Element>(&self, data: &[T]) -> Result<SymArray<T>> {
         let mut a = self.allocate(data.len(), false)?;
         a.copy_from_host(data)?;
@@ -71,11 +86,29 @@ impl Runtime {
     ///
     /// # Safety
     /// The contents are whatever the heap held before: write every element before reading one.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// // SAFETY: every element is written before any is read.
+    /// let mut a = unsafe { rt.alloc_uninit::<u32>(4)? };
+    /// a.copy_from_host(&[1, 2, 3, 4])?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub unsafe fn alloc_uninit<T: Element>(&self, len: usize) -> Result<SymArray<T>> {
         self.allocate(len, false)
     }
 
     /// Bytes allocated from the symmetric heap through this runtime and not yet freed.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let before = rt.heap_in_use();
+    /// let a = rt.alloc_zeroed::<f64>(100)?;
+    /// assert_eq!(rt.heap_in_use(), before + 800);
+    /// drop(a);
+    /// assert_eq!(rt.heap_in_use(), before);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn heap_in_use(&self) -> usize {
         *self
             .inner
@@ -143,21 +176,47 @@ impl Runtime {
 
 impl<T: Element> SymArray<T> {
     /// Number of elements.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// assert_eq!(rt.alloc_zeroed::<u16>(5)?.len(), 5);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the array has no elements.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// assert!(rt.alloc_zeroed::<u8>(0)?.is_empty());
+    /// assert!(!rt.alloc_zeroed::<u8>(1)?.is_empty());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Size in bytes.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// assert_eq!(rt.alloc_zeroed::<half::bf16>(10)?.num_bytes(), 20);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn num_bytes(&self) -> usize {
         self.len * std::mem::size_of::<T>()
     }
 
     /// The runtime this array belongs to.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let a = rt.alloc_zeroed::<f32>(4)?;
+    /// assert_eq!(a.runtime().my_pe(), rt.my_pe());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn runtime(&self) -> &Runtime {
         &self.rt
     }
@@ -239,12 +298,31 @@ impl<T: Element> SymArray<T> {
     }
 
     /// The device address of element 0 on this PE (0 for an empty array).
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let a = rt.alloc_zeroed::<f32>(4)?;
+    /// assert_ne!(a.device_ptr_raw(), 0);
+    /// assert_eq!(rt.alloc_zeroed::<f32>(0)?.device_ptr_raw(), 0);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn device_ptr_raw(&self) -> CUdeviceptr {
         self.ptr
     }
 
     /// A read-only view of `range`, keeping its symmetric address. A view is 1-D: it
     /// carries no shape, even of a shaped array (a range need not be whole rows).
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// use nvshmem::SymBuffer;
+    /// let a = rt.alloc_zeroed::<f32>(8)?;
+    /// let tail = a.view(6..)?;
+    /// assert_eq!(tail.sym_len(), 2);
+    /// assert_eq!(tail.sym_ptr(), a.device_ptr_raw() + 6 * 4);
+    /// assert!(a.view(4..9).is_err());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn view(&self, range: impl RangeBounds<usize>) -> Result<SymView<'_, T>> {
         let (offset, len) = self.checked_range(range)?;
         Ok(SymView {
@@ -255,6 +333,15 @@ impl<T: Element> SymArray<T> {
     }
 
     /// A writable view of `range`, keeping its symmetric address; 1-D, as [`SymArray::view`].
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// # let stream = rt.stream().clone(); let src = rt.alloc_from(&[1.0f32; 4])?;
+    /// let mut dst = rt.alloc_zeroed::<f32>(8)?;
+    /// // Fetch PE 0's four values into the second half of `dst`.
+    /// rt.get(&mut dst.view_mut(4..)?, &src, 0, &stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn view_mut(&mut self, range: impl RangeBounds<usize>) -> Result<SymViewMut<'_, T>> {
         let (offset, len) = self.checked_range(range)?;
         let ptr = self.elem_ptr(offset);
@@ -266,6 +353,14 @@ impl<T: Element> SymArray<T> {
     }
 
     /// Copies `src` (exactly `len()` elements) into this PE's array and waits for the copy.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let mut a = rt.alloc_zeroed::<i64>(3)?;
+    /// a.copy_from_host(&[1, 2, 3])?;
+    /// assert!(a.copy_from_host(&[1, 2]).is_err()); // wrong length
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
         let stream = self.rt.inner.stream.clone();
         self.copy_from_host_on(src, &stream)?;
@@ -273,6 +368,15 @@ impl<T: Element> SymArray<T> {
     }
 
     /// Copies this PE's array into `dst` (exactly `len()` elements) and waits for the copy.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let a = rt.alloc_from(&[7u8, 8, 9])?;
+    /// let mut host = [0u8; 3];
+    /// a.copy_to_host(&mut host)?;
+    /// assert_eq!(host, [7, 8, 9]);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
         let stream = self.rt.inner.stream.clone();
         self.copy_to_host_on(dst, &stream)?;
@@ -280,6 +384,12 @@ impl<T: Element> SymArray<T> {
     }
 
     /// This PE's array as a `Vec`.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// assert_eq!(rt.alloc_from(&[1.5f64, 2.5])?.to_vec()?, vec![1.5, 2.5]);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn to_vec(&self) -> Result<Vec<T>> {
         let mut v = vec![T::default(); self.len];
         self.copy_to_host(&mut v)?;
@@ -288,6 +398,15 @@ impl<T: Element> SymArray<T> {
 
     /// Queues a copy of `src` into this PE's array on `stream`. `src` is pageable memory, so
     /// CUDA has staged it before this returns and it may be reused at once.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let stream = rt.context().new_stream().unwrap();
+    /// let mut a = rt.alloc_zeroed::<f32>(2)?;
+    /// a.copy_from_host_on(&[1.0, 2.0], &stream)?;
+    /// stream.synchronize().unwrap();
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn copy_from_host_on(&mut self, src: &[T], stream: &Arc<CudaStream>) -> Result<()> {
         check_len("copy_from_host", "src", src.len(), self.len)?;
         if self.len > 0 {
@@ -300,6 +419,17 @@ impl<T: Element> SymArray<T> {
 
     /// Queues a copy of this PE's array into `dst` on `stream`. Read `dst` only after the
     /// stream has been synchronised.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let stream = rt.stream().clone();
+    /// let a = rt.alloc_from(&[3u32, 4])?;
+    /// let mut host = vec![0u32; 2];
+    /// a.copy_to_host_on(&mut host, &stream)?;
+    /// stream.synchronize().unwrap();
+    /// assert_eq!(host, [3, 4]);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn copy_to_host_on(&self, dst: &mut [T], stream: &Arc<CudaStream>) -> Result<()> {
         check_len("copy_to_host", "dst", dst.len(), self.len)?;
         if self.len > 0 {
@@ -312,6 +442,16 @@ impl<T: Element> SymArray<T> {
 
     /// The address of this array on PE `pe`, when this PE can load and store it directly
     /// (same node, peer access); `None` when it can only be reached through NVSHMEM calls.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let a = rt.alloc_zeroed::<f32>(16)?;
+    /// assert_eq!(a.peer_ptr(rt.my_pe())?, Some(a.device_ptr_raw()));
+    /// let next = (rt.my_pe() + 1) % rt.n_pes();
+    /// if let Some(p) = a.peer_ptr(next)? { println!("PE {next}'s copy is at {p:#x}"); }
+    /// assert!(a.peer_ptr(rt.n_pes()).is_err());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn peer_ptr(&self, pe: usize) -> Result<Option<CUdeviceptr>> {
         let n = self.rt.n_pes();
         if pe >= n {
@@ -433,6 +573,15 @@ impl<T: Element> Drop for SymArray<T> {
 }
 
 /// A read-only view of part of a [`SymArray`]; symmetric like the array.
+///
+/// ```no_run
+/// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+/// let src = rt.alloc_from(&[1.0f32, 2.0, 3.0, 4.0])?;
+/// let mut dst = rt.alloc_zeroed::<f32>(2)?;
+/// // Send the last two values to PE 0.
+/// rt.put(&mut dst, &src.view(2..)?, 0, &stream)?;
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct SymView<'a, T: Element> {
     array: &'a SymArray<T>,
@@ -441,6 +590,16 @@ pub struct SymView<'a, T: Element> {
 }
 
 /// A writable view of part of a [`SymArray`]; symmetric like the array.
+///
+/// ```no_run
+/// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+/// let src = rt.alloc_from(&[rt.my_pe() as u32; 2])?;
+/// let mut dst = rt.alloc_zeroed::<u32>(2 * rt.n_pes())?;
+/// // Each PE writes its two values into its own slot of PE 0's `dst`.
+/// let me = rt.my_pe();
+/// rt.put(&mut dst.view_mut(2 * me..2 * me + 2)?, &src, 0, &stream)?;
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct SymViewMut<'a, T: Element> {
     array: &'a mut SymArray<T>,
@@ -468,10 +627,32 @@ mod sealed {
 /// ```
 pub trait SymBuffer<T: Element>: sealed::Sealed {
     /// The symmetric address of the first element on this PE.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?; use nvshmem::SymBuffer;
+    /// let a = rt.alloc_zeroed::<u32>(4)?;
+    /// assert_eq!(a.view(1..)?.sym_ptr(), a.sym_ptr() + 4);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     fn sym_ptr(&self) -> CUdeviceptr;
     /// Number of elements.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?; use nvshmem::SymBuffer;
+    /// let a = rt.alloc_zeroed::<u32>(10)?;
+    /// assert_eq!(a.sym_len(), 10);
+    /// assert_eq!(a.view(2..5)?.sym_len(), 3);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     fn sym_len(&self) -> usize;
     /// The runtime the memory belongs to.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?; use nvshmem::SymBuffer;
+    /// let a = rt.alloc_zeroed::<u32>(1)?;
+    /// assert_eq!(a.sym_runtime().my_pe(), rt.my_pe());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     fn sym_runtime(&self) -> &Runtime;
     /// The shape, if the memory carries one: a [`SymArray`] given one by
     /// [`SymArray::with_shape`] or [`SymArray::reshape`]. `None` (the default, and always for
@@ -492,7 +673,23 @@ pub trait SymBuffer<T: Element>: sealed::Sealed {
     }
 }
 
-/// Writable symmetric memory.
+/// Writable symmetric memory: a [`SymArray`] or a [`SymViewMut`]; what collectives and RMA
+/// write into.
+///
+/// ```no_run
+/// # let rt = nvshmem::Runtime::init()?;
+/// use nvshmem::{Element, Runtime, SymBuffer, SymBufferMut};
+/// // Fetches PE `pe`'s `src` into `dst`, which may be a whole array or a writable view.
+/// fn fetch<T: Element>(
+///     rt: &Runtime, dst: &mut impl SymBufferMut<T>, src: &impl SymBuffer<T>, pe: usize,
+/// ) -> nvshmem::Result<()> {
+///     rt.get(dst, src, pe, rt.stream())
+/// }
+/// let src = rt.alloc_from(&[1.0f32; 4])?;
+/// let mut dst = rt.alloc_zeroed::<f32>(8)?;
+/// fetch(&rt, &mut dst.view_mut(..4)?, &src, 0)?;
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
 pub trait SymBufferMut<T: Element>: SymBuffer<T> {}
 
 macro_rules! sym_buffer {
@@ -535,6 +732,13 @@ sym_buffer!(SymViewMut<'_, T>);
 
 impl<T: Element> SymView<'_, T> {
     /// The runtime the viewed array belongs to.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let a = rt.alloc_zeroed::<f32>(4)?;
+    /// assert_eq!(a.view(1..)?.runtime().n_pes(), rt.n_pes());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn runtime(&self) -> &Runtime {
         &self.array.rt
     }
@@ -542,6 +746,13 @@ impl<T: Element> SymView<'_, T> {
 
 impl<T: Element> SymViewMut<'_, T> {
     /// The runtime the viewed array belongs to.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let mut a = rt.alloc_zeroed::<f32>(4)?;
+    /// assert_eq!(a.view_mut(..2)?.runtime().my_pe(), rt.my_pe());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn runtime(&self) -> &Runtime {
         &self.array.rt
     }

@@ -21,6 +21,16 @@ type MemFn = unsafe extern "C" fn(
 );
 
 /// How a signal word is updated.
+///
+/// ```no_run
+/// # use nvshmem::rma::SignalOp;
+/// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+/// let flags = rt.alloc_zeroed::<u64>(2)?;
+/// // Word 0 of PE 0 becomes 5; word 1 counts one more arrival.
+/// rt.signal_op(&flags, 0, 5, SignalOp::Set, 0, &stream)?;
+/// rt.signal_op(&flags, 1, 1, SignalOp::Add, 0, &stream)?;
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SignalOp {
     /// Store the value.

@@ -32,6 +32,16 @@ pub struct Timing {
 
 impl Timing {
     /// The elapsed GPU time, or `None` while the call has not finished. Never blocks.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+    /// let ((), t) = rt.timed(&stream, || rt.barrier_all(&stream))?;
+    /// while t.elapsed()?.is_none() {
+    ///     // ... do host work while the GPU runs ...
+    /// }
+    /// println!("barrier: {:?}", t.elapsed()?.unwrap());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn elapsed(&self) -> Result<Option<Duration>> {
         let done = |e: &CudaEvent| e.try_is_complete().map_err(Error::cuda("cuEventQuery"));
         if !(done(&self.end)? && done(&self.start)?) {
@@ -41,6 +51,14 @@ impl Timing {
     }
 
     /// Waits for the call to finish and returns its GPU time.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+    /// let ((), t) = rt.timed(&stream, || rt.barrier_all(&stream))?;
+    /// let d = t.wait()?;
+    /// assert_eq!(t.elapsed()?, Some(d));
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn wait(&self) -> Result<Duration> {
         self.end
             .synchronize()

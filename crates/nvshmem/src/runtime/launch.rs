@@ -7,6 +7,15 @@ use std::{fmt, str::FromStr};
 use crate::{Error, Result};
 
 /// The variable that overrides detection, with a [`Bootstrap`] name as its value.
+///
+/// ```no_run
+/// use nvshmem::{runtime::BOOTSTRAP_VAR, Bootstrap, Runtime};
+/// // One PE, whatever launcher variables the environment holds.
+/// std::env::set_var(BOOTSTRAP_VAR, "single");
+/// let rt = Runtime::init()?;
+/// assert_eq!(rt.info().bootstrap, Bootstrap::Single);
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
 pub const BOOTSTRAP_VAR: &str = "NVSHMEM_RS_BOOTSTRAP";
 
 /// How the PEs find each other when NVSHMEM starts.
@@ -45,6 +54,16 @@ pub enum Bootstrap {
 
 impl Bootstrap {
     /// Every name [`FromStr`] accepts, for messages.
+    ///
+    /// ```
+    /// use nvshmem::Bootstrap;
+    /// for name in ["auto", "pmi", "pmi2", "pmix", "env", "single"] {
+    ///     assert!(Bootstrap::NAMES.contains(name));
+    ///     assert!(name.parse::<Bootstrap>().is_ok());
+    /// }
+    /// let e = "slurm".parse::<Bootstrap>().unwrap_err();
+    /// assert!(e.to_string().contains(Bootstrap::NAMES));
+    /// ```
     pub const NAMES: &'static str = "auto, mpi, pmi, pmi2, pmix, env, single";
 
     /// The values of `NVSHMEM_BOOTSTRAP_PMI` that select NVSHMEM's own PMI plugin for this

@@ -23,6 +23,13 @@ use crate::{error::check, Error, Result};
 
 /// NVSHMEM's default symmetric heap size (1 GiB), used when neither the builder nor
 /// `NVSHMEM_SYMMETRIC_SIZE` sets one.
+///
+/// ```no_run
+/// # std::env::remove_var("NVSHMEM_SYMMETRIC_SIZE");
+/// let rt = nvshmem::Runtime::init()?;
+/// assert_eq!(rt.info().heap_size, nvshmem::runtime::DEFAULT_HEAP_SIZE);
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
 pub const DEFAULT_HEAP_SIZE: usize = 1 << 30;
 
 /// What this process has done with NVSHMEM so far.
@@ -36,6 +43,16 @@ enum State {
 static STATE: Mutex<State> = Mutex::new(State::Fresh);
 
 /// What the runtime chose when it started.
+///
+/// ```no_run
+/// let rt = nvshmem::Runtime::init()?;
+/// let info = rt.info();
+/// println!(
+///     "NVSHMEM {} from {} on GPU {} (local rank {}), {} bootstrap, {} byte heap",
+///     info.version, info.library.display(), info.device, info.local_rank, info.bootstrap, info.heap_size,
+/// );
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RuntimeInfo {
@@ -113,37 +130,86 @@ pub struct RuntimeBuilder {
 
 impl Runtime {
     /// Starts NVSHMEM with every choice detected from the environment.
+    ///
+    /// ```no_run
+    /// let rt = nvshmem::Runtime::init()?;
+    /// assert!(rt.my_pe() < rt.n_pes());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn init() -> Result<Runtime> {
         RuntimeBuilder::default().init()
     }
 
     /// A builder to choose the bootstrap, the GPU or the heap size.
+    ///
+    /// ```no_run
+    /// let rt = nvshmem::Runtime::builder().heap_size(64 << 20).init()?;
+    /// assert_eq!(rt.info().heap_size, 64 << 20);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
     }
 
     /// This PE's index in the world team.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// if rt.my_pe() == 0 {
+    ///     println!("PE 0 reporting for {} PEs", rt.n_pes());
+    /// }
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn my_pe(&self) -> usize {
         self.inner.my_pe
     }
 
     /// The number of PEs.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let right = (rt.my_pe() + 1) % rt.n_pes();
+    /// assert!(right < rt.n_pes());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn n_pes(&self) -> usize {
         self.inner.n_pes
     }
 
     /// What was chosen at start-up.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// assert!(rt.info().version.is_compatible_with_bindings());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn info(&self) -> &RuntimeInfo {
         &self.inner.info
     }
 
     /// The CUDA context NVSHMEM runs on (the primary context of this PE's GPU).
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// // A second stream of the same GPU, for work that overlaps the runtime's own.
+    /// let side = rt.context().new_stream().unwrap();
+    /// rt.barrier_all(&side)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.inner.ctx
     }
 
     /// The runtime's own stream, used by blocking conveniences such as
     /// [`SymArray::copy_to_host`](crate::SymArray::copy_to_host).
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let stream = rt.stream().clone();
+    /// rt.barrier_all(&stream)?;
+    /// stream.synchronize().unwrap();
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.inner.stream
     }
@@ -151,6 +217,17 @@ impl Runtime {
     /// Finalises NVSHMEM now. Refused, with the count, while other handles (clones, arrays,
     /// teams, timers) still use the runtime; those keep it alive, and it is finalised when the
     /// last of them drops.
+    ///
+    /// ```no_run
+    /// let rt = nvshmem::Runtime::init()?;
+    /// let a = rt.alloc_zeroed::<f32>(4)?;
+    /// let again = rt.clone();
+    /// // Refused: `a` and `again` still use it (and the refused handle is dropped).
+    /// assert!(matches!(rt.finalize(), Err(nvshmem::Error::RuntimeInUse(2))));
+    /// drop(a);
+    /// again.finalize()?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn finalize(self) -> Result<()> {
         let others = Arc::strong_count(&self.inner) - 1;
         if others > 0 {
@@ -173,24 +250,50 @@ impl RuntimeInner {
 
 impl RuntimeBuilder {
     /// Chooses the bootstrap instead of detecting it.
+    ///
+    /// ```no_run
+    /// use nvshmem::{Bootstrap, Runtime};
+    /// let rt = Runtime::builder().bootstrap(Bootstrap::Single).init()?;
+    /// assert_eq!(rt.n_pes(), 1);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn bootstrap(mut self, bootstrap: Bootstrap) -> Self {
         self.bootstrap = Some(bootstrap);
         self
     }
 
     /// Uses this CUDA device instead of the one picked from the node-local rank.
+    ///
+    /// ```no_run
+    /// let rt = nvshmem::Runtime::builder().device(1).init()?;
+    /// assert_eq!(rt.info().device, 1);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn device(mut self, ordinal: usize) -> Self {
         self.device = Some(ordinal);
         self
     }
 
     /// Sets the symmetric heap size in bytes (overrides `NVSHMEM_SYMMETRIC_SIZE`).
+    ///
+    /// ```no_run
+    /// let rt = nvshmem::Runtime::builder().heap_size(2 << 30).init()?;
+    /// assert_eq!(rt.info().heap_size, 2 << 30);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn heap_size(mut self, bytes: usize) -> Self {
         self.heap_size = Some(bytes);
         self
     }
 
     /// Starts NVSHMEM.
+    ///
+    /// ```no_run
+    /// use nvshmem::{Bootstrap, Runtime};
+    /// let rt = Runtime::builder().bootstrap(Bootstrap::Env).init()?;
+    /// println!("PE {} of {}", rt.my_pe(), rt.n_pes());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     pub fn init(self) -> Result<Runtime> {
         let env = |k: &str| std::env::var(k).ok();
         let launch = detect(self.bootstrap.unwrap_or(Bootstrap::Auto), &env)?;
