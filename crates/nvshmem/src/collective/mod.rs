@@ -373,10 +373,7 @@ impl Team {
         stream: &CudaStream,
     ) -> Result<()> {
         const CALL: &str = "fcollect_in_place";
-        self.rt.check_same(CALL, "buf", buf.sym_runtime())?;
-        let (me, count) = self.own_block(CALL, span(buf), buf.sym_shape())?;
-        let all = span(buf);
-        let mine = Span::new(all.at(me * count), count, all.elem);
+        let (all, mine) = self.own_block(CALL, buf)?;
         self.fcollect_spans(CALL, mine, all, stream)
     }
 
@@ -449,10 +446,7 @@ impl Team {
         stream: &CudaStream,
     ) -> Result<()> {
         const CALL: &str = "reduce_scatter_in_place";
-        self.rt.check_same(CALL, "buf", buf.sym_runtime())?;
-        let (me, count) = self.own_block(CALL, span(buf), buf.sym_shape())?;
-        let all = span(buf);
-        let mine = Span::new(all.at(me * count), count, all.elem);
+        let (all, mine) = self.own_block(CALL, buf)?;
         self.reduce_scatter_spans::<T>(CALL, all, mine, op, stream)
     }
 
@@ -496,10 +490,7 @@ impl Team {
         stream: &CudaStream,
     ) -> Result<()> {
         const CALL: &str = "gather_in_place";
-        self.rt.check_same(CALL, "buf", buf.sym_runtime())?;
-        let (me, count) = self.own_block(CALL, span(buf), buf.sym_shape())?;
-        let all = span(buf);
-        let mine = Span::new(all.at(me * count), count, all.elem);
+        let (all, mine) = self.own_block(CALL, buf)?;
         // Every PE's input is its own block: on the root that is the in-place block; on the
         // others `dst` is not written, so its overlap with `src` is harmless.
         self.gather_spans(CALL, root, mine, all, stream)
@@ -544,23 +535,22 @@ impl Team {
         stream: &CudaStream,
     ) -> Result<()> {
         const CALL: &str = "scatter_in_place";
-        self.rt.check_same(CALL, "buf", buf.sym_runtime())?;
-        let (me, count) = self.own_block(CALL, span(buf), buf.sym_shape())?;
-        let all = span(buf);
-        let mine = Span::new(all.at(me * count), count, all.elem);
+        let (all, mine) = self.own_block(CALL, buf)?;
         self.scatter_spans(CALL, root, all, mine, stream)
     }
 
-    /// This PE's index and the block length of a buffer split into one block per PE (of
-    /// whole rows, if it carries a shape).
-    fn own_block(
+    /// A buffer split into one block per PE (of whole rows, if it carries a shape): the whole
+    /// buffer, and this PE's block of it. The runtime check and the split shared by the
+    /// in-place forms of fcollect, reduce-scatter, gather and scatter.
+    fn own_block<T: Element>(
         &self,
         call: &'static str,
-        all: Span,
-        shape: Option<&[usize]>,
-    ) -> Result<(usize, usize)> {
-        check::shape::blocks(call, "buf", self.n_pes, shape)?;
+        buf: &impl SymBufferMut<T>,
+    ) -> Result<(Span, Span)> {
+        self.rt.check_same(call, "buf", buf.sym_runtime())?;
+        check::shape::blocks(call, "buf", self.n_pes, buf.sym_shape())?;
         let me = self.require_member(call)?;
+        let all = span(buf);
         if all.len.checked_rem(self.n_pes) != Some(0) {
             return Err(Error::arg(
                 call,
@@ -571,7 +561,8 @@ impl Team {
                 ),
             ));
         }
-        Ok((me, all.len / self.n_pes))
+        let count = all.len / self.n_pes;
+        Ok((all, Span::new(all.at(me * count), count, all.elem)))
     }
 
     /// Barrier over the team, on `stream`: work queued before it on every member's stream,
