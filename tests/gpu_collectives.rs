@@ -37,6 +37,7 @@ fn gpu_collectives() {
         .expect("scratch for rooted reductions");
     let stream = rt.stream().clone();
     let mut c = Checks::new(me);
+    common::start_watchdog(me, std::time::Duration::from_secs(30));
     let threads = host_threads(n);
     let started = std::time::Instant::now();
 
@@ -568,6 +569,15 @@ struct Readback<T> {
 /// One collective call checked end to end, in the buffers `matrix` allocated. Only the
 /// team's members call the collective; every PE takes part in the two barriers.
 fn one_case<T: Element>(ctx: &Ctx, bufs: &mut Bufs<T>, case: Case<T>) -> anyhow::Result<()> {
+    let what = format!(
+        "{} x{} {:?} {}{}",
+        T::NAME,
+        ctx.count,
+        case.coll,
+        case.op.map(|o| o.to_string()).unwrap_or_default(),
+        if case.in_place { " in place" } else { "" }
+    );
+    common::step(format!("{what}: inputs, call"));
     let member = ctx.team.zip(ctx.rank());
     let written = member.map(|(_, r)| write_inputs(ctx, r, bufs, &case));
     // Every PE, whatever failed: no member's call may put into a peer's output before that
@@ -584,7 +594,9 @@ fn one_case<T: Element>(ctx: &Ctx, bufs: &mut Bufs<T>, case: Case<T>) -> anyhow:
     // buffers from racing with peers still working on this case's (the same buffers); the
     // synchronize completes the copies back to the host.
     ctx.rt.barrier_all(ctx.stream)?;
+    common::step(format!("{what}: synchronize"));
     ctx.stream.synchronize()?;
+    common::step(format!("{what}: check"));
     match (member, launched) {
         (Some((_, r)), Some(back)) => check(ctx, r, &case, &back?),
         _ => Ok(()),

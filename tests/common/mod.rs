@@ -6,6 +6,32 @@
 #![allow(dead_code)]
 
 use nvshmem::{Runtime, RuntimeBuilder};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What this PE is doing and since when, for the watchdog.
+static STEP: Mutex<Option<(String, Instant)>> = Mutex::new(None);
+
+/// Records what this PE is doing now (a check's name, a case's phase).
+pub fn step(what: impl Into<String>) {
+    *STEP.lock().unwrap_or_else(|e| e.into_inner()) = Some((what.into(), Instant::now()));
+}
+
+/// Starts a thread that, whenever one step has lasted longer than `every`, prints which PE
+/// is stuck where (on stderr): a GPU run that hangs then says where before its time limit
+/// ends it. The thread ends with the process.
+pub fn start_watchdog(pe: usize, every: Duration) {
+    std::thread::spawn(move || loop {
+        std::thread::sleep(every);
+        let now = STEP.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some((what, since)) = now {
+            let secs = since.elapsed().as_secs_f64();
+            if secs >= every.as_secs_f64() {
+                eprintln!("watchdog: PE {pe} still at \"{what}\" after {secs:.0} s");
+            }
+        }
+    });
+}
 
 /// Why the GPU tests are skipped in an ordinary `cargo test`.
 pub const NEEDS_GPU: &str =
@@ -78,15 +104,22 @@ impl Checks {
     }
 
     pub fn run(&mut self, name: &str, f: impl FnOnce() -> anyhow::Result<()>) {
-        match f() {
+        step(name);
+        let t0 = Instant::now();
+        let result = f();
+        let secs = t0.elapsed().as_secs_f64();
+        match result {
             Ok(()) => {
                 self.passed += 1;
                 if self.pe == 0 {
-                    println!("check {name} ... ok");
+                    println!("check {name} ... ok ({secs:.1} s)");
                 }
             }
             Err(e) => {
-                println!("check {name} ... FAILED on PE {}: {e:#}", self.pe);
+                println!(
+                    "check {name} ... FAILED on PE {} ({secs:.1} s): {e:#}",
+                    self.pe
+                );
                 self.failed.push(name.to_string());
             }
         }

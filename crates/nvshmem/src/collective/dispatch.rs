@@ -560,12 +560,13 @@ impl Team {
         self.rooted_blocks(Rooted::Scatter, call, root, src, dst, stream)
     }
 
-    /// Gather and scatter, which NVSHMEM lacks: each PE moves its own block between its buffer
-    /// and the root's, gather by putting it into the root's `dst`, scatter by getting it from
-    /// the root's `src`. A team sync first keeps the transfers from overtaking the root's
-    /// earlier use of its buffer. Gather ends with a barrier, which also completes the puts
-    /// before the root reads `dst`; scatter's gets complete on each PE's stream, so a sync
-    /// suffices to keep the root from overwriting `src` while others still read it.
+    /// Gather and scatter, which NVSHMEM lacks, as gets between two team syncs: the root gets
+    /// every member's block (gather), each member gets its block from the root (scatter). The
+    /// PE whose buffer receives a block is the one whose stream copies it, so the data is in
+    /// place when that stream moves on, whatever the peers' streams do; the first sync keeps
+    /// the gets from reading inputs not yet written, the second keeps the PEs read from from
+    /// overwriting them while the gets run. The arrays are the same symmetric arrays on every
+    /// PE (as for every collective), which is how the reader knows the peer's address.
     fn rooted_blocks(
         &self,
         dir: Rooted,
@@ -584,39 +585,49 @@ impl Team {
         if count == 0 {
             return Ok(());
         }
-        let root_world = self.world_pe(call, "root", root)?;
+        // (to, from on the peer, the peer's world PE) for each get this PE makes.
+        let mut gets = Vec::new();
+        match dir {
+            Rooted::Gather if me == root => {
+                let in_place = src.ptr == dst.at(me * count);
+                for k in 0..self.n_pes {
+                    if k == me && in_place {
+                        continue; // the root's own block is already where it belongs
+                    }
+                    let from = if in_place { dst.at(k * count) } else { src.ptr };
+                    gets.push((dst.at(k * count), from, self.world_pe(call, "team PE", k)?));
+                }
+            }
+            Rooted::Gather => {}
+            Rooted::Scatter => {
+                let from = src.at(me * count);
+                if !(me == root && dst.ptr == from) {
+                    gets.push((dst.ptr, from, self.world_pe(call, "root", root)?));
+                }
+            }
+        }
         let lib = self.rt.inner.lib;
-        let (to, from, transfer) = match dir {
-            Rooted::Gather => (dst.at(me * count), src.ptr, lib.nvshmemx_putmem_on_stream),
-            Rooted::Scatter => (dst.ptr, src.at(me * count), lib.nvshmemx_getmem_on_stream),
-        };
         // SAFETY: team handle valid, stream checked and current.
-        status("nvshmemx_team_sync_on_stream", unsafe {
-            (lib.nvshmemx_team_sync_on_stream)(self.handle, cu)
-        })?;
-        // In place on the root, its block is already where it belongs.
-        if !(me == root && to == from) {
-            // SAFETY: `to` and `from` are this PE's block (`count` elements, checked) of the
-            // symmetric dst and src; on root_world (a valid PE) for the remote side.
+        let sync = || {
+            status("nvshmemx_team_sync_on_stream", unsafe {
+                (lib.nvshmemx_team_sync_on_stream)(self.handle, cu)
+            })
+        };
+        sync()?;
+        for (to, from, pe) in gets {
+            // SAFETY: `to` is `count` elements of this PE's symmetric dst and `from` as many of
+            // the symmetric input on world PE `pe` (lengths checked above, PE translated).
             unsafe {
-                transfer(
+                (lib.nvshmemx_getmem_on_stream)(
                     to as *mut _,
                     from as *const _,
                     count * src.elem,
-                    root_world,
+                    pe,
                     cu,
                 )
             };
         }
-        // SAFETY: as above.
-        match dir {
-            Rooted::Gather => status("nvshmemx_barrier_on_stream", unsafe {
-                (lib.nvshmemx_barrier_on_stream)(self.handle, cu)
-            }),
-            Rooted::Scatter => status("nvshmemx_team_sync_on_stream", unsafe {
-                (lib.nvshmemx_team_sync_on_stream)(self.handle, cu)
-            }),
-        }
+        sync()
     }
 }
 

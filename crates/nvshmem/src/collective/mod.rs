@@ -4,8 +4,8 @@
 //! symmetric inputs ([`SymBuffer`]), symmetric outputs ([`SymBufferMut`]) and a cudarc
 //! [`CudaStream`]. It is *queued* on the stream, like a kernel launch: the call returns at
 //! once, nothing synchronises, and it can be captured into a CUDA graph. Every PE of the team
-//! must make the same call, with arrays of the same lengths (and shapes), in the
-//! same order.
+//! must make the same call, with the same symmetric arrays (so of the same lengths and
+//! shapes), in the same order.
 //!
 //! Every argument is checked before anything is queued; a bad one is an [`Error`] naming the
 //! argument and the numbers, and leaves the stream untouched (so a PE that gets an error must
@@ -20,7 +20,7 @@
 //! | [`Team::fcollect`] (all-gather) | `nvshmemx_fcollectmem_on_stream` | [`Team::fcollect_in_place`] |
 //! | [`Team::alltoall`] | `nvshmemx_alltoallmem_on_stream` | never |
 //! | [`Team::reduce_scatter`] | `nvshmemx_<T>_<op>_reducescatter_on_stream` | [`Team::reduce_scatter_in_place`] |
-//! | [`Team::gather`], [`Team::scatter`] | put/get on stream between team syncs | [`Team::gather_in_place`], [`Team::scatter_in_place`] |
+//! | [`Team::gather`], [`Team::scatter`] | gets on stream between two team syncs (the receiving PE copies) | [`Team::gather_in_place`], [`Team::scatter_in_place`] |
 //! | [`Team::barrier`], [`Team::sync`], [`Runtime::barrier_all`], [`Runtime::sync_all`] | `nvshmemx_*barrier*/*sync*_on_stream` | |
 //!
 //! Each collective goes through one internal function that chooses an algorithm per call,
