@@ -245,7 +245,10 @@ pub fn parse_list<T: ValueEnum + Clone>(s: &str, what: &str) -> Result<Vec<T>, S
             out.extend(T::value_variants().iter().cloned());
             continue;
         }
-        out.push(T::from_str(item, true).map_err(|_| {
+        // nccl-tests and NVSHMEM spell names with underscores (all_reduce), clap with hyphens.
+        let parsed =
+            T::from_str(item, true).or_else(|_| T::from_str(&item.replace('_', "-"), true));
+        out.push(parsed.map_err(|_| {
             let names: Vec<String> = T::value_variants()
                 .iter()
                 .filter_map(|v| v.to_possible_value().map(|p| p.get_name().to_string()))

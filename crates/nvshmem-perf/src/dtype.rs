@@ -22,6 +22,9 @@ pub enum DType {
     /// 8-bit signed (`int8`).
     #[value(alias = "int8")]
     I8,
+    /// 16-bit signed (`int16`; NVSHMEM only, NCCL has no 16-bit integers).
+    #[value(alias = "int16")]
+    I16,
     /// 32-bit signed (`int32`, `int`).
     #[value(alias = "int32", alias = "int")]
     I32,
@@ -31,6 +34,9 @@ pub enum DType {
     /// 8-bit unsigned (`uint8`).
     #[value(alias = "uint8")]
     U8,
+    /// 16-bit unsigned (`uint16`; NVSHMEM only).
+    #[value(alias = "uint16")]
+    U16,
     /// 32-bit unsigned (`uint32`).
     #[value(alias = "uint32")]
     U32,
@@ -44,7 +50,7 @@ impl DType {
     pub fn size(self) -> usize {
         match self {
             DType::I8 | DType::U8 => 1,
-            DType::F16 | DType::Bf16 => 2,
+            DType::F16 | DType::Bf16 | DType::I16 | DType::U16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 => 8,
         }
@@ -58,6 +64,8 @@ impl DType {
             DType::F16 => "f16",
             DType::Bf16 => "bf16",
             DType::I8 => "i8",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
             DType::I32 => "i32",
             DType::I64 => "i64",
             DType::U8 => "u8",
@@ -74,6 +82,8 @@ impl DType {
             DType::F16 => "half",
             DType::Bf16 => "bfloat16",
             DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::U16 => "uint16",
             DType::I32 => "int32",
             DType::I64 => "int64",
             DType::U8 => "uint8",
@@ -83,9 +93,10 @@ impl DType {
     }
 
     /// NCCL's `ncclDataType_t` value (nccl.h: int8 0, uint8 1, int32 2, uint32 3, int64 4,
-    /// uint64 5, float16 6, float32 7, float64 8, bfloat16 9).
-    pub fn nccl(self) -> i32 {
-        match self {
+    /// uint64 5, float16 6, float32 7, float64 8, bfloat16 9); `None` for the 16-bit integers,
+    /// which NCCL lacks.
+    pub fn nccl(self) -> Option<i32> {
+        Some(match self {
             DType::I8 => 0,
             DType::U8 => 1,
             DType::I32 => 2,
@@ -96,7 +107,8 @@ impl DType {
             DType::F32 => 7,
             DType::F64 => 8,
             DType::Bf16 => 9,
-        }
+            DType::I16 | DType::U16 => return None,
+        })
     }
 
     /// Whether the type is floating point (checked with a tolerance, integers exactly).
@@ -112,6 +124,8 @@ impl DType {
             DType::F16 => out.copy_from_slice(&half::f16::from_f64(v).to_le_bytes()),
             DType::Bf16 => out.copy_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
             DType::I8 => out.copy_from_slice(&(v as i8).to_le_bytes()),
+            DType::I16 => out.copy_from_slice(&(v as i16).to_le_bytes()),
+            DType::U16 => out.copy_from_slice(&(v as u16).to_le_bytes()),
             DType::I32 => out.copy_from_slice(&(v as i32).to_le_bytes()),
             DType::I64 => out.copy_from_slice(&(v as i64).to_le_bytes()),
             DType::U8 => out.copy_from_slice(&(v as u8).to_le_bytes()),
@@ -131,6 +145,8 @@ impl DType {
             DType::F16 => half::f16::from_le_bytes(arr(b)).to_f64(),
             DType::Bf16 => half::bf16::from_le_bytes(arr(b)).to_f64(),
             DType::I8 => i8::from_le_bytes(arr(b)) as f64,
+            DType::I16 => i16::from_le_bytes(arr(b)) as f64,
+            DType::U16 => u16::from_le_bytes(arr(b)) as f64,
             DType::I32 => i32::from_le_bytes(arr(b)) as f64,
             DType::I64 => i64::from_le_bytes(arr(b)) as f64,
             DType::U8 => u8::from_le_bytes(arr(b)) as f64,
@@ -201,9 +217,13 @@ mod tests {
 
     #[test]
     fn nccl_ids_are_distinct() {
-        let mut ids: Vec<i32> = DType::value_variants().iter().map(|t| t.nccl()).collect();
+        let mut ids: Vec<i32> = DType::value_variants()
+            .iter()
+            .filter_map(|t| t.nccl())
+            .collect();
         ids.sort();
         ids.dedup();
-        assert_eq!(ids.len(), DType::value_variants().len());
+        assert_eq!(ids.len(), DType::value_variants().len() - 2);
+        assert_eq!(DType::I16.nccl(), None);
     }
 }

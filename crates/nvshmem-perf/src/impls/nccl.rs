@@ -78,6 +78,9 @@ impl Implementation for NcclImpl {
     fn unsupported(&self, spec: &Spec) -> Option<String> {
         match spec.coll {
             Collective::Sync => Some("NCCL has no sync".into()),
+            c if c != Collective::Barrier && spec.dtype.nccl().is_none() => {
+                Some(format!("NCCL has no {}", spec.dtype.name()))
+            }
             Collective::Alltoall | Collective::Gather | Collective::Scatter if spec.in_place => {
                 Some("not run in place with NCCL's send/recv".into())
             }
@@ -145,7 +148,10 @@ impl Implementation for NcclImpl {
         let spec = self.spec.context("run_once before prepare")?;
         let n = self.nccl;
         let s = stream.cu_stream();
-        let (dt, op, root) = (spec.dtype.nccl(), spec.op.nccl(), spec.root as i32);
+        // The barrier row is an f32 all-reduce whatever the type; `unsupported` kept out the
+        // types NCCL lacks from every other row.
+        let dt = spec.dtype.nccl().unwrap_or(7);
+        let (op, root) = (spec.op.nccl(), spec.root as i32);
         let cb = spec.chunk_bytes() as u64;
         let me = spec.my_pe as u64;
         let inp = self.input.as_ref().map(|b| b.1);

@@ -159,6 +159,8 @@ impl Implementation for NvshmemRs {
             DType::F16 => typed::<half::f16>(rt, spec)?,
             DType::Bf16 => typed::<half::bf16>(rt, spec)?,
             DType::I8 => typed::<i8>(rt, spec)?,
+            DType::I16 => typed::<i16>(rt, spec)?,
+            DType::U16 => typed::<u16>(rt, spec)?,
             DType::I32 => typed::<i32>(rt, spec)?,
             DType::I64 => typed::<i64>(rt, spec)?,
             DType::U8 => typed::<u8>(rt, spec)?,
