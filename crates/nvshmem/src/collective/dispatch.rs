@@ -93,32 +93,67 @@ fn choose_reduce<T: Element>(
     Ok((plan, alg))
 }
 
-/// Runs an NVSHMEM typed reduction (`..._reduce_on_stream` or `..._reducescatter_on_stream`).
+/// Runs an NVSHMEM all-reduce (`..._reduce_on_stream`) of `count` elements, as consecutive
+/// calls over contiguous chunks of at most [`MAX_NVSHMEM_COUNT`](super::NvshmemTyped::MAX_NVSHMEM_COUNT)
+/// (an all-reduce is element-wise, so chunks are independent).
 ///
 /// # Safety
-/// `dst` and `src` are symmetric addresses of this runtime's heap, valid for what `f` reads
-/// and writes with `count`; `cu` is a live stream of the runtime's context, which is current.
-unsafe fn run_reduce<T: Element>(
+/// `dst` and `src` are symmetric addresses of this runtime's heap, each valid for `count`
+/// elements, identical or disjoint; `cu` is a live stream of the runtime's context, which is
+/// current.
+unsafe fn run_all_reduce<T: Element>(
     team: &Team,
     f: ReduceFn<T::Raw>,
-    name: &'static str,
     dst: u64,
     src: u64,
     count: usize,
     cu: CUstream,
 ) -> Result<()> {
-    let status_code = f(
+    let step = T::MAX_NVSHMEM_COUNT.max(1);
+    let mut done = 0;
+    while done < count {
+        let n = step.min(count - done);
+        let off = (done * std::mem::size_of::<T>()) as u64;
+        status(
+            "nvshmemx_<T>_<op>_reduce_on_stream",
+            f(
+                team.handle,
+                (dst + off) as *mut T::Raw,
+                (src + off) as *const T::Raw,
+                n,
+                cu,
+            ),
+        )?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// Runs an NVSHMEM reduce-scatter (`..._reducescatter_on_stream`) with `count` elements per
+/// block, in one call (its blocks are strided, so it cannot be chunked like an all-reduce;
+/// `reduce_scatter_spans` takes another way when `count` exceeds the type's cap).
+///
+/// # Safety
+/// `src` holds `n_pes` blocks of `count` elements and `dst` one block, symmetric addresses
+/// of this runtime's heap, disjoint or `dst` this PE's block of `src`; `cu` is live and current.
+unsafe fn run_reduce_scatter<T: Element>(
+    team: &Team,
+    f: ReduceFn<T::Raw>,
+    dst: u64,
+    src: u64,
+    count: usize,
+    cu: CUstream,
+) -> Result<()> {
+    debug_assert!(count <= T::MAX_NVSHMEM_COUNT);
+    let code = f(
         team.handle,
         dst as *mut T::Raw,
         src as *const T::Raw,
         count,
         cu,
     );
-    status(name, status_code)
+    status("nvshmemx_<T>_<op>_reducescatter_on_stream", code)
 }
-
-const REDUCE: &str = "nvshmemx_<T>_<op>_reduce_on_stream";
-const REDUCESCATTER: &str = "nvshmemx_<T>_<op>_reducescatter_on_stream";
 
 /// Queues `cuMemcpyDtoDAsync`.
 ///
@@ -243,11 +278,11 @@ impl Team {
             // elements each (checked), identical or disjoint (checked); `enter` made the
             // context current and checked the stream.
             Algorithm::Nvshmem(f) => unsafe {
-                run_reduce::<T>(self, f, REDUCE, dst.ptr, src.ptr, len, cu)
+                run_all_reduce::<T>(self, f, dst.ptr, src.ptr, len, cu)
             },
             Algorithm::SumThenDiv(f, t) => {
                 // SAFETY: as above.
-                unsafe { run_reduce::<T>(self, f, REDUCE, dst.ptr, src.ptr, len, cu)? };
+                unsafe { run_all_reduce::<T>(self, f, dst.ptr, src.ptr, len, cu)? };
                 kernels::launch_map(
                     stream,
                     MapOp::Div,
@@ -263,7 +298,7 @@ impl Team {
                 // caller gave up), and NVSHMEM sums dst in place: src stays as it was.
                 kernels::launch_map(stream, MapOp::Mul, t, src.ptr, dst.ptr, len, s)?;
                 // SAFETY: as above; source and dest the same array, which NVSHMEM allows.
-                unsafe { run_reduce::<T>(self, f, REDUCE, dst.ptr, dst.ptr, len, cu) }
+                unsafe { run_all_reduce::<T>(self, f, dst.ptr, dst.ptr, len, cu) }
             }
             Algorithm::PeerKernel(kop, t, s) => {
                 let peers = self.peers(call, src.ptr, 0)?;
@@ -338,7 +373,7 @@ impl Team {
                 // SAFETY: the scratch is symmetric (allocated collectively) with at least
                 // `bytes`; src is a symmetric array of `len` elements, disjoint from the
                 // scratch (the scratch is not reachable as a SymBuffer).
-                unsafe { run_reduce::<T>(self, f, REDUCE, scratch, src.ptr, len, cu)? };
+                unsafe { run_all_reduce::<T>(self, f, scratch, src.ptr, len, cu)? };
                 if me == root {
                     to_root(cu)?;
                 }
@@ -346,7 +381,7 @@ impl Team {
             }
             Algorithm::SumThenDiv(f, t) => {
                 // SAFETY: as above.
-                unsafe { run_reduce::<T>(self, f, REDUCE, scratch, src.ptr, len, cu)? };
+                unsafe { run_all_reduce::<T>(self, f, scratch, src.ptr, len, cu)? };
                 if me == root {
                     // The division is the copy out.
                     let n = self.n_pes as f64;
@@ -359,7 +394,7 @@ impl Team {
                 // caller's src and non-root dst are never written.
                 kernels::launch_map(stream, MapOp::Mul, t, src.ptr, scratch, len, s)?;
                 // SAFETY: as above, source and dest the same symmetric scratch.
-                unsafe { run_reduce::<T>(self, f, REDUCE, scratch, scratch, len, cu)? };
+                unsafe { run_all_reduce::<T>(self, f, scratch, scratch, len, cu)? };
                 if me == root {
                     to_root(cu)?;
                 }
@@ -476,6 +511,9 @@ impl Team {
     ) -> Result<()> {
         let me = self.require_member(call)?;
         let count = check::reduce_scatter(call, self.n_pes, me, &src, &dst)?;
+        if count > T::MAX_NVSHMEM_COUNT {
+            return self.reduce_scatter_by_all_reduce::<T>(call, me, count, src, dst, op, stream);
+        }
         let (plan, alg) = choose_reduce::<T>(self, call, op, T::reducescatter_fn)?;
         // The only overlap the checks let through is the in-place block.
         let in_place = src.overlaps(&dst);
@@ -489,11 +527,11 @@ impl Team {
             // SAFETY (NVSHMEM arms): src holds n_pes blocks of dst's `count` elements
             // (checked); dst is disjoint from src or exactly this PE's block (checked).
             Algorithm::Nvshmem(f) => unsafe {
-                run_reduce::<T>(self, f, REDUCESCATTER, dst.ptr, src.ptr, count, cu)
+                run_reduce_scatter::<T>(self, f, dst.ptr, src.ptr, count, cu)
             },
             Algorithm::SumThenDiv(f, t) => {
                 // SAFETY: as above.
-                unsafe { run_reduce::<T>(self, f, REDUCESCATTER, dst.ptr, src.ptr, count, cu)? };
+                unsafe { run_reduce_scatter::<T>(self, f, dst.ptr, src.ptr, count, cu)? };
                 let n = self.n_pes as f64;
                 kernels::launch_map(stream, MapOp::Div, t, dst.ptr, dst.ptr, count, n)
             }
@@ -503,7 +541,7 @@ impl Team {
                 kernels::launch_map(stream, MapOp::Mul, t, src.ptr, scratch, src.len, s)?;
                 // SAFETY: the scratch is symmetric with src's bytes (reserved, checked) and
                 // disjoint from dst (not reachable as a SymBuffer).
-                unsafe { run_reduce::<T>(self, f, REDUCESCATTER, dst.ptr, scratch, count, cu) }
+                unsafe { run_reduce_scatter::<T>(self, f, dst.ptr, scratch, count, cu) }
             }
             Algorithm::PeerKernel(kop, t, s) => {
                 // This PE reduces its block from every member's src. In place, dst is this
@@ -515,6 +553,70 @@ impl Team {
                     || kernels::launch_reduce_peers(stream, kop, t, peers.get(), dst.ptr, count, s),
                 )
             }
+        }
+    }
+
+    /// Reduce-scatter for blocks longer than one NVSHMEM call of `T` may take
+    /// ([`MAX_NVSHMEM_COUNT`](super::NvshmemTyped::MAX_NVSHMEM_COUNT)): an all-reduce of the whole
+    /// input into the scratch (chunked like any all-reduce), of which this PE keeps its
+    /// block. It does `n_pes` times the arithmetic of a reduce-scatter and needs the scratch
+    /// of `src`'s bytes; in place, this PE's block is written only after the all-reduce,
+    /// which NVSHMEM completes before any PE may reuse its input.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_scatter_by_all_reduce<T: Element>(
+        &self,
+        call: &'static str,
+        me: usize,
+        count: usize,
+        src: Span,
+        dst: Span,
+        op: ReduceOp,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let (_, alg) = choose_reduce::<T>(self, call, op, T::reduce_fn)?;
+        let (len, bytes) = (src.len, src.len * src.elem);
+        let (_, cu) = self.enter(call, stream)?;
+        let scratch = self.prepare(call, &alg, bytes, stream)?;
+        let mine = scratch + (me * count * src.elem) as u64;
+        let keep = |cu| {
+            // SAFETY: `mine` is this PE's block of the scratch (`count` elements of the
+            // `bytes` reserved and checked), dst holds `count` (checked); the scratch is not
+            // reachable as a SymBuffer, so they are disjoint.
+            unsafe {
+                copy(
+                    dst.ptr,
+                    mine,
+                    count * src.elem,
+                    cu,
+                    "cuMemcpyDtoDAsync (own block)",
+                )
+            }
+        };
+        // SAFETY (every NVSHMEM call): the scratch is symmetric with `bytes` (reserved,
+        // checked); src is a symmetric array of `len` elements, disjoint from the scratch.
+        match alg {
+            Algorithm::Nvshmem(f) => {
+                unsafe { run_all_reduce::<T>(self, f, scratch, src.ptr, len, cu)? };
+                keep(cu)
+            }
+            Algorithm::SumThenDiv(f, t) => {
+                unsafe { run_all_reduce::<T>(self, f, scratch, src.ptr, len, cu)? };
+                let n = self.n_pes as f64;
+                kernels::launch_map(stream, MapOp::Div, t, mine, dst.ptr, count, n)
+            }
+            Algorithm::ScaleThenSum(f, t, s) => {
+                kernels::launch_map(stream, MapOp::Mul, t, src.ptr, scratch, len, s)?;
+                unsafe { run_all_reduce::<T>(self, f, scratch, scratch, len, cu)? };
+                keep(cu)
+            }
+            // Types with a cap are NVSHMEM's own; the peer kernels take any length.
+            Algorithm::PeerKernel(..) => Err(Error::Unsupported {
+                call,
+                what: format!(
+                    "{op} on {}: no algorithm for {count} elements a block",
+                    T::NAME
+                ),
+            }),
         }
     }
 

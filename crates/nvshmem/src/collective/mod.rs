@@ -53,6 +53,7 @@
 //! | [`Team::reduce`], [`Team::reduce_in_place`] | `B` (none for fp8) |
 //! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] with `premul_sum` | `B` (all `n_pes` blocks; none for fp8) |
 //! | [`Team::all_reduce_in_place`] on fp8 | `B` |
+//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] on `i16`/`u16` with blocks over 1 MiB | `B` (NVSHMEM 3.4.5's 16-bit integer reductions fail above a few MiB a call: all-reduces of these types run in 1 MiB calls, and such reduce-scatters as an all-reduce into the scratch) |
 //! | anything else | none |
 //!
 //! Calls that use the scratch share it: do not run two at once on different streams.

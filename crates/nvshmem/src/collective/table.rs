@@ -30,6 +30,12 @@ pub trait NvshmemTyped: Sized {
     /// element; known without the library, so the choice of algorithm is a pure function.
     const NVSHMEM_REDUCES: bool = false;
 
+    /// The most elements one NVSHMEM reduction call of this type may take. NVSHMEM 3.4.5's
+    /// 16-bit integer reductions hang, or let the PEs' barriers fall out of step, at 16 MiB a
+    /// call on 2 x H200 (`results/gpu-check/`), while 1 MiB calls pass every check: those
+    /// types cap a call at 1 MiB, and longer reductions run as several calls.
+    const MAX_NVSHMEM_COUNT: usize = usize::MAX;
+
     /// `nvshmemx_<T>_<op>_reduce_on_stream`, if NVSHMEM has it.
     fn reduce_fn(_lib: &NvshmemLib, _op: NvOp) -> Option<ReduceFn<Self::Raw>> {
         None
@@ -42,12 +48,13 @@ pub trait NvshmemTyped: Sized {
 }
 
 macro_rules! nvshmem_typed {
-    ($t:ty, $raw:ty, $nv:ident, [$($op:ident => $name:ident),*]) => {
+    ($t:ty, $raw:ty, $nv:ident, [$($op:ident => $name:ident),*] $(, max $max:expr)?) => {
         // The element is handed to NVSHMEM as its C type: they must agree in size.
         const _: () = assert!(std::mem::size_of::<$t>() == std::mem::size_of::<$raw>());
         impl NvshmemTyped for $t {
             type Raw = $raw;
             const NVSHMEM_REDUCES: bool = true;
+            $(const MAX_NVSHMEM_COUNT: usize = $max;)?
             #[inline]
             fn reduce_fn(lib: &NvshmemLib, op: NvOp) -> Option<ReduceFn<$raw>> {
                 pastey::paste! {
@@ -73,10 +80,10 @@ macro_rules! nvshmem_typed {
     (float $t:ty, $raw:ty, $nv:ident) => {
         nvshmem_typed!($t, $raw, $nv, [Sum => sum, Prod => prod, Min => min, Max => max]);
     };
-    (int $t:ty, $nv:ident) => {
+    (int $t:ty, $nv:ident $(, max $max:expr)?) => {
         nvshmem_typed!($t, $t, $nv, [
             Sum => sum, Prod => prod, Min => min, Max => max, And => and, Or => or, Xor => xor
-        ]);
+        ] $(, max $max)?);
     };
 }
 
@@ -85,11 +92,11 @@ nvshmem_typed!(float f64, f64, double);
 nvshmem_typed!(float half::f16, nvshmem_sys::half, half);
 nvshmem_typed!(float half::bf16, nvshmem_sys::__nv_bfloat16, bfloat16);
 nvshmem_typed!(int i8, int8);
-nvshmem_typed!(int i16, int16);
+nvshmem_typed!(int i16, int16, max (1 << 20) / 2);
 nvshmem_typed!(int i32, int32);
 nvshmem_typed!(int i64, int64);
 nvshmem_typed!(int u8, uint8);
-nvshmem_typed!(int u16, uint16);
+nvshmem_typed!(int u16, uint16, max (1 << 20) / 2);
 nvshmem_typed!(int u32, uint32);
 nvshmem_typed!(int u64, uint64);
 
