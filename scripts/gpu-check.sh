@@ -153,7 +153,9 @@ reddiag() {
 perf() { perf_mode stream; }
 perfgraph() { perf_mode graph; }
 perf_mode() {
-  CASE_TIMEOUT=540 MODES=$1 BIN=.gpu/bin/nvshmem-perf case_ perf-$1-2pe pass scripts/perf-gpu.sh "$final/perf"
+  # PERF_EXTRA: nvshmem-perf flags appended (later flags win), e.g. fewer sizes.
+  # shellcheck disable=SC2086
+  CASE_TIMEOUT=${PERF_TIMEOUT:-540} MODES=$1 BIN=.gpu/bin/nvshmem-perf case_ perf-$1-2pe pass scripts/perf-gpu.sh "$final/perf" ${PERF_EXTRA:-}
   tar -czf "$final/perf-$1.tgz" -C "$final" perf && rm -rf "$final/perf"
 }
 

@@ -108,9 +108,16 @@ impl<T: Element> Buffers for Typed<T> {
 }
 
 fn typed<T: Element>(rt: &Runtime, spec: &Spec) -> Result<Box<dyn Buffers>> {
-    if spec.coll == crate::coll::Collective::Reduce {
-        // Rooted reductions reduce into the runtime's scratch (collective, like allocating).
-        rt.reserve_scratch(spec.layout.out_elems * std::mem::size_of::<T>())?;
+    // Rooted reductions reduce into the runtime's scratch, and some reduce-scatters (premul_sum,
+    // i16/u16 blocks over 1 MiB) go through it: reserve what the call may need (collective,
+    // like allocating).
+    let scratch = match spec.coll {
+        crate::coll::Collective::Reduce => spec.layout.out_elems,
+        crate::coll::Collective::ReduceScatter => spec.layout.in_elems,
+        _ => 0,
+    };
+    if scratch > 0 {
+        rt.reserve_scratch(scratch * std::mem::size_of::<T>())?;
     }
     let input = rt.alloc_zeroed::<T>(spec.layout.in_elems)?;
     let output = if spec.in_place {
