@@ -115,3 +115,23 @@ impl NvshmemTyped for crate::element_ext::F8E4M3 {
 impl NvshmemTyped for crate::element_ext::F8E5M2 {
     type Raw = u8;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::NvshmemTyped;
+
+    #[test]
+    fn only_16_bit_integers_cap_an_nvshmem_call() {
+        // 1 MiB a call: the size the GPU matrix checks on every team; NVSHMEM 3.4.5 hangs at
+        // 16 MiB for these two types.
+        assert_eq!(<i16 as NvshmemTyped>::MAX_NVSHMEM_COUNT, 1 << 19);
+        assert_eq!(<u16 as NvshmemTyped>::MAX_NVSHMEM_COUNT, 1 << 19);
+        macro_rules! uncapped {
+            ($($t:ty),*) => {$(
+                assert_eq!(<$t as NvshmemTyped>::MAX_NVSHMEM_COUNT, usize::MAX, stringify!($t));
+            )*};
+        }
+        uncapped!(f32, f64, half::f16, half::bf16, i8, i32, i64, u8, u32, u64);
+        uncapped!(crate::element_ext::Bool8, crate::element_ext::F8E4M3);
+    }
+}
