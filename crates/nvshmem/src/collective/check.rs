@@ -166,17 +166,7 @@ pub(crate) fn gather(
     dst: &Span,
 ) -> Result<usize> {
     root(call, root_pe, n_pes)?;
-    let count = src.len;
-    let want = times(call, "dst", n_pes, count)?;
-    want_len(call, "dst", dst.len, want, "the team's PEs x src's length")?;
-    overlap(
-        call,
-        src,
-        dst,
-        Some(dst.at(my_pe * count)),
-        "in place means src is this PE's block of dst (dst + my_pe * src.len)",
-    )?;
-    Ok(count)
+    fcollect(call, n_pes, my_pe, src, dst)
 }
 
 /// reduce-scatter: `src` holds `n_pes` blocks of `dst.len`; in place when `dst` is this PE's
@@ -214,18 +204,7 @@ pub(crate) fn scatter(
     dst: &Span,
 ) -> Result<usize> {
     root(call, root_pe, n_pes)?;
-    let count = dst.len;
-    let want = times(call, "src", n_pes, count)?;
-    want_len(call, "src", src.len, want, "the team's PEs x dst's length")?;
-    let in_place = dst.ptr.checked_sub(src.at(my_pe * count) - src.ptr);
-    overlap(
-        call,
-        src,
-        dst,
-        in_place,
-        "in place means dst is this PE's block of src (src + my_pe * dst.len)",
-    )?;
-    Ok(count)
+    reduce_scatter(call, n_pes, my_pe, src, dst)
 }
 
 /// alltoall: equal lengths, a multiple of the team size; never in place. Returns the block
