@@ -43,7 +43,7 @@ fn hello() -> anyhow::Result<()> {
     let mut inbox = rt.alloc_zeroed::<u64>(4)?;
     let stream = rt.stream().clone();
     let right = (me + 1) % n;
-    rt.put(&mut inbox, &mine, right, &stream)?;
+    rt.put(&mine, &mut inbox, right, &stream)?;
     rt.quiet(&stream)?;
     // Everyone's put has landed once everyone has passed the barrier.
     rt.barrier_all(&stream)?;
@@ -93,7 +93,7 @@ fn tour(rt: &Runtime) -> anyhow::Result<()> {
         stream.synchronize()?;
         dst.copy_from_host(&vec![-1.0; n * COUNT])?;
         rt.barrier_all(&stream)?;
-        let ((), t) = world.timed(&stream, |team| run(team, dst))?;
+        let ((), t) = world.timed(&stream, || run(&world, dst))?;
         let time = t.wait()?;
         let got = dst.to_vec()?;
         let wrong = (0..got.len())

@@ -21,7 +21,7 @@ shift || true
 stage() {
   set -e
   . scripts/setup.sh
-  cargo build --release --bins --examples -p nvshmem-rs -p nvshmem -p nvshmem-perf
+  cargo build --release --bins --examples -p nvshmem-rs -p nvshmem-run -p nvshmem-perf
   rm -rf .gpu && mkdir -p .gpu/bin
   # The test executables' paths come from cargo's JSON messages.
   { cargo test --release --no-run --test 'gpu_*' --message-format=json 2>/dev/null

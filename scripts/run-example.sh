@@ -11,7 +11,7 @@ example=${1:-hello}
 shift || true
 . scripts/setup.sh
 cargo build --release --example "$example"
-cargo build --release -p nvshmem --bin nvshmem-run
+cargo build --release -p nvshmem-run
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${gpus:-0}" -eq 0 ]; then

@@ -840,7 +840,7 @@ fn graph_replay_kernels(
     seed: u64,
     cases: &mut usize,
 ) -> anyhow::Result<()> {
-    use nvshmem::element_ext::F8E4M3;
+    use nvshmem::element::F8E4M3;
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let stream = rt.context().new_stream()?;
     let m = 1001;
@@ -993,14 +993,14 @@ fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> any
     )?;
     // A whole scale, negative too, is fine for a signed type.
     world.all_reduce(&ints, &mut ints_out, ReduceOp::PreMulSum(-1.0), s)?;
-    let bools = rt.alloc_zeroed::<nvshmem::element_ext::Bool8>(8)?;
-    let mut bools_out = rt.alloc_zeroed::<nvshmem::element_ext::Bool8>(8)?;
+    let bools = rt.alloc_zeroed::<nvshmem::element::Bool8>(8)?;
+    let mut bools_out = rt.alloc_zeroed::<nvshmem::element::Bool8>(8)?;
     arg_op(
         world.all_reduce(&bools, &mut bools_out, ReduceOp::Sum, s),
         "sum on bool8",
     )?;
-    let f8 = rt.alloc_zeroed::<nvshmem::element_ext::F8E4M3>(8)?;
-    let mut f8_out = rt.alloc_zeroed::<nvshmem::element_ext::F8E4M3>(8)?;
+    let f8 = rt.alloc_zeroed::<nvshmem::element::F8E4M3>(8)?;
+    let mut f8_out = rt.alloc_zeroed::<nvshmem::element::F8E4M3>(8)?;
     match world.all_reduce(&f8, &mut f8_out, ReduceOp::Prod, s) {
         Err(Error::Unsupported { .. }) => {}
         other => bail!("prod on f8e4m3: expected Unsupported, got {other:?}"),

@@ -110,6 +110,21 @@ pub enum Error {
         reserved: usize,
     },
 
+    /// A collective was forced to use an algorithm ([`RuntimeBuilder::algorithm`],
+    /// [`Runtime::set_algorithm`] or `NVSHMEM_RS_ALGORITHMS`) that cannot run this call.
+    ///
+    /// [`RuntimeBuilder::algorithm`]: crate::RuntimeBuilder::algorithm
+    /// [`Runtime::set_algorithm`]: crate::Runtime::set_algorithm
+    #[error("{call}: the forced algorithm {algorithm} cannot run this call: {reason}")]
+    AlgorithmRefused {
+        /// The call.
+        call: &'static str,
+        /// The algorithm forced.
+        algorithm: &'static str,
+        /// Why it cannot.
+        reason: String,
+    },
+
     /// NVRTC, or the CUDA headers its kernels include, could not be found.
     #[error("run-time kernel compilation is unavailable: {0}")]
     Nvrtc(String),
@@ -172,18 +187,58 @@ impl Error {
         }
     }
 
+    /// The same error, attributed to `call` when it names one (an NVSHMEM status returned
+    /// inside a public call is reported under that call's name).
+    pub(crate) fn in_call(self, call: &'static str) -> Self {
+        match self {
+            Error::Nvshmem { status, .. } => Error::Nvshmem { call, status },
+            e => e,
+        }
+    }
+
     /// Wraps a CUDA driver error with the call it came from.
     pub(crate) fn cuda(call: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Self {
         move |source| Error::Cuda { call, source }
     }
 }
 
-/// Turns an NVSHMEM status into a `Result`.
-pub(crate) fn check(call: &'static str, status: i32) -> Result<()> {
-    if status == 0 {
+/// Refuses a length other than `want`: `arg` of `call` has `got` elements; `why` says where
+/// `want` comes from. The one length check of the crate.
+pub(crate) fn check_len(
+    call: &'static str,
+    arg: &'static str,
+    got: usize,
+    want: usize,
+    why: &str,
+) -> Result<()> {
+    if got == want {
         Ok(())
     } else {
-        Err(Error::Nvshmem { call, status })
+        Err(Error::arg(
+            call,
+            arg,
+            format_args!("has {got} elements but needs {want} ({why})"),
+        ))
+    }
+}
+
+/// Refuses a PE index `pe` not below `n`, the size of `group` ("the team", "the job"). The one
+/// PE range check of the crate.
+pub(crate) fn check_pe(
+    call: &'static str,
+    arg: &'static str,
+    pe: usize,
+    n: usize,
+    group: &str,
+) -> Result<()> {
+    if pe < n {
+        Ok(())
+    } else {
+        Err(Error::arg(
+            call,
+            arg,
+            format_args!("{pe} is not a PE of {group}, which has {n} PEs (0..{n})"),
+        ))
     }
 }
 
@@ -192,13 +247,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nvshmem_status_is_named() {
-        let e = check("nvshmemx_float_sum_reduce_on_stream", 2).unwrap_err();
+    fn lengths_and_pes_are_checked_in_one_place() {
+        assert!(check_len("get", "src", 3, 3, "dst's length").is_ok());
         assert_eq!(
-            e.to_string(),
-            "NVSHMEM error in nvshmemx_float_sum_reduce_on_stream: status 2 (out of memory)"
+            check_len("get", "src", 3, 4, "dst's length")
+                .unwrap_err()
+                .to_string(),
+            "get: invalid src: has 3 elements but needs 4 (dst's length)"
         );
-        assert!(check("x", 0).is_ok());
+        assert!(check_pe("put", "pe", 1, 2, "the job").is_ok());
+        assert_eq!(
+            check_pe("put", "pe", 2, 2, "the job")
+                .unwrap_err()
+                .to_string(),
+            "put: invalid pe: 2 is not a PE of the job, which has 2 PEs (0..2)"
+        );
     }
 
     #[test]

@@ -11,26 +11,63 @@
 //! println!("PE {}/{}: {:?}", rt.my_pe(), rt.n_pes(), a.to_vec()?);
 //! # Ok::<(), nvshmem::Error>(())
 //! ```
+//!
+//! The crate is layered, each layer using only those before it: [`runtime`] (starting and
+//! stopping NVSHMEM), [`memory`] (the symmetric heap), [`team`], then [`collective`], [`rma`]
+//! and [`timing`]. Below them all sit the element types ([`element`]), the operators
+//! ([`ReduceOp`]), the one wrapper of NVSHMEM's functions, and this crate's CUDA kernels.
 #![deny(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod collective;
 pub mod element;
-pub mod element_ext;
 pub mod error;
-pub mod heap;
+mod ffi;
 pub(crate) mod kernels;
+pub mod memory;
+mod op;
 pub mod rma;
 pub mod runtime;
 pub mod team;
 pub mod timing;
 
 pub use collective::ReduceOp;
-pub use element::{Element, ElementKind};
+pub use element::{DataType, Element, ElementKind};
 pub use error::{Error, Result};
-pub use heap::{SymArray, SymBuffer, SymBufferMut, SymView, SymViewMut};
+pub use memory::{SymArray, SymBuffer, SymBufferMut, SymView, SymViewMut};
 pub use runtime::{Bootstrap, Runtime, RuntimeBuilder, RuntimeInfo};
 pub use team::Team;
+pub use timing::Timing;
 
 /// The raw bindings underneath, for calls this crate does not wrap.
 pub use nvshmem_sys as sys;
-pub use timing::Timing;
+
+/// The `half` crate, whose `f16` and `bf16` are element types.
+pub use half;
+
+/// How a runtime is put together: each layer above [`runtime`] attaches its per-runtime state
+/// when a runtime starts, in this order (each may use those before it), and closes it, in the
+/// reverse order, before NVSHMEM is finalised.
+pub(crate) const LAYERS: [runtime::Attach; 3] =
+    [memory::attach, team::attach, collective::algo::attach];
+
+/// What nearly every program names: `use nvshmem::prelude::*;`.
+///
+/// ```no_run
+/// use nvshmem::prelude::*;
+/// let rt = Runtime::init()?;
+/// let stream = rt.stream().clone();
+/// let flags = rt.alloc_zeroed::<u64>(1)?;
+/// rt.signal_op(flags.signal(0)?, SignalOp::Add(1), 0, &stream)?;
+/// let mut x = rt.alloc_from(&[1.0f32; 8])?;
+/// rt.world().all_reduce_in_place(&mut x, ReduceOp::Sum, &stream)?;
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
+pub mod prelude {
+    pub use crate::collective::Collective;
+    pub use crate::rma::{Cmp, SignalArray, SignalOp, SignalWord};
+    pub use crate::{
+        DataType, Element, Error, ReduceOp, Runtime, SymArray, SymBuffer, SymBufferMut, Team,
+        Timing,
+    };
+}

@@ -1,50 +1,70 @@
 //! One-sided communication on a stream: put, get, signals, quiet.
 //!
+//! | call | what it queues |
+//! |---|---|
+//! | [`Runtime::put`]`(src, dst, pe, stream)` | this PE's `src` into `dst` on PE `pe` |
+//! | [`Runtime::get`]`(src, dst, pe, stream)` | `src` on PE `pe` into this PE's `dst` |
+//! | [`Runtime::put_with_signal`]`(src, dst, word, op, pe, stream)` | a put, then `op` on the signal `word` of PE `pe` once the data is there |
+//! | [`Runtime::signal_op`]`(word, op, pe, stream)` | `op` on the signal `word` of PE `pe` |
+//! | [`Runtime::signal_wait_until`]`(word, cmp, value, stream)` | the stream waits until this PE's `word` compares `cmp` to `value` |
+//! | [`Runtime::quiet`]`(stream)` | completes every put this PE queued on `stream` |
+//!
+//! Every call that moves data names the source before the destination, as the collectives do.
 //! PEs are numbered in the world team (0..[`Runtime::n_pes`]). Remote addresses are the
-//! symmetric ones: `dst` names "this array (or view) on PE `pe`". Like the collectives, each
-//! call is queued on a cudarc stream, synchronises nothing and can be captured in a graph.
-//! A put is complete at the destination only after [`Runtime::quiet`] (or a barrier) on its
-//! stream, or when its signal is seen.
+//! symmetric ones: `dst` names "this array (or view) on PE `pe`". A signal word is one `u64` of
+//! a symmetric array, named with [`SignalArray::signal`] (`flags.signal(3)?`), and a
+//! [`SignalOp`] carries its value ([`SignalOp::Set`]`(1)`, [`SignalOp::Add`]`(1)`). Like the
+//! collectives, each call is queued on a cudarc stream, synchronises nothing and can be
+//! captured in a graph. A put is complete at the destination only after [`Runtime::quiet`] (or
+//! a barrier) on its stream, or when its signal is seen.
+//!
+//! ```no_run
+//! use nvshmem::prelude::*;
+//! # let rt = Runtime::init()?; let stream = rt.stream().clone();
+//! let (me, n) = (rt.my_pe(), rt.n_pes());
+//! let halo = rt.alloc_from(&[me as f32; 256])?;
+//! let mut ghost = rt.alloc_zeroed::<f32>(256)?;
+//! let arrived = rt.alloc_zeroed::<u64>(1)?;
+//! // Send my halo to the right neighbour and tell it so; wait for the left one's.
+//! rt.put_with_signal(&halo, &mut ghost, arrived.signal(0)?, SignalOp::Set(1), (me + 1) % n, &stream)?;
+//! rt.signal_wait_until(arrived.signal(0)?, Cmp::Ge, 1, &stream)?;
+//! # Ok::<(), nvshmem::Error>(())
+//! ```
 use std::{fmt, os::raw::c_int, str::FromStr};
 
 use cudarc::driver::CudaStream;
 
-use crate::{error::Error, Element, Result, Runtime, SymBuffer, SymBufferMut};
+use crate::{
+    error::{check_len, check_pe, Error},
+    Element, Result, Runtime, SymBuffer, SymBufferMut,
+};
 
-/// `nvshmemx_putmem_on_stream` and `nvshmemx_getmem_on_stream`.
-type MemFn = unsafe extern "C" fn(
-    *mut std::ffi::c_void,
-    *const std::ffi::c_void,
-    usize,
-    c_int,
-    cudarc::driver::sys::CUstream,
-);
-
-/// How a signal word is updated.
+/// How a signal word is updated, with the value.
 ///
 /// ```no_run
-/// # use nvshmem::rma::SignalOp;
-/// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+/// use nvshmem::prelude::*;
+/// # let rt = Runtime::init()?; let stream = rt.stream().clone();
 /// let flags = rt.alloc_zeroed::<u64>(2)?;
 /// // Word 0 of PE 0 becomes 5; word 1 counts one more arrival.
-/// rt.signal_op(&flags, 0, 5, SignalOp::Set, 0, &stream)?;
-/// rt.signal_op(&flags, 1, 1, SignalOp::Add, 0, &stream)?;
+/// rt.signal_op(flags.signal(0)?, SignalOp::Set(5), 0, &stream)?;
+/// rt.signal_op(flags.signal(1)?, SignalOp::Add(1), 0, &stream)?;
 /// # Ok::<(), nvshmem::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SignalOp {
     /// Store the value.
-    Set,
+    Set(u64),
     /// Add the value (atomically).
-    Add,
+    Add(u64),
 }
 
 impl SignalOp {
-    fn raw(self) -> c_int {
-        (match self {
-            SignalOp::Set => nvshmem_sys::NVSHMEM_SIGNAL_SET,
-            SignalOp::Add => nvshmem_sys::NVSHMEM_SIGNAL_ADD,
-        }) as c_int
+    /// NVSHMEM's operation and the value.
+    fn raw(self) -> (c_int, u64) {
+        match self {
+            SignalOp::Set(v) => (nvshmem_sys::NVSHMEM_SIGNAL_SET as c_int, v),
+            SignalOp::Add(v) => (nvshmem_sys::NVSHMEM_SIGNAL_ADD as c_int, v),
+        }
     }
 }
 
@@ -123,43 +143,80 @@ impl FromStr for Cmp {
     }
 }
 
-/// A PE number below `n_pes`.
-fn check_pe(call: &'static str, pe: usize, n_pes: usize) -> Result<c_int> {
-    if pe < n_pes {
-        Ok(pe as c_int)
-    } else {
-        Err(Error::arg(
-            call,
-            "pe",
-            format_args!("{pe} is not a PE: there are {n_pes} (0..{n_pes})"),
-        ))
+/// One word of a symmetric `u64` array, used as a signal: "word 3 of `flags`", on whichever PE
+/// a call names. Made by [`SignalArray::signal`].
+///
+/// ```no_run
+/// use nvshmem::prelude::*;
+/// # let rt = Runtime::init()?;
+/// let flags = rt.alloc_zeroed::<u64>(4)?;
+/// let word = flags.signal(3)?;
+/// assert_eq!(word.index(), 3);
+/// assert!(flags.signal(4).is_err());
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct SignalWord<'a> {
+    rt: &'a Runtime,
+    ptr: u64,
+    index: usize,
+}
+
+impl SignalWord<'_> {
+    /// Which word of its array it is.
+    ///
+    /// ```no_run
+    /// use nvshmem::prelude::*;
+    /// # let rt = Runtime::init()?;
+    /// let flags = rt.alloc_zeroed::<u64>(2)?;
+    /// assert_eq!(flags.signal(1)?.index(), 1);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn index(&self) -> usize {
+        self.index
     }
 }
 
-fn check_lens(call: &'static str, src: usize, dst: usize) -> Result<()> {
-    if src == dst {
-        Ok(())
-    } else {
-        Err(Error::arg(
-            call,
-            "src",
-            format_args!("has {src} elements but dst has {dst}: they must be equal"),
-        ))
+/// Symmetric `u64` arrays (and views) as arrays of signal words.
+///
+/// ```no_run
+/// use nvshmem::prelude::*;
+/// # let rt = Runtime::init()?; let stream = rt.stream().clone();
+/// let flags = rt.alloc_zeroed::<u64>(8)?;
+/// rt.signal_op(flags.view(4..)?.signal(0)?, SignalOp::Add(1), 0, &stream)?; // word 4
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
+pub trait SignalArray: SymBuffer<u64> {
+    /// Word `index` of the array; [`Error::InvalidArgument`] when it is outside.
+    ///
+    /// ```no_run
+    /// use nvshmem::prelude::*;
+    /// # let rt = Runtime::init()?;
+    /// let flags = rt.alloc_zeroed::<u64>(1)?;
+    /// let e = flags.signal(1).unwrap_err();
+    /// assert_eq!(e.to_string(), "signal: invalid index: 1 is outside the signal array of 1 words");
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    fn signal(&self, index: usize) -> Result<SignalWord<'_>> {
+        if index >= self.sym_len() {
+            return Err(Error::arg(
+                "signal",
+                "index",
+                format_args!(
+                    "{index} is outside the signal array of {} words",
+                    self.sym_len()
+                ),
+            ));
+        }
+        Ok(SignalWord {
+            rt: self.sym_runtime(),
+            ptr: self.sym_ptr() + 8 * index as u64,
+            index,
+        })
     }
 }
 
-/// The address of word `index` of a signal array of `len` words at `ptr`.
-fn signal_addr(call: &'static str, ptr: u64, len: usize, index: usize) -> Result<u64> {
-    if index < len {
-        Ok(ptr + 8 * index as u64)
-    } else {
-        Err(Error::arg(
-            call,
-            "index",
-            format_args!("{index} is outside the signal array of {len} words"),
-        ))
-    }
-}
+impl<B: SymBuffer<u64>> SignalArray for B {}
 
 impl Runtime {
     /// Queues a put: `src` (this PE's) is copied into `dst` on PE `pe`. Equal lengths.
@@ -169,19 +226,18 @@ impl Runtime {
     /// let src = rt.alloc_from(&[rt.my_pe() as u32; 64])?;
     /// let mut dst = rt.alloc_zeroed::<u32>(64)?;
     /// let right = (rt.my_pe() + 1) % rt.n_pes();
-    /// rt.put(&mut dst, &src, right, &stream)?;
+    /// rt.put(&src, &mut dst, right, &stream)?;
     /// rt.quiet(&stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn put<T: Element>(
         &self,
-        dst: &mut impl SymBufferMut<T>,
         src: &impl SymBuffer<T>,
+        dst: &mut impl SymBufferMut<T>,
         pe: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let f = self.inner.lib.nvshmemx_putmem_on_stream;
-        self.copy_mem("put", f, dst, src, pe, stream)
+        self.copy_mem("put", false, src, dst, pe, stream)
     }
 
     /// Queues a get: `src` on PE `pe` is copied into this PE's `dst`. Equal lengths. The data
@@ -191,32 +247,30 @@ impl Runtime {
     /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
     /// let src = rt.alloc_from(&[1.5f64; 8])?;
     /// let mut dst = rt.alloc_zeroed::<f64>(8)?;
-    /// rt.get(&mut dst, &src, 0, &stream)?;
+    /// rt.get(&src, &mut dst, 0, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn get<T: Element>(
         &self,
-        dst: &mut impl SymBufferMut<T>,
         src: &impl SymBuffer<T>,
+        dst: &mut impl SymBufferMut<T>,
         pe: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let f = self.inner.lib.nvshmemx_getmem_on_stream;
-        self.copy_mem("get", f, dst, src, pe, stream)
+        self.copy_mem("get", true, src, dst, pe, stream)
     }
 
-    /// Put and get: NVSHMEM's `putmem`/`getmem_on_stream` take the same arguments, with `pe`
-    /// the PE that holds `dst` (put) or `src` (get).
+    /// Put and get: the same checks, with `pe` the PE that holds `dst` (put) or `src` (get).
     fn copy_mem<T: Element>(
         &self,
         call: &'static str,
-        f: MemFn,
-        dst: &mut impl SymBufferMut<T>,
+        get: bool,
         src: &impl SymBuffer<T>,
+        dst: &mut impl SymBufferMut<T>,
         pe: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let pe = self.rma_checks(call, dst, src, pe)?;
+        self.rma_checks(call, src, dst, pe)?;
         let cu = self.enter(call, stream)?;
         if src.sym_len() == 0 {
             return Ok(());
@@ -224,9 +278,10 @@ impl Runtime {
         // SAFETY: dst and src are symmetric arrays of this runtime of equal lengths (checked);
         // pe is a valid PE; the stream is checked and its context current.
         unsafe {
-            f(
-                dst.sym_ptr() as *mut _,
-                src.sym_ptr() as *const _,
+            self.nv().copy(
+                get,
+                dst.sym_ptr(),
+                src.sym_ptr(),
                 src.sym_len() * std::mem::size_of::<T>(),
                 pe,
                 cu,
@@ -235,45 +290,42 @@ impl Runtime {
         Ok(())
     }
 
-    /// Queues a put followed by a signal: once `src` has arrived in `dst` on PE `pe`, word
-    /// `index` of `signal` on that PE is updated by `op` with `value`.
+    /// Queues a put followed by a signal: once `src` has arrived in `dst` on PE `pe`, the
+    /// signal word `signal` on that PE is updated by `op`. A zero-length put still delivers
+    /// its signal.
     ///
     /// ```no_run
-    /// # use nvshmem::rma::SignalOp;
-    /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+    /// use nvshmem::prelude::*;
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone();
     /// let src = rt.alloc_from(&[7u8; 1024])?;
     /// let mut dst = rt.alloc_zeroed::<u8>(1024)?;
     /// let flags = rt.alloc_zeroed::<u64>(1)?;
-    /// rt.put_with_signal(&mut dst, &src, &flags, 0, 1, SignalOp::Set, 0, &stream)?;
+    /// rt.put_with_signal(&src, &mut dst, flags.signal(0)?, SignalOp::Set(1), 0, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
-    #[allow(clippy::too_many_arguments)]
     pub fn put_with_signal<T: Element>(
         &self,
-        dst: &mut impl SymBufferMut<T>,
         src: &impl SymBuffer<T>,
-        signal: &impl SymBuffer<u64>,
-        index: usize,
-        value: u64,
+        dst: &mut impl SymBufferMut<T>,
+        signal: SignalWord<'_>,
         op: SignalOp,
         pe: usize,
         stream: &CudaStream,
     ) -> Result<()> {
         const CALL: &str = "put_with_signal";
-        let pe = self.rma_checks(CALL, dst, src, pe)?;
-        self.check_same(CALL, "signal", signal.sym_runtime())?;
-        let sig = signal_addr(CALL, signal.sym_ptr(), signal.sym_len(), index)?;
+        self.rma_checks(CALL, src, dst, pe)?;
+        self.check_same(CALL, "signal", signal.rt)?;
         let cu = self.enter(CALL, stream)?;
-        // SAFETY: as in `put`; sig is word `index` of a symmetric u64 array (checked). A
-        // zero-length put still delivers its signal, as NVSHMEM defines it.
+        let (op, value) = op.raw();
+        // SAFETY: as in `put`; the signal word is a symmetric u64 of this runtime (checked).
         unsafe {
-            (self.inner.lib.nvshmemx_putmem_signal_on_stream)(
-                dst.sym_ptr() as *mut _,
-                src.sym_ptr() as *const _,
+            self.nv().put_signal(
+                dst.sym_ptr(),
+                src.sym_ptr(),
                 src.sym_len() * std::mem::size_of::<T>(),
-                sig as *mut u64,
+                signal.ptr,
                 value,
-                op.raw(),
+                op,
                 pe,
                 cu,
             )
@@ -281,128 +333,91 @@ impl Runtime {
         Ok(())
     }
 
-    /// Queues an update of word `index` of `signal` on PE `pe` by `op` with `value`.
+    /// Queues an update of the signal word `signal` on PE `pe` by `op`.
     ///
     /// ```no_run
-    /// # use nvshmem::rma::SignalOp;
-    /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
-    /// let flags = rt.alloc_zeroed::<u64>(4)?;
-    /// rt.signal_op(&flags, 2, 1, SignalOp::Add, 0, &stream)?;
+    /// use nvshmem::prelude::*;
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone();
+    /// let counter = rt.alloc_zeroed::<u64>(1)?;
+    /// rt.signal_op(counter.signal(0)?, SignalOp::Add(1), 0, &stream)?; // PE 0 counts one more
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn signal_op(
         &self,
-        signal: &impl SymBuffer<u64>,
-        index: usize,
-        value: u64,
+        signal: SignalWord<'_>,
         op: SignalOp,
         pe: usize,
         stream: &CudaStream,
     ) -> Result<()> {
         const CALL: &str = "signal_op";
-        self.check_same(CALL, "signal", signal.sym_runtime())?;
-        let pe = check_pe(CALL, pe, self.n_pes())?;
-        let sig = signal_addr(CALL, signal.sym_ptr(), signal.sym_len(), index)?;
+        self.check_same(CALL, "signal", signal.rt)?;
+        check_pe(CALL, "pe", pe, self.n_pes(), "the job")?;
         let cu = self.enter(CALL, stream)?;
-        // SAFETY: sig is word `index` of a symmetric u64 array (checked); pe valid; stream
-        // checked and current.
-        unsafe {
-            (self.inner.lib.nvshmemx_signal_op_on_stream)(sig as *mut u64, value, op.raw(), pe, cu)
-        };
+        let (op, value) = op.raw();
+        // SAFETY: the signal word is a symmetric u64 of this runtime (checked); pe valid;
+        // stream checked and current.
+        unsafe { self.nv().signal(signal.ptr, value, op, pe, cu) };
         Ok(())
     }
 
-    /// Makes `stream` wait until word `index` of this PE's `signal` compares to `value` as
-    /// `cmp` says. Work queued after it on the stream runs only then.
+    /// Makes `stream` wait until this PE's signal word `signal` compares `cmp` to `value`
+    /// (work queued after this on the stream starts only then; the host does not wait).
     ///
     /// ```no_run
-    /// # use nvshmem::rma::Cmp;
-    /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+    /// use nvshmem::prelude::*;
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone();
     /// let flags = rt.alloc_zeroed::<u64>(1)?;
-    /// rt.signal_wait_until(&flags, 0, Cmp::Ge, 1, &stream)?;
+    /// rt.signal_wait_until(flags.signal(0)?, Cmp::Ge, 1, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn signal_wait_until(
         &self,
-        signal: &impl SymBuffer<u64>,
-        index: usize,
+        signal: SignalWord<'_>,
         cmp: Cmp,
         value: u64,
         stream: &CudaStream,
     ) -> Result<()> {
         const CALL: &str = "signal_wait_until";
-        self.check_same(CALL, "signal", signal.sym_runtime())?;
-        let sig = signal_addr(CALL, signal.sym_ptr(), signal.sym_len(), index)?;
+        self.check_same(CALL, "signal", signal.rt)?;
         let cu = self.enter(CALL, stream)?;
-        // SAFETY: sig is word `index` of a symmetric u64 array of this PE (checked); the
-        // stream is checked and current.
-        unsafe {
-            (self.inner.lib.nvshmemx_signal_wait_until_on_stream)(
-                sig as *mut u64,
-                cmp.raw(),
-                value,
-                cu,
-            )
-        };
+        // SAFETY: the signal word is a symmetric u64 of this PE (checked); the stream is
+        // checked and current.
+        unsafe { self.nv().signal_wait(signal.ptr, cmp.raw(), value, cu) };
         Ok(())
     }
 
-    /// Queues completion of every put this PE issued on `stream` before it.
+    /// Queues the completion of every put this PE issued on `stream`: work after it on the
+    /// stream starts only when they have arrived.
     ///
     /// ```no_run
-    /// # let rt = nvshmem::Runtime::init()?;
-    /// rt.quiet(rt.stream())?;
+    /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+    /// rt.quiet(&stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn quiet(&self, stream: &CudaStream) -> Result<()> {
         let cu = self.enter("quiet", stream)?;
         // SAFETY: NVSHMEM is initialised; the stream is checked and current.
-        unsafe { (self.inner.lib.nvshmemx_quiet_on_stream)(cu) };
+        unsafe { self.nv().quiet(cu) };
         Ok(())
     }
 
     fn rma_checks<T: Element>(
         &self,
         call: &'static str,
-        dst: &impl SymBuffer<T>,
         src: &impl SymBuffer<T>,
+        dst: &impl SymBuffer<T>,
         pe: usize,
-    ) -> Result<c_int> {
-        self.check_same(call, "dst", dst.sym_runtime())?;
+    ) -> Result<()> {
         self.check_same(call, "src", src.sym_runtime())?;
-        check_lens(call, src.sym_len(), dst.sym_len())?;
-        check_pe(call, pe, self.n_pes())
+        self.check_same(call, "dst", dst.sym_runtime())?;
+        check_len(call, "src", src.sym_len(), dst.sym_len(), "dst's length")?;
+        check_pe(call, "pe", pe, self.n_pes(), "the job")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pe_range() {
-        assert_eq!(check_pe("put", 1, 2).unwrap(), 1);
-        assert_eq!(
-            check_pe("put", 2, 2).unwrap_err().to_string(),
-            "put: invalid pe: 2 is not a PE: there are 2 (0..2)"
-        );
-    }
-
-    #[test]
-    fn lengths_must_match() {
-        assert!(check_lens("get", 3, 3).is_ok());
-        assert_eq!(
-            check_lens("get", 3, 4).unwrap_err().to_string(),
-            "get: invalid src: has 3 elements but dst has 4: they must be equal"
-        );
-    }
-
-    #[test]
-    fn signal_words_are_in_range() {
-        assert_eq!(signal_addr("signal_op", 0x100, 4, 3).unwrap(), 0x118);
-        assert!(signal_addr("signal_op", 0x100, 4, 4).is_err());
-        assert!(signal_addr("signal_op", 0, 0, 0).is_err());
-    }
 
     #[test]
     fn cmp_parses_and_maps() {
@@ -412,6 +427,7 @@ mod tests {
         assert_eq!(">=".parse::<Cmp>().unwrap(), Cmp::Ge);
         assert!("around".parse::<Cmp>().is_err());
         assert_eq!(Cmp::Ge.raw(), 5);
-        assert_eq!(SignalOp::Add.raw(), 10);
+        assert_eq!(SignalOp::Add(3).raw(), (10, 3));
+        assert_eq!(SignalOp::Set(7).raw(), (9, 7));
     }
 }

@@ -1,8 +1,21 @@
 //! Optional timing of any stream-ordered call: CUDA events recorded around it on its stream.
 //!
-//! Nothing is synchronised when a call is timed; the [`Timing`] handle is read later, without
-//! blocking ([`Timing::elapsed`]) or by waiting ([`Timing::wait`]). Calls that are not timed
-//! pay nothing.
+//! [`Runtime::timed`] and [`Team::timed`] (the same, on the team's runtime) run a closure that
+//! queues work on a stream and return its result with a [`Timing`]. Nothing is synchronised
+//! when a call is timed; the [`Timing`] handle is read later, without blocking
+//! ([`Timing::elapsed`]) or by waiting ([`Timing::wait`]). Calls that are not timed pay
+//! nothing.
+//!
+//! ```no_run
+//! use nvshmem::prelude::*;
+//! # let rt = Runtime::init()?; let stream = rt.stream().clone();
+//! let world = rt.world();
+//! let mut grads = rt.alloc_from(&[1.0f32; 1 << 20])?;
+//! let ((), t) = world.timed(&stream, || world.all_reduce_in_place(&mut grads, ReduceOp::Avg, &stream))?;
+//! // ... other host work while the GPU runs ...
+//! println!("all_reduce took {:?}", t.wait()?);
+//! # Ok::<(), nvshmem::Error>(())
+//! ```
 use std::time::Duration;
 
 use cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
@@ -18,7 +31,7 @@ use crate::{Error, Result, Runtime, Team};
 /// # use nvshmem::{ReduceOp, Runtime};
 /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
 /// # let src = rt.alloc_zeroed::<f32>(1 << 20)?; let mut dst = rt.alloc_zeroed::<f32>(1 << 20)?;
-/// let ((), t) = team.timed(&stream, |team| team.all_reduce(&src, &mut dst, ReduceOp::Sum, &stream))?;
+/// let ((), t) = team.timed(&stream, || team.all_reduce(&src, &mut dst, ReduceOp::Sum, &stream))?;
 /// // ... queue more work; later:
 /// println!("all_reduce took {:?}", t.wait()?);
 /// # Ok::<(), nvshmem::Error>(())
@@ -113,20 +126,21 @@ impl Runtime {
 }
 
 impl Team {
-    /// Times `f` (typically one collective of this team) on `stream`; see [`Runtime::timed`].
+    /// Times `f` (typically one collective of this team) on `stream`: the same as
+    /// [`Runtime::timed`], on the team's runtime.
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
     /// let team = rt.world();
-    /// let ((), t) = team.timed(&stream, |team| team.barrier(&stream))?;
+    /// let ((), t) = team.timed(&stream, || team.barrier(&stream))?;
     /// if let Some(d) = t.elapsed()? { println!("barrier: {d:?}"); }
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn timed<R>(
         &self,
         stream: &CudaStream,
-        f: impl FnOnce(&Team) -> Result<R>,
+        f: impl FnOnce() -> Result<R>,
     ) -> Result<(R, Timing)> {
-        self.rt.timed(stream, || f(self))
+        self.runtime().timed(stream, f)
     }
 }

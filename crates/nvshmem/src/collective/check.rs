@@ -5,7 +5,7 @@
 //! operation defines it (same address for all-reduce, reduce and broadcast; this PE's block
 //! of the output for all-gather and gather; this PE's block of the input for reduce-scatter
 //! and scatter); any other overlap is refused.
-use crate::{Error, Result};
+use crate::{error::check_len, Error, Result};
 
 pub(crate) mod shape;
 
@@ -42,15 +42,7 @@ impl Span {
 
 /// A `root` that is a PE index of a team of `n_pes`.
 pub(crate) fn root(call: &'static str, root: usize, n_pes: usize) -> Result<()> {
-    if root < n_pes {
-        Ok(())
-    } else {
-        Err(Error::arg(
-            call,
-            "root",
-            format_args!("{root} is not a PE of the team, which has {n_pes} PEs (0..{n_pes})"),
-        ))
-    }
+    crate::error::check_pe(call, "root", root, n_pes, "the team")
 }
 
 /// `n * count`, or an error naming `arg` if it overflows.
@@ -64,25 +56,12 @@ fn times(call: &'static str, arg: &'static str, n: usize, count: usize) -> Resul
     })
 }
 
-fn want_len(
+pub(crate) fn divisible(
     call: &'static str,
     arg: &'static str,
-    got: usize,
-    want: usize,
-    why: &str,
-) -> Result<()> {
-    if got == want {
-        Ok(())
-    } else {
-        Err(Error::arg(
-            call,
-            arg,
-            format_args!("has {got} elements but needs {want} ({why})"),
-        ))
-    }
-}
-
-fn divisible(call: &'static str, arg: &'static str, len: usize, n_pes: usize) -> Result<usize> {
+    len: usize,
+    n_pes: usize,
+) -> Result<usize> {
     if len.checked_rem(n_pes) == Some(0) {
         Ok(len / n_pes)
     } else {
@@ -123,7 +102,7 @@ fn overlap(
 
 /// all-reduce, reduce and broadcast: equal lengths; in place only at the same address.
 pub(crate) fn same_shape(call: &'static str, src: &Span, dst: &Span) -> Result<()> {
-    want_len(call, "dst", dst.len, src.len, "as many as src")?;
+    check_len(call, "dst", dst.len, src.len, "as many as src")?;
     overlap(
         call,
         src,
@@ -144,7 +123,7 @@ pub(crate) fn fcollect(
 ) -> Result<usize> {
     let count = src.len;
     let want = times(call, "dst", n_pes, count)?;
-    want_len(call, "dst", dst.len, want, "the team's PEs x src's length")?;
+    check_len(call, "dst", dst.len, want, "the team's PEs x src's length")?;
     overlap(
         call,
         src,
@@ -153,20 +132,6 @@ pub(crate) fn fcollect(
         "in place means src is this PE's block of dst (dst + my_pe * src.len)",
     )?;
     Ok(count)
-}
-
-/// gather to `root`: like fcollect, in place when `src` is this PE's own block of `dst` (NCCL's
-/// rule). Every PE, root or not, is judged alike, so no PE refuses a call the others make.
-pub(crate) fn gather(
-    call: &'static str,
-    n_pes: usize,
-    root_pe: usize,
-    my_pe: usize,
-    src: &Span,
-    dst: &Span,
-) -> Result<usize> {
-    root(call, root_pe, n_pes)?;
-    fcollect(call, n_pes, my_pe, src, dst)
 }
 
 /// reduce-scatter: `src` holds `n_pes` blocks of `dst.len`; in place when `dst` is this PE's
@@ -180,7 +145,7 @@ pub(crate) fn reduce_scatter(
 ) -> Result<usize> {
     let count = dst.len;
     let want = times(call, "src", n_pes, count)?;
-    want_len(call, "src", src.len, want, "the team's PEs x dst's length")?;
+    check_len(call, "src", src.len, want, "the team's PEs x dst's length")?;
     // In place: dst == src + my_pe * count, i.e. src == dst - my_pe * count.
     let in_place = dst.ptr.checked_sub(src.at(my_pe * count) - src.ptr);
     overlap(
@@ -193,24 +158,10 @@ pub(crate) fn reduce_scatter(
     Ok(count)
 }
 
-/// scatter from `root`: like reduce-scatter, in place when `dst` is this PE's own block of
-/// `src` (NCCL's rule), on the root and the other PEs alike.
-pub(crate) fn scatter(
-    call: &'static str,
-    n_pes: usize,
-    root_pe: usize,
-    my_pe: usize,
-    src: &Span,
-    dst: &Span,
-) -> Result<usize> {
-    root(call, root_pe, n_pes)?;
-    reduce_scatter(call, n_pes, my_pe, src, dst)
-}
-
 /// alltoall: equal lengths, a multiple of the team size; never in place. Returns the block
 /// length (elements sent to each PE).
 pub(crate) fn alltoall(call: &'static str, n_pes: usize, src: &Span, dst: &Span) -> Result<usize> {
-    want_len(call, "dst", dst.len, src.len, "as many as src")?;
+    check_len(call, "dst", dst.len, src.len, "as many as src")?;
     let count = divisible(call, "src", src.len, n_pes)?;
     overlap(call, src, dst, None, "alltoall cannot run in place")?;
     Ok(count)
@@ -305,17 +256,16 @@ mod tests {
 
     #[test]
     fn gather_and_scatter_in_place_use_each_pes_own_block() {
-        // PE 1 of 3, root 0: its own block (B + 8) is in place, on the root and off it alike
-        // (seen on 2 GPUs: judging non-roots by the root's block refused the call on them
-        // only, and the root then waited for them).
-        assert!(gather("gather", 3, 0, 1, &f32s(B + 8, 2), &f32s(B, 6)).is_ok());
-        assert!(gather("gather", 3, 1, 1, &f32s(B + 8, 2), &f32s(B, 6)).is_ok());
-        assert!(gather("gather", 3, 0, 0, &f32s(B + 8, 2), &f32s(B, 6)).is_err());
-        assert!(gather("gather", 3, 3, 0, &f32s(B, 2), &f32s(B + 64, 6)).is_err());
-        assert!(scatter("scatter", 3, 0, 2, &f32s(B, 6), &f32s(B + 16, 2)).is_ok());
-        assert!(scatter("scatter", 3, 2, 2, &f32s(B, 6), &f32s(B + 16, 2)).is_ok());
-        assert!(scatter("scatter", 3, 2, 1, &f32s(B, 6), &f32s(B + 16, 2)).is_err());
-        let e = scatter("scatter", 3, 0, 0, &f32s(B, 7), &f32s(B + 64, 2))
+        // Gather is judged by fcollect's rule and scatter by reduce-scatter's, plus the root:
+        // PE 1 of 3: its own block (B + 8) is in place, whatever the root (seen on 2 GPUs:
+        // judging non-roots by the root's block refused the call on them only, and the root
+        // then waited for them).
+        assert!(fcollect("gather", 3, 1, &f32s(B + 8, 2), &f32s(B, 6)).is_ok());
+        assert!(fcollect("gather", 3, 0, &f32s(B + 8, 2), &f32s(B, 6)).is_err());
+        assert!(root("gather", 3, 3).is_err());
+        assert!(reduce_scatter("scatter", 3, 2, &f32s(B, 6), &f32s(B + 16, 2)).is_ok());
+        assert!(reduce_scatter("scatter", 3, 1, &f32s(B, 6), &f32s(B + 16, 2)).is_err());
+        let e = reduce_scatter("scatter", 3, 0, &f32s(B, 7), &f32s(B + 64, 2))
             .unwrap_err()
             .to_string();
         assert!(e.contains("has 7 elements but needs 6"), "{e}");

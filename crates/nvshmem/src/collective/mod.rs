@@ -109,68 +109,34 @@
 //! stream.synchronize().unwrap();
 //! # Ok::<(), nvshmem::Error>(())
 //! ```
+pub(crate) mod algo;
 mod check;
-mod dispatch;
-mod op;
-mod plan;
-mod scratch;
-mod table;
 
-pub use op::ReduceOp;
-pub(crate) use scratch::Scratch;
-pub(crate) use table::NvshmemTyped;
+pub use crate::op::ReduceOp;
+pub use algo::{Collective, ALGORITHMS_VAR};
 
-use cudarc::driver::{sys::CUstream, CudaStream};
+use cudarc::driver::CudaStream;
 
-use crate::{Element, Error, Result, Runtime, SymBuffer, SymBufferMut, Team};
+use crate::{Element, Result, SymBuffer, SymBufferMut, Team};
+use algo::Call;
 use check::{shape::Rule, Span};
 
 fn span<T: Element>(b: &impl SymBuffer<T>) -> Span {
     Span::new(b.sym_ptr(), b.sym_len(), std::mem::size_of::<T>())
 }
 
-impl Runtime {
-    /// Refuses memory of another runtime (a stale array from a runtime finalised earlier).
-    pub(crate) fn check_same(
-        &self,
-        call: &'static str,
-        arg: &'static str,
-        other: &Runtime,
-    ) -> Result<()> {
-        if std::sync::Arc::ptr_eq(&self.inner, &other.inner) {
-            Ok(())
-        } else {
-            Err(Error::arg(call, arg, "belongs to another NVSHMEM runtime"))
-        }
-    }
-
-    /// Checks that `stream` is on this runtime's GPU context and makes that context current;
-    /// returns the raw stream.
-    pub(crate) fn enter(&self, call: &'static str, stream: &CudaStream) -> Result<CUstream> {
-        if stream.context().as_ref() != self.inner.ctx.as_ref() {
-            return Err(Error::arg(
-                call,
-                "stream",
-                format_args!(
-                    "belongs to CUDA device {} but this PE's NVSHMEM runs on device {}",
-                    stream.context().ordinal(),
-                    self.inner.info.device
-                ),
-            ));
-        }
-        self.inner.bind()?;
-        Ok(stream.cu_stream())
-    }
+/// What a public call passes to [`Team::collective`].
+struct Args {
+    coll: Collective,
+    name: &'static str,
+    dtype: crate::DataType,
+    op: Option<ReduceOp>,
+    root: Option<usize>,
+    src: Span,
+    dst: Span,
 }
 
 impl Team {
-    /// This PE's index in the team, the raw stream, with the stream's context current.
-    fn enter(&self, call: &'static str, stream: &CudaStream) -> Result<(usize, CUstream)> {
-        let me = self.require_member(call)?;
-        let cu = self.rt.enter(call, stream)?;
-        Ok((me, cu))
-    }
-
     /// Both buffers of this runtime, and their shapes (if any) related by `rule`.
     fn check_buffers<T: Element>(
         &self,
@@ -179,9 +145,120 @@ impl Team {
         src: &impl SymBuffer<T>,
         dst: &impl SymBuffer<T>,
     ) -> Result<()> {
-        self.rt.check_same(call, "src", src.sym_runtime())?;
-        self.rt.check_same(call, "dst", dst.sym_runtime())?;
-        check::shape::pair(call, rule, self.n_pes, src.sym_shape(), dst.sym_shape())
+        let rt = self.runtime();
+        rt.check_same(call, "src", src.sym_runtime())?;
+        rt.check_same(call, "dst", dst.sym_runtime())?;
+        check::shape::pair(call, rule, self.n_pes(), src.sym_shape(), dst.sym_shape())
+    }
+
+    /// Checks a call's arguments, describes it and runs it through the algorithm layer. Every
+    /// check depends only on what every PE passes alike, so a refusal is the same everywhere
+    /// and nothing is queued.
+    fn collective(&self, a: Args, stream: &CudaStream) -> Result<()> {
+        let (call, n) = (a.name, self.n_pes());
+        let me = self.require_member(call)?;
+        if let Some(root) = a.root {
+            check::root(call, root, n)?;
+        }
+        let (src, dst) = (&a.src, &a.dst);
+        let (count, in_place) = match a.coll {
+            Collective::AllReduce | Collective::Reduce | Collective::Broadcast => {
+                check::same_shape(call, src, dst)?;
+                (src.len, src.ptr == dst.ptr)
+            }
+            Collective::Fcollect | Collective::Gather => {
+                let count = check::fcollect(call, n, me, src, dst)?;
+                (count, src.overlaps(dst))
+            }
+            Collective::ReduceScatter | Collective::Scatter => {
+                let count = check::reduce_scatter(call, n, me, src, dst)?;
+                (count, src.overlaps(dst))
+            }
+            Collective::Alltoall => (check::alltoall(call, n, src, dst)?, false),
+            Collective::Barrier | Collective::Sync => (0, false),
+        };
+        if let Some(op) = a.op {
+            op.check_for(call, a.dtype)?;
+        }
+        let desc = Call {
+            coll: a.coll,
+            name: call,
+            team: self.shape(),
+            me,
+            dtype: a.dtype,
+            op: a.op.unwrap_or(ReduceOp::Sum),
+            root: a.root.unwrap_or(0),
+            src: a.src,
+            dst: a.dst,
+            count,
+            in_place,
+            scratch: 0,
+        };
+        algo::run(self, desc, stream)
+    }
+
+    /// A rootless two-buffer call.
+    #[allow(clippy::too_many_arguments)]
+    fn two<T: Element>(
+        &self,
+        coll: Collective,
+        name: &'static str,
+        rule: Rule,
+        op: Option<ReduceOp>,
+        root: Option<usize>,
+        src: &impl SymBuffer<T>,
+        dst: &impl SymBuffer<T>,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        self.check_buffers(name, rule, src, dst)?;
+        let args = Args {
+            coll,
+            name,
+            dtype: T::DTYPE,
+            op,
+            root,
+            src: span(src),
+            dst: span(dst),
+        };
+        self.collective(args, stream)
+    }
+
+    /// An in-place call on `buf`: `whole` says whether the input and output are all of it
+    /// (all-reduce, reduce, broadcast) or the output (fcollect, gather) or input
+    /// (reduce-scatter, scatter) is all of it and the other this PE's block.
+    fn in_place<T: Element>(
+        &self,
+        coll: Collective,
+        name: &'static str,
+        op: Option<ReduceOp>,
+        root: Option<usize>,
+        buf: &impl SymBufferMut<T>,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let (src, dst) = match coll {
+            Collective::AllReduce | Collective::Reduce | Collective::Broadcast => {
+                self.runtime().check_same(name, "buf", buf.sym_runtime())?;
+                (span(buf), span(buf))
+            }
+            Collective::Fcollect | Collective::Gather => {
+                let (all, mine) = self.own_block(name, buf)?;
+                (mine, all)
+            }
+            Collective::ReduceScatter | Collective::Scatter => self.own_block(name, buf)?,
+            Collective::Alltoall | Collective::Barrier | Collective::Sync => {
+                unreachable!("no in-place form")
+            }
+        };
+        let args = Args {
+            coll,
+            name,
+            dtype: T::DTYPE,
+            op,
+            root,
+            src,
+            dst,
+        };
+        self.collective(args, stream)
     }
 
     /// All-reduce: every PE's `dst` gets the element-wise reduction of all PEs' `src`
@@ -208,8 +285,17 @@ impl Team {
         op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("all_reduce", Rule::Same, src, dst)?;
-        self.all_reduce_spans::<T>("all_reduce", span(src), span(dst), op, stream)
+        let c = Collective::AllReduce;
+        self.two(
+            c,
+            "all_reduce",
+            Rule::Same,
+            Some(op),
+            None,
+            src,
+            dst,
+            stream,
+        )
     }
 
     /// All-reduce in place: `buf` is both input and output. Operators as
@@ -230,10 +316,8 @@ impl Team {
         op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.rt
-            .check_same("all_reduce_in_place", "buf", buf.sym_runtime())?;
-        let s = span(buf);
-        self.all_reduce_spans::<T>("all_reduce_in_place", s, s, op, stream)
+        let c = Collective::AllReduce;
+        self.in_place(c, "all_reduce_in_place", Some(op), None, buf, stream)
     }
 
     /// Reduce to `root` (a PE index in the team): the root's `dst` gets the reduction of all
@@ -265,8 +349,17 @@ impl Team {
         op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("reduce", Rule::Same, src, dst)?;
-        self.reduce_spans::<T>("reduce", root, span(src), span(dst), op, stream)
+        let c = Collective::Reduce;
+        self.two(
+            c,
+            "reduce",
+            Rule::Same,
+            Some(op),
+            Some(root),
+            src,
+            dst,
+            stream,
+        )
     }
 
     /// Reduce to `root` in place: the root's `buf` gets the reduction of all PEs' `buf`; the
@@ -288,10 +381,8 @@ impl Team {
         op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.rt
-            .check_same("reduce_in_place", "buf", buf.sym_runtime())?;
-        let s = span(buf);
-        self.reduce_spans::<T>("reduce_in_place", root, s, s, op, stream)
+        let c = Collective::Reduce;
+        self.in_place(c, "reduce_in_place", Some(op), Some(root), buf, stream)
     }
 
     /// Broadcast from `root` (a PE index in the team): every PE's `dst` gets the root's `src`.
@@ -312,8 +403,17 @@ impl Team {
         dst: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("broadcast", Rule::Same, src, dst)?;
-        self.broadcast_spans("broadcast", root, span(src), span(dst), stream)
+        let c = Collective::Broadcast;
+        self.two(
+            c,
+            "broadcast",
+            Rule::Same,
+            None,
+            Some(root),
+            src,
+            dst,
+            stream,
+        )
     }
 
     /// Broadcast in place: every PE's `buf` gets the root's `buf`.
@@ -331,10 +431,8 @@ impl Team {
         buf: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.rt
-            .check_same("broadcast_in_place", "buf", buf.sym_runtime())?;
-        let s = span(buf);
-        self.broadcast_spans("broadcast_in_place", root, s, s, stream)
+        let c = Collective::Broadcast;
+        self.in_place(c, "broadcast_in_place", None, Some(root), buf, stream)
     }
 
     /// All-gather (NVSHMEM's fcollect): `dst` (`n_pes * src.len()` elements) gets every PE's
@@ -354,8 +452,8 @@ impl Team {
         dst: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("fcollect", Rule::Concat, src, dst)?;
-        self.fcollect_spans("fcollect", span(src), span(dst), stream)
+        let c = Collective::Fcollect;
+        self.two(c, "fcollect", Rule::Concat, None, None, src, dst, stream)
     }
 
     /// All-gather in place: `buf` holds `n_pes` blocks; this PE's block (index
@@ -373,9 +471,8 @@ impl Team {
         buf: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        const CALL: &str = "fcollect_in_place";
-        let (all, mine) = self.own_block(CALL, buf)?;
-        self.fcollect_spans(CALL, mine, all, stream)
+        let c = Collective::Fcollect;
+        self.in_place(c, "fcollect_in_place", None, None, buf, stream)
     }
 
     /// All-to-all: block `j` of this PE's `src` goes to block `i` (this PE's index) of PE
@@ -396,8 +493,8 @@ impl Team {
         dst: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("alltoall", Rule::Exchange, src, dst)?;
-        self.alltoall_spans("alltoall", span(src), span(dst), stream)
+        let c = Collective::Alltoall;
+        self.two(c, "alltoall", Rule::Exchange, None, None, src, dst, stream)
     }
 
     /// Reduce-scatter: `src` holds `n_pes` blocks of `dst.len()`; team PE `i`'s `dst` gets
@@ -424,8 +521,17 @@ impl Team {
         op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("reduce_scatter", Rule::Split, src, dst)?;
-        self.reduce_scatter_spans::<T>("reduce_scatter", span(src), span(dst), op, stream)
+        let c = Collective::ReduceScatter;
+        self.two(
+            c,
+            "reduce_scatter",
+            Rule::Split,
+            Some(op),
+            None,
+            src,
+            dst,
+            stream,
+        )
     }
 
     /// Reduce-scatter in place: `buf` holds `n_pes` blocks; this PE's block (index `my_pe`)
@@ -446,9 +552,8 @@ impl Team {
         op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        const CALL: &str = "reduce_scatter_in_place";
-        let (all, mine) = self.own_block(CALL, buf)?;
-        self.reduce_scatter_spans::<T>(CALL, all, mine, op, stream)
+        let c = Collective::ReduceScatter;
+        self.in_place(c, "reduce_scatter_in_place", Some(op), None, buf, stream)
     }
 
     /// Gather to `root`: the root's `dst` (`n_pes * src.len()` elements) gets every PE's
@@ -470,8 +575,17 @@ impl Team {
         dst: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("gather", Rule::Concat, src, dst)?;
-        self.gather_spans("gather", root, span(src), span(dst), stream)
+        let c = Collective::Gather;
+        self.two(
+            c,
+            "gather",
+            Rule::Concat,
+            None,
+            Some(root),
+            src,
+            dst,
+            stream,
+        )
     }
 
     /// Gather in place: `buf` holds `n_pes` blocks; each PE's input is its own block (index
@@ -490,11 +604,10 @@ impl Team {
         buf: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        const CALL: &str = "gather_in_place";
-        let (all, mine) = self.own_block(CALL, buf)?;
         // Every PE's input is its own block: on the root that is the in-place block; on the
         // others `dst` is not written, so its overlap with `src` is harmless.
-        self.gather_spans(CALL, root, mine, all, stream)
+        let c = Collective::Gather;
+        self.in_place(c, "gather_in_place", None, Some(root), buf, stream)
     }
 
     /// Scatter from `root`: block `i` of the root's `src` (`n_pes * dst.len()` elements)
@@ -515,8 +628,17 @@ impl Team {
         dst: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.check_buffers("scatter", Rule::Split, src, dst)?;
-        self.scatter_spans("scatter", root, span(src), span(dst), stream)
+        let c = Collective::Scatter;
+        self.two(
+            c,
+            "scatter",
+            Rule::Split,
+            None,
+            Some(root),
+            src,
+            dst,
+            stream,
+        )
     }
 
     /// Scatter in place: `buf` holds `n_pes` blocks; every PE's block `my_pe` gets block
@@ -535,9 +657,8 @@ impl Team {
         buf: &mut impl SymBufferMut<T>,
         stream: &CudaStream,
     ) -> Result<()> {
-        const CALL: &str = "scatter_in_place";
-        let (all, mine) = self.own_block(CALL, buf)?;
-        self.scatter_spans(CALL, root, all, mine, stream)
+        let c = Collective::Scatter;
+        self.in_place(c, "scatter_in_place", None, Some(root), buf, stream)
     }
 
     /// A buffer split into one block per PE (of whole rows, if it carries a shape): the whole
@@ -548,21 +669,12 @@ impl Team {
         call: &'static str,
         buf: &impl SymBufferMut<T>,
     ) -> Result<(Span, Span)> {
-        self.rt.check_same(call, "buf", buf.sym_runtime())?;
-        check::shape::blocks(call, "buf", self.n_pes, buf.sym_shape())?;
+        self.runtime().check_same(call, "buf", buf.sym_runtime())?;
+        let n = self.n_pes();
+        check::shape::blocks(call, "buf", n, buf.sym_shape())?;
         let me = self.require_member(call)?;
         let all = span(buf);
-        if all.len.checked_rem(self.n_pes) != Some(0) {
-            return Err(Error::arg(
-                call,
-                "buf",
-                format_args!(
-                    "has {} elements, not a multiple of the team's {} PEs (one equal block per PE)",
-                    all.len, self.n_pes
-                ),
-            ));
-        }
-        let count = all.len / self.n_pes;
+        let count = check::divisible(call, "buf", all.len, n)?;
         Ok((all, Span::new(all.at(me * count), count, all.elem)))
     }
 
@@ -575,11 +687,7 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn barrier(&self, stream: &CudaStream) -> Result<()> {
-        let (_, cu) = self.enter("barrier", stream)?;
-        // SAFETY: the team handle is valid while the team (and so the runtime) lives; the
-        // stream is live and on the runtime's context, which is current.
-        let status = unsafe { (self.rt.inner.lib.nvshmemx_barrier_on_stream)(self.handle, cu) };
-        crate::error::check("nvshmemx_barrier_on_stream", status)
+        self.rootless(Collective::Barrier, "barrier", stream)
     }
 
     /// Synchronisation over the team, on `stream`: like [`Team::barrier`] but without
@@ -591,15 +699,27 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn sync(&self, stream: &CudaStream) -> Result<()> {
-        let (_, cu) = self.enter("sync", stream)?;
-        // SAFETY: as in `barrier`.
-        let status = unsafe { (self.rt.inner.lib.nvshmemx_team_sync_on_stream)(self.handle, cu) };
-        crate::error::check("nvshmemx_team_sync_on_stream", status)
+        self.rootless(Collective::Sync, "sync", stream)
+    }
+
+    /// A call with no buffers (barrier, sync).
+    fn rootless(&self, coll: Collective, name: &'static str, stream: &CudaStream) -> Result<()> {
+        let none = Span::new(0, 0, 1);
+        let args = Args {
+            coll,
+            name,
+            dtype: crate::DataType::U8,
+            op: None,
+            root: None,
+            src: none,
+            dst: none,
+        };
+        self.collective(args, stream)
     }
 }
 
-impl Runtime {
-    /// Barrier over all PEs on `stream` (`nvshmemx_barrier_all_on_stream`).
+impl crate::Runtime {
+    /// Barrier over all PEs on `stream` (the world team's [`Team::barrier`]).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -607,14 +727,11 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn barrier_all(&self, stream: &CudaStream) -> Result<()> {
-        let cu = self.enter("barrier_all", stream)?;
-        // SAFETY: NVSHMEM is initialised (we hold the runtime); the stream is live and on the
-        // runtime's context, which is current.
-        unsafe { (self.inner.lib.nvshmemx_barrier_all_on_stream)(cu) };
-        Ok(())
+        self.world()
+            .rootless(Collective::Barrier, "barrier_all", stream)
     }
 
-    /// Synchronisation over all PEs on `stream` (`nvshmemx_sync_all_on_stream`).
+    /// Synchronisation over all PEs on `stream` (the world team's [`Team::sync`]).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -622,9 +739,6 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn sync_all(&self, stream: &CudaStream) -> Result<()> {
-        let cu = self.enter("sync_all", stream)?;
-        // SAFETY: as in `barrier_all`.
-        unsafe { (self.inner.lib.nvshmemx_sync_all_on_stream)(cu) };
-        Ok(())
+        self.world().rootless(Collective::Sync, "sync_all", stream)
     }
 }

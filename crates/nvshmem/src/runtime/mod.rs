@@ -4,22 +4,42 @@
 //! [`RuntimeBuilder`]) does it; every handle made from the runtime (arrays, teams, timers)
 //! holds it alive, and NVSHMEM is finalised when the last one drops or by
 //! [`Runtime::finalize`].
+//!
+//! This is the bottom layer of the crate: it starts and stops NVSHMEM and knows nothing of the
+//! layers above it (memory, teams, collectives). Those keep their per-runtime state here as
+//! [`Layer`]s, attached at start-up in the order of [`crate::LAYERS`] and closed, newest first,
+//! before NVSHMEM is finalised.
+//!
+//! # Threads
+//!
+//! [`Runtime`], [`Team`](crate::Team), [`SymArray`](crate::SymArray) and
+//! [`Timing`](crate::Timing) are `Send` and `Sync`: they are handles to state behind an `Arc`,
+//! whose mutable parts (the heap's ledger, the collective scratch, the collectives' channels)
+//! sit behind locks. Any thread may call any method; each call binds the runtime's CUDA context
+//! to the calling thread first. NVSHMEM is started with its host library's default thread
+//! support, which it reports in [`RuntimeInfo::thread_level`] (`NVSHMEM_THREAD_MULTIPLE` = 3
+//! on NVSHMEM 3.4.5). What threads must still agree on is *order*: collectives, allocations
+//! and frees are collective over PEs, so every PE must issue them in the same order, and two
+//! threads of one PE that issue collectives on the same team must order them between
+//! themselves (collectives on different teams, or on different streams of one team, are
+//! independent: see [`crate::collective`]).
 mod launch;
 mod uid;
 
 use std::{
+    any::Any,
     path::PathBuf,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, OnceLock},
 };
 
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{sys::CUstream, CudaContext, CudaStream};
 use nvshmem_sys::NvshmemLib;
 use tracing::{debug, info, warn};
 
 use launch::{detect, Launch};
 pub use launch::{Bootstrap, BOOTSTRAP_VAR};
 
-use crate::{error::check, Error, Result};
+use crate::{ffi::Nvshmem, Error, Result};
 
 /// NVSHMEM's default symmetric heap size (1 GiB), used when neither the builder nor
 /// `NVSHMEM_SYMMETRIC_SIZE` sets one.
@@ -68,6 +88,9 @@ pub struct RuntimeInfo {
     pub local_rank: usize,
     /// The symmetric heap size, bytes.
     pub heap_size: usize,
+    /// The thread support NVSHMEM reports (`nvshmem_query_thread`: 0 single, 1 funneled,
+    /// 2 serialized, 3 multiple).
+    pub thread_level: i32,
 }
 
 /// A live NVSHMEM runtime: one per process, shared by cloning.
@@ -79,26 +102,60 @@ pub struct RuntimeInfo {
 /// ```
 #[derive(Clone)]
 pub struct Runtime {
-    pub(crate) inner: Arc<RuntimeInner>,
+    inner: Arc<RuntimeInner>,
 }
 
-pub(crate) struct RuntimeInner {
-    pub(crate) lib: &'static NvshmemLib,
-    pub(crate) ctx: Arc<CudaContext>,
-    pub(crate) stream: Arc<CudaStream>,
-    pub(crate) my_pe: usize,
-    pub(crate) n_pes: usize,
-    pub(crate) info: RuntimeInfo,
-    /// Bytes allocated from the symmetric heap through this runtime.
-    pub(crate) heap_in_use: Mutex<usize>,
-    /// One symmetric `u64` per PE that [`Team::from_pes`](crate::Team::from_pes) passes team
-    /// ids through; allocated at start-up because allocating is collective over every PE.
-    pub(crate) team_slot: cudarc::driver::sys::CUdeviceptr,
-    /// The collective scratch of rooted reductions (`Runtime::reserve_scratch`).
-    pub(crate) scratch: Mutex<crate::collective::Scratch>,
+struct RuntimeInner {
+    nv: Nvshmem,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    my_pe: usize,
+    n_pes: usize,
+    info: RuntimeInfo,
+    /// The state of the layers above, one slot per entry of [`crate::LAYERS`], each set once
+    /// at start-up (see [`Layer`]).
+    layers: [OnceLock<Box<dyn Layer>>; crate::LAYERS.len()],
     /// MPI, when this runtime started it; finalised after NVSHMEM.
     #[cfg(feature = "mpi")]
     universe: Option<mpi::environment::Universe>,
+}
+
+/// The state a layer above the runtime keeps per runtime (the memory layer's heap ledger,
+/// the collectives' channels). The runtime holds it without knowing its type, so that nothing
+/// here depends on those layers, and closes it before finalising NVSHMEM.
+///
+/// A layer must not hold a [`Runtime`] (that would keep the runtime alive for ever).
+pub(crate) trait Layer: Any + Send + Sync {
+    /// Releases what the layer holds before NVSHMEM is finalised. Runs once, on the thread
+    /// that drops the last handle, with the runtime's context current; never when the process
+    /// is unwinding from a panic (NVSHMEM is then left as it is, for the launcher to end).
+    fn close(&self, rt: &Closing<'_>);
+    /// `self`, for [`Runtime::layer`]'s downcast.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// What a closing layer may still use: the runtime's context (NVSHMEM stays initialised until
+/// every layer is closed).
+pub(crate) struct Closing<'a> {
+    pub(crate) ctx: &'a Arc<CudaContext>,
+}
+
+/// Makes one layer's state for a starting runtime, from the builder's settings.
+pub(crate) type Attach = fn(&Runtime, &Settings) -> Result<Box<dyn Layer>>;
+
+/// What the builder was told for the layers above (`(key, value)` pairs they read at start-up,
+/// such as `("algorithm", "all_reduce=nvshmem")`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Settings(Vec<(&'static str, String)>);
+
+impl Settings {
+    /// Every value given for `key`, in the order given.
+    pub(crate) fn get<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> {
+        self.0
+            .iter()
+            .filter(move |(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 impl std::fmt::Debug for Runtime {
@@ -126,6 +183,7 @@ pub struct RuntimeBuilder {
     bootstrap: Option<Bootstrap>,
     device: Option<usize>,
     heap_size: Option<usize>,
+    settings: Settings,
 }
 
 impl Runtime {
@@ -229,7 +287,7 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn finalize(self) -> Result<()> {
-        let others = Arc::strong_count(&self.inner) - 1;
+        let others = self.handles() - 1;
         if others > 0 {
             return Err(Error::RuntimeInUse(others));
         }
@@ -238,13 +296,76 @@ impl Runtime {
     }
 }
 
-impl RuntimeInner {
+/// What the layers above reach of the runtime.
+impl Runtime {
+    /// NVSHMEM's functions (valid while this runtime lives).
+    pub(crate) fn nv(&self) -> Nvshmem {
+        self.inner.nv
+    }
+
     /// Makes the runtime's context current on the calling thread, as every NVSHMEM host call
     /// that touches the GPU needs.
     pub(crate) fn bind(&self) -> Result<()> {
-        self.ctx
+        self.inner
+            .ctx
             .bind_to_thread()
             .map_err(Error::cuda("binding the CUDA context"))
+    }
+
+    /// Checks that `stream` is on this runtime's GPU context and makes that context current;
+    /// returns the raw stream.
+    pub(crate) fn enter(&self, call: &'static str, stream: &CudaStream) -> Result<CUstream> {
+        if stream.context().cu_ctx() != self.inner.ctx.cu_ctx() {
+            return Err(Error::arg(
+                call,
+                "stream",
+                format_args!(
+                    "belongs to CUDA device {} but this PE's NVSHMEM runs on device {}",
+                    stream.context().ordinal(),
+                    self.inner.info.device
+                ),
+            ));
+        }
+        self.bind()?;
+        Ok(stream.cu_stream())
+    }
+
+    /// Whether `other` is this runtime (and not a handle of one finalised earlier).
+    pub(crate) fn is(&self, other: &Runtime) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Refuses memory (or a team) of another runtime: `arg` of `call` came from `other`.
+    pub(crate) fn check_same(
+        &self,
+        call: &'static str,
+        arg: &'static str,
+        other: &Runtime,
+    ) -> Result<()> {
+        if self.is(other) {
+            Ok(())
+        } else {
+            Err(Error::arg(call, arg, "belongs to another NVSHMEM runtime"))
+        }
+    }
+
+    /// The state layer `L` attached at start-up.
+    ///
+    /// # Panics
+    /// If `L` is not one of [`crate::LAYERS`] (a bug in this crate: every runtime handed out
+    /// has all its layers).
+    pub(crate) fn layer<L: Layer>(&self) -> &L {
+        self.inner
+            .layers
+            .iter()
+            .filter_map(OnceLock::get)
+            .find_map(|l| l.as_any().downcast_ref::<L>())
+            .expect("every layer is attached before the runtime is handed out")
+    }
+
+    /// How many handles share this runtime.
+    pub(crate) fn handles(&self) -> usize {
+        Arc::strong_count(&self.inner)
     }
 }
 
@@ -286,7 +407,18 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Records a setting for a layer above the runtime (see [`Settings`]).
+    pub(crate) fn with_setting(mut self, key: &'static str, value: String) -> Self {
+        self.settings.0.push((key, value));
+        self
+    }
+
     /// Starts NVSHMEM.
+    ///
+    /// NVSHMEM reads its configuration only from the environment, so starting may set
+    /// `NVSHMEM_SYMMETRIC_SIZE` (always, to the heap size chosen) and, for NVSHMEM's own
+    /// bootstraps, `NVSHMEM_BOOTSTRAP` and `NVSHMEM_BOOTSTRAP_PMI`. No other thread of the
+    /// program may read or write the environment while this runs.
     ///
     /// ```no_run
     /// use nvshmem::{Bootstrap, Runtime};
@@ -360,9 +492,8 @@ impl RuntimeBuilder {
         ensure_fresh(*state)?;
         // The GPU first: on a machine without one, that is the message that helps.
         let device = pick_device(self.device, launch.local_rank.unwrap_or(0))?;
-        let lib = nvshmem_sys::lib()?;
-        // SAFETY: nvshmemx_init_status takes no arguments and only reads NVSHMEM's state.
-        if unsafe { lib.nvshmemx_init_status() } != 0 {
+        let lib = Nvshmem::library()?;
+        if Nvshmem::init_status(lib) != 0 {
             return Err(Error::AlreadyInitialized(
                 "by another component of this program",
             ));
@@ -371,51 +502,61 @@ impl RuntimeBuilder {
         let heap_size = choose_heap_size(self.heap_size)?;
         let ctx = CudaContext::new(device)
             .map_err(|e| Error::NoGpu(format!("cannot open CUDA device {device}: {e}")))?;
+        ctx.bind_to_thread()
+            .map_err(Error::cuda("binding the CUDA context"))?;
+        debug!(device, heap_size, rank = ?launch.rank, size = ?launch.size, "starting NVSHMEM");
+        init_nvshmem(lib, &launch, exchange)?;
+        // SAFETY: NVSHMEM is now initialised, and the handle lives in the runtime made below,
+        // which finalises NVSHMEM only when the last handle to it is gone.
+        let nv = unsafe { Nvshmem::assume_initialised(lib) };
+        let (my_pe, n_pes) = nv.world();
+        if launch.rank.is_some_and(|r| r != my_pe) || launch.size.is_some_and(|s| s != n_pes) {
+            warn!(my_pe, n_pes, rank = ?launch.rank, size = ?launch.size, "NVSHMEM numbered the PEs differently from the launcher");
+        }
         let info = RuntimeInfo {
             bootstrap: launch.bootstrap,
             library: nvshmem_sys::loaded_path()
                 .map(PathBuf::from)
                 .unwrap_or_default(),
-            version: nvshmem_sys::loaded_version().expect("lib() succeeded above"),
+            version: nvshmem_sys::loaded_version().expect("the library is loaded"),
             device,
             local_rank: launch.local_rank.unwrap_or(0),
             heap_size,
+            thread_level: nv.thread_level(),
         };
-        debug!(?info, rank = ?launch.rank, size = ?launch.size, "starting NVSHMEM");
-
-        init_nvshmem(lib, &launch, exchange)?;
-        // SAFETY: NVSHMEM is initialised; these only read its state.
-        let (my_pe, n_pes) = unsafe { (lib.nvshmem_my_pe(), lib.nvshmem_n_pes()) };
-        let (my_pe, n_pes) = (my_pe as usize, n_pes as usize);
-        if launch.rank.is_some_and(|r| r != my_pe) || launch.size.is_some_and(|s| s != n_pes) {
-            warn!(my_pe, n_pes, rank = ?launch.rank, size = ?launch.size, "NVSHMEM numbered the PEs differently from the launcher");
-        }
+        *state = State::Live;
+        drop(state);
+        // From here on the runtime exists: if a layer fails to attach, dropping it finalises
+        // NVSHMEM again (every PE fails alike, since attaching depends only on what they share).
         let stream = ctx
             .new_stream()
-            .map_err(Error::cuda("creating the runtime's stream"))?;
-        ctx.bind_to_thread()
-            .map_err(Error::cuda("binding the CUDA context"))?;
-        let team_slot = crate::team::alloc_exchange_slot(lib)?;
+            .map_err(Error::cuda("creating the runtime's stream"));
+        let rt = Runtime {
+            inner: Arc::new(RuntimeInner {
+                nv,
+                stream: stream?,
+                ctx,
+                my_pe,
+                n_pes,
+                info,
+                layers: Default::default(),
+                #[cfg(feature = "mpi")]
+                universe,
+            }),
+        };
+        for (slot, attach) in rt.inner.layers.iter().zip(crate::LAYERS) {
+            // In order: each layer may use those attached before it.
+            let layer = attach(&rt, &self.settings)?;
+            if slot.set(layer).is_err() {
+                unreachable!("each slot is set once, here");
+            }
+        }
+        let info = &rt.inner.info;
         info!(
             pe = my_pe, n_pes, bootstrap = %info.bootstrap, library = %info.library.display(),
             version = %info.version, device, heap_size, "NVSHMEM started"
         );
-        *state = State::Live;
-        Ok(Runtime {
-            inner: Arc::new(RuntimeInner {
-                lib,
-                ctx,
-                stream,
-                my_pe,
-                n_pes,
-                info,
-                heap_in_use: Mutex::new(0),
-                team_slot,
-                scratch: Mutex::new(Default::default()),
-                #[cfg(feature = "mpi")]
-                universe,
-            }),
-        })
+        Ok(rt)
     }
 }
 
@@ -440,11 +581,15 @@ fn init_nvshmem(
     if let Some(flavour) = launch.bootstrap.nvshmem_pmi_flavour() {
         // NVSHMEM's own bootstrap plugins are chosen through its environment.
         check_plugin(launch.bootstrap)?;
-        set_env("NVSHMEM_BOOTSTRAP", "PMI");
-        set_env("NVSHMEM_BOOTSTRAP_PMI", flavour);
-        // SAFETY: attr is a valid, versioned attribute struct that outlives the call.
-        let status = unsafe { lib.nvshmemx_hostlib_init_attr(0, &mut attr) };
-        return check("nvshmemx_hostlib_init_attr", status);
+        // SAFETY: called from `start`, under the runtime's lock, before NVSHMEM starts (the
+        // contract the builder documents: no other thread uses the environment meanwhile).
+        unsafe {
+            set_env("NVSHMEM_BOOTSTRAP", "PMI");
+            set_env("NVSHMEM_BOOTSTRAP_PMI", flavour);
+        }
+        // SAFETY: NVSHMEM is not initialised (checked in `start`); attr is a valid, versioned
+        // attribute struct that outlives the call; the context is current.
+        return unsafe { Nvshmem::hostlib_init(lib, 0, &mut attr) };
     }
     let rank = launch.rank.unwrap_or(0);
     let size = launch.size.unwrap_or(1);
@@ -468,15 +613,16 @@ fn init_nvshmem(
     };
     // set_attr_uniqueid_args keeps a pointer to the id: it must live until init returns.
     let uid = uid::uid_from_bytes(&uid_bytes);
-    // SAFETY: uid and attr are valid and outlive both calls.
-    let status =
-        unsafe { lib.nvshmemx_set_attr_uniqueid_args(rank as i32, size as i32, &uid, &mut attr) };
-    check("nvshmemx_set_attr_uniqueid_args", status)?;
-    // SAFETY: as above.
-    let status = unsafe {
-        lib.nvshmemx_hostlib_init_attr(nvshmem_sys::NVSHMEMX_INIT_WITH_UNIQUEID as u32, &mut attr)
-    };
-    check("nvshmemx_hostlib_init_attr", status)
+    // SAFETY: uid and attr are valid and outlive both calls; NVSHMEM is not initialised
+    // (checked in `start`) and the context is current.
+    unsafe {
+        Nvshmem::set_uniqueid_args(lib, rank, size, &uid, &mut attr)?;
+        Nvshmem::hostlib_init(
+            lib,
+            nvshmem_sys::NVSHMEMX_INIT_WITH_UNIQUEID as u32,
+            &mut attr,
+        )
+    }
 }
 
 /// Opens NVSHMEM's bootstrap plugin for `bootstrap` ourselves first. NVSHMEM reports a plugin
@@ -516,20 +662,21 @@ fn set_attr_versions(attr: &mut nvshmem_sys::nvshmemx_init_attr_t) {
 }
 
 fn new_uid(lib: &NvshmemLib) -> Result<uid::UidBytes> {
-    let mut id = nvshmem_sys::nvshmemx_uniqueid_t::default();
-    // SAFETY: id is a valid, writable unique-id struct.
-    check("nvshmemx_get_uniqueid", unsafe {
-        lib.nvshmemx_get_uniqueid(&mut id)
-    })?;
-    Ok(uid::uid_to_bytes(&id))
+    Ok(uid::uid_to_bytes(&Nvshmem::unique_id(lib)?))
 }
 
-/// Sets a variable NVSHMEM reads at initialisation.
-fn set_env(key: &str, value: &str) {
+/// Sets a variable NVSHMEM reads at initialisation (it reads its configuration only from the
+/// environment). Skipped when the variable already has the value.
+///
+/// # Safety
+/// No other thread reads or writes the environment during the call (`std::env::set_var`
+/// races with `getenv` in C code, NVSHMEM's and MPI's included). The runtime calls it only
+/// while starting, under its lock, and [`RuntimeBuilder::init`] documents that requirement.
+unsafe fn set_env(key: &str, value: &str) {
+    if std::env::var(key).is_ok_and(|v| v == value) {
+        return;
+    }
     debug!(key, value, "setting NVSHMEM's environment");
-    // NVSHMEM reads its configuration only from the environment. This runs once, before
-    // NVSHMEM starts, under the runtime's lock; a program must not read or write the
-    // environment from another thread while it starts NVSHMEM (documented on the builder).
     std::env::set_var(key, value);
 }
 
@@ -586,12 +733,22 @@ fn choose_heap_size(requested: Option<usize>) -> Result<usize> {
         })?,
         (None, Err(_)) => DEFAULT_HEAP_SIZE,
     };
-    set_env("NVSHMEM_SYMMETRIC_SIZE", &size.to_string());
+    // SAFETY: called from `start` before NVSHMEM starts, under the runtime's lock (see
+    // `set_env`).
+    unsafe { set_env("NVSHMEM_SYMMETRIC_SIZE", &size.to_string()) };
     Ok(size)
 }
 
-/// Parses NVSHMEM's size syntax: a number with an optional K, M, G or T suffix (powers of 1024).
-pub(crate) fn parse_size(s: &str) -> Option<usize> {
+/// Parses NVSHMEM's size syntax: a number with an optional K, M, G or T suffix (powers of
+/// 1024), as `NVSHMEM_SYMMETRIC_SIZE` and nvshmem-perf's sizes are written.
+///
+/// ```
+/// use nvshmem::runtime::parse_size;
+/// assert_eq!(parse_size("512M"), Some(512 << 20));
+/// assert_eq!(parse_size("4096"), Some(4096));
+/// assert_eq!(parse_size("0"), None);
+/// ```
+pub fn parse_size(s: &str) -> Option<usize> {
     let s = s.trim();
     let (digits, shift) = match s.chars().last()?.to_ascii_uppercase() {
         'K' => (&s[..s.len() - 1], 10),
@@ -644,23 +801,21 @@ impl Drop for RuntimeInner {
             std::mem::forget(self.universe.take());
             return;
         }
-        if let Err(e) = self.bind() {
+        if let Err(e) = self.ctx.bind_to_thread() {
             warn!(%e, "binding the CUDA context before finalising NVSHMEM");
+        }
+        let closing = Closing { ctx: &self.ctx };
+        for slot in self.layers.iter_mut().rev() {
+            if let Some(layer) = slot.take() {
+                layer.close(&closing);
+            }
         }
         if let Err(e) = self.stream.synchronize() {
             warn!(%e, "synchronising the runtime's stream before finalising NVSHMEM");
         }
-        // SAFETY: NVSHMEM is still initialised, the context current, the stream synchronised;
-        // the scratch is reachable only through this runtime, which no handle uses any more.
-        unsafe {
-            self.scratch
-                .get_mut()
-                .unwrap_or_else(|p| p.into_inner())
-                .release(self.lib)
-        };
-        // SAFETY: NVSHMEM was initialised by this runtime, and every handle that used it held
-        // this runtime alive, so none is left.
-        unsafe { self.lib.nvshmemx_hostlib_finalize() };
+        // SAFETY: NVSHMEM was initialised by this runtime; every handle that used it held this
+        // runtime alive, so none is left, and the layers have released what they held.
+        unsafe { self.nv.finalize() };
         debug!("NVSHMEM finalised");
         // MPI, if we started it, is finalised when `universe` drops, after this.
     }

@@ -1,36 +1,19 @@
 //! Teams of an arbitrary list of PEs, made from NVSHMEM's team unique id.
 //!
 //! The first listed PE creates the id; it reaches the other members through one `u64` of
-//! symmetric memory per PE that the runtime allocates when it starts. It cannot be allocated
-//! here: allocation is collective over *every* PE, and a split is collective only over the
-//! parent team.
+//! symmetric memory per PE that the memory layer allocates when the runtime starts
+//! ([`Heap::team_slot`](crate::memory::Heap::team_slot)). It cannot be allocated here:
+//! allocation is collective over *every* PE, and a split is collective only over the parent.
 use std::os::raw::c_int;
 
-use cudarc::driver::{result as cu, sys::CUdeviceptr};
-use nvshmem_sys::{teams as ids, NvshmemLib};
+use cudarc::driver::result as cu;
 
 use super::{plan, Team};
-use crate::{error::check, Error, Result};
+use crate::{Error, Result};
 
 /// `NVSHMEMI_TEAM_CONFIG_VERSION_2_IDENTIFIER` (`nvshmem_types.h`).
 const TEAM_CONFIG_VERSION: c_int =
     (2 << 16) + std::mem::size_of::<nvshmem_sys::nvshmem_team_config_t>() as c_int;
-
-/// Allocates the exchange slot (collective over every PE; call once, at start-up, with the
-/// runtime's context current). It is freed when NVSHMEM finalises.
-pub(crate) fn alloc_exchange_slot(lib: &NvshmemLib) -> Result<CUdeviceptr> {
-    let bytes = std::mem::size_of::<u64>();
-    // SAFETY: NVSHMEM is initialised and its context is current (the caller's contract).
-    let ptr = unsafe { lib.nvshmem_calloc(1, bytes) };
-    if ptr.is_null() {
-        return Err(Error::OutOfHeap {
-            requested: bytes,
-            in_use: 0,
-            heap_size: 0,
-        });
-    }
-    Ok(ptr as CUdeviceptr)
-}
 
 /// What an empty exchange slot holds: NVSHMEM's own "invalid team id"
 /// (`NVSHMEM_TEAM_UNIQUID_INITIALIZER`), which it never hands out.
@@ -38,34 +21,23 @@ const NO_ID: u64 = u64::MAX;
 
 /// The leader's part: makes the id and puts it into every other member's slot (queued on the
 /// runtime's stream, completed by a quiet). `id` receives it.
-fn publish(parent: &Team, pes: &[usize], slot: CUdeviceptr, id: &mut u64) -> Result<()> {
-    let inner = &parent.rt.inner;
-    let (lib, stream) = (inner.lib, inner.stream.cu_stream());
-    // SAFETY: id is a valid place for the unique id.
-    check("nvshmemx_team_get_uniqueid", unsafe {
-        lib.nvshmemx_team_get_uniqueid(id)
-    })?;
+fn publish(parent: &Team, pes: &[usize], slot: u64, id: &mut u64) -> Result<()> {
+    let (nv, stream) = (parent.rt.nv(), parent.rt.stream().cu_stream());
+    *id = nv.team_unique_id()?;
     // SAFETY: slot is this runtime's symmetric u64 and the stream is the runtime's; the
     // pageable source is staged by CUDA before the call returns.
     unsafe { cu::memcpy_htod_async(slot, std::slice::from_ref(id), stream) }
         .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
     for &pe in &pes[1..] {
-        // SAFETY: both handles are valid and pe is below the parent's size (checked).
-        let world_pe = unsafe {
-            lib.nvshmem_team_translate_pe(parent.handle, pe as c_int, ids::NVSHMEM_TEAM_WORLD)
-        };
-        if world_pe < 0 {
-            return Err(Error::Nvshmem {
-                call: "nvshmem_team_translate_pe",
-                status: world_pe,
-            });
-        }
+        // SAFETY: the parent handle is valid and pe is below its size (checked).
+        let world_pe = unsafe { nv.world_pe(parent.handle(), pe) }?;
         // SAFETY: slot is symmetric, so it is the same object on world_pe; the copy on this
-        // PE is the source, written above on the same stream.
+        // PE is the source, written above on the same stream, which is live and current.
         unsafe {
-            lib.nvshmemx_putmem_on_stream(
-                slot as *mut _,
-                slot as *const _,
+            nv.copy(
+                false,
+                slot,
+                slot,
                 std::mem::size_of::<u64>(),
                 world_pe,
                 stream,
@@ -73,24 +45,20 @@ fn publish(parent: &Team, pes: &[usize], slot: CUdeviceptr, id: &mut u64) -> Res
         };
     }
     // SAFETY: the stream belongs to the current context.
-    unsafe { lib.nvshmemx_quiet_on_stream(stream) };
+    unsafe { nv.quiet(stream) };
     Ok(())
 }
 
 /// Makes the team of `pes` (checked, not a progression) of `parent`, where this PE has index
 /// `me`. Collective over `parent`.
 pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<Option<Team>> {
-    let inner = &parent.rt.inner;
-    let lib = inner.lib;
-    let slot = inner.team_slot;
-    let stream = inner.stream.cu_stream();
-    inner.bind()?;
-    let barrier = |what: &'static str| -> Result<()> {
-        // SAFETY: the parent handle is valid and the stream belongs to the current context.
-        check(what, unsafe {
-            lib.nvshmemx_barrier_on_stream(parent.handle, stream)
-        })
-    };
+    let rt = &parent.rt;
+    let nv = rt.nv();
+    let slot = rt.heap().team_slot();
+    let stream = rt.stream().cu_stream();
+    rt.bind()?;
+    // SAFETY: the parent handle is valid and the stream belongs to the current context.
+    let barrier = || unsafe { nv.barrier(Some(parent.handle()), stream) };
     // Each PE marks its slot empty, so a member can tell that the leader failed (NVSHMEM's
     // ids are never NO_ID: it is its own "invalid id" value).
     // SAFETY: slot is this runtime's symmetric u64; the pageable source is staged by CUDA
@@ -99,7 +67,7 @@ pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<
         .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
     // Every member must have finished reading its slot for an earlier split, and marked it
     // empty, before the leader writes it.
-    barrier("nvshmemx_barrier_on_stream")?;
+    barrier()?;
     let mut id: u64 = NO_ID;
     // The leader's outcome is returned only after the second barrier: the other members wait
     // in it, and must not be left there when the leader fails.
@@ -109,7 +77,7 @@ pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<
         Ok(())
     };
     // After this barrier every member's slot holds the id (or NO_ID if the leader failed).
-    barrier("nvshmemx_barrier_on_stream")?;
+    barrier()?;
     let index = plan::index_in(pes, me);
     if index.is_some() && me != pes[0] {
         // SAFETY: slot is this runtime's symmetric u64; id lives until the stream is
@@ -117,8 +85,7 @@ pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<
         unsafe { cu::memcpy_dtoh_async(std::slice::from_mut(&mut id), slot, stream) }
             .map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
     }
-    inner
-        .stream
+    rt.stream()
         .synchronize()
         .map_err(Error::cuda("synchronising the team id exchange"))?;
     published?;
@@ -140,21 +107,17 @@ pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<
         uniqueid: id,
         ..Default::default()
     };
-    let mut handle = ids::NVSHMEM_TEAM_INVALID;
-    // SAFETY: handle and config are valid and outlive the call; config is versioned as
-    // NVSHMEM 3.x expects; sizes fit a c_int as they are below the parent's size.
-    let status = unsafe {
-        lib.nvshmemx_team_init(
-            &mut handle,
+    // SAFETY: config is versioned as NVSHMEM 3.x expects and carries the team's id; sizes fit
+    // a c_int as they are below the parent's size.
+    let handle = unsafe {
+        nv.team_init(
             &mut config,
-            nvshmem_sys::NVSHMEM_TEAM_CONFIG_MASK_UNIQUEID as _,
-            pes.len() as c_int,
-            index as c_int,
+            nvshmem_sys::NVSHMEM_TEAM_CONFIG_MASK_UNIQUEID as i64,
+            pes.len(),
+            index,
         )
-    };
-    let team = parent.owned_team(handle);
-    check("nvshmemx_team_init", status)?;
-    Ok(team)
+    }?;
+    parent.owned_team(handle)
 }
 
 #[cfg(test)]

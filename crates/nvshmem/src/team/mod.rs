@@ -3,18 +3,95 @@
 //! Splitting a team ([`Team::split_strided`], [`Team::split_2d`], [`Team::from_pes`]) is
 //! collective over the parent team: every member of the parent must make the same call with
 //! the same arguments, in the same order as its other collectives. Destroying a team (by
-//! dropping it) is collective over the team's members.
+//! dropping it) is collective over the team's members; it first waits for all work queued on
+//! this PE's GPU, so that nothing still runs on the team when it is gone.
+//!
+//! A team knows, from when it is made, its members' world numbers and whether this PE can load
+//! and store every member's symmetric memory directly (and at which offset): what the
+//! collectives' own NVLink algorithms need.
 mod explicit;
 mod plan;
 
-use std::os::raw::c_int;
+use std::sync::Arc;
 
 use nvshmem_sys::{nvshmem_team_t, teams as ids};
 
-use crate::{error::check, Error, Result, Runtime};
+use crate::{
+    ffi::TeamHandle,
+    runtime::{Closing, Layer, Settings},
+    Error, Result, Runtime,
+};
 use plan::Strided;
 
-pub(crate) use explicit::alloc_exchange_slot;
+/// What a team is, shared by every handle of it (the predefined teams are made once per
+/// runtime and shared by every [`Runtime::world`] call).
+#[derive(Debug)]
+pub(crate) struct TeamShape {
+    pub(crate) handle: TeamHandle,
+    pub(crate) my_pe: Option<usize>,
+    pub(crate) n_pes: usize,
+    /// World number of each member, in team order.
+    pub(crate) world: Box<[usize]>,
+    /// For each member, what to add to a local symmetric address to reach that member's copy
+    /// of it by load and store; `None` unless every member is reachable so (one node, peer
+    /// access) and this PE is a member.
+    pub(crate) peer_offsets: Option<Box<[i64]>>,
+}
+
+impl TeamShape {
+    /// Reads a valid handle's shape from NVSHMEM. `probe` is any symmetric address (used to
+    /// find each member's mapping).
+    fn read(rt: &Runtime, handle: TeamHandle, probe: u64) -> Result<Self> {
+        let nv = rt.nv();
+        // SAFETY: the handle is a predefined team or came from a successful split of this
+        // runtime; both calls only read NVSHMEM's team table.
+        let (my_pe, n_pes) = unsafe { nv.team_shape(handle) };
+        let world = (0..n_pes)
+            // SAFETY: as above; i is below the team's size.
+            .map(|i| unsafe { nv.world_pe(handle, i) })
+            .collect::<Result<Box<[usize]>>>()?;
+        let peer_offsets = my_pe.and_then(|_| {
+            world
+                .iter()
+                // SAFETY: probe is a symmetric address of this runtime's heap; w a world PE.
+                .map(|&w| unsafe { nv.ptr(probe, w) }.map(|p| p.wrapping_sub(probe) as i64))
+                .collect::<Option<Box<[i64]>>>()
+        });
+        Ok(TeamShape {
+            handle,
+            my_pe,
+            n_pes,
+            world,
+            peer_offsets,
+        })
+    }
+}
+
+/// The team layer's state in a runtime: the predefined teams, made once.
+struct Predefined {
+    world: Arc<TeamShape>,
+    shared: Arc<TeamShape>,
+    node: Arc<TeamShape>,
+}
+
+/// Attaches the team layer to a starting runtime.
+pub(crate) fn attach(rt: &Runtime, _: &Settings) -> Result<Box<dyn Layer>> {
+    let probe = rt.heap().team_slot();
+    let shape = |h| TeamShape::read(rt, h, probe).map(Arc::new);
+    Ok(Box::new(Predefined {
+        world: shape(ids::NVSHMEM_TEAM_WORLD)?,
+        shared: shape(ids::NVSHMEM_TEAM_SHARED)?,
+        node: shape(ids::NVSHMEMX_TEAM_NODE)?,
+    }))
+}
+
+impl Layer for Predefined {
+    fn close(&self, _: &Closing<'_>) {}
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
 
 /// A team of PEs. The predefined teams ([`Runtime::world`], [`Runtime::shared`],
 /// [`Runtime::node`]) live as long as the runtime; teams made by splitting are destroyed
@@ -28,20 +105,18 @@ pub(crate) use explicit::alloc_exchange_slot;
 /// # Ok::<(), nvshmem::Error>(())
 /// ```
 pub struct Team {
-    pub(crate) rt: Runtime,
-    pub(crate) handle: nvshmem_team_t,
+    rt: Runtime,
+    shape: Arc<TeamShape>,
     /// Whether dropping the team destroys it (false for NVSHMEM's predefined teams).
-    pub(crate) owned: bool,
-    pub(crate) my_pe: Option<usize>,
-    pub(crate) n_pes: usize,
+    owned: bool,
 }
 
 impl std::fmt::Debug for Team {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Team")
-            .field("handle", &self.handle)
-            .field("my_pe", &self.my_pe)
-            .field("n_pes", &self.n_pes)
+            .field("handle", &self.shape.handle)
+            .field("my_pe", &self.shape.my_pe)
+            .field("n_pes", &self.shape.n_pes)
             .finish()
     }
 }
@@ -56,7 +131,7 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn world(&self) -> Team {
-        self.predefined(ids::NVSHMEM_TEAM_WORLD)
+        self.predefined(|p| &p.world)
     }
 
     /// The PEs whose symmetric memory this PE can load and store directly.
@@ -68,7 +143,7 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn shared(&self) -> Team {
-        self.predefined(ids::NVSHMEM_TEAM_SHARED)
+        self.predefined(|p| &p.shared)
     }
 
     /// The PEs on this PE's node.
@@ -80,31 +155,14 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn node(&self) -> Team {
-        self.predefined(ids::NVSHMEMX_TEAM_NODE)
+        self.predefined(|p| &p.node)
     }
 
-    fn predefined(&self, handle: nvshmem_team_t) -> Team {
-        self.team_from_handle(handle, false)
-    }
-
-    /// Wraps a valid team handle, reading this PE's index and the size from NVSHMEM.
-    fn team_from_handle(&self, handle: nvshmem_team_t, owned: bool) -> Team {
-        let lib = self.inner.lib;
-        // SAFETY: the handle is a predefined team or came from a successful split, so it is
-        // valid while NVSHMEM is initialised, which the runtime guarantees; the calls only
-        // read NVSHMEM's team table.
-        let (my_pe, n_pes) = unsafe {
-            (
-                lib.nvshmem_team_my_pe(handle),
-                lib.nvshmem_team_n_pes(handle),
-            )
-        };
+    fn predefined(&self, which: impl Fn(&Predefined) -> &Arc<TeamShape>) -> Team {
         Team {
             rt: self.clone(),
-            handle,
-            owned,
-            my_pe: usize::try_from(my_pe).ok(),
-            n_pes: n_pes.max(0) as usize,
+            shape: which(self.layer::<Predefined>()).clone(),
+            owned: false,
         }
     }
 }
@@ -118,7 +176,7 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn n_pes(&self) -> usize {
-        self.n_pes
+        self.shape.n_pes
     }
 
     /// This PE's index in the team (`None` if it is not a member).
@@ -130,7 +188,7 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn my_pe(&self) -> Option<usize> {
-        self.my_pe
+        self.shape.my_pe
     }
 
     /// Whether this PE is a member of the team.
@@ -141,7 +199,7 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn is_member(&self) -> bool {
-        self.my_pe.is_some()
+        self.shape.my_pe.is_some()
     }
 
     /// The index in `to` of the PE that has index `pe` in this team: `None` when that PE is
@@ -158,22 +216,16 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn translate_pe(&self, pe: usize, to: &Team) -> Result<Option<usize>> {
-        if pe >= self.n_pes {
-            return Err(Error::arg(
-                "Team::translate_pe",
-                "pe",
-                format!("PE {pe} is outside the team of {} PEs", self.n_pes),
-            ));
-        }
+        const CALL: &str = "Team::translate_pe";
+        crate::error::check_pe(CALL, "pe", pe, self.n_pes(), "the team")?;
+        self.rt.check_same(CALL, "to", &to.rt)?;
         // SAFETY: both handles are valid while their runtime lives (we hold it); pe is in
-        // range, and below c_int::MAX because NVSHMEM's team sizes are c_ints.
-        let t = unsafe {
+        // range.
+        Ok(unsafe {
             self.rt
-                .inner
-                .lib
-                .nvshmem_team_translate_pe(self.handle, pe as c_int, to.handle)
-        };
-        Ok(usize::try_from(t).ok())
+                .nv()
+                .translate(self.shape.handle, pe, to.shape.handle)
+        })
     }
 
     /// A new team of `size` PEs of this team: indices `start, start + stride, ...`, numbered
@@ -203,7 +255,7 @@ impl Team {
             stride,
             size,
         };
-        plan::check_strided(CALL, self.n_pes, s)?;
+        plan::check_strided(CALL, self.n_pes(), s)?;
         self.require_member(CALL)?;
         self.split_checked(CALL, s)
     }
@@ -212,28 +264,20 @@ impl Team {
     fn split_checked(&self, call: &'static str, s: Strided) -> Result<Option<Team>> {
         // A team of one PE is the same whatever the stride; NVSHMEM's stride is a c_int.
         let stride = if s.size == 1 { 1 } else { s.stride };
-        self.rt.inner.bind()?;
-        let mut handle = ids::NVSHMEM_TEAM_INVALID;
+        self.rt.bind()?;
         // SAFETY: the parent handle is valid (its runtime is alive); the numbers were checked
-        // against the parent's size, which is a c_int; a null config with mask 0 asks for
-        // NVSHMEM's defaults; handle is a valid place for the result.
-        let status = unsafe {
-            self.rt.inner.lib.nvshmem_team_split_strided(
-                self.handle,
-                s.start as c_int,
-                stride as c_int,
-                s.size as c_int,
-                std::ptr::null(),
-                0,
-                &mut handle,
-            )
-        };
-        check(call, status)?;
-        let team = self.owned_team(handle);
-        let expected = self.my_pe.and_then(|me| s.index_of(me));
-        if team.as_ref().and_then(|t| t.my_pe) != expected {
+        // against the parent's size.
+        let handle = unsafe {
+            self.rt
+                .nv()
+                .split_strided(self.shape.handle, s.start, stride, s.size)
+        }
+        .map_err(|e| e.in_call(call))?;
+        let team = self.owned_team(handle)?;
+        let expected = self.my_pe().and_then(|me| s.index_of(me));
+        if team.as_ref().and_then(|t| t.my_pe()) != expected {
             tracing::warn!(
-                ?expected, got = ?team.as_ref().map(|t| t.my_pe), ?s,
+                ?expected, got = ?team.as_ref().map(|t| t.my_pe()), ?s,
                 "NVSHMEM numbered the split team differently from the strided arithmetic"
             );
         }
@@ -267,29 +311,16 @@ impl Team {
         }
         let me = self.require_member(CALL)?;
         // Checks the arithmetic the same way on every PE (and documents NVSHMEM's layout).
-        plan::split_2d_layout(CALL, self.n_pes, xrange, me)?;
-        let xrange = xrange.min(self.n_pes);
-        self.rt.inner.bind()?;
-        let (mut x, mut y) = (ids::NVSHMEM_TEAM_INVALID, ids::NVSHMEM_TEAM_INVALID);
-        // SAFETY: the parent handle is valid; xrange is at most the parent's size, a c_int;
-        // null configs with mask 0 ask for defaults; x and y are valid places for results.
-        let status = unsafe {
-            self.rt.inner.lib.nvshmem_team_split_2d(
-                self.handle,
-                xrange as c_int,
-                std::ptr::null(),
-                0,
-                &mut x,
-                std::ptr::null(),
-                0,
-                &mut y,
-            )
-        };
+        plan::split_2d_layout(CALL, self.n_pes(), xrange, me)?;
+        let xrange = xrange.min(self.n_pes());
+        self.rt.bind()?;
+        // SAFETY: the parent handle is valid; xrange is at most the parent's size.
+        let (x, y, status) = unsafe { self.rt.nv().split_2d(self.shape.handle, xrange) };
         // NVSHMEM may have made one of the two teams before failing: wrap both so they are
         // destroyed rather than leaked.
         let (x, y) = (self.owned_team(x), self.owned_team(y));
-        check(CALL, status)?;
-        Ok((x, y))
+        status.map_err(|e| e.in_call(CALL))?;
+        Ok((x?, y?))
     }
 
     /// A team of the listed PEs of this team (indices in this team), numbered in the order
@@ -316,7 +347,7 @@ impl Team {
     /// ```
     pub fn from_pes(&self, pes: &[usize]) -> Result<Option<Team>> {
         const CALL: &str = "Team::from_pes";
-        plan::check_pes(CALL, self.n_pes, pes)?;
+        plan::check_pes(CALL, self.n_pes(), pes)?;
         let me = self.require_member(CALL)?;
         match plan::as_progression(pes) {
             Some(s) => self.split_checked(CALL, s),
@@ -345,18 +376,49 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn raw(&self) -> nvshmem_team_t {
-        self.handle
+        self.shape.handle
     }
 
     /// Wraps a handle a split returned: `None` for `NVSHMEM_TEAM_INVALID` (not a member).
-    fn owned_team(&self, handle: nvshmem_team_t) -> Option<Team> {
-        (handle != ids::NVSHMEM_TEAM_INVALID).then(|| self.rt.team_from_handle(handle, true))
+    /// Made owned before its shape is read, so that a failure still destroys it.
+    fn owned_team(&self, handle: nvshmem_team_t) -> Result<Option<Team>> {
+        if handle == ids::NVSHMEM_TEAM_INVALID {
+            return Ok(None);
+        }
+        let mut team = Team {
+            rt: self.rt.clone(),
+            shape: Arc::new(TeamShape {
+                handle,
+                my_pe: None,
+                n_pes: 0,
+                world: Box::default(),
+                peer_offsets: None,
+            }),
+            owned: true,
+        };
+        team.shape = Arc::new(TeamShape::read(
+            &self.rt,
+            handle,
+            self.rt.heap().team_slot(),
+        )?);
+        Ok(Some(team))
     }
 
     /// This PE's index, or an error naming `call` when it is not a member.
     pub(crate) fn require_member(&self, call: &'static str) -> Result<usize> {
-        self.my_pe
+        self.shape
+            .my_pe
             .ok_or_else(|| Error::arg(call, "team", "this PE is not a member of the team"))
+    }
+
+    /// What the team is (shared by its handles; the collectives key their state by it).
+    pub(crate) fn shape(&self) -> &Arc<TeamShape> {
+        &self.shape
+    }
+
+    /// NVSHMEM's handle of the team.
+    pub(crate) fn handle(&self) -> TeamHandle {
+        self.shape.handle
     }
 }
 
@@ -365,11 +427,17 @@ impl Drop for Team {
         if !self.owned || std::thread::panicking() {
             return;
         }
-        if let Err(e) = self.rt.inner.bind() {
+        if let Err(e) = self.rt.bind() {
             tracing::warn!(%e, "binding the CUDA context to destroy a team");
         }
+        // Work queued on the team (on any stream) must be done on every member before the
+        // team's slots can serve another team: each member waits for its GPU, then NVSHMEM's
+        // destroy, collective over the members, returns once all have.
+        if let Err(e) = self.rt.context().synchronize() {
+            tracing::warn!(%e, "waiting for the GPU before destroying a team");
+        }
         // SAFETY: an owned handle came from a successful split of this runtime, which is
-        // still alive, and is destroyed once, here.
-        unsafe { self.rt.inner.lib.nvshmem_team_destroy(self.handle) };
+        // still alive, and is destroyed once, here; the GPU has finished with it.
+        unsafe { self.rt.nv().team_destroy(self.shape.handle) };
     }
 }

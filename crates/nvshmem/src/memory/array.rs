@@ -1,9 +1,4 @@
-//! The symmetric heap: [`SymArray`], typed arrays every PE allocates alike.
-//!
-//! **Allocation and freeing are collective.** Every PE must allocate the same arrays, of the
-//! same lengths, in the same order, and drop them in the same order: NVSHMEM gives each
-//! allocation the same offset on every PE, which is what makes `array` on PE 0 and `array`
-//! on PE 1 the same symmetric object. Allocating or freeing also synchronises all PEs.
+//! [`SymArray`], typed arrays every PE allocates alike, and views of them.
 use std::{ops::RangeBounds, sync::Arc};
 
 use cudarc::driver::{
@@ -11,12 +6,14 @@ use cudarc::driver::{
     SyncOnDrop,
 };
 
-use crate::{runtime::RuntimeInner, Element, Error, Result, Runtime};
+use super::Block;
+use crate::{error::check_len, Element, Error, Result, Runtime};
 
 /// A typed array in the symmetric heap, present at the same address offset on every PE.
 ///
 /// Made by [`Runtime::alloc_zeroed`], [`Runtime::alloc_from`] or [`Runtime::alloc_uninit`];
-/// freed (collectively) on drop. It holds the runtime alive.
+/// retired on drop and freed, once the GPU has finished with it, at the next allocation (see
+/// [`crate::memory`]). It holds the runtime alive.
 ///
 /// It works with cudarc: pass `&array` (or a [`SymView`]) to a kernel launch with
 /// `launch_builder(..).arg(&array)`, or to cudarc's copy functions. Symmetric memory is
@@ -98,27 +95,7 @@ impl Runtime {
         self.allocate(len, false)
     }
 
-    /// Bytes allocated from the symmetric heap through this runtime and not yet freed.
-    ///
-    /// ```no_run
-    /// # let rt = nvshmem::Runtime::init()?;
-    /// let before = rt.heap_in_use();
-    /// let a = rt.alloc_zeroed::<f64>(100)?;
-    /// assert_eq!(rt.heap_in_use(), before + 800);
-    /// drop(a);
-    /// assert_eq!(rt.heap_in_use(), before);
-    /// # Ok::<(), nvshmem::Error>(())
-    /// ```
-    pub fn heap_in_use(&self) -> usize {
-        *self
-            .inner
-            .heap_in_use
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-    }
-
     fn allocate<T: Element>(&self, len: usize, zeroed: bool) -> Result<SymArray<T>> {
-        let inner = &self.inner;
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             Error::arg(
                 "alloc",
@@ -126,47 +103,14 @@ impl Runtime {
                 format!("{len} elements of {} overflow the address space", T::NAME),
             )
         })?;
-        if len == 0 {
-            return Ok(SymArray {
-                rt: self.clone(),
-                ptr: 0,
-                len: 0,
-                shape: None,
-                _t: std::marker::PhantomData,
-            });
-        }
-        let mut in_use = inner.heap_in_use.lock().unwrap_or_else(|p| p.into_inner());
-        let heap_size = inner.info.heap_size;
-        // Checked here, against the size the runtime was started with, so every PE refuses
-        // the same allocation (the PEs allocate alike) and none is left waiting in NVSHMEM.
-        if bytes > heap_size.saturating_sub(*in_use) {
-            return Err(Error::OutOfHeap {
-                requested: bytes,
-                in_use: *in_use,
-                heap_size,
-            });
-        }
-        inner.bind()?;
-        // SAFETY: NVSHMEM is initialised (the runtime is alive) and its context is current.
-        let ptr = unsafe {
-            if zeroed {
-                inner.lib.nvshmem_calloc(len, std::mem::size_of::<T>())
-            } else {
-                inner.lib.nvshmem_malloc(bytes)
-            }
+        let block = if len == 0 {
+            Block::default()
+        } else {
+            self.heap().alloc(self, bytes, zeroed)?
         };
-        if ptr.is_null() {
-            // NVSHMEM keeps part of the heap for itself, so it can refuse before our count does.
-            return Err(Error::OutOfHeap {
-                requested: bytes,
-                in_use: *in_use,
-                heap_size,
-            });
-        }
-        *in_use += bytes;
         Ok(SymArray {
             rt: self.clone(),
-            ptr: ptr as CUdeviceptr,
+            ptr: block.ptr,
             len,
             shape: None,
             _t: std::marker::PhantomData,
@@ -228,8 +172,10 @@ impl<T: Element> SymArray<T> {
     /// [`crate::collective`], "Shapes"). Give every PE the same shape, as the same length.
     ///
     /// A wrong shape is [`Error::InvalidArgument`] naming the shape and the lengths. The
-    /// array is then dropped, which frees it collectively: where a shape might be refused
-    /// on some PEs only, use [`SymArray::reshape`], which keeps the array.
+    /// array is then gone, but its memory is *not* freed: freeing is collective, and a shape
+    /// refused on some PEs only must not leave the heaps of the PEs out of step. It stays
+    /// allocated (and counted in [`Runtime::heap_in_use`]) until the runtime finalises. Where
+    /// a shape may be wrong, use [`SymArray::reshape`], which keeps the array.
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -240,7 +186,11 @@ impl<T: Element> SymArray<T> {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn with_shape(mut self, shape: &[usize]) -> Result<Self> {
-        self.set_shape("with_shape", shape)?;
+        if let Err(e) = self.set_shape("with_shape", shape) {
+            // Dropped without retiring: see above.
+            self.ptr = 0;
+            return Err(e);
+        }
         Ok(self)
     }
 
@@ -339,7 +289,7 @@ impl<T: Element> SymArray<T> {
     /// # let stream = rt.stream().clone(); let src = rt.alloc_from(&[1.0f32; 4])?;
     /// let mut dst = rt.alloc_zeroed::<f32>(8)?;
     /// // Fetch PE 0's four values into the second half of `dst`.
-    /// rt.get(&mut dst.view_mut(4..)?, &src, 0, &stream)?;
+    /// rt.get(&src, &mut dst.view_mut(4..)?, 0, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn view_mut(&mut self, range: impl RangeBounds<usize>) -> Result<SymViewMut<'_, T>> {
@@ -362,7 +312,7 @@ impl<T: Element> SymArray<T> {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
-        let stream = self.rt.inner.stream.clone();
+        let stream = self.rt.stream().clone();
         self.copy_from_host_on(src, &stream)?;
         stream.synchronize().map_err(Error::cuda("copy_from_host"))
     }
@@ -378,7 +328,7 @@ impl<T: Element> SymArray<T> {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
-        let stream = self.rt.inner.stream.clone();
+        let stream = self.rt.stream().clone();
         self.copy_to_host_on(dst, &stream)?;
         stream.synchronize().map_err(Error::cuda("copy_to_host"))
     }
@@ -407,14 +357,11 @@ impl<T: Element> SymArray<T> {
     /// stream.synchronize().unwrap();
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
-    pub fn copy_from_host_on(&mut self, src: &[T], stream: &Arc<CudaStream>) -> Result<()> {
-        check_len("copy_from_host", "src", src.len(), self.len)?;
-        if self.len > 0 {
-            stream
-                .memcpy_htod(src, self)
-                .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
-        }
-        Ok(())
+    pub fn copy_from_host_on(&mut self, src: &[T], stream: &CudaStream) -> Result<()> {
+        const CALL: &str = "copy_from_host";
+        check_len(CALL, "src", src.len(), self.len, "the array's length")?;
+        self.rt
+            .copy_in(CALL, self.ptr, bytemuck::cast_slice(src), stream)
     }
 
     /// Queues a copy of this PE's array into `dst` on `stream`. Read `dst` only after the
@@ -430,14 +377,11 @@ impl<T: Element> SymArray<T> {
     /// assert_eq!(host, [3, 4]);
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
-    pub fn copy_to_host_on(&self, dst: &mut [T], stream: &Arc<CudaStream>) -> Result<()> {
-        check_len("copy_to_host", "dst", dst.len(), self.len)?;
-        if self.len > 0 {
-            stream
-                .memcpy_dtoh(self, dst)
-                .map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
-        }
-        Ok(())
+    pub fn copy_to_host_on(&self, dst: &mut [T], stream: &CudaStream) -> Result<()> {
+        const CALL: &str = "copy_to_host";
+        check_len(CALL, "dst", dst.len(), self.len, "the array's length")?;
+        self.rt
+            .copy_out(CALL, bytemuck::cast_slice_mut(dst), self.ptr, stream)
     }
 
     /// The address of this array on PE `pe`, when this PE can load and store it directly
@@ -453,25 +397,12 @@ impl<T: Element> SymArray<T> {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn peer_ptr(&self, pe: usize) -> Result<Option<CUdeviceptr>> {
-        let n = self.rt.n_pes();
-        if pe >= n {
-            return Err(Error::arg(
-                "peer_ptr",
-                "pe",
-                format!("{pe} is not below the {n} PEs"),
-            ));
-        }
+        crate::error::check_pe("peer_ptr", "pe", pe, self.rt.n_pes(), "the job")?;
         if self.len == 0 {
             return Ok(None);
         }
         // SAFETY: ptr is a live symmetric address of this runtime's heap, pe a valid PE.
-        let p = unsafe {
-            self.rt
-                .inner
-                .lib
-                .nvshmem_ptr(self.ptr as *const _, pe as i32)
-        };
-        Ok((!p.is_null()).then_some(p as CUdeviceptr))
+        Ok(unsafe { self.rt.nv().ptr(self.ptr, pe) })
     }
 
     fn elem_ptr(&self, offset: usize) -> CUdeviceptr {
@@ -533,42 +464,15 @@ fn check_shape(call: &'static str, shape: &[usize], len: usize) -> Result<()> {
     }
 }
 
-pub(crate) fn check_len(
-    call: &'static str,
-    arg: &'static str,
-    got: usize,
-    want: usize,
-) -> Result<()> {
-    if got == want {
-        Ok(())
-    } else {
-        Err(Error::arg(
-            call,
-            arg,
-            format!("has {got} elements, the symmetric array {want}"),
-        ))
-    }
-}
-
 impl<T: Element> Drop for SymArray<T> {
     fn drop(&mut self) {
-        if self.ptr == 0 {
-            return;
+        if self.ptr != 0 {
+            // Freed later, after the GPU has finished with it (see `crate::memory`).
+            self.rt.heap().retire(Block {
+                ptr: self.ptr,
+                bytes: self.num_bytes(),
+            });
         }
-        let inner: &RuntimeInner = &self.rt.inner;
-        if std::thread::panicking() {
-            // Freeing is collective; a failing PE must not wait for the others. The memory
-            // goes with the process.
-            return;
-        }
-        if let Err(e) = inner.bind() {
-            tracing::warn!(%e, "binding the CUDA context to free a symmetric array");
-        }
-        // SAFETY: ptr came from nvshmem_malloc/calloc of this runtime, which is still alive
-        // (we hold it), and is freed once, here.
-        unsafe { inner.lib.nvshmem_free(self.ptr as *mut _) };
-        let mut in_use = inner.heap_in_use.lock().unwrap_or_else(|p| p.into_inner());
-        *in_use = in_use.saturating_sub(self.num_bytes());
     }
 }
 
@@ -579,7 +483,7 @@ impl<T: Element> Drop for SymArray<T> {
 /// let src = rt.alloc_from(&[1.0f32, 2.0, 3.0, 4.0])?;
 /// let mut dst = rt.alloc_zeroed::<f32>(2)?;
 /// // Send the last two values to PE 0.
-/// rt.put(&mut dst, &src.view(2..)?, 0, &stream)?;
+/// rt.put(&src.view(2..)?, &mut dst, 0, &stream)?;
 /// # Ok::<(), nvshmem::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy)]
@@ -597,7 +501,7 @@ pub struct SymView<'a, T: Element> {
 /// let mut dst = rt.alloc_zeroed::<u32>(2 * rt.n_pes())?;
 /// // Each PE writes its two values into its own slot of PE 0's `dst`.
 /// let me = rt.my_pe();
-/// rt.put(&mut dst.view_mut(2 * me..2 * me + 2)?, &src, 0, &stream)?;
+/// rt.put(&src, &mut dst.view_mut(2 * me..2 * me + 2)?, 0, &stream)?;
 /// # Ok::<(), nvshmem::Error>(())
 /// ```
 #[derive(Debug)]
@@ -681,13 +585,13 @@ pub trait SymBuffer<T: Element>: sealed::Sealed {
 /// use nvshmem::{Element, Runtime, SymBuffer, SymBufferMut};
 /// // Fetches PE `pe`'s `src` into `dst`, which may be a whole array or a writable view.
 /// fn fetch<T: Element>(
-///     rt: &Runtime, dst: &mut impl SymBufferMut<T>, src: &impl SymBuffer<T>, pe: usize,
+///     rt: &Runtime, src: &impl SymBuffer<T>, dst: &mut impl SymBufferMut<T>, pe: usize,
 /// ) -> nvshmem::Result<()> {
-///     rt.get(dst, src, pe, rt.stream())
+///     rt.get(src, dst, pe, rt.stream())
 /// }
 /// let src = rt.alloc_from(&[1.0f32; 4])?;
 /// let mut dst = rt.alloc_zeroed::<f32>(8)?;
-/// fetch(&rt, &mut dst.view_mut(..4)?, &src, 0)?;
+/// fetch(&rt, &src, &mut dst.view_mut(..4)?, 0)?;
 /// # Ok::<(), nvshmem::Error>(())
 /// ```
 pub trait SymBufferMut<T: Element>: SymBuffer<T> {}
@@ -716,7 +620,7 @@ macro_rules! sym_buffer {
                 self.len
             }
             fn stream(&self) -> &Arc<CudaStream> {
-                &SymBuffer::sym_runtime(self).inner.stream
+                SymBuffer::sym_runtime(self).stream()
             }
         }
         impl<T: Element> DevicePtr<T> for $ty {

@@ -1,8 +1,8 @@
-//! Element types NVSHMEM has no functions for: 8-bit floats and a one-byte boolean.
+//! 8-bit floats, which NVSHMEM has no functions for.
 //!
 //! Their reductions run in this crate's own kernels (compiled at run time with NVRTC); data
 //! movement treats them as bytes. Each is one byte, `Pod`, and has the same layout as the CUDA
-//! type the kernels use (`__nv_fp8_e4m3`, `__nv_fp8_e5m2`, `unsigned char` holding 0 or 1).
+//! type the kernels use (`__nv_fp8_e4m3`, `__nv_fp8_e5m2`).
 use std::fmt;
 
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
@@ -119,7 +119,7 @@ macro_rules! fp8 {
             /// The largest finite value.
             ///
             /// ```
-            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            #[doc = concat!("use nvshmem::element::", $label, " as F8;")]
             /// assert_eq!(F8::from_f32(f32::INFINITY), F8::MAX);
             /// assert!(F8::from_f32(-1e9).to_f32() == -F8::MAX.to_f32());
             /// ```
@@ -127,7 +127,7 @@ macro_rules! fp8 {
             /// The value with these bits.
             ///
             /// ```
-            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            #[doc = concat!("use nvshmem::element::", $label, " as F8;")]
             /// assert_eq!(F8::from_bits(0x00).to_f32(), 0.0);
             /// assert_eq!(F8::from_bits(0x80).to_f32(), -0.0);
             /// assert_eq!(F8::from_bits(F8::MAX.to_bits()), F8::MAX);
@@ -138,7 +138,7 @@ macro_rules! fp8 {
             /// The bits.
             ///
             /// ```
-            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            #[doc = concat!("use nvshmem::element::", $label, " as F8;")]
             /// assert_eq!(F8::from_f32(0.0).to_bits(), 0x00);
             /// assert_eq!(F8::from_f32(-0.0).to_bits(), 0x80); // the sign bit
             /// assert_eq!(F8::from_f32(-2.0).to_bits() & 0x80, 0x80);
@@ -150,7 +150,7 @@ macro_rules! fp8 {
             /// (infinity included), NaN to NaN: as CUDA's conversion in the kernels.
             ///
             /// ```
-            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            #[doc = concat!("use nvshmem::element::", $label, " as F8;")]
             /// assert_eq!(F8::from_f32(1.5).to_f32(), 1.5);
             /// assert_eq!(F8::from_f32(f32::NEG_INFINITY).to_f32(), -F8::MAX.to_f32());
             /// assert!(F8::from_f32(f32::NAN).is_nan());
@@ -161,7 +161,7 @@ macro_rules! fp8 {
             /// As [`Self::from_f32`], rounding once from the `f64`.
             ///
             /// ```
-            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            #[doc = concat!("use nvshmem::element::", $label, " as F8;")]
             /// assert_eq!(F8::from_f64(-0.75).to_f64(), -0.75);
             /// assert_eq!(F8::from_f64(1e300), F8::MAX);
             /// ```
@@ -171,7 +171,7 @@ macro_rules! fp8 {
             /// The exact value.
             ///
             /// ```
-            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            #[doc = concat!("use nvshmem::element::", $label, " as F8;")]
             /// assert_eq!(F8::from_f32(0.25).to_f32(), 0.25);
             /// assert_eq!(f32::from(F8::from_f32(-4.0)), -4.0);
             /// ```
@@ -181,7 +181,7 @@ macro_rules! fp8 {
             /// The exact value.
             ///
             /// ```
-            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            #[doc = concat!("use nvshmem::element::", $label, " as F8;")]
             /// assert_eq!(F8::from_f32(3.0).to_f64(), 3.0);
             /// assert_eq!(F8::MAX.to_f64(), F8::MAX.to_f32() as f64);
             /// ```
@@ -191,7 +191,7 @@ macro_rules! fp8 {
             /// Whether it is NaN.
             ///
             /// ```
-            #[doc = concat!("use nvshmem::element_ext::", $label, " as F8;")]
+            #[doc = concat!("use nvshmem::element::", $label, " as F8;")]
             /// assert!(F8::from_f64(f64::NAN).is_nan());
             /// assert!(!F8::MAX.is_nan());
             /// assert_ne!(F8::from_f32(f32::NAN), F8::from_f32(f32::NAN)); // NaN is unequal to itself
@@ -244,7 +244,7 @@ fp8!(
     /// `__nv_fp8_e4m3`): no infinities, largest finite 448, one NaN pattern per sign.
     ///
     /// ```
-    /// use nvshmem::element_ext::F8E4M3;
+    /// use nvshmem::element::F8E4M3;
     /// assert_eq!(F8E4M3::from_f32(448.0).to_f32(), 448.0);
     /// assert_eq!(F8E4M3::from_f32(1e9), F8E4M3::MAX);
     /// ```
@@ -258,7 +258,7 @@ fp8!(
     /// with infinities, largest finite 57344.
     ///
     /// ```
-    /// use nvshmem::element_ext::F8E5M2;
+    /// use nvshmem::element::F8E5M2;
     /// assert_eq!(F8E5M2::from_f32(57344.0).to_f32(), 57344.0);
     /// assert_eq!(F8E5M2::from_bits(0x7C).to_f32(), f32::INFINITY);
     /// ```
@@ -266,100 +266,6 @@ fp8!(
     E5M2,
     "F8E5M2"
 );
-
-/// A boolean stored as one byte, 0 or 1, the form the kernels read and write (Rust's `bool`
-/// cannot be `Pod`: only two of its 256 bit patterns are valid). Any non-zero byte read back
-/// counts as true.
-///
-/// ```
-/// use nvshmem::element_ext::Bool8;
-/// assert!(Bool8::from(true).get());
-/// assert_eq!(Bool8::from_bits(7), Bool8::TRUE);
-/// ```
-#[repr(transparent)]
-#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct Bool8(u8);
-
-impl Bool8 {
-    /// False (0).
-    ///
-    /// ```
-    /// use nvshmem::element_ext::Bool8;
-    /// assert_eq!(Bool8::FALSE, Bool8::default());
-    /// assert!(!Bool8::FALSE.get());
-    /// ```
-    pub const FALSE: Self = Self(0);
-    /// True (1).
-    ///
-    /// ```
-    /// use nvshmem::element_ext::Bool8;
-    /// assert_eq!(Bool8::TRUE, Bool8::from(true));
-    /// assert_eq!(Bool8::TRUE.to_bits(), 1);
-    /// ```
-    pub const TRUE: Self = Self(1);
-    /// The value with this byte (non-zero is true).
-    ///
-    /// ```
-    /// use nvshmem::element_ext::Bool8;
-    /// assert_eq!(Bool8::from_bits(0), Bool8::FALSE);
-    /// assert_eq!(Bool8::from_bits(0xFF), Bool8::TRUE);
-    /// ```
-    pub const fn from_bits(bits: u8) -> Self {
-        Self(bits)
-    }
-    /// The byte as stored.
-    ///
-    /// ```
-    /// use nvshmem::element_ext::Bool8;
-    /// assert_eq!(Bool8::from(false).to_bits(), 0);
-    /// assert_eq!(Bool8::from_bits(7).to_bits(), 7); // kept as read, though it equals TRUE
-    /// ```
-    pub const fn to_bits(self) -> u8 {
-        self.0
-    }
-    /// The boolean.
-    ///
-    /// ```
-    /// use nvshmem::element_ext::Bool8;
-    /// assert!(Bool8::from_bits(2).get());
-    /// assert!(!Bool8::from(false).get());
-    /// ```
-    pub const fn get(self) -> bool {
-        self.0 != 0
-    }
-}
-
-impl From<bool> for Bool8 {
-    fn from(b: bool) -> Self {
-        Self(b as u8)
-    }
-}
-
-impl From<Bool8> for bool {
-    fn from(b: Bool8) -> bool {
-        b.get()
-    }
-}
-
-/// Compares truth values, so any non-zero byte equals [`Bool8::TRUE`].
-impl PartialEq for Bool8 {
-    fn eq(&self, other: &Self) -> bool {
-        self.get() == other.get()
-    }
-}
-
-impl Eq for Bool8 {}
-
-impl fmt::Debug for Bool8 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Bool8({})", self.get())
-    }
-}
-
-// SAFETY: one byte; every bit pattern is a valid (truthy or false) value.
-unsafe impl DeviceRepr for Bool8 {}
-// SAFETY: zero is false.
-unsafe impl ValidAsZeroBits for Bool8 {}
 
 #[cfg(test)]
 mod tests {
@@ -441,14 +347,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn bool8_is_a_truth_value() {
-        assert_eq!(Bool8::from(false).to_bits(), 0);
-        assert_eq!(Bool8::from(true).to_bits(), 1);
-        assert_eq!(Bool8::from_bits(2), Bool8::TRUE);
-        assert!(!bool::from(Bool8::default()));
-        assert_eq!(std::mem::size_of::<Bool8>(), 1);
     }
 }

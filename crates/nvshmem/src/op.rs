@@ -1,7 +1,7 @@
 //! Reduction operators.
 use std::{fmt, str::FromStr};
 
-use crate::{Element, ElementKind, Error, Result};
+use crate::{DataType, ElementKind, Error, Result};
 
 /// How a reduction combines the PEs' elements.
 ///
@@ -11,7 +11,7 @@ use crate::{Element, ElementKind, Error, Result};
 /// |---|---|
 /// | integers (`i8`..`u64`) | all: `And`, `Or`, `Xor` bitwise |
 /// | floats (`f16`..`f64`, fp8) | `Sum`, `Prod`, `Min`, `Max`, `Avg`, `PreMulSum` (fp8: not `Prod`) |
-/// | [`Bool8`](crate::element_ext::Bool8) | `And`, `Or` (logical), `Min` (= and), `Max` (= or) |
+/// | [`Bool8`](crate::element::Bool8) | `And`, `Or` (logical), `Min` (= and), `Max` (= or) |
 ///
 /// `Avg` is the sum divided by the team size (integers: truncated toward zero, as NCCL), and
 /// `PreMulSum(s)` multiplies every input by `s` before summing (NCCL's
@@ -51,19 +51,6 @@ pub enum ReduceOp {
     Avg,
     /// Each input multiplied by the scalar, then summed.
     PreMulSum(f64),
-}
-
-/// The operators NVSHMEM computes itself; each has one typed function per element type.
-/// (Public in a private module: it appears in the sealed [`NvshmemTyped`](super::table::NvshmemTyped).)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NvOp {
-    Sum,
-    Prod,
-    Min,
-    Max,
-    And,
-    Or,
-    Xor,
 }
 
 impl ReduceOp {
@@ -123,54 +110,22 @@ impl ReduceOp {
         }
     }
 
-    /// Whether a reduction of `T` by this operator can run: it [applies](Self::applies_to) to
-    /// `T`'s kind, its scale suits `T` (a whole number for integers), and the crate has an
-    /// algorithm for the pair (NVSHMEM's, or its own kernels: fp8 has no `Prod`). fp8
-    /// reductions also need, at call time, every PE of the team to be peer-accessible.
-    ///
-    /// ```
-    /// use nvshmem::{element_ext::{Bool8, F8E4M3}, ReduceOp};
-    /// assert!(ReduceOp::Avg.supports::<i32>());
-    /// assert!(!ReduceOp::PreMulSum(0.5).supports::<i32>());
-    /// assert!(ReduceOp::PreMulSum(0.5).supports::<f32>());
-    /// assert!(ReduceOp::Sum.supports::<F8E4M3>() && !ReduceOp::Prod.supports::<F8E4M3>());
-    /// assert!(ReduceOp::And.supports::<Bool8>() && !ReduceOp::Sum.supports::<Bool8>());
-    /// ```
-    pub fn supports<T: Element>(self) -> bool {
-        self.check_for::<T>("ReduceOp::supports").is_ok()
-            && super::plan::plan_reduce(T::KIND, T::NVSHMEM_REDUCES, self).is_ok()
-    }
-
-    /// NVSHMEM's own operator, when it has one.
-    pub(crate) fn nvshmem(self) -> Option<NvOp> {
-        Some(match self {
-            ReduceOp::Sum => NvOp::Sum,
-            ReduceOp::Prod => NvOp::Prod,
-            ReduceOp::Min => NvOp::Min,
-            ReduceOp::Max => NvOp::Max,
-            ReduceOp::And => NvOp::And,
-            ReduceOp::Or => NvOp::Or,
-            ReduceOp::Xor => NvOp::Xor,
-            ReduceOp::Avg | ReduceOp::PreMulSum(_) => return None,
-        })
-    }
-
     /// Refuses an operator the element type does not define, and a scale that is not finite
     /// or (for integer types) not a whole number the kernels can use.
-    pub(crate) fn check_for<T: Element>(self, call: &'static str) -> Result<()> {
-        if !self.applies_to(T::KIND) {
-            let why = match T::KIND {
+    pub(crate) fn check_for(self, call: &'static str, dtype: DataType) -> Result<()> {
+        if !self.applies_to(dtype.kind()) {
+            let why = match dtype.kind() {
                 ElementKind::Bool => "truth values have and, or, min and max",
                 _ => "bitwise operators need an integer type",
             };
             return Err(Error::arg(
                 call,
                 "op",
-                format_args!("{} is not defined for {} ({why})", self.name(), T::NAME),
+                format_args!("{} is not defined for {dtype} ({why})", self.name()),
             ));
         }
         if let ReduceOp::PreMulSum(s) = self {
-            check_scale(call, T::KIND, T::NAME, s)?;
+            check_scale(call, dtype.kind(), dtype.name(), s)?;
         }
         Ok(())
     }
@@ -290,14 +245,22 @@ mod tests {
 
     #[test]
     fn bitwise_operators_need_integers() {
-        assert!(ReduceOp::Xor.check_for::<u32>("t").is_ok());
-        assert!(ReduceOp::Min.check_for::<f32>("t").is_ok());
-        let e = ReduceOp::And.check_for::<f32>("all_reduce").unwrap_err();
+        assert!(ReduceOp::Xor
+            .check_for("t", <u32 as crate::Element>::DTYPE)
+            .is_ok());
+        assert!(ReduceOp::Min
+            .check_for("t", <f32 as crate::Element>::DTYPE)
+            .is_ok());
+        let e = ReduceOp::And
+            .check_for("all_reduce", <f32 as crate::Element>::DTYPE)
+            .unwrap_err();
         assert_eq!(
             e.to_string(),
             "all_reduce: invalid op: and is not defined for f32 (bitwise operators need an integer type)"
         );
-        assert!(ReduceOp::PreMulSum(f64::NAN).check_for::<f32>("t").is_err());
+        assert!(ReduceOp::PreMulSum(f64::NAN)
+            .check_for("t", <f32 as crate::Element>::DTYPE)
+            .is_err());
     }
 
     #[test]
@@ -318,7 +281,10 @@ mod tests {
             assert_eq!(op.applies_to(Bool), logical, "{op}");
         }
         let e = ReduceOp::Sum
-            .check_for::<crate::element_ext::Bool8>("all_reduce")
+            .check_for(
+                "all_reduce",
+                <crate::element::Bool8 as crate::Element>::DTYPE,
+            )
             .unwrap_err()
             .to_string();
         assert_eq!(
@@ -330,7 +296,7 @@ mod tests {
     #[test]
     fn integer_scales_must_be_whole() {
         let e = ReduceOp::PreMulSum(0.5)
-            .check_for::<i32>("all_reduce")
+            .check_for("all_reduce", <i32 as crate::Element>::DTYPE)
             .unwrap_err();
         assert!(
             matches!(e, Error::InvalidArgument { arg: "op", .. }),
@@ -341,9 +307,11 @@ mod tests {
             "all_reduce: invalid op: premul_sum's scale 0.5 must be a whole number in -2^63..2^63 \
              for i32 (integer data is scaled by an integer)"
         );
-        assert!(ReduceOp::PreMulSum(-3.0).check_for::<i8>("t").is_ok());
+        assert!(ReduceOp::PreMulSum(-3.0)
+            .check_for("t", <i8 as crate::Element>::DTYPE)
+            .is_ok());
         let e = ReduceOp::PreMulSum(-3.0)
-            .check_for::<u16>("t")
+            .check_for("t", <u16 as crate::Element>::DTYPE)
             .unwrap_err()
             .to_string();
         assert!(
@@ -351,46 +319,22 @@ mod tests {
             "{e}"
         );
         assert!(ReduceOp::PreMulSum(2f64.powi(64))
-            .check_for::<u64>("t")
+            .check_for("t", <u64 as crate::Element>::DTYPE)
             .is_err());
         assert!(ReduceOp::PreMulSum(2f64.powi(63))
-            .check_for::<i64>("t")
+            .check_for("t", <i64 as crate::Element>::DTYPE)
             .is_err());
-        assert!(ReduceOp::PreMulSum(1e18).check_for::<i64>("t").is_ok());
-        assert!(ReduceOp::PreMulSum(0.1).check_for::<half::f16>("t").is_ok());
+        assert!(ReduceOp::PreMulSum(1e18)
+            .check_for("t", <i64 as crate::Element>::DTYPE)
+            .is_ok());
         assert!(ReduceOp::PreMulSum(0.1)
-            .check_for::<crate::element_ext::F8E5M2>("t")
+            .check_for("t", <half::f16 as crate::Element>::DTYPE)
+            .is_ok());
+        assert!(ReduceOp::PreMulSum(0.1)
+            .check_for("t", <crate::element::F8E5M2 as crate::Element>::DTYPE)
             .is_ok());
         assert!(ReduceOp::PreMulSum(f64::INFINITY)
-            .check_for::<f64>("t")
+            .check_for("t", <f64 as crate::Element>::DTYPE)
             .is_err());
-    }
-
-    #[test]
-    fn supports_combines_kind_scale_and_algorithm() {
-        use crate::element_ext::{Bool8, F8E4M3, F8E5M2};
-        assert!(ReduceOp::Avg.supports::<u8>());
-        assert!(ReduceOp::PreMulSum(3.0).supports::<u64>());
-        assert!(!ReduceOp::PreMulSum(0.25).supports::<u64>());
-        for op in [ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg] {
-            assert!(op.supports::<F8E4M3>() && op.supports::<F8E5M2>(), "{op}");
-        }
-        assert!(ReduceOp::PreMulSum(0.5).supports::<F8E5M2>());
-        assert!(!ReduceOp::Prod.supports::<F8E4M3>());
-        assert!(!ReduceOp::Xor.supports::<F8E4M3>());
-        for op in [ReduceOp::And, ReduceOp::Or, ReduceOp::Min, ReduceOp::Max] {
-            assert!(op.supports::<Bool8>(), "{op}");
-        }
-        for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Xor, ReduceOp::Avg] {
-            assert!(!op.supports::<Bool8>(), "{op}");
-        }
-        assert!(!ReduceOp::PreMulSum(1.0).supports::<Bool8>());
-    }
-
-    #[test]
-    fn only_nvshmem_operators_map() {
-        assert_eq!(ReduceOp::Max.nvshmem(), Some(NvOp::Max));
-        assert_eq!(ReduceOp::Avg.nvshmem(), None);
-        assert_eq!(ReduceOp::PreMulSum(1.0).nvshmem(), None);
     }
 }

@@ -1,0 +1,498 @@
+//! The algorithm layer: every collective call is described once ([`Call`]) and runs through
+//! one [`Algorithm`], chosen from its collective's ordered registry ([`registry`]).
+//!
+//! An algorithm says whether it accepts a call ([`Algorithm::refuses`]), how much collective
+//! scratch it needs, and what this PE queues for it, as a list of [`Step`]s (its plan). The
+//! automatic choice is the first algorithm of the registry that accepts the call. A user can
+//! force one per collective ([`RuntimeBuilder::algorithm`], [`Runtime::set_algorithm`], or the
+//! environment variable [`ALGORITHMS_VAR`]); a forced algorithm that refuses a call makes it
+//! fail with [`Error::AlgorithmRefused`], which says why.
+//!
+//! Every input of the choice (collective, element type, operator, sizes, team size, whether
+//! every member is peer-mapped, in place, root) is the same on every PE of the team, so every
+//! PE chooses alike and queues matching steps: no PE is left waiting for another.
+mod nvshmem;
+mod peer;
+pub(crate) mod queue;
+mod rooted;
+
+use std::{
+    fmt,
+    str::FromStr,
+    sync::atomic::{AtomicUsize, Ordering},
+};
+
+use cudarc::driver::CudaStream;
+
+use super::check::Span;
+use crate::{
+    runtime::{Closing, Layer, Settings},
+    team::TeamShape,
+    DataType, Error, ReduceOp, Result, Runtime, RuntimeBuilder, Team,
+};
+pub(crate) use queue::Step;
+
+/// The environment variable that forces algorithms, for programs that cannot be rebuilt:
+/// `collective=algorithm` pairs separated by commas, e.g.
+/// `NVSHMEM_RS_ALGORITHMS=all_reduce=nvshmem,gather=rooted_get`. It overrides
+/// [`RuntimeBuilder::algorithm`].
+///
+/// ```
+/// assert_eq!(nvshmem::collective::ALGORITHMS_VAR, "NVSHMEM_RS_ALGORITHMS");
+/// ```
+pub const ALGORITHMS_VAR: &str = "NVSHMEM_RS_ALGORITHMS";
+
+macro_rules! collectives {
+    ($($variant:ident $name:literal [$($alias:literal),*] $doc:literal;)*) => {
+        /// A collective operation, to name it when forcing an algorithm or reporting.
+        ///
+        /// Parsed from its name (`all_reduce`) and from NCCL's and MPI's names for it
+        /// (`allreduce`, `AllReduce`, `all_gather`, `MPI_Allgather`, ...).
+        ///
+        /// ```
+        /// use nvshmem::collective::Collective;
+        /// assert_eq!("allgather".parse::<Collective>()?, Collective::Fcollect);
+        /// assert_eq!(Collective::AllReduce.to_string(), "all_reduce");
+        /// assert!(Collective::Gather.algorithms().contains(&"rooted_get"));
+        /// # Ok::<(), nvshmem::Error>(())
+        /// ```
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Collective {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl Collective {
+            /// Every collective.
+            ///
+            /// ```
+            /// assert_eq!(nvshmem::collective::Collective::ALL.len(), 10);
+            /// ```
+            pub const ALL: [Collective; 10] = [$(Collective::$variant),*];
+
+            /// The name (`all_reduce`, `reduce_scatter`, ...), as the benchmark and
+            /// [`ALGORITHMS_VAR`] write it.
+            ///
+            /// ```
+            /// assert_eq!(nvshmem::collective::Collective::ReduceScatter.name(), "reduce_scatter");
+            /// ```
+            pub const fn name(self) -> &'static str {
+                match self { $(Collective::$variant => $name,)* }
+            }
+
+            fn aliases(self) -> &'static [&'static str] {
+                match self { $(Collective::$variant => &[$($alias),*],)* }
+            }
+        }
+    };
+}
+
+collectives! {
+    AllReduce "all_reduce" ["allreduce", "mpi_allreduce"] "All-reduce ([`Team::all_reduce`]).";
+    Reduce "reduce" ["mpi_reduce"] "Reduce to a root ([`Team::reduce`]).";
+    Broadcast "broadcast" ["bcast", "mpi_bcast"] "Broadcast ([`Team::broadcast`]).";
+    Fcollect "fcollect" ["all_gather", "allgather", "mpi_allgather"] "All-gather ([`Team::fcollect`]).";
+    Alltoall "alltoall" ["all_to_all", "mpi_alltoall"] "All-to-all ([`Team::alltoall`]).";
+    ReduceScatter "reduce_scatter" ["reducescatter", "mpi_reduce_scatter_block"] "Reduce-scatter ([`Team::reduce_scatter`]).";
+    Gather "gather" ["mpi_gather"] "Gather to a root ([`Team::gather`]).";
+    Scatter "scatter" ["mpi_scatter"] "Scatter from a root ([`Team::scatter`]).";
+    Barrier "barrier" ["mpi_barrier"] "Barrier ([`Team::barrier`], [`Runtime::barrier_all`]).";
+    Sync "sync" ["team_sync", "sync_all"] "Synchronisation ([`Team::sync`], [`Runtime::sync_all`]).";
+}
+
+impl Collective {
+    /// The names of the algorithms that can run this collective, in the order the automatic
+    /// choice tries them.
+    ///
+    /// ```
+    /// use nvshmem::collective::Collective;
+    /// assert_eq!(Collective::Broadcast.algorithms()[0], "nvshmem");
+    /// ```
+    pub fn algorithms(self) -> Vec<&'static str> {
+        registry(self).iter().map(|a| a.name()).collect()
+    }
+
+    fn index(self) -> usize {
+        Collective::ALL
+            .iter()
+            .position(|&c| c == self)
+            .expect("ALL lists every collective")
+    }
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Collective {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let key = s.trim().to_ascii_lowercase().replace('-', "_");
+        Collective::ALL
+            .into_iter()
+            .find(|c| c.name() == key || c.aliases().contains(&key.as_str()))
+            .ok_or_else(|| {
+                let names: Vec<_> = Collective::ALL.iter().map(|c| c.name()).collect();
+                Error::arg(
+                    "Collective::from_str",
+                    "collective",
+                    format_args!("{s:?}: expected one of {}", names.join(", ")),
+                )
+            })
+    }
+}
+
+/// One collective call, as every algorithm sees it. Made after the arguments were checked.
+#[derive(Debug, Clone)]
+pub(crate) struct Call<'a> {
+    pub(crate) coll: Collective,
+    /// The public call, for errors (`"all_reduce_in_place"`).
+    pub(crate) name: &'static str,
+    pub(crate) team: &'a TeamShape,
+    /// This PE's index in the team.
+    pub(crate) me: usize,
+    pub(crate) dtype: DataType,
+    /// The operator (reductions only; `Sum` otherwise, and unused).
+    pub(crate) op: ReduceOp,
+    /// The root (rooted collectives only; 0 otherwise).
+    pub(crate) root: usize,
+    pub(crate) src: Span,
+    pub(crate) dst: Span,
+    /// Elements of one PE's part: the whole input of all-reduce, reduce and broadcast; one
+    /// block of the others (a PE's input of fcollect and gather, its output of reduce-scatter
+    /// and scatter, one destination's share of alltoall); 0 for barrier and sync.
+    pub(crate) count: usize,
+    /// The input is (part of) the output, as the in-place forms define it.
+    pub(crate) in_place: bool,
+    /// The collective scratch, held for the call (0 when the algorithm needs none).
+    pub(crate) scratch: u64,
+}
+
+impl Call<'_> {
+    /// Team size.
+    pub(crate) fn n(&self) -> usize {
+        self.team.n_pes
+    }
+
+    /// Bytes of one PE's part ([`Call::count`] elements).
+    pub(crate) fn block_bytes(&self) -> usize {
+        self.count * self.dtype.size()
+    }
+
+    /// The address of `addr` (a symmetric address) on team member `j`, as this GPU loads and
+    /// stores it; `None` unless every member is peer-mapped.
+    pub(crate) fn peer(&self, addr: u64, j: usize) -> Option<u64> {
+        let off = self.team.peer_offsets.as_ref()?;
+        Some(addr.wrapping_add(off[j] as u64))
+    }
+
+    /// Whether this PE can load and store every member's symmetric memory.
+    pub(crate) fn peer_mapped(&self) -> bool {
+        self.team.peer_offsets.is_some()
+    }
+}
+
+/// One way to run a collective.
+pub(crate) trait Algorithm: Sync {
+    /// The name users force it by.
+    fn name(&self) -> &'static str;
+    /// Why it cannot run `call`, or `None` when it can. A pure function of what every PE of
+    /// the team passes alike.
+    fn refuses(&self, call: &Call) -> Option<String>;
+    /// Bytes of collective scratch it needs for `call`.
+    fn scratch(&self, _call: &Call) -> usize {
+        0
+    }
+    /// What this PE queues for `call` (which it accepts, with its scratch held).
+    fn plan(&self, call: &Call, steps: &mut Vec<Step>);
+}
+
+impl fmt::Debug for dyn Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The algorithms of a collective, in the order the automatic choice tries them.
+pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
+    use nvshmem::{Native, ScaleThenSum, SumThenDiv};
+    use peer::{PeerCopy, PeerKernel};
+    use rooted::RootedGet;
+    match coll {
+        Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter => {
+            &[&Native, &SumThenDiv, &ScaleThenSum, &PeerKernel]
+        }
+        Collective::Broadcast
+        | Collective::Fcollect
+        | Collective::Alltoall
+        | Collective::Barrier
+        | Collective::Sync => &[&Native],
+        Collective::Gather | Collective::Scatter => &[&RootedGet, &PeerCopy],
+    }
+}
+
+/// The algorithm for `call`: `forced`, if it accepts the call, else the first of the registry
+/// that does.
+pub(crate) fn choose(
+    call: &Call,
+    forced: Option<&'static dyn Algorithm>,
+) -> Result<&'static dyn Algorithm> {
+    if let Some(a) = forced {
+        return match a.refuses(call) {
+            None => Ok(a),
+            Some(reason) => Err(Error::AlgorithmRefused {
+                call: call.name,
+                algorithm: a.name(),
+                reason,
+            }),
+        };
+    }
+    let mut why = Vec::new();
+    for &a in registry(call.coll) {
+        match a.refuses(call) {
+            None => return Ok(a),
+            Some(reason) => why.push(format!("{}: {reason}", a.name())),
+        }
+    }
+    Err(Error::Unsupported {
+        call: call.name,
+        what: format!(
+            "{} of {} by {} (no algorithm accepts it; {})",
+            call.coll,
+            call.dtype,
+            call.op,
+            why.join("; ")
+        ),
+    })
+}
+
+/// Chooses, plans and queues `call` on `stream`.
+pub(crate) fn run(team: &Team, mut call: Call, stream: &CudaStream) -> Result<()> {
+    let rt = team.runtime();
+    let cu = rt.enter(call.name, stream)?;
+    let alg = choose(&call, rt.collectives().forced(call.coll))?;
+    let empty = call.count == 0 && !matches!(call.coll, Collective::Barrier | Collective::Sync);
+    if empty {
+        return Ok(());
+    }
+    let lease = match alg.scratch(&call) {
+        0 => None,
+        bytes => Some(rt.heap().scratch(call.name, bytes)?),
+    };
+    call.scratch = lease.as_ref().map_or(0, |l| l.ptr());
+    let mut steps = Vec::with_capacity(4);
+    alg.plan(&call, &mut steps);
+    let mut device = queue::Device {
+        nv: rt.nv(),
+        team: team.handle(),
+        stream,
+        cu,
+    };
+    let done = queue::execute(&steps, &mut device);
+    // The scratch is held until everything using it is queued.
+    drop(lease);
+    done
+}
+
+/// The collectives' state in a runtime: the algorithm forced for each collective (an index
+/// into its registry, plus one; 0 for the automatic choice).
+pub(crate) struct Collectives {
+    forced: [AtomicUsize; Collective::ALL.len()],
+}
+
+impl Collectives {
+    fn forced(&self, coll: Collective) -> Option<&'static dyn Algorithm> {
+        match self.forced[coll.index()].load(Ordering::Relaxed) {
+            0 => None,
+            i => Some(registry(coll)[i - 1]),
+        }
+    }
+
+    fn set(&self, coll: Collective, algorithm: Option<&str>) -> std::result::Result<(), String> {
+        let index = match algorithm {
+            None | Some("auto") => 0,
+            Some(name) => {
+                registry(coll)
+                    .iter()
+                    .position(|a| a.name() == name)
+                    .ok_or_else(|| {
+                        format!(
+                            "{coll} has no algorithm {name:?}; it has auto, {}",
+                            coll.algorithms().join(", ")
+                        )
+                    })?
+                    + 1
+            }
+        };
+        self.forced[coll.index()].store(index, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Parses `collective=algorithm` pairs separated by commas.
+fn parse_forced(list: &str) -> std::result::Result<Vec<(Collective, String)>, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|pair| {
+            let (c, a) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not collective=algorithm"))?;
+            let c: Collective = c.parse().map_err(|e: Error| e.to_string())?;
+            Ok((c, a.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Attaches the collectives' state to a starting runtime: the builder's forced algorithms,
+/// then the environment's.
+pub(crate) fn attach(_: &Runtime, settings: &Settings) -> Result<Box<dyn Layer>> {
+    let state = Collectives {
+        forced: Default::default(),
+    };
+    for pair in settings.get("algorithm") {
+        let bad = |reason| Error::arg("RuntimeBuilder::algorithm", "algorithm", reason);
+        for (c, a) in parse_forced(pair).map_err(bad)? {
+            state.set(c, Some(&a)).map_err(bad)?;
+        }
+    }
+    if let Ok(list) = std::env::var(ALGORITHMS_VAR) {
+        let bad = |reason| Error::Environment {
+            var: ALGORITHMS_VAR.into(),
+            value: list.clone(),
+            reason,
+        };
+        for (c, a) in parse_forced(&list).map_err(bad)? {
+            state.set(c, Some(&a)).map_err(bad)?;
+        }
+    }
+    Ok(Box::new(state))
+}
+
+impl Layer for Collectives {
+    fn close(&self, _: &Closing<'_>) {}
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Runtime {
+    fn collectives(&self) -> &Collectives {
+        self.layer::<Collectives>()
+    }
+
+    /// Forces `coll` to run with the algorithm named `algorithm` (one of
+    /// [`Collective::algorithms`]), or restores the automatic choice with `None` or
+    /// `Some("auto")`. Takes effect for calls made after it; make it on every PE alike, at the
+    /// same point of the program. A forced algorithm that cannot run a call makes that call
+    /// fail with [`Error::AlgorithmRefused`]. An unknown name is [`Error::InvalidArgument`].
+    ///
+    /// ```no_run
+    /// use nvshmem::collective::Collective;
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// rt.set_algorithm(Collective::Gather, Some("peer_copy"))?;
+    /// assert!(rt.set_algorithm(Collective::Gather, Some("carrier_pigeon")).is_err());
+    /// rt.set_algorithm(Collective::Gather, None)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn set_algorithm(&self, coll: Collective, algorithm: Option<&str>) -> Result<()> {
+        self.collectives()
+            .set(coll, algorithm)
+            .map_err(|reason| Error::arg("Runtime::set_algorithm", "algorithm", reason))
+    }
+
+    /// The algorithm forced for `coll`, if any.
+    ///
+    /// ```no_run
+    /// use nvshmem::collective::Collective;
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// assert_eq!(rt.forced_algorithm(Collective::AllReduce), None);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn forced_algorithm(&self, coll: Collective) -> Option<&'static str> {
+        self.collectives().forced(coll).map(|a| a.name())
+    }
+}
+
+impl RuntimeBuilder {
+    /// Forces `coll` to run with the algorithm named `algorithm` (one of
+    /// [`Collective::algorithms`]); checked when the runtime starts. The environment variable
+    /// [`ALGORITHMS_VAR`] overrides it.
+    ///
+    /// ```no_run
+    /// use nvshmem::{collective::Collective, Runtime};
+    /// let rt = Runtime::builder()
+    ///     .algorithm(Collective::AllReduce, "nvshmem")
+    ///     .init()?;
+    /// assert_eq!(rt.forced_algorithm(Collective::AllReduce), Some("nvshmem"));
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn algorithm(self, coll: Collective, algorithm: &str) -> Self {
+        self.with_setting("algorithm", format!("{coll}={algorithm}"))
+    }
+}
+
+impl ReduceOp {
+    /// Whether a reduction of `T` by this operator can run: it [applies](Self::applies_to) to
+    /// `T`'s kind, its scale suits `T` (a whole number for integers), and some algorithm of
+    /// the crate computes the pair (NVSHMEM's, or this crate's kernels: fp8 has no `Prod`).
+    /// Reductions that only this crate's kernels compute (fp8) also need, at call time, every
+    /// PE of the team to be peer-accessible.
+    ///
+    /// ```
+    /// use nvshmem::{element::{Bool8, F8E4M3}, ReduceOp};
+    /// assert!(ReduceOp::Avg.supports::<i32>());
+    /// assert!(!ReduceOp::PreMulSum(0.5).supports::<i32>());
+    /// assert!(ReduceOp::PreMulSum(0.5).supports::<f32>());
+    /// assert!(ReduceOp::Sum.supports::<F8E4M3>() && !ReduceOp::Prod.supports::<F8E4M3>());
+    /// assert!(ReduceOp::And.supports::<Bool8>() && !ReduceOp::Sum.supports::<Bool8>());
+    /// ```
+    pub fn supports<T: crate::Element>(self) -> bool {
+        self.supports_type(T::DTYPE)
+    }
+
+    /// [`ReduceOp::supports`] for a type chosen at run time.
+    ///
+    /// ```
+    /// use nvshmem::{DataType, ReduceOp};
+    /// assert!(ReduceOp::Max.supports_type(DataType::BF16));
+    /// assert!(!ReduceOp::Xor.supports_type(DataType::F64));
+    /// ```
+    pub fn supports_type(self, dtype: DataType) -> bool {
+        if self.check_for("ReduceOp::supports", dtype).is_err() {
+            return false;
+        }
+        // A two-PE, peer-mapped all-reduce: the most any algorithm could be offered.
+        let team = TeamShape {
+            handle: 0,
+            my_pe: Some(0),
+            n_pes: 2,
+            world: Box::new([0, 1]),
+            peer_offsets: Some(Box::new([0, 1 << 40])),
+        };
+        let span = Span::new(1 << 20, 1, dtype.size());
+        let call = Call {
+            coll: Collective::AllReduce,
+            name: "ReduceOp::supports",
+            team: &team,
+            me: 0,
+            dtype,
+            op: self,
+            root: 0,
+            src: span,
+            dst: Span::new(2 << 20, 1, dtype.size()),
+            count: 1,
+            in_place: false,
+            scratch: 0,
+        };
+        registry(Collective::AllReduce)
+            .iter()
+            .any(|a| a.refuses(&call).is_none())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,207 @@
+//! The narrow seam between the algorithms and the GPU: an algorithm's plan is a list of
+//! [`Step`]s (data), and a [`Queue`] carries them out. On a PE the queue is [`Device`], which
+//! calls NVSHMEM, copies and launches kernels on the stream; in tests it is a recorder, so
+//! what every collective queues on every PE is asserted without a GPU.
+use cudarc::driver::{sys::CUstream, CudaStream};
+
+use crate::{
+    ffi::{Nvshmem, Reduction, TeamHandle},
+    kernels::{self, Launch},
+    DataType, Error, ReduceOp, Result,
+};
+
+/// One thing a collective queues on the stream. Addresses are device addresses of this PE
+/// (symmetric, unless said); byte counts are per call.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Step {
+    /// NVSHMEM's typed reduction (`kind`) of `count` elements (per block for reduce-scatter).
+    Reduce {
+        kind: Reduction,
+        dtype: DataType,
+        op: ReduceOp,
+        dst: u64,
+        src: u64,
+        count: usize,
+    },
+    /// `nvshmemx_broadcastmem_on_stream`.
+    Broadcast {
+        dst: u64,
+        src: u64,
+        bytes: usize,
+        root: usize,
+    },
+    /// `nvshmemx_fcollectmem_on_stream` with blocks of `bytes`.
+    Fcollect { dst: u64, src: u64, bytes: usize },
+    /// `nvshmemx_alltoallmem_on_stream` with blocks of `bytes`.
+    Alltoall { dst: u64, src: u64, bytes: usize },
+    /// A barrier over the team (NVSHMEM's). `always`: queued even after an earlier step of
+    /// the same call failed, because the other PEs wait in it (a closing barrier).
+    Barrier { always: bool },
+    /// A team sync (NVSHMEM's), with `always` as for [`Step::Barrier`].
+    Sync { always: bool },
+    /// `nvshmemx_getmem_on_stream`: `bytes` of `src` on world PE `pe` into `dst` here.
+    Get {
+        dst: u64,
+        src: u64,
+        bytes: usize,
+        pe: usize,
+    },
+    /// A device-to-device copy on this GPU (`dst` and `src` disjoint).
+    Copy { dst: u64, src: u64, bytes: usize },
+    /// One of this crate's kernels.
+    Kernel(Launch),
+}
+
+impl Step {
+    /// Whether the step is queued even after an earlier step failed.
+    fn always(&self) -> bool {
+        matches!(
+            self,
+            Step::Barrier { always: true } | Step::Sync { always: true }
+        )
+    }
+}
+
+/// What carries out a plan's steps.
+pub(crate) trait Queue {
+    /// Gets ready for `launch` (compiles its kernel), before anything of the call is queued.
+    fn prepare(&mut self, launch: &Launch) -> Result<()>;
+    /// Queues one step.
+    fn queue(&mut self, step: &Step) -> Result<()>;
+}
+
+/// Queues a plan: first every kernel is prepared (so what can fail before the first step
+/// fails then, and nothing is queued), then the steps run in order. After a step fails, the
+/// rest are skipped except those marked `always` (closing barriers the other PEs wait in),
+/// and the first error is returned.
+pub(crate) fn execute(steps: &[Step], q: &mut dyn Queue) -> Result<()> {
+    for step in steps {
+        if let Step::Kernel(launch) = step {
+            q.prepare(launch)?;
+        }
+    }
+    let mut failed = None;
+    for step in steps {
+        if failed.is_some() && !step.always() {
+            continue;
+        }
+        if let Err(e) = q.queue(step) {
+            failed.get_or_insert(e);
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// The queue of a PE: NVSHMEM, copies and kernels on `stream`, over `team`.
+pub(crate) struct Device<'a> {
+    pub(crate) nv: Nvshmem,
+    pub(crate) team: TeamHandle,
+    pub(crate) stream: &'a CudaStream,
+    /// `stream`, already checked to be on the runtime's context, which is current.
+    pub(crate) cu: CUstream,
+}
+
+impl Queue for Device<'_> {
+    fn prepare(&mut self, launch: &Launch) -> Result<()> {
+        kernels::prepare(self.stream, launch.key())
+    }
+
+    fn queue(&mut self, step: &Step) -> Result<()> {
+        let (nv, team, cu) = (self.nv, self.team, self.cu);
+        // SAFETY (every NVSHMEM step): the plans are made from a checked call: every address
+        // is a symmetric address of this runtime with the bytes the step names (lengths,
+        // overlaps and roots were checked before planning; the scratch is reserved, held for
+        // the call and disjoint from user buffers); `team` is the call's team, valid while it
+        // lives; `cu` is live and its context current (`Runtime::enter`).
+        match *step {
+            Step::Reduce {
+                kind,
+                dtype,
+                op,
+                dst,
+                src,
+                count,
+            } => {
+                let f = nv
+                    .reduce_fn(kind, dtype, op)
+                    .ok_or_else(|| Error::Unsupported {
+                        call: "reduction",
+                        what: format!("NVSHMEM's {op} reduction of {dtype}"),
+                    })?;
+                // SAFETY: as above; `f` is the function for `dtype`.
+                unsafe { nv.reduce(kind, f, team, dst, src, count, cu) }
+            }
+            Step::Broadcast {
+                dst,
+                src,
+                bytes,
+                root,
+            } => {
+                // SAFETY: as above.
+                unsafe { nv.broadcast(team, dst, src, bytes, root, cu) }
+            }
+            Step::Fcollect { dst, src, bytes } => {
+                // SAFETY: as above.
+                unsafe { nv.fcollect(team, dst, src, bytes, cu) }
+            }
+            Step::Alltoall { dst, src, bytes } => {
+                // SAFETY: as above.
+                unsafe { nv.alltoall(team, dst, src, bytes, cu) }
+            }
+            Step::Barrier { .. } => {
+                // SAFETY: as above.
+                unsafe { nv.barrier(Some(team), cu) }
+            }
+            Step::Sync { .. } => {
+                // SAFETY: as above.
+                unsafe { nv.sync(Some(team), cu) }
+            }
+            Step::Get {
+                dst,
+                src,
+                bytes,
+                pe,
+            } => {
+                // SAFETY: as above; `pe` is a world PE (translated from the team).
+                unsafe { nv.copy(true, dst, src, bytes, pe, cu) };
+                Ok(())
+            }
+            Step::Copy { dst, src, bytes } => {
+                // SAFETY: both hold `bytes` on this device and are disjoint (the plan copies
+                // between the scratch and a user buffer); the stream is live and current.
+                unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, cu) }
+                    .map_err(Error::cuda("cuMemcpyDtoDAsync"))
+            }
+            Step::Kernel(ref launch) => kernels::launch(self.stream, launch),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod record {
+    use super::*;
+
+    /// A queue that records the steps it is given, and can fail the steps a test chooses.
+    #[derive(Default)]
+    pub(crate) struct Recorder {
+        pub(crate) queued: Vec<Step>,
+        pub(crate) prepared: Vec<Launch>,
+        /// Steps for which `queue` fails (after recording them).
+        pub(crate) fail: Option<fn(&Step) -> bool>,
+    }
+
+    impl Queue for Recorder {
+        fn prepare(&mut self, launch: &Launch) -> Result<()> {
+            self.prepared.push(launch.clone());
+            Ok(())
+        }
+
+        fn queue(&mut self, step: &Step) -> Result<()> {
+            self.queued.push(step.clone());
+            match self.fail {
+                Some(f) if f(step) => Err(Error::arg("test", "step", "failed on purpose")),
+                _ => Ok(()),
+            }
+        }
+    }
+}

@@ -1,0 +1,591 @@
+//! What each algorithm queues, on each PE, without a GPU: the plans are data, and a recorder
+//! stands in for the device.
+use super::queue::{execute, record::Recorder, Step};
+use super::*;
+use crate::{ffi::Reduction, kernels::Launch, DataType, ReduceOp};
+
+const SRC: u64 = 0x10_0000;
+const DST: u64 = 0x80_0000;
+const SCRATCH: u64 = 0x200_0000;
+/// What a peer's copy is offset by, per member.
+const PEER: u64 = 1 << 40;
+
+fn team(n: usize, me: usize, mapped: bool) -> TeamShape {
+    TeamShape {
+        handle: 7,
+        my_pe: Some(me),
+        n_pes: n,
+        world: (0..n).map(|i| 10 + i).collect(),
+        peer_offsets: mapped.then(|| {
+            (0..n)
+                .map(|j| (j as i64 - me as i64) * PEER as i64)
+                .collect()
+        }),
+    }
+}
+
+/// A call as `Team::collective` would describe it: `count` elements a part.
+#[allow(clippy::too_many_arguments)]
+fn call<'a>(
+    team: &'a TeamShape,
+    coll: Collective,
+    dtype: DataType,
+    op: ReduceOp,
+    count: usize,
+    in_place: bool,
+    root: usize,
+) -> Call<'a> {
+    let n = team.n_pes;
+    let me = team.my_pe.unwrap();
+    let el = dtype.size();
+    let (src_len, dst_len) = match coll {
+        Collective::Fcollect | Collective::Gather => (count, n * count),
+        Collective::ReduceScatter | Collective::Scatter => (n * count, count),
+        Collective::Alltoall => (n * count, n * count),
+        Collective::Barrier | Collective::Sync => (0, 0),
+        _ => (count, count),
+    };
+    let (src, dst) = if in_place {
+        match coll {
+            Collective::Fcollect | Collective::Gather => (DST + (me * count * el) as u64, DST),
+            Collective::ReduceScatter | Collective::Scatter => {
+                (SRC, SRC + (me * count * el) as u64)
+            }
+            _ => (SRC, SRC),
+        }
+    } else {
+        (SRC, DST)
+    };
+    Call {
+        coll,
+        name: "test",
+        team,
+        me,
+        dtype,
+        op,
+        root,
+        src: Span::new(src, src_len, el),
+        dst: Span::new(dst, dst_len, el),
+        count,
+        in_place,
+        scratch: SCRATCH,
+    }
+}
+
+fn plan(c: &Call) -> (&'static str, Vec<Step>) {
+    let a = choose(c, None).unwrap_or_else(|e| panic!("{e}"));
+    let mut steps = Vec::new();
+    a.plan(c, &mut steps);
+    (a.name(), steps)
+}
+
+fn all_reduce(dst: u64, src: u64, dtype: DataType, op: ReduceOp, count: usize) -> Step {
+    Step::Reduce {
+        kind: Reduction::AllReduce,
+        dtype,
+        op,
+        dst,
+        src,
+        count,
+    }
+}
+
+#[test]
+fn reductions_nvshmem_has_run_as_one_call() {
+    let t = team(2, 1, true);
+    let c = call(
+        &t,
+        Collective::AllReduce,
+        DataType::F32,
+        ReduceOp::Sum,
+        100,
+        false,
+        0,
+    );
+    assert_eq!(
+        plan(&c),
+        (
+            "nvshmem",
+            vec![all_reduce(DST, SRC, DataType::F32, ReduceOp::Sum, 100)]
+        )
+    );
+    let c = call(
+        &t,
+        Collective::ReduceScatter,
+        DataType::U32,
+        ReduceOp::Xor,
+        8,
+        false,
+        0,
+    );
+    assert_eq!(
+        plan(&c).1,
+        [Step::Reduce {
+            kind: Reduction::ReduceScatter,
+            dtype: DataType::U32,
+            op: ReduceOp::Xor,
+            dst: DST,
+            src: SRC,
+            count: 8
+        }]
+    );
+}
+
+#[test]
+fn avg_and_premul_sum_wrap_nvshmems_sum() {
+    let t = team(4, 2, false);
+    let c = call(
+        &t,
+        Collective::AllReduce,
+        DataType::I32,
+        ReduceOp::Avg,
+        10,
+        false,
+        0,
+    );
+    let map = |divide, src, dst, factor| {
+        Step::Kernel(Launch::Map {
+            dtype: DataType::I32,
+            divide,
+            src,
+            dst,
+            len: 10,
+            factor,
+        })
+    };
+    assert_eq!(
+        plan(&c),
+        (
+            "sum_then_div",
+            vec![
+                all_reduce(DST, SRC, DataType::I32, ReduceOp::Sum, 10),
+                map(true, DST, DST, 4.0)
+            ]
+        )
+    );
+    // premul_sum scales into dst (src is left as it was) and sums dst in place.
+    let c = call(
+        &t,
+        Collective::AllReduce,
+        DataType::I32,
+        ReduceOp::PreMulSum(3.0),
+        10,
+        false,
+        0,
+    );
+    assert_eq!(
+        plan(&c),
+        (
+            "scale_then_sum",
+            vec![
+                map(false, SRC, DST, 3.0),
+                all_reduce(DST, DST, DataType::I32, ReduceOp::Sum, 10)
+            ]
+        )
+    );
+}
+
+#[test]
+fn a_rooted_reduce_goes_through_the_scratch_and_only_the_root_copies_out() {
+    for me in 0..3 {
+        let t = team(3, me, false);
+        let c = call(
+            &t,
+            Collective::Reduce,
+            DataType::F64,
+            ReduceOp::Max,
+            16,
+            false,
+            1,
+        );
+        let (name, steps) = plan(&c);
+        assert_eq!(name, "nvshmem");
+        let mut want = vec![all_reduce(SCRATCH, SRC, DataType::F64, ReduceOp::Max, 16)];
+        if me == 1 {
+            want.push(Step::Copy {
+                dst: DST,
+                src: SCRATCH,
+                bytes: 128,
+            });
+        }
+        assert_eq!(steps, want, "PE {me}");
+        assert_eq!(nvshmem::Native.scratch(&c), 128);
+    }
+}
+
+#[test]
+fn sixteen_bit_integers_reach_nvshmem_in_one_mib_calls() {
+    let t = team(2, 0, false);
+    let count = 3 * (1 << 19) + 5;
+    let c = call(
+        &t,
+        Collective::AllReduce,
+        DataType::I16,
+        ReduceOp::Sum,
+        count,
+        false,
+        0,
+    );
+    let (_, steps) = plan(&c);
+    assert_eq!(steps.len(), 4);
+    assert_eq!(
+        steps[3],
+        all_reduce(
+            DST + 3 * (1 << 20),
+            SRC + 3 * (1 << 20),
+            DataType::I16,
+            ReduceOp::Sum,
+            5
+        )
+    );
+    // A reduce-scatter whose blocks exceed a call all-reduces into the scratch and keeps its
+    // own block.
+    let t = team(2, 1, false);
+    let c = call(
+        &t,
+        Collective::ReduceScatter,
+        DataType::U16,
+        ReduceOp::Sum,
+        1 << 20,
+        false,
+        0,
+    );
+    assert_eq!(nvshmem::Native.scratch(&c), 2 * (2 << 20));
+    let (_, steps) = plan(&c);
+    assert_eq!(
+        steps.last(),
+        Some(&Step::Copy {
+            dst: DST,
+            src: SCRATCH + (2 << 20),
+            bytes: 2 << 20
+        })
+    );
+    assert!(steps[..steps.len() - 1].iter().all(|s| matches!(
+        s,
+        Step::Reduce {
+            kind: Reduction::AllReduce,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn fp8_reduces_in_the_peer_kernel_between_barriers() {
+    let t = team(2, 1, true);
+    let c = call(
+        &t,
+        Collective::AllReduce,
+        DataType::F8E4M3,
+        ReduceOp::Sum,
+        64,
+        true,
+        0,
+    );
+    let (name, steps) = plan(&c);
+    assert_eq!(name, "peer_kernel");
+    // In place: the result goes to the scratch, then back once every PE has read.
+    assert_eq!(
+        steps,
+        [
+            Step::Barrier { always: false },
+            Step::Kernel(Launch::ReducePeers {
+                dtype: DataType::F8E4M3,
+                op: ReduceOp::Sum,
+                peers: vec![SRC.wrapping_sub(PEER), SRC],
+                dst: SCRATCH,
+                len: 64
+            }),
+            Step::Barrier { always: true },
+            Step::Copy {
+                dst: SRC,
+                src: SCRATCH,
+                bytes: 64
+            }
+        ]
+    );
+    assert_eq!(peer::PeerKernel.scratch(&c), 64);
+    // Without peer access there is no way to reduce fp8.
+    let t = team(2, 1, false);
+    let c = call(
+        &t,
+        Collective::AllReduce,
+        DataType::F8E4M3,
+        ReduceOp::Sum,
+        64,
+        false,
+        0,
+    );
+    let e = choose(&c, None).unwrap_err().to_string();
+    assert!(e.contains("peer access"), "{e}");
+}
+
+#[test]
+fn the_closing_barrier_is_queued_even_when_a_launch_fails() {
+    let t = team(2, 0, true);
+    let c = call(
+        &t,
+        Collective::ReduceScatter,
+        DataType::F8E5M2,
+        ReduceOp::Max,
+        32,
+        false,
+        0,
+    );
+    let (_, steps) = plan(&c);
+    let mut ok = Recorder::default();
+    assert!(execute(&steps, &mut ok).is_ok());
+    let mut bad = Recorder {
+        fail: Some(|s| matches!(s, Step::Kernel(_))),
+        ..Default::default()
+    };
+    let e = execute(&steps, &mut bad).unwrap_err();
+    assert!(e.to_string().contains("failed on purpose"), "{e}");
+    // The PE whose launch failed still queues both barriers, as the PEs that succeed do.
+    assert_eq!(bad.queued, ok.queued);
+    // Kernels are prepared before anything is queued.
+    assert_eq!(ok.prepared.len(), 1);
+}
+
+#[test]
+fn after_a_failure_only_closing_barriers_are_queued() {
+    let steps = [
+        Step::Sync { always: false },
+        Step::Copy {
+            dst: DST,
+            src: SRC,
+            bytes: 4,
+        },
+        Step::Get {
+            dst: DST,
+            src: SRC,
+            bytes: 4,
+            pe: 1,
+        },
+        Step::Sync { always: true },
+    ];
+    let mut q = Recorder {
+        fail: Some(|s| matches!(s, Step::Copy { .. })),
+        ..Default::default()
+    };
+    assert!(execute(&steps, &mut q).is_err());
+    assert_eq!(
+        q.queued,
+        [steps[0].clone(), steps[1].clone(), steps[3].clone()]
+    );
+    // A failed opening sync stops everything but the closing one.
+    let mut q = Recorder {
+        fail: Some(|s| matches!(s, Step::Sync { always: false })),
+        ..Default::default()
+    };
+    assert!(execute(&steps, &mut q).is_err());
+    assert_eq!(q.queued, [steps[0].clone(), steps[3].clone()]);
+}
+
+#[test]
+fn gather_and_scatter_get_on_the_receiving_pe() {
+    let steps_of = |coll, me, in_place| {
+        let t = team(3, me, false);
+        plan(&call(&t, coll, DataType::U8, ReduceOp::Sum, 5, in_place, 2)).1
+    };
+    // The root gets every block (its own too when not in place); the others queue the syncs.
+    let root = steps_of(Collective::Gather, 2, false);
+    assert_eq!(root.len(), 2 + 3);
+    assert_eq!(
+        root[1],
+        Step::Get {
+            dst: DST,
+            src: SRC,
+            bytes: 5,
+            pe: 10
+        }
+    );
+    assert_eq!(steps_of(Collective::Gather, 2, true).len(), 2 + 2);
+    assert_eq!(
+        steps_of(Collective::Gather, 0, false),
+        [Step::Sync { always: false }, Step::Sync { always: true }]
+    );
+    // Scatter: every member gets its block from the root (the root in place: nothing).
+    assert_eq!(
+        steps_of(Collective::Scatter, 1, false)[1],
+        Step::Get {
+            dst: DST,
+            src: SRC + 5,
+            bytes: 5,
+            pe: 12
+        }
+    );
+    assert_eq!(steps_of(Collective::Scatter, 2, true).len(), 2);
+}
+
+/// The steps every PE of a team must queue alike (NVSHMEM's collectives), in order.
+fn collective_steps(steps: &[Step]) -> Vec<String> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Reduce { kind, count, .. } => Some(format!("reduce {kind:?} {count}")),
+            Step::Broadcast { bytes, root, .. } => Some(format!("broadcast {bytes} {root}")),
+            Step::Fcollect { bytes, .. } => Some(format!("fcollect {bytes}")),
+            Step::Alltoall { bytes, .. } => Some(format!("alltoall {bytes}")),
+            Step::Barrier { .. } => Some("barrier".into()),
+            Step::Sync { .. } => Some("sync".into()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_pe_takes_the_same_decision_and_queues_matching_collectives() {
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Max,
+        ReduceOp::Avg,
+        ReduceOp::PreMulSum(2.0),
+        ReduceOp::And,
+    ];
+    for n in [1, 2, 3, 8] {
+        for mapped in [false, true] {
+            for coll in Collective::ALL {
+                for &dtype in DataType::ALL {
+                    for op in ops {
+                        if op.check_for("t", dtype).is_err() {
+                            continue;
+                        }
+                        for count in [0, 1, 1000, 3 << 19] {
+                            for in_place in [false, true] {
+                                let teams: Vec<_> = (0..n).map(|me| team(n, me, mapped)).collect();
+                                let calls: Vec<_> = teams
+                                    .iter()
+                                    .map(|t| call(t, coll, dtype, op, count, in_place, n - 1))
+                                    .collect();
+                                let chosen: Vec<_> = calls
+                                    .iter()
+                                    .map(|c| {
+                                        choose(c, None).map(|a| a.name()).map_err(|e| e.to_string())
+                                    })
+                                    .collect();
+                                assert!(
+                                    chosen.windows(2).all(|w| w[0] == w[1]),
+                                    "{coll} {dtype} {op} n={n}: {chosen:?}"
+                                );
+                                let Ok(_) = &chosen[0] else { continue };
+                                let plans: Vec<_> =
+                                    calls.iter().map(|c| collective_steps(&plan(c).1)).collect();
+                                assert!(
+                                    plans.windows(2).all(|w| w[0] == w[1]),
+                                    "{coll} {dtype} {op} n={n} count={count}: {plans:?}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_forced_algorithm_that_cannot_run_the_call_says_why() {
+    let t = team(2, 0, false);
+    let c = call(
+        &t,
+        Collective::AllReduce,
+        DataType::F32,
+        ReduceOp::Avg,
+        4,
+        false,
+        0,
+    );
+    let e = choose(&c, Some(&nvshmem::Native)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::AlgorithmRefused {
+                algorithm: "nvshmem",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "test: the forced algorithm nvshmem cannot run this call: NVSHMEM has no avg reduction of f32"
+    );
+    let e = choose(&c, Some(&peer::PeerKernel)).unwrap_err().to_string();
+    assert!(e.contains("peer access"), "{e}");
+    assert_eq!(
+        choose(&c, Some(&nvshmem::SumThenDiv)).unwrap().name(),
+        "sum_then_div"
+    );
+}
+
+#[test]
+fn forced_algorithms_parse_and_unknown_names_are_refused() {
+    let state = Collectives {
+        forced: Default::default(),
+    };
+    for (c, a) in parse_forced("all_reduce=peer_kernel, allgather = nvshmem").unwrap() {
+        state.set(c, Some(&a)).unwrap();
+    }
+    assert_eq!(
+        state.forced(Collective::AllReduce).map(|a| a.name()),
+        Some("peer_kernel")
+    );
+    assert_eq!(
+        state.forced(Collective::Fcollect).map(|a| a.name()),
+        Some("nvshmem")
+    );
+    assert!(state.forced(Collective::Reduce).is_none());
+    state.set(Collective::AllReduce, Some("auto")).unwrap();
+    assert!(state.forced(Collective::AllReduce).is_none());
+    let e = state.set(Collective::Gather, Some("nvshmem")).unwrap_err();
+    assert_eq!(
+        e,
+        "gather has no algorithm \"nvshmem\"; it has auto, rooted_get, peer_copy"
+    );
+    assert!(parse_forced("all_reduce").is_err());
+    assert!(parse_forced("everything=nvshmem")
+        .unwrap_err()
+        .contains("expected one of"));
+}
+
+#[test]
+fn collectives_parse_from_their_nccl_and_mpi_names() {
+    for c in Collective::ALL {
+        assert_eq!(c.name().parse::<Collective>().unwrap(), c);
+        assert!(!c.algorithms().is_empty(), "{c}");
+    }
+    assert_eq!(
+        "AllReduce".parse::<Collective>().unwrap(),
+        Collective::AllReduce
+    );
+    assert_eq!(
+        "all-gather".parse::<Collective>().unwrap(),
+        Collective::Fcollect
+    );
+    assert_eq!(
+        "MPI_Alltoall".parse::<Collective>().unwrap(),
+        Collective::Alltoall
+    );
+    assert!("allsort".parse::<Collective>().is_err());
+}
+
+#[test]
+fn supports_combines_kind_scale_and_algorithm() {
+    use crate::element::{Bool8, F8E4M3, F8E5M2};
+    assert!(ReduceOp::Avg.supports::<u8>());
+    assert!(ReduceOp::PreMulSum(3.0).supports::<u64>());
+    assert!(!ReduceOp::PreMulSum(0.25).supports::<u64>());
+    for op in [ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg] {
+        assert!(op.supports::<F8E4M3>() && op.supports::<F8E5M2>(), "{op}");
+    }
+    assert!(ReduceOp::PreMulSum(0.5).supports::<F8E5M2>());
+    assert!(!ReduceOp::Prod.supports::<F8E4M3>());
+    assert!(!ReduceOp::Xor.supports::<F8E4M3>());
+    for op in [ReduceOp::And, ReduceOp::Or, ReduceOp::Min, ReduceOp::Max] {
+        assert!(op.supports::<Bool8>(), "{op}");
+    }
+    for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Xor, ReduceOp::Avg] {
+        assert!(!op.supports::<Bool8>(), "{op}");
+    }
+    assert!(!ReduceOp::PreMulSum(1.0).supports::<Bool8>());
+}
