@@ -13,7 +13,9 @@ mod common;
 use anyhow::{bail, ensure};
 use common::Checks;
 use cudarc::driver::CudaStream;
-use nvshmem::{Element, ElementKind, Error, ReduceOp, Runtime, SymArray, Team};
+use nvshmem::{
+    collective::Collective, Element, ElementKind, Error, ReduceOp, Runtime, SymArray, Team,
+};
 
 /// Per-PE block sizes in bytes beyond the element counts below; the 64 MiB size runs for the
 /// world team, each operation with its first operator, out of place.
@@ -137,11 +139,21 @@ fn gpu_collectives() {
     c.run("bad_inputs_are_refused_before_launch", || {
         bad_inputs(&rt, &world, &stream)
     });
+    c.run("a_forced_algorithm_is_refused_alike_on_every_pe", || {
+        forced_refusal(&rt, &world, &stream)
+    });
+    c.run(
+        "an_array_dropped_right_after_queuing_is_not_reused_early",
+        || drop_after_queue(&rt, &world),
+    );
+    c.run("what_a_free_costs", || free_cost(&rt));
 
     if me == 0 {
         println!(
-            "collectives matrix: {cases} cases run on PE 0 in {:.1} s ({threads} host threads a PE)",
-            started.elapsed().as_secs_f64()
+            "collectives matrix: {cases} cases run on PE 0 in {:.1} s ({threads} host threads a PE); \
+             {} refused by a forced algorithm (skipped)",
+            started.elapsed().as_secs_f64(),
+            REFUSED.load(std::sync::atomic::Ordering::Relaxed)
         );
     }
     // Teams are destroyed collectively, in the same order on every PE.
@@ -411,6 +423,17 @@ fn compare<T: Element>(
     Ok(())
 }
 
+/// Cases a forced algorithm refused (skipped, not failed).
+static REFUSED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Whether `e` is a forced algorithm's refusal.
+fn refused(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<Error>(),
+        Some(Error::AlgorithmRefused { .. })
+    )
+}
+
 /// Ops run by the matrix, each a closure over the team and the two buffers.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Coll {
@@ -422,6 +445,22 @@ enum Coll {
     ReduceScatter,
     Gather,
     Scatter,
+}
+
+impl Coll {
+    /// The library's name for it.
+    fn collective(self) -> Collective {
+        match self {
+            Coll::AllReduce => Collective::AllReduce,
+            Coll::Reduce => Collective::Reduce,
+            Coll::Broadcast => Collective::Broadcast,
+            Coll::Fcollect => Collective::Fcollect,
+            Coll::Alltoall => Collective::Alltoall,
+            Coll::ReduceScatter => Collective::ReduceScatter,
+            Coll::Gather => Collective::Gather,
+            Coll::Scatter => Collective::Scatter,
+        }
+    }
 }
 
 const COLLS: [Coll; 8] = [
@@ -468,57 +507,79 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
     };
     let mut first_error = None;
     let mut failed = 0;
+    // MATRIX_FORCE=each: every case runs once with each algorithm of its collective forced
+    // in turn (the sizes up to 1 MiB), instead of once with the automatic choice.
+    let each = std::env::var("MATRIX_FORCE").is_ok_and(|v| v == "each") && !ctx.big;
     for (ci, coll) in COLLS.iter().enumerate() {
-        let reducing = matches!(coll, Coll::AllReduce | Coll::Reduce | Coll::ReduceScatter);
-        let op_list: Vec<Option<ReduceOp>> = if reducing {
-            ops.iter().map(|o| Some(*o)).collect()
+        let lib = coll.collective();
+        let algos: Vec<Option<&str>> = if each {
+            lib.algorithms().into_iter().map(Some).collect()
         } else {
             vec![None]
         };
-        let op_list = if ctx.big {
-            op_list.into_iter().take(1).collect()
-        } else {
-            op_list
-        };
-        for (oi, op) in op_list.into_iter().enumerate() {
-            for in_place in if ctx.big {
-                vec![false]
+        for algo in algos {
+            ctx.rt.set_algorithm(lib, algo)?;
+            let reducing = matches!(coll, Coll::AllReduce | Coll::Reduce | Coll::ReduceScatter);
+            let op_list: Vec<Option<ReduceOp>> = if reducing {
+                ops.iter().map(|o| Some(*o)).collect()
             } else {
-                vec![false, true]
-            } {
-                if in_place && *coll == Coll::Alltoall {
-                    continue; // alltoall has no in-place form (as NCCL's)
-                }
-                let case = (ci * 100 + oi * 2 + in_place as usize) as u64;
-                let root = ctx.n() - 1; // the last team index: not world PE 0 in general
-                *cases += 1;
-                let (n, m) = (ctx.n(), ctx.count);
-                let (src_len, dst_len) = match coll {
-                    Coll::AllReduce | Coll::Reduce | Coll::Broadcast => (m, m),
-                    Coll::Fcollect | Coll::Gather => (m, n * m),
-                    Coll::Alltoall => (n * m, n * m),
-                    Coll::ReduceScatter | Coll::Scatter => (n * m, m),
-                };
-                let one = Case {
-                    coll: *coll,
-                    op,
-                    in_place,
-                    root,
-                    inputs: Inputs::new(ctx.seed, case, src_len, op),
-                    src_len,
-                    dst_len,
-                };
-                if let Err(e) = one_case::<T>(ctx, &mut bufs, one) {
-                    failed += 1;
-                    let what = format!(
-                        "{coll:?} {}{}",
-                        op.map(|o| o.to_string()).unwrap_or_default(),
-                        if in_place { " in place" } else { "" }
-                    );
-                    first_error.get_or_insert(e.context(what));
+                vec![None]
+            };
+            let op_list = if ctx.big {
+                op_list.into_iter().take(1).collect()
+            } else {
+                op_list
+            };
+            for (oi, op) in op_list.into_iter().enumerate() {
+                for in_place in if ctx.big {
+                    vec![false]
+                } else {
+                    vec![false, true]
+                } {
+                    if in_place && *coll == Coll::Alltoall {
+                        continue; // alltoall has no in-place form (as NCCL's)
+                    }
+                    let case = (ci * 100 + oi * 2 + in_place as usize) as u64;
+                    let root = ctx.n() - 1; // the last team index: not world PE 0 in general
+                    *cases += 1;
+                    let (n, m) = (ctx.n(), ctx.count);
+                    let (src_len, dst_len) = match coll {
+                        Coll::AllReduce | Coll::Reduce | Coll::Broadcast => (m, m),
+                        Coll::Fcollect | Coll::Gather => (m, n * m),
+                        Coll::Alltoall => (n * m, n * m),
+                        Coll::ReduceScatter | Coll::Scatter => (n * m, m),
+                    };
+                    let one = Case {
+                        coll: *coll,
+                        op,
+                        in_place,
+                        root,
+                        inputs: Inputs::new(ctx.seed, case, src_len, op),
+                        src_len,
+                        dst_len,
+                    };
+                    match one_case::<T>(ctx, &mut bufs, one) {
+                        Ok(()) => {}
+                        // The same on every member: the choice depends only on what they
+                        // all pass.
+                        Err(e) if refused(&e) => {
+                            REFUSED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            failed += 1;
+                            let what = format!(
+                                "{coll:?} {}{}{}",
+                                op.map(|o| o.to_string()).unwrap_or_default(),
+                                if in_place { " in place" } else { "" },
+                                algo.map(|a| format!(" (forced {a})")).unwrap_or_default()
+                            );
+                            first_error.get_or_insert(e.context(what));
+                        }
+                    }
                 }
             }
         }
+        ctx.rt.set_algorithm(lib, None)?;
     }
     // The buffers are freed here (collectively, in the same order on every PE), after the
     // last case's barrier and synchronize: no PE is still working on them.
@@ -944,7 +1005,9 @@ fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> any
     let mut ints_out = rt.alloc_zeroed::<i32>(8)?;
     let invalid = |r: nvshmem::Result<()>, what: &str| -> anyhow::Result<()> {
         match r {
-            Err(Error::InvalidArgument { .. }) | Err(Error::Unsupported { .. }) => Ok(()),
+            Err(Error::InvalidArgument { .. })
+            | Err(Error::Unsupported { .. })
+            | Err(Error::AlgorithmRefused { .. }) => Ok(()),
             other => bail!("{what}: expected a typed refusal, got {other:?}"),
         }
     };
@@ -1002,7 +1065,7 @@ fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> any
     let f8 = rt.alloc_zeroed::<nvshmem::element::F8E4M3>(8)?;
     let mut f8_out = rt.alloc_zeroed::<nvshmem::element::F8E4M3>(8)?;
     match world.all_reduce(&f8, &mut f8_out, ReduceOp::Prod, s) {
-        Err(Error::Unsupported { .. }) => {}
+        Err(Error::Unsupported { .. }) | Err(Error::AlgorithmRefused { .. }) => {}
         other => bail!("prod on f8e4m3: expected Unsupported, got {other:?}"),
     }
     // Shapes (TensorRT DistCollective's rules): rows are never cut between PEs.
@@ -1040,6 +1103,103 @@ fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> any
 /// The matrix's host-side helpers, without a GPU: the parallel fill and search agree with a
 /// plain loop (the first mismatch is the first of the whole slice, across chunks), inputs
 /// depend on their indices alone, and `compare` and `reduce_at` give what they should.
+/// Forcing an algorithm that cannot run a call is a typed refusal on every PE (the choice
+/// depends only on what every PE passes), which queues nothing; an unknown name is refused
+/// when forcing.
+fn forced_refusal(rt: &Runtime, world: &Team, s: &CudaStream) -> anyhow::Result<()> {
+    let src = rt.alloc_from(&[1.0f32; 16])?;
+    let mut dst = rt.alloc_zeroed::<f32>(16)?;
+    ensure!(rt
+        .set_algorithm(Collective::AllReduce, Some("carrier_pigeon"))
+        .is_err());
+    rt.set_algorithm(Collective::AllReduce, Some("nvshmem"))?;
+    let got = world.all_reduce(&src, &mut dst, ReduceOp::Avg, s);
+    rt.set_algorithm(Collective::AllReduce, None)?;
+    match got {
+        Err(Error::AlgorithmRefused {
+            algorithm, reason, ..
+        }) => {
+            ensure!(algorithm == "nvshmem" && reason.contains("avg"), "{reason}");
+        }
+        other => bail!("expected AlgorithmRefused, got {other:?}"),
+    }
+    // And the automatic choice still runs it.
+    world.all_reduce(&src, &mut dst, ReduceOp::Avg, s)?;
+    s.synchronize()?;
+    ensure!(dst.to_vec()?.iter().all(|&x| x == 1.0), "avg of ones");
+    Ok(())
+}
+
+/// The soundness check of stream-ordered frees: a 256 MiB all-reduce is queued on a second
+/// stream, its input dropped at once, and a new array of the same size (which may take the
+/// dropped one's memory) allocated and overwritten straight away. Freed on drop, the input
+/// would be overwritten while the collective still reads it; retired and freed only after the
+/// GPU is done with it, the result is right.
+fn drop_after_queue(rt: &Runtime, world: &Team) -> anyhow::Result<()> {
+    const LEN: usize = 64 << 20; // 256 MiB of f32
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let side = rt.context().new_stream()?;
+    let src = rt.alloc_from(&vec![(me + 1) as f32; LEN])?;
+    let mut dst = rt.alloc_zeroed::<f32>(LEN)?;
+    let src_at = src.device_ptr_raw();
+    world.all_reduce(&src, &mut dst, ReduceOp::Sum, &side)?;
+    drop(src);
+    let mut junk = rt.alloc_zeroed::<f32>(LEN)?;
+    junk.copy_from_host_on(&vec![-1e6f32; LEN], rt.stream())?;
+    side.synchronize()?;
+    rt.stream().synchronize()?;
+    let want = (n * (n + 1) / 2) as f32;
+    let got = dst.to_vec()?;
+    if let Some(i) = got.iter().position(|&x| x != want) {
+        bail!("element {i} is {}, expected {want}", got[i]);
+    }
+    if me == 0 {
+        println!(
+            "drop after queue: the new array {} the dropped one's memory; the result is right",
+            if junk.device_ptr_raw() == src_at {
+                "took"
+            } else {
+                "did not take"
+            }
+        );
+    }
+    Ok(())
+}
+
+/// The cost of a free that waits for the GPU: allocate and drop 1 MiB 200 times (each
+/// allocation frees the array dropped before it, after a cuCtxSynchronize), against NVSHMEM's
+/// own nvshmem_malloc and nvshmem_free called raw.
+fn free_cost(rt: &Runtime) -> anyhow::Result<()> {
+    const ROUNDS: u32 = 200;
+    const BYTES: usize = 1 << 20;
+    rt.free_retired()?;
+    let t = std::time::Instant::now();
+    for _ in 0..ROUNDS {
+        // SAFETY: never read.
+        let a = unsafe { rt.alloc_uninit::<u8>(BYTES)? };
+        drop(a);
+    }
+    rt.free_retired()?;
+    let ours = t.elapsed() / ROUNDS;
+    let lib = nvshmem::sys::lib()?;
+    let t = std::time::Instant::now();
+    for _ in 0..ROUNDS {
+        // SAFETY: NVSHMEM is initialised (the runtime is alive), its context is current on
+        // this thread (the runtime's calls above bound it), every PE makes the same calls, and
+        // the block is freed once, unused.
+        unsafe {
+            let p = lib.nvshmem_malloc(BYTES);
+            ensure!(!p.is_null(), "nvshmem_malloc");
+            lib.nvshmem_free(p);
+        }
+    }
+    let raw = t.elapsed() / ROUNDS;
+    if rt.my_pe() == 0 {
+        println!("free cost: alloc + drop of 1 MiB {ours:?} a round (stream-ordered), raw nvshmem_malloc + nvshmem_free {raw:?}");
+    }
+    Ok(())
+}
+
 #[test]
 fn matrix_host_helpers() {
     let len = 5 * MIN_CHUNK + 7;
