@@ -139,6 +139,9 @@ fn gpu_collectives() {
     c.run("bad_inputs_are_refused_before_launch", || {
         bad_inputs(&rt, &world, &stream)
     });
+    c.run("collectives_in_flight_on_two_streams_and_two_teams", || {
+        concurrent(&rt, &world, listed.as_ref())
+    });
     c.run("a_forced_algorithm_is_refused_alike_on_every_pe", || {
         forced_refusal(&rt, &world, &stream)
     });
@@ -804,18 +807,56 @@ fn check<T: Element>(
 }
 
 /// Each collective captured once in a CUDA graph and replayed twice, with new input between.
+/// How many times a captured graph is replayed back to back before its last check: every
+/// replay advances the NVLink kernels' epochs on the device, so a replayed graph must keep
+/// working as long as it is replayed.
+const REPLAYS: u64 = 1000;
+
+/// The algorithms a graph check runs a collective with: the automatic choice, or with
+/// `MATRIX_FORCE=each` every algorithm of the collective forced in turn.
+fn graph_algorithms(coll: Collective) -> Vec<Option<&'static str>> {
+    if std::env::var("MATRIX_FORCE").is_ok_and(|v| v == "each") {
+        coll.algorithms().into_iter().map(Some).collect()
+    } else {
+        vec![None]
+    }
+}
+
 fn graph_replay(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> anyhow::Result<()> {
+    for coll in COLLS {
+        for algo in graph_algorithms(coll.collective()) {
+            rt.set_algorithm(coll.collective(), algo)?;
+            let done = graph_replay_one(rt, world, seed, coll, cases);
+            rt.set_algorithm(coll.collective(), None)?;
+            match done {
+                Err(e) if refused(&e) => {
+                    REFUSED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => return Err(e.context(format!("{coll:?} forced {algo:?}"))),
+                Ok(()) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One collective captured in a graph and replayed: twice with new inputs between, checked
+/// each time, then [`REPLAYS`] times back to back and checked again.
+fn graph_replay_one(
+    rt: &Runtime,
+    world: &Team,
+    seed: u64,
+    coll: Coll,
+    cases: &mut usize,
+) -> anyhow::Result<()> {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let stream = rt.context().new_stream()?;
     let m = 1001;
     let mut src = rt.alloc_zeroed::<f32>(n * m)?;
     let mut dst = rt.alloc_zeroed::<f32>(n * m)?;
-    for coll in COLLS {
+    {
         let root = n - 1;
-        stream.begin_capture(
-            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-        )?;
-        let queued = match coll {
+        let queue = |src: &SymArray<f32>, dst: &mut SymArray<f32>| match coll {
             Coll::AllReduce => world.all_reduce(
                 &src.view(..m)?,
                 &mut dst.view_mut(..m)?,
@@ -832,25 +873,41 @@ fn graph_replay(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> any
             Coll::Broadcast => {
                 world.broadcast(root, &src.view(..m)?, &mut dst.view_mut(..m)?, &stream)
             }
-            Coll::Fcollect => world.fcollect(&src.view(..m)?, &mut dst, &stream),
-            Coll::Alltoall => world.alltoall(&src, &mut dst, &stream),
+            Coll::Fcollect => world.fcollect(&src.view(..m)?, dst, &stream),
+            Coll::Alltoall => world.alltoall(src, dst, &stream),
             Coll::ReduceScatter => {
-                world.reduce_scatter(&src, &mut dst.view_mut(..m)?, ReduceOp::Sum, &stream)
+                world.reduce_scatter(src, &mut dst.view_mut(..m)?, ReduceOp::Sum, &stream)
             }
-            Coll::Gather => world.gather(root, &src.view(..m)?, &mut dst, &stream),
-            Coll::Scatter => world.scatter(root, &src, &mut dst.view_mut(..m)?, &stream),
+            Coll::Gather => world.gather(root, &src.view(..m)?, dst, &stream),
+            Coll::Scatter => world.scatter(root, src, &mut dst.view_mut(..m)?, &stream),
         };
+        // Once outside the capture: the kernels compile and the stream gets its channel.
+        queue(&src, &mut dst)?;
+        stream.synchronize()?;
+        rt.barrier_all(&stream)?;
+        stream.begin_capture(
+            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+        )?;
+        let queued = queue(&src, &mut dst);
         let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?;
         queued?;
         let graph = graph.ok_or_else(|| anyhow::anyhow!("{coll:?}: the capture made no graph"))?;
-        for replay in 0..2u64 {
+        for replay in 0..3u64 {
+            // The third round replays the second's inputs REPLAYS times, then checks.
+            let (replay, times) = if replay == 2 {
+                (1, REPLAYS)
+            } else {
+                (replay, 1)
+            };
             let data: Vec<f32> = (0..n * m)
                 .map(|i| ((i as u64 * 31 + seed + replay * 7 + me as u64 * 1000) % 97) as f32)
                 .collect();
             src.copy_from_host(&data)?;
             dst.copy_from_host(&vec![-1.0; n * m])?;
             rt.barrier_all(&stream)?;
-            graph.launch()?;
+            for _ in 0..times {
+                graph.launch()?;
+            }
             stream.synchronize()?;
             let got = dst.to_vec()?;
             let of = |pe: usize, i: usize| {
@@ -1064,10 +1121,10 @@ fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> any
     )?;
     let f8 = rt.alloc_zeroed::<nvshmem::element::F8E4M3>(8)?;
     let mut f8_out = rt.alloc_zeroed::<nvshmem::element::F8E4M3>(8)?;
-    match world.all_reduce(&f8, &mut f8_out, ReduceOp::Prod, s) {
-        Err(Error::Unsupported { .. }) | Err(Error::AlgorithmRefused { .. }) => {}
-        other => bail!("prod on f8e4m3: expected Unsupported, got {other:?}"),
-    }
+    arg_op(
+        world.all_reduce(&f8, &mut f8_out, ReduceOp::Xor, s),
+        "xor on f8e4m3",
+    )?;
     // Shapes (TensorRT DistCollective's rules): rows are never cut between PEs.
     if n > 1 {
         let rows = 2 * n + 1; // not a multiple of the team size
@@ -1103,6 +1160,48 @@ fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> any
 /// The matrix's host-side helpers, without a GPU: the parallel fill and search agree with a
 /// plain loop (the first mismatch is the first of the whole slice, across chunks), inputs
 /// depend on their indices alone, and `compare` and `reduce_at` give what they should.
+/// Collectives in flight at once: all-reduces on the world team on two streams, and on a
+/// second team (the world's PEs listed in reverse) on a third, queued interleaved many times
+/// with nothing between them, then checked. The NVLink kernels keep their flags per (team,
+/// stream), so none of these may wait on or overwrite another's.
+fn concurrent(rt: &Runtime, world: &Team, listed: Option<&Team>) -> anyhow::Result<()> {
+    const ROUNDS: usize = 200;
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let streams: Vec<_> = (0..3)
+        .map(|_| rt.context().new_stream())
+        .collect::<Result<_, _>>()?;
+    let lens = [2usize, 1001, 4096];
+    let mut srcs = Vec::new();
+    let mut dsts = Vec::new();
+    for (k, &len) in lens.iter().enumerate() {
+        srcs.push(rt.alloc_from(&vec![(me * 3 + k + 1) as f32; len])?);
+        dsts.push(rt.alloc_zeroed::<f32>(len)?);
+    }
+    let teams: [&Team; 3] = [world, world, listed.unwrap_or(world)];
+    // First calls (which bind channels) one at a time, then everything interleaved.
+    for round in 0..ROUNDS {
+        for k in 0..3 {
+            teams[k].all_reduce(&srcs[k], &mut dsts[k], ReduceOp::Sum, &streams[k])?;
+            teams[k].barrier(&streams[k])?;
+            if round == 0 {
+                streams[k].synchronize()?;
+            }
+        }
+    }
+    for s in &streams {
+        s.synchronize()?;
+    }
+    for (k, dst) in dsts.iter().enumerate() {
+        let want = (0..n).map(|p| (p * 3 + k + 1) as f32).sum::<f32>();
+        let got = dst.to_vec()?;
+        if let Some(i) = got.iter().position(|&x| x != want) {
+            bail!("stream {k}: element {i} is {}, expected {want}", got[i]);
+        }
+    }
+    rt.async_error()?;
+    Ok(())
+}
+
 /// Forcing an algorithm that cannot run a call is a typed refusal on every PE (the choice
 /// depends only on what every PE passes), which queues nothing; an unknown name is refused
 /// when forcing.

@@ -125,6 +125,23 @@ pub enum Error {
         reason: String,
     },
 
+    /// One of this crate's NVLink kernels stopped waiting: [`Runtime::abort`] was called, a
+    /// wait timed out, or a launch broke its limits. Reported by [`Runtime::async_error`].
+    ///
+    /// [`Runtime::abort`]: crate::Runtime::abort
+    /// [`Runtime::async_error`]: crate::Runtime::async_error
+    #[error("a collective {failure}{} while waiting for {waiting_for} (epoch {epoch})", team_pe.map(|p| format!(" on team PE {p}")).unwrap_or_default())]
+    CollectiveFailed {
+        /// What happened: "aborted", "timed out", "launched outside its limits".
+        failure: &'static str,
+        /// The team PE the kernel was waiting for, if it was waiting for one.
+        team_pe: Option<usize>,
+        /// What it was waiting for.
+        waiting_for: &'static str,
+        /// The channel epoch of the call.
+        epoch: u32,
+    },
+
     /// NVRTC, or the CUDA headers its kernels include, could not be found.
     #[error("run-time kernel compilation is unavailable: {0}")]
     Nvrtc(String),

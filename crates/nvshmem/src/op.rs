@@ -10,7 +10,7 @@ use crate::{DataType, ElementKind, Error, Result};
 /// | kind | operators |
 /// |---|---|
 /// | integers (`i8`..`u64`) | all: `And`, `Or`, `Xor` bitwise |
-/// | floats (`f16`..`f64`, fp8) | `Sum`, `Prod`, `Min`, `Max`, `Avg`, `PreMulSum` (fp8: not `Prod`) |
+/// | floats (`f16`..`f64`, fp8) | `Sum`, `Prod`, `Min`, `Max`, `Avg`, `PreMulSum` |
 /// | [`Bool8`](crate::element::Bool8) | `And`, `Or` (logical), `Min` (= and), `Max` (= or) |
 ///
 /// `Avg` is the sum divided by the team size (integers: truncated toward zero, as NCCL), and

@@ -193,6 +193,7 @@ impl Team {
             count,
             in_place,
             scratch: 0,
+            nvr: None,
         };
         algo::run(self, desc, stream)
     }

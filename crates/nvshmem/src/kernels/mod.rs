@@ -14,11 +14,13 @@
 mod compile;
 mod types;
 
-use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use std::ffi::c_void;
+
+use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
 #[cfg(test)]
 use compile::{cuda_include_dir, nvrtc_available};
-pub(crate) use types::{reduces, KernelKey};
+pub(crate) use types::{reduces, KernelKey, NvrFile};
 
 use crate::{DataType, Error, ReduceOp, Result};
 
@@ -38,6 +40,64 @@ fn grid(work: u64) -> LaunchConfig {
         block_dim: (BLOCK, 1, 1),
         shared_mem_bytes: 0,
     }
+}
+
+/// The team descriptor of `kernels/PROTOCOL.md` (`struct nvr_team`), passed by value to every
+/// NVLink kernel.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct NvrTeam {
+    /// What to add to a local symmetric address to reach team PE `j`'s copy.
+    pub(crate) off: [i64; 8],
+    pub(crate) n: i32,
+    pub(crate) me: i32,
+    /// This (team, stream)'s channel, local address.
+    pub(crate) chan: u64,
+    pub(crate) ll_bytes: u32,
+    pub(crate) pad: u32,
+    /// Device address of the host-mapped abort word.
+    pub(crate) abort: u64,
+    /// Device address of the host-mapped status record.
+    pub(crate) status: u64,
+    pub(crate) timeout_ns: u64,
+}
+
+// SAFETY: plain old data with the layout of `struct nvr_team` (repr(C), the same field types
+// and order; 112 bytes, checked by a test).
+unsafe impl DeviceRepr for NvrTeam {}
+
+/// The arguments after the team of an NVLink kernel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum NvrArgs {
+    /// `(team, [root,] src, dst, count, scale)`: a reduction of `count` elements.
+    Reduce {
+        root: Option<i32>,
+        src: u64,
+        dst: u64,
+        count: u64,
+        scale: f64,
+    },
+    /// `(team, [root,] src, dst, bytes)`: data movement.
+    Move {
+        root: Option<i32>,
+        src: u64,
+        dst: u64,
+        bytes: u64,
+    },
+    /// `(team, fence)`: barrier (1) or sync (0).
+    Barrier { fence: i32 },
+}
+
+/// One launch of an NVLink kernel: the function, its grid (the same on every member) and its
+/// arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NvrLaunch {
+    pub(crate) key: KernelKey,
+    pub(crate) function: &'static str,
+    pub(crate) grid: u32,
+    pub(crate) block: u32,
+    pub(crate) team: NvrTeam,
+    pub(crate) args: NvrArgs,
 }
 
 /// One kernel launch, with its arguments.
@@ -80,6 +140,8 @@ pub(crate) enum Launch {
         dst_peers: Vec<u64>,
         block_bytes: usize,
     },
+    /// An NVLink kernel.
+    Nvr(NvrLaunch),
 }
 
 impl Launch {
@@ -110,6 +172,7 @@ impl Launch {
                 *block_bytes,
                 dst_peers.iter().copied().chain([*src]),
             )),
+            Launch::Nvr(l) => l.key,
         }
     }
 }
@@ -167,12 +230,91 @@ pub(crate) fn prepare(stream: &CudaStream, key: KernelKey) -> Result<()> {
     compile::functions(stream.context(), key).map(|_| ())
 }
 
+/// Enqueues an NVLink kernel with one `cuLaunchKernel`, its parameters on the stack: this is
+/// the small collectives' whole host cost, so nothing is allocated.
+fn launch_nvr(stream: &CudaStream, l: &NvrLaunch) -> Result<()> {
+    let fns = compile::functions(stream.context(), l.key)?;
+    let index = l
+        .key
+        .functions()
+        .iter()
+        .position(|f| *f == l.function)
+        .expect("the launch names a function of its key");
+    let f = fns[index].cu_function();
+    // The parameters, each a pointer to a local of its C type; at most six (team, root, src,
+    // dst, count, scale).
+    let mut team = l.team;
+    let (has_root, mut root, mut fence) = match l.args {
+        NvrArgs::Reduce { root, .. } | NvrArgs::Move { root, .. } => {
+            (root.is_some(), root.unwrap_or(0), 0)
+        }
+        NvrArgs::Barrier { fence } => (false, 0, fence),
+    };
+    let (mut src, mut dst, mut len, mut scale, tail) = match l.args {
+        NvrArgs::Reduce {
+            src,
+            dst,
+            count,
+            scale,
+            ..
+        } => (src, dst, count, scale, 4),
+        NvrArgs::Move {
+            src, dst, bytes, ..
+        } => (src, dst, bytes, 0.0, 3),
+        NvrArgs::Barrier { .. } => (0, 0, 0, 0.0, 0),
+    };
+    let mut params = [std::ptr::null_mut::<c_void>(); 6];
+    params[0] = &mut team as *mut NvrTeam as *mut c_void;
+    let mut used = 1;
+    if tail == 0 {
+        params[1] = &mut fence as *mut i32 as *mut c_void;
+        used = 2;
+    }
+    if has_root {
+        params[used] = &mut root as *mut i32 as *mut c_void;
+        used += 1;
+    }
+    let rest: [*mut c_void; 4] = [
+        &mut src as *mut u64 as *mut c_void,
+        &mut dst as *mut u64 as *mut c_void,
+        &mut len as *mut u64 as *mut c_void,
+        &mut scale as *mut f64 as *mut c_void,
+    ];
+    params[used..used + tail].copy_from_slice(&rest[..tail]);
+    used += tail;
+    debug_assert!(used <= params.len());
+    // SAFETY: `f` is the named function of its module (loaded in this context, which the
+    // caller made current); the parameters are, in order, exactly those of its signature in
+    // PROTOCOL.md (nvr_team by value, then int root where the function has one, pointers and
+    // 64-bit counts, a double scale or an int fence), each pointing at a live local of the
+    // right type and size, which the driver copies before returning; the caller guarantees
+    // the addresses they name hold what the kernel reads and writes.
+    unsafe {
+        sys::cuLaunchKernel(
+            f,
+            l.grid,
+            1,
+            1,
+            l.block,
+            1,
+            1,
+            0,
+            stream.cu_stream(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+    .map_err(Error::cuda("cuLaunchKernel (NVLink collective)"))
+}
+
 /// Enqueues `launch` on `stream`. The caller guarantees that every address it names holds
 /// what the launch reads or writes, on this device or mapped to it, until the stream passes
 /// this point.
 pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
     let key = launch.key();
     match launch {
+        Launch::Nvr(l) => return launch_nvr(stream, l),
         Launch::ReducePeers {
             dtype,
             op,

@@ -1,5 +1,5 @@
 // The operators of this crate's reduction kernels, shared by every kernel source that reduces
-// (reduce.cu keeps its own copy until the lead deduplicates them).
+// (reduce.cu, ll.cu, direct.cu).
 //
 // The Rust side prepends a prefix that defines, for a reduction kernel,
 //   NVR_T          the element's C type

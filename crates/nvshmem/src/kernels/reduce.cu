@@ -1,23 +1,16 @@
 // Element-wise reductions over peer-mapped buffers, and scaling.
 //
-// One source for every (type, operator): the Rust side prepends a prefix that defines
+// Compiled as `prefix + ops.cuh + reduce.cu` (ops.cuh holds the operators and nvr_combine,
+// shared with the NVLink kernels). One source for every (type, operator): the prefix defines
 //   NVR_T          the element's C type
 //   NVR_ACC        the type arithmetic is done in (float for 16- and 8-bit floats,
 //                  64-bit for integers so avg and premulsum cannot overflow midway)
 //   NVR_LOAD(x)    NVR_T -> NVR_ACC
 //   NVR_STORE(a)   NVR_ACC -> NVR_T (round to nearest even; fp8 saturates to finite)
 //   NVR_IS_FLOAT   1 for floating-point types, else 0
-//   NVR_OP         one of the NVR_OP_* values below (reduce kernel)
+//   NVR_OP         one of the NVR_OP_* values of ops.cuh (reduce kernel)
 //   NVR_MAP        one of the NVR_MAP_* values below (map kernel)
 // and the fp16/bf16/fp8 headers where the type needs them.
-
-#define NVR_OP_SUM 0
-#define NVR_OP_MIN 1
-#define NVR_OP_MAX 2
-#define NVR_OP_AND 3
-#define NVR_OP_OR 4
-#define NVR_OP_AVG 5
-#define NVR_OP_PREMULSUM 6
 
 #define NVR_MAP_MUL 0
 #define NVR_MAP_DIV 1
@@ -41,30 +34,6 @@ __device__ __forceinline__ nvr_size nvr_step() {
 }
 
 #ifdef NVR_OP
-__device__ __forceinline__ NVR_ACC nvr_combine(NVR_ACC a, NVR_ACC b) {
-#if NVR_OP == NVR_OP_SUM || NVR_OP == NVR_OP_AVG || NVR_OP == NVR_OP_PREMULSUM
-    return a + b;
-#elif NVR_OP == NVR_OP_MIN
-#if NVR_IS_FLOAT
-    return fmin(a, b); // IEEE minNum: a NaN operand is ignored, as NVSHMEM's fmin-based min
-#else
-    return b < a ? b : a;
-#endif
-#elif NVR_OP == NVR_OP_MAX
-#if NVR_IS_FLOAT
-    return fmax(a, b);
-#else
-    return b > a ? b : a;
-#endif
-#elif NVR_OP == NVR_OP_AND
-    return a & b;
-#elif NVR_OP == NVR_OP_OR
-    return a | b;
-#else
-#error "unknown NVR_OP"
-#endif
-}
-
 // Every PE runs this with the peers in the same (team) order, so every PE computes the
 // same bits: the sum is not reassociated.
 extern "C" __global__ void nvr_reduce(nvr_peers src, int n_src, NVR_T *dst, nvr_size len,

@@ -82,28 +82,73 @@ pub(crate) fn prefix(t: DataType) -> String {
     s
 }
 
-/// The `NVR_OP` value of an operator the reduction kernels implement.
+/// The `NVR_OP` value (ops.cuh) of an operator the reduction kernels implement.
 fn op_define(op: ReduceOp) -> Option<&'static str> {
     Some(match op {
         ReduceOp::Sum => "NVR_OP_SUM",
+        ReduceOp::Prod => "NVR_OP_PROD",
         ReduceOp::Min => "NVR_OP_MIN",
         ReduceOp::Max => "NVR_OP_MAX",
         ReduceOp::And => "NVR_OP_AND",
         ReduceOp::Or => "NVR_OP_OR",
         ReduceOp::Avg => "NVR_OP_AVG",
         ReduceOp::PreMulSum(_) => "NVR_OP_PREMULSUM",
-        ReduceOp::Prod | ReduceOp::Xor => return None,
+        ReduceOp::Xor => return None,
     })
 }
 
 /// Whether the reduction kernels implement `op` for `t`: and/or for integers and bool;
-/// min/max for every type (bool's min/max are and/or); sum, avg and premulsum for numbers.
+/// min/max for every type (bool's min/max are and/or); sum, prod, avg and premulsum for
+/// numbers.
 pub(crate) fn reduces(t: DataType, op: ReduceOp) -> bool {
     match op {
         ReduceOp::And | ReduceOp::Or => !t.is_float(),
         ReduceOp::Min | ReduceOp::Max => true,
-        ReduceOp::Sum | ReduceOp::Avg | ReduceOp::PreMulSum(_) => t != DataType::Bool8,
-        ReduceOp::Prod | ReduceOp::Xor => false,
+        ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Avg | ReduceOp::PreMulSum(_) => {
+            t != DataType::Bool8
+        }
+        ReduceOp::Xor => false,
+    }
+}
+
+/// A source of the NVLink kernels (`kernels/PROTOCOL.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum NvrFile {
+    /// `ll.cu`: one-shot LL collectives for small messages, and the flag barrier.
+    Ll,
+}
+
+impl NvrFile {
+    fn source(self) -> &'static str {
+        match self {
+            NvrFile::Ll => LL_SRC,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            NvrFile::Ll => "ll",
+        }
+    }
+
+    /// The functions of the file: its reductions (compiled with a type and operator), or its
+    /// type-free kernels.
+    fn functions(self, reducing: bool) -> &'static [&'static str] {
+        match (self, reducing) {
+            (NvrFile::Ll, true) => &[
+                "nvr_ll_all_reduce",
+                "nvr_ll_reduce",
+                "nvr_ll_reduce_scatter",
+            ],
+            (NvrFile::Ll, false) => &[
+                "nvr_ll_broadcast",
+                "nvr_ll_fcollect",
+                "nvr_ll_alltoall",
+                "nvr_ll_gather",
+                "nvr_ll_scatter",
+                "nvr_barrier",
+            ],
+        }
     }
 }
 
@@ -119,6 +164,9 @@ pub(crate) enum KernelKey {
     Divide(DataType),
     /// `nvr_gather` and `nvr_scatter` of copy.cu, moving words of this many bytes.
     Copy(usize),
+    /// An NVLink kernel source, for a type and operator (its reductions) or for none (its
+    /// type-free kernels).
+    Nvr(NvrFile, Option<(DataType, ReduceOp)>),
 }
 
 impl PartialEq for KernelKey {
@@ -135,8 +183,11 @@ impl std::hash::Hash for KernelKey {
     }
 }
 
-pub(crate) const REDUCE_SRC: &str = include_str!("reduce.cu");
-pub(crate) const COPY_SRC: &str = include_str!("copy.cu");
+const REDUCE_SRC: &str = include_str!("reduce.cu");
+const COPY_SRC: &str = include_str!("copy.cu");
+const OPS_SRC: &str = include_str!("ops.cuh");
+const COMMON_SRC: &str = include_str!("common.cuh");
+const LL_SRC: &str = include_str!("ll.cu");
 
 impl KernelKey {
     /// What makes two keys the same code: the variant, the type, the operator without its
@@ -154,6 +205,12 @@ impl KernelKey {
             Self::Scale(t) => (1, Some(t), None, 0),
             Self::Divide(t) => (2, Some(t), None, 0),
             Self::Copy(w) => (3, None, None, w),
+            Self::Nvr(f, r) => (
+                4 + f as u8,
+                r.map(|(t, _)| t),
+                r.map(|(_, op)| std::mem::discriminant(&op)),
+                0,
+            ),
         }
     }
 
@@ -177,6 +234,19 @@ impl KernelKey {
         }
         // Word sizes the copy kernels are instantiated for.
         v.extend([1, 2, 4, 8, 16].map(Self::Copy));
+        for file in [NvrFile::Ll] {
+            v.push(Self::Nvr(file, None));
+            for &t in DataType::ALL {
+                for op in ReduceOp::BASIC
+                    .into_iter()
+                    .chain([ReduceOp::PreMulSum(1.0)])
+                {
+                    if reduces(t, op) {
+                        v.push(Self::Nvr(file, Some((t, op))));
+                    }
+                }
+            }
+        }
         v
     }
 
@@ -187,6 +257,8 @@ impl KernelKey {
             Self::Scale(t) => format!("map_{t}_mul"),
             Self::Divide(t) => format!("map_{t}_div"),
             Self::Copy(w) => format!("copy_w{w}"),
+            Self::Nvr(f, None) => f.name().to_string(),
+            Self::Nvr(f, Some((t, op))) => format!("{}_{t}_{}", f.name(), op.name()),
         }
     }
 
@@ -196,18 +268,26 @@ impl KernelKey {
             Self::Reduce(..) => &["nvr_reduce"],
             Self::Scale(_) | Self::Divide(_) => &["nvr_map"],
             Self::Copy(_) => &["nvr_gather", "nvr_scatter"],
+            Self::Nvr(f, r) => f.functions(r.is_some()),
         }
     }
 
     /// The complete CUDA C source of this instantiation.
     pub(crate) fn source(self) -> String {
         match self {
-            Self::Reduce(t, op) => {
-                let define = op_define(op).expect("only operators the kernels implement");
-                format!("{}#define NVR_OP {define}\n{REDUCE_SRC}", prefix(t))
+            Self::Reduce(t, op) => format!("{}{OPS_SRC}{REDUCE_SRC}", typed(t, op)),
+            Self::Scale(t) => format!(
+                "{}#define NVR_MAP NVR_MAP_MUL\n{OPS_SRC}{REDUCE_SRC}",
+                prefix(t)
+            ),
+            Self::Divide(t) => format!(
+                "{}#define NVR_MAP NVR_MAP_DIV\n{OPS_SRC}{REDUCE_SRC}",
+                prefix(t)
+            ),
+            Self::Nvr(f, r) => {
+                let head = r.map(|(t, op)| typed(t, op)).unwrap_or_default();
+                format!("{head}{OPS_SRC}{COMMON_SRC}{}", f.source())
             }
-            Self::Scale(t) => format!("{}#define NVR_MAP NVR_MAP_MUL\n{REDUCE_SRC}", prefix(t)),
-            Self::Divide(t) => format!("{}#define NVR_MAP NVR_MAP_DIV\n{REDUCE_SRC}", prefix(t)),
             Self::Copy(w) => {
                 let word = match w {
                     1 => "unsigned char",
@@ -226,9 +306,16 @@ impl KernelKey {
     pub(crate) fn needs_headers(self) -> bool {
         match self {
             Self::Reduce(t, _) | Self::Scale(t) | Self::Divide(t) => ctype(t).header.is_some(),
-            Self::Copy(_) => false,
+            Self::Nvr(_, Some((t, _))) => ctype(t).header.is_some(),
+            Self::Copy(_) | Self::Nvr(_, None) => false,
         }
     }
+}
+
+/// The prefix of a reduction by `op` on `t`.
+fn typed(t: DataType, op: ReduceOp) -> String {
+    let define = op_define(op).expect("only operators the kernels implement");
+    format!("{}#define NVR_OP {define}\n", prefix(t))
 }
 
 impl fmt::Display for KernelKey {
@@ -260,7 +347,7 @@ mod tests {
             ] {
                 assert!(reduces(t, op));
             }
-            assert!(!reduces(t, ReduceOp::And) && !reduces(t, ReduceOp::Prod));
+            assert!(!reduces(t, ReduceOp::And) && !reduces(t, ReduceOp::Xor));
         }
         assert!(reduces(U32, ReduceOp::And) && !reduces(F32, ReduceOp::And));
     }
@@ -268,8 +355,22 @@ mod tests {
     #[test]
     fn every_source_names_its_type_and_op() {
         let all = KernelKey::all();
-        // 15 types x their operators + maps + copies.
-        assert_eq!(all.len(), 123);
+        // Per type its operators, two maps (not bool), five copies, and per NVLink source its
+        // type-free kernels and its reductions.
+        let ops = || {
+            ReduceOp::BASIC
+                .into_iter()
+                .chain([ReduceOp::PreMulSum(1.0)])
+        };
+        let reductions: usize = DataType::ALL
+            .iter()
+            .map(|&t| ops().filter(|&op| reduces(t, op)).count())
+            .sum();
+        // 12 numbers: sum prod min max avg premul (+ and or for the 8 integers); fp8: the
+        // same six; bool: and or min max.
+        assert_eq!(reductions, 12 * 6 + 8 * 2 + 2 * 6 + 4);
+        assert_eq!(all.len(), reductions + 2 * 14 + 5 + 1 + reductions);
+        assert!(all.contains(&KernelKey::Nvr(NvrFile::Ll, None)));
         let s = KernelKey::Reduce(DataType::F8E4M3, ReduceOp::Sum).source();
         assert!(s.starts_with("#include <cuda_fp8.h>\n#define NVR_T __nv_fp8_e4m3\n"));
         assert!(s.contains("#define NVR_OP NVR_OP_SUM\n"));

@@ -11,6 +11,8 @@
 //! Every input of the choice (collective, element type, operator, sizes, team size, whether
 //! every member is peer-mapped, in place, root) is the same on every PE of the team, so every
 //! PE chooses alike and queues matching steps: no PE is left waiting for another.
+pub(crate) mod channel;
+mod nvlink;
 mod nvshmem;
 mod peer;
 pub(crate) mod queue;
@@ -26,10 +28,12 @@ use cudarc::driver::CudaStream;
 
 use super::check::Span;
 use crate::{
+    kernels::NvrTeam,
     runtime::{Closing, Layer, Settings},
     team::TeamShape,
     DataType, Error, ReduceOp, Result, Runtime, RuntimeBuilder, Team,
 };
+use channel::{Channels, Sizing};
 pub(crate) use queue::Step;
 
 /// The environment variable that forces algorithms, for programs that cannot be rebuilt:
@@ -168,9 +172,20 @@ pub(crate) struct Call<'a> {
     pub(crate) in_place: bool,
     /// The collective scratch, held for the call (0 when the algorithm needs none).
     pub(crate) scratch: u64,
+    /// The NVLink kernels' view of the team on this call's stream (its channel), when the
+    /// team can use them.
+    pub(crate) nvr: Option<NvrTeam>,
 }
 
 impl Call<'_> {
+    /// Whether the collective reduces.
+    pub(crate) fn is_reduction(&self) -> bool {
+        matches!(
+            self.coll,
+            Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
+        )
+    }
+
     /// Team size.
     pub(crate) fn n(&self) -> usize {
         self.team.n_pes
@@ -217,19 +232,17 @@ impl fmt::Debug for dyn Algorithm {
 
 /// The algorithms of a collective, in the order the automatic choice tries them.
 pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
+    use nvlink::{Flags, Ll};
     use nvshmem::{Native, ScaleThenSum, SumThenDiv};
     use peer::{PeerCopy, PeerKernel};
     use rooted::RootedGet;
     match coll {
         Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter => {
-            &[&Native, &SumThenDiv, &ScaleThenSum, &PeerKernel]
+            &[&Ll, &Native, &SumThenDiv, &ScaleThenSum, &PeerKernel]
         }
-        Collective::Broadcast
-        | Collective::Fcollect
-        | Collective::Alltoall
-        | Collective::Barrier
-        | Collective::Sync => &[&Native],
-        Collective::Gather | Collective::Scatter => &[&RootedGet, &PeerCopy],
+        Collective::Broadcast | Collective::Fcollect | Collective::Alltoall => &[&Ll, &Native],
+        Collective::Barrier | Collective::Sync => &[&Flags, &Native],
+        Collective::Gather | Collective::Scatter => &[&Ll, &RootedGet, &PeerCopy],
     }
 }
 
@@ -272,7 +285,9 @@ pub(crate) fn choose(
 pub(crate) fn run(team: &Team, mut call: Call, stream: &CudaStream) -> Result<()> {
     let rt = team.runtime();
     let cu = rt.enter(call.name, stream)?;
-    let alg = choose(&call, rt.collectives().forced(call.coll))?;
+    let state = rt.collectives();
+    call.nvr = state.channels.team_view(team, stream)?;
+    let alg = choose(&call, state.forced.get(call.coll))?;
     let empty = call.count == 0 && !matches!(call.coll, Collective::Barrier | Collective::Sync);
     if empty {
         return Ok(());
@@ -297,14 +312,20 @@ pub(crate) fn run(team: &Team, mut call: Call, stream: &CudaStream) -> Result<()
 }
 
 /// The collectives' state in a runtime: the algorithm forced for each collective (an index
-/// into its registry, plus one; 0 for the automatic choice).
+/// into its registry, plus one; 0 for the automatic choice), and the NVLink kernels' channels.
 pub(crate) struct Collectives {
-    forced: [AtomicUsize; Collective::ALL.len()],
+    forced: Forced,
+    channels: Channels,
 }
 
-impl Collectives {
-    fn forced(&self, coll: Collective) -> Option<&'static dyn Algorithm> {
-        match self.forced[coll.index()].load(Ordering::Relaxed) {
+/// The algorithm forced for each collective: an index into its registry, plus one; 0 for the
+/// automatic choice.
+#[derive(Default)]
+struct Forced([AtomicUsize; Collective::ALL.len()]);
+
+impl Forced {
+    fn get(&self, coll: Collective) -> Option<&'static dyn Algorithm> {
+        match self.0[coll.index()].load(Ordering::Relaxed) {
             0 => None,
             i => Some(registry(coll)[i - 1]),
         }
@@ -326,7 +347,7 @@ impl Collectives {
                     + 1
             }
         };
-        self.forced[coll.index()].store(index, Ordering::Relaxed);
+        self.0[coll.index()].store(index, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -348,14 +369,16 @@ fn parse_forced(list: &str) -> std::result::Result<Vec<(Collective, String)>, St
 
 /// Attaches the collectives' state to a starting runtime: the builder's forced algorithms,
 /// then the environment's.
-pub(crate) fn attach(_: &Runtime, settings: &Settings) -> Result<Box<dyn Layer>> {
-    let state = Collectives {
-        forced: Default::default(),
-    };
+pub(crate) fn attach(rt: &Runtime, settings: &Settings) -> Result<Box<dyn Layer>> {
+    let mut sizing = Sizing::default();
+    if let Some(n) = settings.get("channels").last() {
+        sizing.channels = n.parse().expect("RuntimeBuilder::channels writes a number");
+    }
+    let forced = Forced::default();
     for pair in settings.get("algorithm") {
         let bad = |reason| Error::arg("RuntimeBuilder::algorithm", "algorithm", reason);
         for (c, a) in parse_forced(pair).map_err(bad)? {
-            state.set(c, Some(&a)).map_err(bad)?;
+            forced.set(c, Some(&a)).map_err(bad)?;
         }
     }
     if let Ok(list) = std::env::var(ALGORITHMS_VAR) {
@@ -365,10 +388,13 @@ pub(crate) fn attach(_: &Runtime, settings: &Settings) -> Result<Box<dyn Layer>>
             reason,
         };
         for (c, a) in parse_forced(&list).map_err(bad)? {
-            state.set(c, Some(&a)).map_err(bad)?;
+            forced.set(c, Some(&a)).map_err(bad)?;
         }
     }
-    Ok(Box::new(state))
+    Ok(Box::new(Collectives {
+        forced,
+        channels: Channels::new(rt, sizing)?,
+    }))
 }
 
 impl Layer for Collectives {
@@ -400,8 +426,68 @@ impl Runtime {
     /// ```
     pub fn set_algorithm(&self, coll: Collective, algorithm: Option<&str>) -> Result<()> {
         self.collectives()
+            .forced
             .set(coll, algorithm)
             .map_err(|reason| Error::arg("Runtime::set_algorithm", "algorithm", reason))
+    }
+
+    /// Ends every wait of this crate's NVLink kernels, now and in any such kernel that starts
+    /// later on this PE: each stops soon after, its call's results undefined, and records the
+    /// failure that [`Runtime::async_error`] reports. For a PE that must stop collectives whose
+    /// peers will never arrive; the runtime's collectives cannot be used again afterwards.
+    /// NVSHMEM's own collectives (teams that are not peer-mapped) are not ended by it.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// rt.abort();
+    /// assert!(rt.async_error().is_err() || true); // an error once a kernel saw it
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn abort(&self) {
+        self.collectives().channels.abort()
+    }
+
+    /// The first failure one of this crate's NVLink kernels recorded on this PE (an abort, a
+    /// wait that timed out, a launch outside its limits), if any; like NCCL's
+    /// `ncclCommGetAsyncError`. Reads host memory only: it never blocks.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// rt.async_error()?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn async_error(&self) -> Result<()> {
+        let [code, pe, epoch, what] = self.collectives().channels.status();
+        let failure = match code {
+            0 => return Ok(()),
+            1 => "aborted",
+            2 => "timed out",
+            _ => "launched outside its limits",
+        };
+        let waiting_for = match what {
+            1 => "its arrival",
+            2 => "its departure",
+            3 => "its data",
+            _ => "it",
+        };
+        Err(Error::CollectiveFailed {
+            failure,
+            team_pe: (pe != u32::MAX).then_some(pe as usize),
+            waiting_for,
+            epoch,
+        })
+    }
+
+    /// Bytes of symmetric memory this crate's NVLink collectives hold, whatever the message
+    /// sizes: a fixed pool of channels, allocated at start-up.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// println!("{} bytes for the NVLink collectives", rt.collective_memory());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn collective_memory(&self) -> usize {
+        self.collectives().channels.pool_bytes()
     }
 
     /// The algorithm forced for `coll`, if any.
@@ -413,7 +499,7 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn forced_algorithm(&self, coll: Collective) -> Option<&'static str> {
-        self.collectives().forced(coll).map(|a| a.name())
+        self.collectives().forced.get(coll).map(|a| a.name())
     }
 }
 
@@ -433,12 +519,25 @@ impl RuntimeBuilder {
     pub fn algorithm(self, coll: Collective, algorithm: &str) -> Self {
         self.with_setting("algorithm", format!("{coll}={algorithm}"))
     }
+
+    /// How many (team, stream) pairs can use this crate's NVLink collectives at once (default
+    /// 8, at most 64). Each channel is a fixed amount of symmetric memory (about 2 MiB),
+    /// allocated when the runtime starts; a pair that finds none free runs NVSHMEM's
+    /// collectives instead.
+    ///
+    /// ```no_run
+    /// let rt = nvshmem::Runtime::builder().channels(16).init()?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn channels(self, count: usize) -> Self {
+        self.with_setting("channels", count.to_string())
+    }
 }
 
 impl ReduceOp {
     /// Whether a reduction of `T` by this operator can run: it [applies](Self::applies_to) to
     /// `T`'s kind, its scale suits `T` (a whole number for integers), and some algorithm of
-    /// the crate computes the pair (NVSHMEM's, or this crate's kernels: fp8 has no `Prod`).
+    /// the crate computes the pair (NVSHMEM's, or this crate's kernels, which compute fp8).
     /// Reductions that only this crate's kernels compute (fp8) also need, at call time, every
     /// PE of the team to be peer-accessible.
     ///
@@ -447,7 +546,7 @@ impl ReduceOp {
     /// assert!(ReduceOp::Avg.supports::<i32>());
     /// assert!(!ReduceOp::PreMulSum(0.5).supports::<i32>());
     /// assert!(ReduceOp::PreMulSum(0.5).supports::<f32>());
-    /// assert!(ReduceOp::Sum.supports::<F8E4M3>() && !ReduceOp::Prod.supports::<F8E4M3>());
+    /// assert!(ReduceOp::Sum.supports::<F8E4M3>() && !ReduceOp::Xor.supports::<F8E4M3>());
     /// assert!(ReduceOp::And.supports::<Bool8>() && !ReduceOp::Sum.supports::<Bool8>());
     /// ```
     pub fn supports<T: crate::Element>(self) -> bool {
@@ -487,6 +586,7 @@ impl ReduceOp {
             count: 1,
             in_place: false,
             scratch: 0,
+            nvr: None,
         };
         registry(Collective::AllReduce)
             .iter()
