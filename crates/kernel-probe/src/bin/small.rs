@@ -1393,7 +1393,7 @@ fn check(env: &Env, seed: u64, filter: Option<&str>) -> Result<Tally> {
                 coll,
                 ty,
                 op,
-                len: 1000,
+                len: 5000,
                 root: n - 1,
                 inplace: false,
                 mis: false,
@@ -1809,6 +1809,20 @@ fn time(
     Ok((rows, failed))
 }
 
+/// Runs `f` on every GPU's thread as one step: every thread reaches the barrier even after an
+/// error, and every thread fails the step when any did, so no thread waits for ever.
+fn sync_step<T>(bar: &Barrier, failed: &AtomicBool, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let r = f();
+    if r.is_err() {
+        failed.store(true, Ordering::SeqCst);
+    }
+    bar.wait();
+    match r {
+        Ok(_) if failed.load(Ordering::SeqCst) => bail!("another GPU failed this step"),
+        r => r,
+    }
+}
+
 /// µs per call (stream mode, graph mode), the slowest GPU's.
 fn time_one(
     env: &Env,
@@ -1819,24 +1833,19 @@ fn time_one(
 ) -> Result<(f64, f64)> {
     let n = env.n();
     let bar = Barrier::new(n);
+    let failed = AtomicBool::new(false);
     let aborted = AtomicBool::new(false);
     let per_gpu = env.node.on_each(|g, gpu| {
         let k = &env.kernels[g];
         let st = &env.streams[g][0];
         let t = env.team(TeamKind::World, 0, &(0..n).collect::<Vec<_>>(), g);
         let c = call_of(g);
-        let ev0 = gpu
-            .ctx
-            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        let ev1 = gpu
-            .ctx
-            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        // Every step ends at the barrier even after an error, so no thread waits for ever.
-        let step = |f: &dyn Fn() -> Result<f64>| -> Result<f64> {
-            let r = f();
-            bar.wait();
-            r
-        };
+        let step = |f: &dyn Fn() -> Result<f64>| sync_step(&bar, &failed, f);
+        let (ev0, ev1) = sync_step(&bar, &failed, || {
+            let f = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+            Ok((gpu.ctx.new_event(f)?, gpu.ctx.new_event(f)?))
+        })?;
+        // Warm-up.
         step(&|| {
             for _ in 0..50 {
                 launch_call(k, st, &t, &c)?;
@@ -1844,6 +1853,7 @@ fn time_one(
             env.wait(&[st], &aborted)?;
             Ok(0.0)
         })?;
+        // Stream mode: `iters` calls back to back.
         let s_us = step(&|| {
             ev0.record(st)?;
             for _ in 0..iters {
@@ -1853,20 +1863,21 @@ fn time_one(
             env.wait(&[st], &aborted)?;
             Ok(ev0.elapsed_ms(&ev1)? as f64 * 1e3 / iters as f64)
         })?;
-        // Graph mode: capture graph_calls calls once, replay.
-        st.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let mut res = Ok(());
-        for _ in 0..graph_calls {
-            res = res.and_then(|_| launch_call(k, st, &t, &c));
-        }
-        let graph = st.end_capture(sys::CUgraphInstantiate_flags(0))?;
-        res?;
-        let graph = graph.ok_or_else(|| anyhow!("the capture made no graph"))?;
-        graph.upload()?;
-        step(&|| {
+        // Graph mode: capture graph_calls calls once, replay it once to warm up, then time
+        // `replays` replays.
+        let graph = sync_step(&bar, &failed, || {
+            st.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+            let mut res = Ok(());
+            for _ in 0..graph_calls {
+                res = res.and_then(|_| launch_call(k, st, &t, &c));
+            }
+            let graph = st.end_capture(sys::CUgraphInstantiate_flags(0))?;
+            res?;
+            let graph = graph.ok_or_else(|| anyhow!("the capture made no graph"))?;
+            graph.upload()?;
             graph.launch()?;
             env.wait(&[st], &aborted)?;
-            Ok(0.0)
+            Ok(graph)
         })?;
         let g_us = step(&|| {
             ev0.record(st)?;

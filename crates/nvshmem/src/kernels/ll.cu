@@ -282,10 +282,10 @@ extern "C" __global__ void __launch_bounds__(512)
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
-    nvr_arrive(t, c.e);
     ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, ok);
     nvr_end(t, c.e, ok);
 }
@@ -297,15 +297,14 @@ extern "C" __global__ void __launch_bounds__(512)
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok;
     if (t.me == root) {
         const nvr_lanes l = nvr_ll_lanes(t.n);
-        nvr_arrive(t, c.e);
         ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, true);
     } else {
         ok = nvr_ll_send(t, c, root, threadIdx.x, blockDim.x, s);
-        nvr_arrive(t, c.e);
     }
     nvr_end(t, c.e, ok);
 }
@@ -317,10 +316,10 @@ extern "C" __global__ void __launch_bounds__(512)
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * x);
-    nvr_arrive(t, c.e);
     ok = nvr_ll_reduce_recv(t, c, l, s + (nvr_u64)t.me * x, (nvr_byte *)dst, (NVR_ACC)scale, ok);
     nvr_end(t, c.e, ok);
 }
@@ -334,16 +333,15 @@ extern "C" __global__ void __launch_bounds__(512)
                      unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
     if (t.me == root) {
         const nvr_lanes l = nvr_ll_lanes(t.n);
         ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
-        nvr_arrive(t, c.e);
         if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d);
     } else {
-        nvr_arrive(t, c.e);
         ok = nvr_ll_recv(t, c, root, threadIdx.x, blockDim.x, d);
     }
     nvr_end(t, c.e, ok);
@@ -355,11 +353,11 @@ extern "C" __global__ void __launch_bounds__(512)
                     unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
-    nvr_arrive(t, c.e);
     if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
     if (ok) ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     nvr_end(t, c.e, ok);
@@ -371,11 +369,11 @@ extern "C" __global__ void __launch_bounds__(512)
                     unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
-    nvr_arrive(t, c.e);
     if (l.k == t.me) {
         const nvr_u64 o = (nvr_u64)t.me * bytes;
         nvr_ll_copy(c, l.q, l.groups, s + o, d + o);
@@ -390,17 +388,16 @@ extern "C" __global__ void __launch_bounds__(512)
                   unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
     if (t.me == root) {
         const nvr_lanes l = nvr_ll_lanes(t.n);
-        nvr_arrive(t, c.e);
         if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
         ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     } else {
         ok = nvr_ll_send(t, c, root, threadIdx.x, blockDim.x, s);
-        nvr_arrive(t, c.e);
     }
     nvr_end(t, c.e, ok);
 }
@@ -411,16 +408,15 @@ extern "C" __global__ void __launch_bounds__(512)
                    unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
     if (t.me == root) {
         const nvr_lanes l = nvr_ll_lanes(t.n);
         ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
-        nvr_arrive(t, c.e);
         if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s + (nvr_u64)t.me * bytes, d);
     } else {
-        nvr_arrive(t, c.e);
         ok = nvr_ll_recv(t, c, root, threadIdx.x, blockDim.x, d);
     }
     nvr_end(t, c.e, ok);
