@@ -2258,7 +2258,9 @@ mod tests {
         };
         for label in 0..plan.labels.len() {
             // This label's calls, grouped by team (the GPUs its offsets reach).
-            let mut teams: Vec<(Vec<usize>, Vec<(usize, Call)>)> = Vec::new();
+            // (member GPUs in team order, (team index, call) of each member)
+            type TeamCalls = (Vec<usize>, Vec<(usize, Call)>);
+            let mut teams: Vec<TeamCalls> = Vec::new();
             for g in 0..lay.n() {
                 for (_, t, c, l) in &plan.calls[g] {
                     if *l != label {
