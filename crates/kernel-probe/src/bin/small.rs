@@ -34,6 +34,10 @@ struct Cli {
     /// Architecture for --compile-only (on GPUs: the device's own).
     #[arg(long, default_value = "compute_90")]
     arch: String,
+    /// With --compile-only: also write each instantiation's PTX into this folder (to assemble
+    /// it with ptxas, e.g. for register counts).
+    #[arg(long)]
+    ptx_dir: Option<std::path::PathBuf>,
     /// Use at most this many GPUs.
     #[arg(long)]
     gpus: Option<usize>,
@@ -405,7 +409,7 @@ fn load_kernels(node: &Node, pairs: &[(Ty, Op)]) -> Result<Vec<Kernels>> {
         .collect())
 }
 
-fn compile_only(arch: &str) -> Result<(usize, usize)> {
+fn compile_only(arch: &str, ptx_dir: Option<&std::path::Path>) -> Result<(usize, usize)> {
     let pairs = Op::pairs();
     let jobs = jobs(&pairs);
     println!(
@@ -445,6 +449,10 @@ fn compile_only(arch: &str) -> Result<(usize, usize)> {
         match r {
             Ok(p) => {
                 let text = p.to_src();
+                if let Some(d) = ptx_dir {
+                    std::fs::create_dir_all(d)?;
+                    std::fs::write(d.join(format!("{}.ptx", job.name)), &text)?;
+                }
                 let missing: Vec<_> = job_names(j)
                     .iter()
                     .filter(|f| !text.contains(&format!(".entry {f}(")))
@@ -1989,7 +1997,7 @@ fn run(cli: Cli) -> Result<(usize, usize)> {
         bail!("--ll-bytes must be a multiple of 16 and at least 8192");
     }
     if cli.compile_only {
-        return compile_only(&cli.arch);
+        return compile_only(&cli.arch, cli.ptx_dir.as_deref());
     }
     let Some(mode) = cli.mode else {
         bail!("say --compile-only, check or time (see --help)");

@@ -276,7 +276,7 @@ __device__ __forceinline__ bool nvr_ll_reduce_recv(const nvr_team &t, const nvr_
 }
 
 // every dst = the reduction of every member's src (count elements).
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                       unsigned long long count, double scale) {
     const nvr_u64 x = count * sizeof(NVR_T);
@@ -291,7 +291,7 @@ extern "C" __global__ void __launch_bounds__(512)
 }
 
 // root's dst = the reduction of every member's src; other members' dst untouched.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
                   unsigned long long count, double scale) {
     const nvr_u64 x = count * sizeof(NVR_T);
@@ -310,7 +310,7 @@ extern "C" __global__ void __launch_bounds__(512)
 }
 
 // src: n blocks of count elements; PE i's dst = the reduction of block i over every member.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                           unsigned long long count, double scale) {
     const nvr_u64 x = count * sizeof(NVR_T);
@@ -328,7 +328,7 @@ extern "C" __global__ void __launch_bounds__(512)
 // ---- data movement and the barrier (type-free) ----------------------------------------------
 
 // every dst = root's src (bytes).
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_broadcast(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                      unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, root)) return;
@@ -348,7 +348,7 @@ extern "C" __global__ void __launch_bounds__(512)
 }
 
 // dst = n blocks of `bytes`, block j = PE j's src.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, 0)) return;
@@ -364,7 +364,7 @@ extern "C" __global__ void __launch_bounds__(512)
 }
 
 // block j of my src goes to block me of PE j's dst.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, 0)) return;
@@ -383,7 +383,7 @@ extern "C" __global__ void __launch_bounds__(512)
 }
 
 // root's dst block j = PE j's src; other members' dst untouched.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_gather(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                   unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, root)) return;
@@ -403,7 +403,7 @@ extern "C" __global__ void __launch_bounds__(512)
 }
 
 // PE j's dst = block j of root's src.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_scatter(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                    unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, root)) return;
