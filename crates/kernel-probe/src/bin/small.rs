@@ -2002,6 +2002,13 @@ fn run(cli: Cli) -> Result<(usize, usize)> {
     let Some(mode) = cli.mode else {
         bail!("say --compile-only, check or time (see --help)");
     };
+    // Lazy module loading (CUDA's default) loads a kernel at its first launch and may wait
+    // for the context to go idle meanwhile; with kernels that spin on kernels of other
+    // streams and GPUs, that can deadlock (e.g. the two-stream check). Load everything up
+    // front. (Still a single thread here, before cuInit.)
+    if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
+        std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
+    }
     let node = Node::new(cli.gpus, cli.heap_mib << 20)?;
     println!(
         "{} GPU(s): {}",
