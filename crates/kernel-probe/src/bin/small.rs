@@ -39,14 +39,14 @@ struct Cli {
     #[arg(long)]
     ptx_dir: Option<std::path::PathBuf>,
     /// Use at most this many GPUs.
-    #[arg(long)]
+    #[arg(long, global = true)]
     gpus: Option<usize>,
     /// LL bytes of one (parity, peer, block) region; a multiple of 16, at least 8192. The LL
     /// cap (payload per sender-receiver pair) is 4 times this.
-    #[arg(long, default_value_t = 65536)]
+    #[arg(long, global = true, default_value_t = 65536)]
     ll_bytes: u32,
     /// Size of each GPU's fake symmetric heap, MiB.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, global = true, default_value_t = 1024)]
     heap_mib: usize,
     #[command(subcommand)]
     mode: Option<Mode>,
