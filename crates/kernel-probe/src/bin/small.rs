@@ -1864,20 +1864,6 @@ fn time(
     Ok((rows, failed))
 }
 
-/// Runs `f` on every GPU's thread as one step: every thread reaches the barrier even after an
-/// error, and every thread fails the step when any did, so no thread waits for ever.
-fn sync_step<T>(bar: &Barrier, failed: &AtomicBool, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let r = f();
-    if r.is_err() {
-        failed.store(true, Ordering::SeqCst);
-    }
-    bar.wait();
-    match r {
-        Ok(_) if failed.load(Ordering::SeqCst) => bail!("another GPU failed this step"),
-        r => r,
-    }
-}
-
 /// µs per call (stream mode, graph mode), the slowest GPU's.
 fn time_one(
     env: &Env,
