@@ -8,7 +8,7 @@
 #                                         programs with 1 and 2 PEs under every launcher that can
 #                                         start there and prints a summary last. SUITES default to
 #                                         "foundation"; others: examples, collectives,
-#                                         perf, perfgraph, perfiso, reddiag. Each of collectives, perf and
+#                                         perf, perfgraph, perfiso, reddiag, probe. Each of collectives, perf and
 #                                         perfgraph needs most of one 10-minute call.
 #
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs. NVLink multicast stays off
@@ -21,7 +21,7 @@ shift || true
 stage() {
   set -e
   . scripts/setup.sh
-  cargo build --release --bins --examples -p nvshmem-rs -p nvshmem-run -p nvshmem-perf
+  cargo build --release --bins --examples -p nvshmem-rs -p nvshmem-run -p nvshmem-perf -p kernel-probe
   rm -rf .gpu && mkdir -p .gpu/bin
   # The test executables' paths come from cargo's JSON messages.
   { cargo test --release --no-run --test 'gpu_*' --message-format=json 2>/dev/null
@@ -36,7 +36,7 @@ for line in sys.stdin:
   for exe in target/release/examples/*; do
     [ -f "$exe" ] && [ -x "$exe" ] && case "$exe" in *-*) ;; *) cp "$exe" .gpu/bin/ ;; esac
   done
-  for b in nvshmem-run nvshmem-perf; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
+  for b in nvshmem-run nvshmem-perf small; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
   strip --strip-debug .gpu/bin/*   # the device tool carries at most 64 MiB
   ls -la .gpu/bin
   du -sh .gpu
@@ -158,6 +158,19 @@ perf_mode() {
   # shellcheck disable=SC2086
   CASE_TIMEOUT=${PERF_TIMEOUT:-540} MODES=$1 BIN=.gpu/bin/nvshmem-perf case_ perf-$1-2pe pass scripts/perf-gpu.sh "$final/perf" ${PERF_EXTRA:-}
   tar -czf "$final/perf-$1.tgz" -C "$final" perf && rm -rf "$final/perf"
+}
+
+# The crate's own NVLink collective kernels (crates/nvshmem/src/kernels/ll.cu), checked and then
+# timed by the kernel-probe harness: one process drives every GPU (no MPI, no NVSHMEM), compiling
+# the kernels with NVRTC from /usr/local/cuda. PROBE_ARGS go before the mode (e.g. --gpus 2
+# --ll-bytes 32768), PROBE_CHECK_ARGS / PROBE_TIME_ARGS after it (e.g. --filter all_reduce).
+probe() {
+  # shellcheck disable=SC2086
+  CASE_TIMEOUT=${PROBE_CHECK_TIMEOUT:-400} case_ probe-small-check pass .gpu/bin/small ${PROBE_ARGS:-} check --seed "$GPU_TEST_SEED" ${PROBE_CHECK_ARGS:-}
+  grep -E '^(FAILED|[a-z_]+ +[0-9]+ cases|abort:|timeout:|seed )' "$out/probe-small-check.log" | head -40
+  # shellcheck disable=SC2086
+  CASE_TIMEOUT=${PROBE_TIME_TIMEOUT:-150} case_ probe-small-time pass .gpu/bin/small ${PROBE_ARGS:-} time ${PROBE_TIME_ARGS:-}
+  sed -n '/^LL collectives on/,$p' "$out/probe-small-time.log"
 }
 
 case "$mode" in
