@@ -3,7 +3,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::sys::{self, CUdevice_attribute};
 use cudarc::driver::{CudaContext, CudaFunction};
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
@@ -135,9 +135,17 @@ pub(crate) fn functions(ctx: &Arc<CudaContext>, key: KernelKey) -> Result<Arc<[C
         .functions()
         .iter()
         .map(|name| {
-            module
+            let f = module
                 .load_function(name)
-                .map_err(Error::cuda("cuModuleGetFunction"))
+                .map_err(Error::cuda("cuModuleGetFunction"))?;
+            // Loaded now, not at its first launch: CUDA's lazy loading may make a first launch
+            // wait for the context to go idle, which never happens while a collective of this
+            // crate spins waiting for a peer whose matching launch is that first launch.
+            // SAFETY: `f` is a function of a module loaded in this context, which is current.
+            unsafe { sys::cuFuncLoad(f.cu_function()) }
+                .result()
+                .map_err(Error::cuda("cuFuncLoad"))?;
+            Ok(f)
         })
         .collect::<Result<Arc<[_]>>>()?;
     tracing::debug!(kernel = %key.name(), "compiled and loaded");
