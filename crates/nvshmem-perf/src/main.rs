@@ -6,9 +6,9 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 mod bench;
+mod check;
 mod cli;
 mod coll;
-mod dtype;
 mod impls;
 mod report;
 mod stats;
@@ -109,6 +109,10 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
                 println!("# {name}: {why}");
             }
         }
+        let undefined = undefined_pairs(plan);
+        if !undefined.is_empty() {
+            println!("# not run, undefined: {}", undefined.join(", "));
+        }
     }
 
     let specs = points(args, plan, team_me, team_n);
@@ -166,6 +170,28 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
+/// Whether `op` is defined for `dtype` at all (bitwise operators need integers, truth values
+/// have and, or, min and max); points where it is not are left out, for every implementation.
+fn defined(dtype: nvshmem::DataType, op: nvshmem::ReduceOp) -> bool {
+    op.applies_to(dtype.kind())
+}
+
+/// The `op on dtype` pairs of the plan that are left out, if a reduction is run.
+fn undefined_pairs(plan: &Plan) -> Vec<String> {
+    if !plan.collectives.iter().any(|c| c.has_op()) {
+        return Vec::new();
+    }
+    let mut v = Vec::new();
+    for &dtype in &plan.dtypes {
+        for &op in &plan.ops {
+            if !defined(dtype, op) {
+                v.push(format!("{op} on {dtype}"));
+            }
+        }
+    }
+    v
+}
+
 fn points(args: &Args, plan: &Plan, me: usize, n: usize) -> Vec<Spec> {
     let mut v = Vec::new();
     for &coll in &plan.collectives {
@@ -181,6 +207,9 @@ fn points(args: &Args, plan: &Plan, me: usize, n: usize) -> Vec<Spec> {
         };
         for &dtype in dtypes {
             for &op in ops {
+                if coll.has_op() && !defined(dtype, op) {
+                    continue;
+                }
                 let sizes: Vec<u64> = if coll.is_sync_only() {
                     vec![0]
                 } else {
@@ -223,7 +252,7 @@ fn base_row(name: &str, spec: &Spec, args: &Args) -> Row {
             spec.dtype.name().into()
         },
         op: if spec.coll.has_op() {
-            spec.op.name().into()
+            spec.op.to_string()
         } else {
             String::new()
         },
@@ -305,4 +334,55 @@ fn write_outputs(args: &Args, plan: &Plan, rows: &[Row]) -> Result<()> {
         std::fs::write(p, report::format_tables(rows, &names, true))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvshmem::{DataType, ReduceOp};
+
+    #[test]
+    fn pairs_no_type_defines_are_left_out_of_reductions_only() {
+        let args = Args::try_parse_from([
+            "nvshmem-perf",
+            "all_reduce,broadcast",
+            "-d",
+            "f32,i32,bool8",
+            "-o",
+            "sum,xor,and",
+            "-b",
+            "64",
+            "-e",
+            "64",
+        ])
+        .unwrap();
+        let plan = args.plan().unwrap();
+        let pts = points(&args, &plan, 0, 2);
+        let reductions: Vec<(DataType, ReduceOp)> = pts
+            .iter()
+            .filter(|s| s.coll == coll::Collective::AllReduce)
+            .map(|s| (s.dtype, s.op))
+            .collect();
+        assert_eq!(
+            reductions,
+            [
+                (DataType::F32, ReduceOp::Sum),
+                (DataType::I32, ReduceOp::Sum),
+                (DataType::I32, ReduceOp::Xor),
+                (DataType::I32, ReduceOp::And),
+                (DataType::Bool8, ReduceOp::And),
+            ]
+        );
+        // Data movement runs every type, with the first operator (unused).
+        let moves: Vec<DataType> = pts
+            .iter()
+            .filter(|s| s.coll == coll::Collective::Broadcast)
+            .map(|s| s.dtype)
+            .collect();
+        assert_eq!(moves, [DataType::F32, DataType::I32, DataType::Bool8]);
+        assert_eq!(
+            undefined_pairs(&plan),
+            ["xor on f32", "and on f32", "sum on bool8", "xor on bool8"]
+        );
+    }
 }

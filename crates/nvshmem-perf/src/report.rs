@@ -1,10 +1,11 @@
 //! Result rows and their forms: nccl-tests-like tables (text or markdown), JSON lines, CSV.
 use std::{collections::BTreeMap, fmt::Write as _, io::Write};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// One measured (or skipped) point: a collective at one size by one implementation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One measured (or skipped) point: a collective at one size by one implementation. Reads
+/// back from the JSON lines and CSV it is written to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// Collective name.
     pub collective: String,
@@ -20,7 +21,7 @@ pub struct Row {
     pub count: usize,
     /// Element type.
     pub dtype: String,
-    /// Operator, for reductions.
+    /// Operator, for reductions (`premul_sum(S)` with its scale).
     pub op: String,
     /// Root, for rooted collectives (-1 otherwise).
     pub root: i64,
@@ -29,29 +30,44 @@ pub struct Row {
     /// Whether the iterations were replayed from a CUDA graph.
     pub graph: bool,
     /// Median over repetitions of the mean time per call, µs.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub time_us: f64,
     /// Fastest repetition, µs per call.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub time_min_us: f64,
     /// Slowest repetition, µs per call.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub time_max_us: f64,
     /// Each call timed alone: fastest, µs.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub iter_min_us: f64,
     /// Each call timed alone: median, µs.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub iter_p50_us: f64,
     /// Each call timed alone: 99th percentile, µs.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub iter_p99_us: f64,
     /// Algorithm bandwidth, GB/s (bytes / time).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub algbw_gbs: f64,
     /// Bus bandwidth, GB/s (algbw times nccl-tests' factor).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub busbw_gbs: f64,
     /// Wrong elements summed over PEs; -1 when not checked.
     pub wrong: i64,
     /// Host time to enqueue one call, µs; -1 when not measured.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub cpu_us: f64,
     /// Each repetition's µs per call, `;`-separated.
     pub reps_us: String,
     /// `ok`, or why the point was skipped or failed.
     pub status: String,
+}
+
+/// An `f64` that JSON wrote as `null` (serde_json's NaN: skipped points have no time) reads
+/// back as NaN.
+fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 impl Row {
@@ -365,6 +381,44 @@ pub(crate) mod tests {
         let md = format_tables(&rows, &["nvshmem-rs", "nvshmem", "nccl"], true);
         assert!(md.contains("| size(B) | count |"));
         assert!(md.contains("|---:|---:|---|---|---|"));
+    }
+
+    #[test]
+    fn results_written_before_still_read() {
+        let jsonl = include_str!("../../../results/perf-2xH200/graph.jsonl");
+        let mut n = 0;
+        for line in jsonl.lines() {
+            let r: Row = serde_json::from_str(line).unwrap();
+            assert_eq!(r.ok(), !r.time_us.is_nan(), "{line}");
+            // The names of today's lists read them.
+            assert!(
+                r.collective.parse::<crate::coll::Collective>().is_ok(),
+                "{line}"
+            );
+            if r.dtype != "-" {
+                let d: nvshmem::DataType = r.dtype.parse().unwrap();
+                assert_eq!(d.name(), r.dtype);
+            }
+            if !r.op.is_empty() {
+                let op: nvshmem::ReduceOp = r.op.parse().unwrap();
+                assert_eq!(op.to_string(), r.op);
+            }
+            n += 1;
+        }
+        assert!(n > 0);
+        let csv = include_str!("../../../results/perf-2xH200/graph.csv");
+        let rows: Vec<Row> = csv::Reader::from_reader(csv.as_bytes())
+            .deserialize()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows.len(), n);
+        // And what is written now reads back whole.
+        let mut new = row("nvshmem-rs", 8, 4.0);
+        new.op = "premul_sum(0.5)".into();
+        let mut j = Vec::new();
+        write_json(std::slice::from_ref(&new), &mut j).unwrap();
+        let back: Row = serde_json::from_slice(&j).unwrap();
+        assert_eq!(back, new);
     }
 
     #[test]
