@@ -1,7 +1,7 @@
 //! Command-line interface. Flags follow nccl-tests where it has one (`-b -e -f -i -n -w -c -d
 //! -o -r -G -C`); see `nvshmem-perf --help`.
 use clap::{Parser, ValueEnum};
-use nvshmem::{DataType, ReduceOp};
+use nvshmem::{collective::Collective as LibCollective, DataType, ReduceOp};
 
 use crate::coll::Collective;
 
@@ -148,6 +148,10 @@ pub struct Args {
     /// Implementations to compare (list).
     #[arg(long = "impl", default_value = "nvshmem-rs,nvshmem,nccl", value_parser = parse_impls)]
     pub impls: List<ImplKind>,
+
+    // Algorithms forced on nvshmem-rs (help: `algo_long_help`, from the library's registries).
+    #[arg(long = "algo", value_name = "LIST", value_parser = parse_algos, help = ALGO_HELP, long_help = algo_long_help())]
+    pub algo: Option<List<(LibCollective, &'static str)>>,
 
     /// Path of libnccl.so.2 to use (else $NCCL_LIBRARY, $NCCL_HOME, loader path, wheel).
     #[arg(long = "nccl-lib", value_name = "PATH")]
@@ -299,6 +303,37 @@ fn parse_impls(s: &str) -> Result<List<ImplKind>, String> {
     })
 }
 
+/// `collective=algorithm` pairs, comma separated, as `NVSHMEM_RS_ALGORITHMS` takes them: any
+/// name of a collective the library knows, and one of its algorithms or `auto`. A later pair
+/// for the same collective replaces an earlier one.
+pub fn parse_algos(s: &str) -> Result<List<(LibCollective, &'static str)>, String> {
+    let mut out: Vec<(LibCollective, &'static str)> = Vec::new();
+    for pair in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (c, a) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("`{pair}` is not collective=algorithm"))?;
+        let coll: LibCollective = c.parse().map_err(reason)?;
+        let a = a.trim();
+        let known = coll.algorithms();
+        let name = match known.iter().find(|k| **k == a) {
+            Some(k) => *k,
+            None if a == "auto" => "auto",
+            None => {
+                return Err(format!(
+                    "{coll} has no algorithm `{a}` (it has auto, {})",
+                    known.join(", ")
+                ))
+            }
+        };
+        out.retain(|(c, _)| *c != coll);
+        out.push((coll, name));
+    }
+    if out.is_empty() {
+        return Err("no collective=algorithm pair given".into());
+    }
+    Ok(List(out))
+}
+
 fn collectives_help() -> String {
     let names: Vec<&str> = Collective::all().iter().map(|c| c.name()).collect();
     format!(
@@ -323,6 +358,22 @@ fn op_help() -> String {
         "Reduction operators (list, or `all`: every one but premul_sum): {}, premul_sum(S)",
         names.join(", ")
     )
+}
+
+const ALGO_HELP: &str = "Force nvshmem-rs's algorithms: collective=algorithm pairs, comma \
+                         separated, as NVSHMEM_RS_ALGORITHMS (which this overrides)";
+
+fn algo_long_help() -> String {
+    let mut h = format!(
+        "{ALGO_HELP}. `auto` is the library's automatic choice, the default. Every nvshmem-rs \
+         row records the algorithm forced, or auto. A forced algorithm that cannot run a \
+         point makes it skipped, with the reason. The algorithms, in the order the automatic \
+         choice tries them:"
+    );
+    for c in LibCollective::ALL {
+        h.push_str(&format!("\n  {c}: {}", c.algorithms().join(", ")));
+    }
+    h
 }
 
 /// A byte count with an optional K, M, G or T suffix (powers of 1024; a trailing B is
@@ -450,6 +501,7 @@ mod tests {
         );
         assert_eq!(p.dtypes, vec![DataType::F32]);
         assert_eq!(p.ops, vec![ReduceOp::Sum]);
+        assert_eq!(a.algo, None);
         assert!(a.check && !a.graph && !a.cpu_time && !a.in_place);
         assert_eq!((a.iters, a.warmup, a.reps, a.root), (20, 5, 5, 0));
         assert_eq!(*p.sizes.first().unwrap(), 8);
@@ -588,6 +640,49 @@ mod tests {
         ] {
             assert!(help.contains(needle), "{needle}: {help}");
         }
+        for c in LibCollective::ALL {
+            let line = format!("{c}: {}", c.algorithms().join(", "));
+            assert!(help.contains(&line), "{line}");
+        }
+    }
+
+    #[test]
+    fn forced_algorithms() {
+        let a = args(&["--algo", "all_reduce=nvshmem, MPI_Gather=peer_copy"]);
+        assert_eq!(
+            a.algo.unwrap().0,
+            [
+                (LibCollective::AllReduce, "nvshmem"),
+                (LibCollective::Gather, "peer_copy")
+            ]
+        );
+        // As NVSHMEM_RS_ALGORITHMS: auto restores the choice; the last pair for one wins.
+        let a = args(&[
+            "--algo",
+            "allreduce=peer_kernel,all_reduce=auto,gather=rooted_get",
+        ]);
+        assert_eq!(
+            a.algo.unwrap().0,
+            [
+                (LibCollective::AllReduce, "auto"),
+                (LibCollective::Gather, "rooted_get")
+            ]
+        );
+        // A later flag replaces an earlier one, like every other flag.
+        let a = args(&["--algo", "gather=peer_copy", "--algo", "scatter=peer_copy"]);
+        assert_eq!(a.algo.unwrap().0, [(LibCollective::Scatter, "peer_copy")]);
+        let err = |v: &str| parse_algos(v).unwrap_err();
+        assert_eq!(
+            err("gather=carrier_pigeon"),
+            "gather has no algorithm `carrier_pigeon` (it has auto, rooted_get, peer_copy)"
+        );
+        assert!(err("gathr=rooted_get").contains("\"gathr\": expected one of all_reduce"));
+        assert_eq!(err("gather"), "`gather` is not collective=algorithm");
+        assert_eq!(err(" , "), "no collective=algorithm pair given");
+        let e = Args::try_parse_from(["nvshmem-perf", "--algo", "broadcast=peer_copy"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("broadcast has no algorithm `peer_copy`"), "{e}");
     }
 
     #[test]

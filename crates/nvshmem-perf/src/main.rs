@@ -45,6 +45,11 @@ fn main() -> ExitCode {
 
 fn run(args: &Args, plan: &Plan) -> Result<()> {
     let rt = nvshmem::Runtime::init().context("starting NVSHMEM")?;
+    // On every PE alike, before any collective runs.
+    for &(coll, algo) in args.algo.iter().flat_map(|l| &l.0) {
+        rt.set_algorithm(coll, Some(algo))
+            .with_context(|| format!("--algo {coll}={algo}"))?;
+    }
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let team = match args.team {
         TeamKind::World => rt.world(),
@@ -104,6 +109,13 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
             "# iters {} warm-up {} reps {} graph {} check {} in-place {}",
             args.iters, args.warmup, args.reps, args.graph, args.check, args.in_place
         );
+        let forced: Vec<String> = nvshmem::collective::Collective::ALL
+            .into_iter()
+            .filter_map(|c| rt.forced_algorithm(c).map(|a| format!("{c}={a}")))
+            .collect();
+        if !forced.is_empty() {
+            println!("# nvshmem-rs algorithms forced: {}", forced.join(","));
+        }
         for s in &slots {
             if let Slot::Missing(name, why) = s {
                 println!("# {name}: {why}");
@@ -144,17 +156,29 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
                 pb.inc(1);
             }
             let row = match slot {
-                Slot::Missing(name, why) => skipped_row(name, spec, args, why),
-                Slot::Ready(imp) => match imp.unsupported(spec) {
-                    Some(why) => skipped_row(imp.name(), spec, args, &why),
-                    None => {
-                        let m = bench::measure(imp.as_mut(), spec, timing, &ctx, &stream, &rt)
-                            .with_context(|| {
-                                format!("{} {} count {}", imp.name(), spec.coll.name(), spec.count)
-                            })?;
-                        measured_row(imp.as_ref(), spec, args, &m)
+                Slot::Missing(name, why) => skipped_row(name, "-", spec, args, why),
+                Slot::Ready(imp) => {
+                    let algo = imp.algorithm(spec);
+                    match imp.unsupported(spec) {
+                        Some(why) => skipped_row(imp.name(), &algo, spec, args, &why),
+                        None => {
+                            match bench::measure(imp.as_mut(), spec, timing, &ctx, &stream, &rt) {
+                                Ok(m) => measured_row(imp.as_ref(), &algo, spec, args, &m),
+                                Err(e) => match refusal(&e) {
+                                    Some(why) => skipped_row(imp.name(), &algo, spec, args, &why),
+                                    None => {
+                                        return Err(e.context(format!(
+                                            "{} {} count {}",
+                                            imp.name(),
+                                            spec.coll.name(),
+                                            spec.count
+                                        )))
+                                    }
+                                },
+                            }
+                        }
                     }
-                },
+                }
             };
             rows.push(row);
         }
@@ -168,6 +192,20 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
         write_outputs(args, plan, &rows)?;
     }
     Ok(())
+}
+
+/// Why the library refused to run a point, when it did so before queuing anything: a forced
+/// algorithm that cannot run it, or no algorithm for it. The choice depends only on what every
+/// PE passes alike, so every PE refuses the same point, and the benchmark goes on.
+fn refusal(e: &anyhow::Error) -> Option<String> {
+    e.chain()
+        .find_map(|c| match c.downcast_ref::<nvshmem::Error>()? {
+            err
+            @ (nvshmem::Error::AlgorithmRefused { .. } | nvshmem::Error::Unsupported { .. }) => {
+                Some(format!("refused: {err}"))
+            }
+            _ => None,
+        })
 }
 
 /// Whether `op` is defined for `dtype` at all (bitwise operators need integers, truth values
@@ -238,10 +276,11 @@ fn points(args: &Args, plan: &Plan, me: usize, n: usize) -> Vec<Spec> {
     v
 }
 
-fn base_row(name: &str, spec: &Spec, args: &Args) -> Row {
+fn base_row(name: &str, algo: &str, spec: &Spec, args: &Args) -> Row {
     Row {
         collective: spec.coll.name().into(),
         implementation: name.into(),
+        algo: algo.into(),
         note: String::new(),
         n_pes: spec.n_pes,
         bytes: (spec.count * spec.dtype.size()) as u64,
@@ -278,15 +317,21 @@ fn base_row(name: &str, spec: &Spec, args: &Args) -> Row {
     }
 }
 
-fn skipped_row(name: &str, spec: &Spec, args: &Args, why: &str) -> Row {
+fn skipped_row(name: &str, algo: &str, spec: &Spec, args: &Args, why: &str) -> Row {
     Row {
         status: why.to_string(),
-        ..base_row(name, spec, args)
+        ..base_row(name, algo, spec, args)
     }
 }
 
-fn measured_row(imp: &dyn Implementation, spec: &Spec, args: &Args, m: &bench::Measured) -> Row {
-    let mut r = base_row(imp.name(), spec, args);
+fn measured_row(
+    imp: &dyn Implementation,
+    algo: &str,
+    spec: &Spec,
+    args: &Args,
+    m: &bench::Measured,
+) -> Row {
+    let mut r = base_row(imp.name(), algo, spec, args);
     let (min, med, max) = stats::min_med_max(&m.reps_us);
     r.note = imp.note(spec);
     r.time_us = med;
@@ -384,5 +429,23 @@ mod tests {
             undefined_pairs(&plan),
             ["xor on f32", "and on f32", "sum on bool8", "xor on bool8"]
         );
+    }
+
+    #[test]
+    fn refusals_by_the_library_become_skipped_points() {
+        let refused = anyhow::Error::new(nvshmem::Error::AlgorithmRefused {
+            call: "all_reduce",
+            algorithm: "peer_kernel",
+            reason: "PE 1 is not peer-accessible".into(),
+        })
+        .context("nvshmem-rs all_reduce count 8");
+        let why = refusal(&refused).unwrap();
+        assert!(
+            why.starts_with("refused: all_reduce: the forced algorithm peer_kernel"),
+            "{why}"
+        );
+        let other = anyhow::Error::new(nvshmem::Error::NoGpu("none".into()));
+        assert_eq!(refusal(&other), None);
+        assert_eq!(refusal(&anyhow::anyhow!("NCCL failed")), None);
     }
 }

@@ -4,13 +4,18 @@ use std::{collections::BTreeMap, fmt::Write as _, io::Write};
 use serde::{Deserialize, Serialize};
 
 /// One measured (or skipped) point: a collective at one size by one implementation. Reads
-/// back from the JSON lines and CSV it is written to.
+/// back from the JSON lines and CSV it is written to, also from files written before a field
+/// existed (`algo`: empty).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// Collective name.
     pub collective: String,
     /// Implementation name.
     pub implementation: String,
+    /// The algorithm that ran, for implementations with a choice (nvshmem-rs: the one forced by
+    /// `--algo`, or `auto`); `-` for the others.
+    #[serde(default)]
+    pub algo: String,
     /// What the implementation ran when it differs from the name (NCCL's barrier).
     pub note: String,
     /// PEs in the team.
@@ -153,16 +158,30 @@ pub fn format_tables(rows: &[Row], impls: &[&str], markdown: bool) -> String {
     out
 }
 
+/// Whether `r` names an algorithm (rows of implementations without a choice say `-`; rows
+/// of older files say nothing).
+fn has_algo(r: &Row) -> bool {
+    !matches!(r.algo.as_str(), "" | "-")
+}
+
 fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
     let has_nccl = impls.contains(&"nccl");
     let others: Vec<&str> = impls.iter().copied().filter(|i| *i != "nccl").collect();
+    // An algorithm column for each implementation that reports one.
+    let algo_of: Vec<bool> = impls
+        .iter()
+        .map(|i| group.iter().any(|r| r.implementation == *i && has_algo(r)))
+        .collect();
     let mut header: Vec<String> = ["size(B)", "count", "type", "op", "root"]
         .iter()
         .map(|s| s.to_string())
         .collect();
-    for i in impls {
+    for (i, algo) in impls.iter().zip(&algo_of) {
         for c in ["time(us)", "algbw", "busbw", "#wrong"] {
             header.push(format!("{i} {c}"));
+        }
+        if *algo {
+            header.push(format!("{i} algo"));
         }
     }
     if has_nccl {
@@ -197,7 +216,7 @@ fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
                 any.root.to_string()
             },
         ];
-        for i in impls {
+        for (i, algo) in impls.iter().zip(&algo_of) {
             match per_impl.get(i) {
                 Some(r) if r.ok() => {
                     cells.push(format!("{:.2}", r.time_us));
@@ -220,6 +239,9 @@ fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
                     }
                 }
                 None => cells.extend(["-", "", "", ""].map(String::from)),
+            }
+            if *algo {
+                cells.push(per_impl.get(i).map_or("", |r| r.algo.as_str()).to_string());
             }
         }
         if has_nccl {
@@ -270,10 +292,11 @@ fn render(
     let mut out = String::new();
     if markdown {
         let _ = writeln!(out, "| {} |", header.join(" | "));
+        // Names left, numbers right.
+        let text = |h: &str| matches!(h, "type" | "op" | "root") || h.ends_with(" algo");
         let sep: Vec<&str> = header
             .iter()
-            .enumerate()
-            .map(|(i, _)| if (2..5).contains(&i) { "---" } else { "---:" })
+            .map(|h| if text(h) { "---" } else { "---:" })
             .collect();
         let _ = writeln!(out, "|{}|", sep.join("|"));
         for l in lines {
@@ -324,6 +347,7 @@ pub(crate) mod tests {
         Row {
             collective: "all_reduce".into(),
             implementation: imp.into(),
+            algo: if imp == "nvshmem-rs" { "auto" } else { "-" }.into(),
             note: String::new(),
             n_pes: 2,
             bytes,
@@ -384,11 +408,40 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_algorithm_has_a_column_where_there_is_one() {
+        let mut forced = row("nvshmem-rs", 8, 4.0);
+        forced.algo = "peer_kernel".into();
+        let rows = vec![forced, row("nvshmem", 8, 5.0), row("nccl", 8, 6.0)];
+        let impls = ["nvshmem-rs", "nvshmem", "nccl"];
+        let t = format_tables(&rows, &impls, false);
+        let header = t.lines().nth(1).unwrap();
+        assert!(
+            header.contains("nvshmem-rs #wrong  nvshmem-rs algo  nvshmem time(us)"),
+            "{t}"
+        );
+        assert!(
+            !header.contains("nvshmem algo") && !header.contains("nccl algo"),
+            "{t}"
+        );
+        let line = t.lines().nth(2).unwrap();
+        assert!(line.contains("peer_kernel"), "{t}");
+        let md = format_tables(&rows, &impls, true);
+        assert!(
+            md.contains("|---:|---:|---|---|---|---:|---:|---:|---:|---|---:|"),
+            "{md}"
+        );
+        // No implementation with a choice, no column.
+        let t = format_tables(&rows[1..], &impls[1..], false);
+        assert!(!t.contains("algo"), "{t}");
+    }
+
+    #[test]
     fn results_written_before_still_read() {
         let jsonl = include_str!("../../../results/perf-2xH200/graph.jsonl");
         let mut n = 0;
         for line in jsonl.lines() {
             let r: Row = serde_json::from_str(line).unwrap();
+            assert_eq!(r.algo, "");
             assert_eq!(r.ok(), !r.time_us.is_nan(), "{line}");
             // The names of today's lists read them.
             assert!(
@@ -437,7 +490,7 @@ pub(crate) mod tests {
         let c = String::from_utf8(c).unwrap();
         let mut lines = c.lines();
         let header = lines.next().unwrap();
-        assert!(header.starts_with("collective,implementation,note,n_pes,bytes,count"));
+        assert!(header.starts_with("collective,implementation,algo,note,n_pes,bytes,count"));
         assert_eq!(lines.count(), 2);
     }
 }

@@ -71,6 +71,11 @@ pub trait Implementation {
     fn note(&self, _spec: &Spec) -> String {
         String::new()
     }
+    /// The algorithm that runs `spec`, for implementations that have a choice (`-` for the
+    /// others).
+    fn algorithm(&self, _spec: &Spec) -> String {
+        "-".into()
+    }
     /// Allocates the buffers for `spec` (collective for symmetric memory).
     fn prepare(&mut self, spec: &Spec, stream: &Arc<CudaStream>) -> Result<()>;
     /// Copies `input` (one PE's `in_bytes`) into the input buffer; returns once copied.

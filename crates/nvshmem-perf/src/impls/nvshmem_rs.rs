@@ -6,7 +6,9 @@
 //! └──────────────────────────────────────────────────────────────────────────────────────┘
 //!
 //! Buffers are typed `SymArray<T>` (the safe API is generic over [`Element`]), made per
-//! point for the spec's element type ([`nvshmem::with_element_type!`]).
+//! point for the spec's element type ([`nvshmem::with_element_type!`]). The algorithm of each
+//! collective is the library's automatic choice unless `--algo` (or `NVSHMEM_RS_ALGORITHMS`)
+//! forced one; every row records which.
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -165,6 +167,13 @@ impl Implementation for NvshmemRs {
 
     fn unsupported(&self, spec: &Spec) -> Option<String> {
         adapter::unsupported(spec)
+    }
+
+    fn algorithm(&self, spec: &Spec) -> String {
+        self.rt
+            .forced_algorithm(spec.coll.lib())
+            .unwrap_or("auto")
+            .into()
     }
 
     fn prepare(&mut self, spec: &Spec, _stream: &Arc<CudaStream>) -> Result<()> {
