@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use cudarc::driver::{sys, CudaContext, CudaGraph, CudaStream};
 
 use crate::{
-    coll::{expected, input_value},
+    check::{count_wrong, make_input},
     impls::{pe, Implementation, Spec},
 };
 
@@ -37,50 +37,6 @@ pub struct Measured {
     pub cpu_us: Option<f64>,
     /// Wrong elements summed over PEs, when checked.
     pub wrong: Option<u64>,
-}
-
-/// This PE's input for `spec`.
-pub fn make_input(spec: &Spec) -> Vec<u8> {
-    let sz = spec.dtype.size();
-    let mut v = vec![0u8; spec.in_bytes()];
-    for (i, e) in v.chunks_exact_mut(sz).enumerate() {
-        spec.dtype.encode(input_value(spec.my_pe, i, spec.op), e);
-    }
-    v
-}
-
-/// Wrong elements of this PE's `output` for `spec`.
-pub fn count_wrong(spec: &Spec, output: &[u8]) -> u64 {
-    let sz = spec.dtype.size();
-    if output.len() < spec.out_bytes() {
-        return spec.layout.out_elems as u64;
-    }
-    let mut wrong = 0;
-    for (k, e) in output
-        .chunks_exact(sz)
-        .take(spec.layout.out_elems)
-        .enumerate()
-    {
-        let Some(want) = expected(
-            spec.coll,
-            k,
-            spec.my_pe,
-            spec.n_pes,
-            spec.root,
-            spec.op,
-            spec.layout,
-        ) else {
-            continue;
-        };
-        let got = spec.dtype.decode(e);
-        let ok = if spec.dtype.is_float() {
-            (got - want).abs() <= 1e-3 * want.abs().max(1.0)
-        } else {
-            got == want
-        };
-        wrong += u64::from(!ok);
-    }
-    wrong
 }
 
 fn capture(
@@ -196,67 +152,4 @@ fn time_prepared(
         cpu_us: t.cpu_time.then(|| cpu_total / t.reps as f64),
         wrong,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{coll::Collective, dtype::DType, dtype::RedOp};
-
-    fn spec(coll: Collective, me: usize) -> Spec {
-        let count = 8;
-        Spec {
-            coll,
-            dtype: DType::F32,
-            op: RedOp::Sum,
-            root: 0,
-            count,
-            layout: coll.layout(count, 2),
-            in_place: false,
-            my_pe: me,
-            n_pes: 2,
-        }
-    }
-
-    /// Simulates the collective on the host from both PEs' inputs.
-    fn host_result(s: &Spec) -> Vec<u8> {
-        let mut out = vec![0u8; s.out_bytes()];
-        for (k, e) in out.chunks_exact_mut(4).enumerate() {
-            let v = expected(s.coll, k, s.my_pe, s.n_pes, s.root, s.op, s.layout).unwrap_or(0.0);
-            s.dtype.encode(v, e);
-        }
-        out
-    }
-
-    #[test]
-    fn a_right_answer_has_no_wrong_elements() {
-        for c in [
-            Collective::AllReduce,
-            Collective::Fcollect,
-            Collective::Alltoall,
-            Collective::ReduceScatter,
-        ] {
-            let s = spec(c, 1);
-            assert_eq!(count_wrong(&s, &host_result(&s)), 0, "{c:?}");
-        }
-    }
-
-    #[test]
-    fn wrong_elements_are_counted() {
-        let s = spec(Collective::AllReduce, 0);
-        let mut out = host_result(&s);
-        DType::F32.encode(99.0, &mut out[4..8]);
-        assert_eq!(count_wrong(&s, &out), 1);
-        assert_eq!(count_wrong(&s, &[]), 8);
-        // The input alone is not an all-reduce.
-        assert!(count_wrong(&s, &make_input(&s)) > 0);
-    }
-
-    #[test]
-    fn inputs_differ_between_pes() {
-        let a = make_input(&spec(Collective::AllReduce, 0));
-        let b = make_input(&spec(Collective::AllReduce, 1));
-        assert_eq!(a.len(), 32);
-        assert_ne!(a, b);
-    }
 }

@@ -1,8 +1,9 @@
 //! Command-line interface. Flags follow nccl-tests where it has one (`-b -e -f -i -n -w -c -d
 //! -o -r -G -C`); see `nvshmem-perf --help`.
 use clap::{Parser, ValueEnum};
+use nvshmem::{collective::Collective as LibCollective, DataType, ReduceOp};
 
-use crate::{coll::Collective, dtype::DType, dtype::RedOp};
+use crate::coll::Collective;
 
 /// The implementations that can be compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
@@ -66,14 +67,13 @@ implementation is reported as skipped.";
 #[derive(Debug, Parser)]
 #[command(name = "nvshmem-perf", version, after_help = AFTER_HELP, args_override_self = true)]
 pub struct Args {
-    /// Collectives to run (comma or space separated, or `all`): barrier, sync, all_reduce,
-    /// broadcast, fcollect (all_gather), alltoall, reduce_scatter, reduce, gather, scatter.
-    #[arg(value_name = "COLLECTIVE")]
-    pub positional: Vec<String>,
+    // Collectives to run (help: `collectives_help`).
+    #[arg(value_name = "COLLECTIVE", value_parser = parse_collectives, help = collectives_help())]
+    pub positional: Vec<List<Collective>>,
 
     /// Same as the positional collectives.
-    #[arg(long = "collective", alias = "coll", value_name = "LIST")]
-    pub collective: Vec<String>,
+    #[arg(long = "collective", alias = "coll", value_name = "LIST", value_parser = parse_collectives)]
+    pub collective: Vec<List<Collective>>,
 
     /// Smallest size in bytes (K/M/G suffixes).
     #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = parse_size)]
@@ -117,13 +117,13 @@ pub struct Args {
     #[arg(short = 'c', long = "check", default_value = "1", num_args = 0..=1, default_missing_value = "1", value_parser = parse_bool01)]
     pub check: bool,
 
-    /// Element types (list or `all`).
-    #[arg(short = 'd', long = "datatype", default_value = "f32")]
-    pub dtype: String,
+    // Element types (help: `dtype_help`, from the library's list).
+    #[arg(short = 'd', long = "datatype", default_value = "f32", value_parser = parse_dtypes, help = dtype_help())]
+    pub dtype: List<DataType>,
 
-    /// Reduction operators (list or `all`): sum, prod, min, max.
-    #[arg(short = 'o', long = "op", default_value = "sum")]
-    pub op: String,
+    // Reduction operators (help: `op_help`, from the library's list).
+    #[arg(short = 'o', long = "op", default_value = "sum", value_parser = parse_ops, help = op_help())]
+    pub op: List<ReduceOp>,
 
     /// Root PE for broadcast, reduce, gather and scatter.
     #[arg(short = 'r', long = "root", default_value_t = 0)]
@@ -146,8 +146,12 @@ pub struct Args {
     pub cpu_time: bool,
 
     /// Implementations to compare (list).
-    #[arg(long = "impl", default_value = "nvshmem-rs,nvshmem,nccl")]
-    pub impls: String,
+    #[arg(long = "impl", default_value = "nvshmem-rs,nvshmem,nccl", value_parser = parse_impls)]
+    pub impls: List<ImplKind>,
+
+    // Algorithms forced on nvshmem-rs (help: `algo_long_help`, from the library's registries).
+    #[arg(long = "algo", value_name = "LIST", value_parser = parse_algos, help = ALGO_HELP, long_help = algo_long_help())]
+    pub algo: Option<List<(LibCollective, &'static str)>>,
 
     /// Path of libnccl.so.2 to use (else $NCCL_LIBRARY, $NCCL_HOME, loader path, wheel).
     #[arg(long = "nccl-lib", value_name = "PATH")]
@@ -180,9 +184,9 @@ pub struct Plan {
     /// Collectives, in the order given.
     pub collectives: Vec<Collective>,
     /// Element types.
-    pub dtypes: Vec<DType>,
+    pub dtypes: Vec<DataType>,
     /// Operators.
-    pub ops: Vec<RedOp>,
+    pub ops: Vec<ReduceOp>,
     /// Implementations.
     pub impls: Vec<ImplKind>,
     /// Sizes in bytes.
@@ -192,19 +196,15 @@ pub struct Plan {
 impl Args {
     /// Resolves lists and the size sweep; an error message for bad input.
     pub fn plan(&self) -> Result<Plan, String> {
-        let coll_args: Vec<&String> = self.positional.iter().chain(&self.collective).collect();
-        let collectives = if coll_args.is_empty() {
-            Collective::all().to_vec()
-        } else {
-            let mut v = Vec::new();
-            for a in coll_args {
-                v.extend(parse_list::<Collective>(a, "collective")?);
-            }
-            v
-        };
-        let impls = parse_list::<ImplKind>(&self.impls, "implementation")?;
-        let dtypes = parse_list::<DType>(&self.dtype, "datatype")?;
-        let ops = parse_list::<RedOp>(&self.op, "op")?;
+        let mut collectives: Vec<Collective> = self
+            .positional
+            .iter()
+            .chain(&self.collective)
+            .flat_map(|l| l.0.iter().copied())
+            .collect();
+        if collectives.is_empty() {
+            collectives = Collective::all().to_vec();
+        }
         if self.iters == 0 {
             return Err("-n/--iters must be at least 1".into());
         }
@@ -219,9 +219,9 @@ impl Args {
         )?;
         Ok(Plan {
             collectives: dedup(collectives),
-            dtypes: dedup(dtypes),
-            ops: dedup(ops),
-            impls: dedup(impls),
+            dtypes: dedup(self.dtype.0.clone()),
+            ops: dedup(self.op.0.clone()),
+            impls: dedup(self.impls.0.clone()),
             sizes,
         })
     }
@@ -237,50 +237,160 @@ fn dedup<T: PartialEq + Copy>(v: Vec<T>) -> Vec<T> {
     out
 }
 
-/// Parses a comma-separated list of enum values, or `all`.
-pub fn parse_list<T: ValueEnum + Clone>(s: &str, what: &str) -> Result<Vec<T>, String> {
+/// A comma-separated list from the command line, `all` expanded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct List<T>(pub Vec<T>);
+
+/// Parses a comma-separated list with `parse`; the item `all` stands for every value of `all`.
+fn parse_list<T: Clone>(
+    s: &str,
+    what: &str,
+    all: &[T],
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<List<T>, String> {
     let mut out = Vec::new();
     for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
         if item.eq_ignore_ascii_case("all") {
-            out.extend(T::value_variants().iter().cloned());
-            continue;
+            out.extend_from_slice(all);
+        } else {
+            out.push(parse(item)?);
         }
-        // nccl-tests and NVSHMEM spell names with underscores (all_reduce), clap with hyphens.
-        let parsed =
-            T::from_str(item, true).or_else(|_| T::from_str(&item.replace('_', "-"), true));
-        out.push(parsed.map_err(|_| {
-            let names: Vec<String> = T::value_variants()
-                .iter()
-                .filter_map(|v| v.to_possible_value().map(|p| p.get_name().to_string()))
-                .collect();
-            format!(
-                "unknown {what} `{item}` (one of: {}, all)",
-                names.join(", ")
-            )
-        })?);
     }
     if out.is_empty() {
         return Err(format!("no {what} given"));
     }
-    Ok(out)
+    Ok(List(out))
 }
 
-/// A byte count with an optional K, M or G suffix (powers of 1024; a trailing B is allowed).
+/// Why the library refused a name, without the name of its parser (clap says which flag).
+pub fn reason(e: nvshmem::Error) -> String {
+    match e {
+        nvshmem::Error::InvalidArgument { reason, .. } => reason,
+        e => e.to_string(),
+    }
+}
+
+/// Collectives by any name the library knows (`allreduce`, `all_gather`, `MPI_Bcast`, ...).
+pub fn parse_collectives(s: &str) -> Result<List<Collective>, String> {
+    parse_list(s, "collective", Collective::all(), str::parse)
+}
+
+/// Element types by the library's names or nccl-tests' (`float`, `half`, `int32`, ...).
+pub fn parse_dtypes(s: &str) -> Result<List<DataType>, String> {
+    parse_list(s, "datatype", DataType::ALL, |x| x.parse().map_err(reason))
+}
+
+/// Operators by the library's names; `all` is every operator but premul_sum, which needs `S`.
+pub fn parse_ops(s: &str) -> Result<List<ReduceOp>, String> {
+    parse_list(s, "op", &ReduceOp::BASIC, |x| x.parse().map_err(reason))
+}
+
+fn parse_impls(s: &str) -> Result<List<ImplKind>, String> {
+    parse_list(s, "implementation", ImplKind::value_variants(), |x| {
+        // clap spells the names with hyphens (nvshmem-rs); accept underscores too.
+        ImplKind::from_str(x, true)
+            .or_else(|_| ImplKind::from_str(&x.replace('_', "-"), true))
+            .map_err(|_| {
+                let names: Vec<&str> = ImplKind::value_variants()
+                    .iter()
+                    .map(|i| i.name())
+                    .collect();
+                format!(
+                    "unknown implementation `{x}` (one of: {}, all)",
+                    names.join(", ")
+                )
+            })
+    })
+}
+
+/// `collective=algorithm` pairs, comma separated, as `NVSHMEM_RS_ALGORITHMS` takes them: any
+/// name of a collective the library knows, and one of its algorithms or `auto`. A later pair
+/// for the same collective replaces an earlier one.
+pub fn parse_algos(s: &str) -> Result<List<(LibCollective, &'static str)>, String> {
+    let mut out: Vec<(LibCollective, &'static str)> = Vec::new();
+    for pair in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (c, a) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("`{pair}` is not collective=algorithm"))?;
+        let coll: LibCollective = c.parse().map_err(reason)?;
+        let a = a.trim();
+        let known = coll.algorithms();
+        let name = match known.iter().find(|k| **k == a) {
+            Some(k) => *k,
+            None if a == "auto" => "auto",
+            None => {
+                return Err(format!(
+                    "{coll} has no algorithm `{a}` (it has auto, {})",
+                    known.join(", ")
+                ))
+            }
+        };
+        out.retain(|(c, _)| *c != coll);
+        out.push((coll, name));
+    }
+    if out.is_empty() {
+        return Err("no collective=algorithm pair given".into());
+    }
+    Ok(List(out))
+}
+
+fn collectives_help() -> String {
+    let names: Vec<&str> = Collective::all().iter().map(|c| c.name()).collect();
+    format!(
+        "Collectives to run (comma or space separated, or `all`): {}; NCCL's and MPI's names \
+         (allreduce, all_gather, bcast, MPI_Allgather, ...) work too",
+        names.join(", ")
+    )
+}
+
+fn dtype_help() -> String {
+    let names: Vec<&str> = DataType::ALL.iter().map(|d| d.name()).collect();
+    format!(
+        "Element types (list or `all`): {}; nccl-tests' names (float, half, bfloat16, int32, \
+         ...) work too",
+        names.join(", ")
+    )
+}
+
+fn op_help() -> String {
+    let names: Vec<&str> = ReduceOp::BASIC.iter().map(|o| o.name()).collect();
+    format!(
+        "Reduction operators (list, or `all`: every one but premul_sum): {}, premul_sum(S)",
+        names.join(", ")
+    )
+}
+
+const ALGO_HELP: &str = "Force nvshmem-rs's algorithms: collective=algorithm pairs, comma \
+                         separated, as NVSHMEM_RS_ALGORITHMS (which this overrides)";
+
+fn algo_long_help() -> String {
+    let mut h = format!(
+        "{ALGO_HELP}. `auto` is the library's automatic choice, the default. Every nvshmem-rs \
+         row records the algorithm forced, or auto. A forced algorithm that cannot run a \
+         point makes it skipped, with the reason. The algorithms, in the order the automatic \
+         choice tries them:"
+    );
+    for c in LibCollective::ALL {
+        h.push_str(&format!("\n  {c}: {}", c.algorithms().join(", ")));
+    }
+    h
+}
+
+/// A byte count with an optional K, M, G or T suffix (powers of 1024; a trailing B is
+/// allowed): the library's [`nvshmem::runtime::parse_size`], plus 0, which a sweep stepped by
+/// -i may start from (the library, sizing heaps, refuses it).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let t = t.strip_suffix(['B', 'b']).unwrap_or(t);
-    let (digits, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 10),
-        Some('M') => (&t[..t.len() - 1], 20),
-        Some('G') => (&t[..t.len() - 1], 30),
-        _ => (t, 0),
-    };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (like 8, 64K, 1M, 2G)"))?;
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("`{s}` is too large"))
+    let digits = t
+        .strip_suffix(['K', 'k', 'M', 'm', 'G', 'g', 'T', 't'])
+        .unwrap_or(t);
+    if digits.trim().parse::<u64>() == Ok(0) {
+        return Ok(0);
+    }
+    nvshmem::runtime::parse_size(t)
+        .map(|n| n as u64)
+        .ok_or_else(|| format!("`{s}` is not a size (like 8, 64K, 1M, 2G, 1T) or is too large"))
 }
 
 fn parse_bool01(s: &str) -> Result<bool, String> {
@@ -347,6 +457,22 @@ mod tests {
         assert_eq!(parse_size("1MB"), Ok(1 << 20));
         assert!(parse_size("lots").is_err());
         assert!(parse_size("99999999999G").is_err());
+        // Beyond the library's parser: 0 (a sweep from 0 by -i) and a trailing B; and its T.
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("0K"), Ok(0));
+        assert_eq!(parse_size(" 4 kB "), Ok(4 << 10));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("B").is_err());
+        assert!(parse_size("-1").is_err());
+        assert_eq!(
+            args(&["-b", "0", "-i", "1M", "-e", "2M"])
+                .plan()
+                .unwrap()
+                .sizes
+                .len(),
+            3
+        );
     }
 
     #[test]
@@ -373,8 +499,9 @@ mod tests {
             p.impls,
             vec![ImplKind::NvshmemRs, ImplKind::Nvshmem, ImplKind::Nccl]
         );
-        assert_eq!(p.dtypes, vec![DType::F32]);
-        assert_eq!(p.ops, vec![RedOp::Sum]);
+        assert_eq!(p.dtypes, vec![DataType::F32]);
+        assert_eq!(p.ops, vec![ReduceOp::Sum]);
+        assert_eq!(a.algo, None);
         assert!(a.check && !a.graph && !a.cpu_time && !a.in_place);
         assert_eq!((a.iters, a.warmup, a.reps, a.root), (20, 5, 5, 0));
         assert_eq!(*p.sizes.first().unwrap(), 8);
@@ -415,8 +542,8 @@ mod tests {
         let p = a.plan().unwrap();
         assert_eq!(p.collectives, vec![Collective::AllReduce]);
         assert_eq!(p.sizes, vec![1024, 4096, 16384, 65536, 262144, 1 << 20]);
-        assert_eq!(p.dtypes, vec![DType::F16, DType::F32]);
-        assert_eq!(p.ops.len(), 4);
+        assert_eq!(p.dtypes, vec![DataType::F16, DataType::F32]);
+        assert_eq!(p.ops, ReduceOp::BASIC);
         assert_eq!(p.impls, vec![ImplKind::Nccl]);
         assert!(!a.check && a.graph && a.cpu_time && a.in_place);
         assert_eq!((a.iters, a.warmup, a.reps, a.root), (100, 2, 3, 1));
@@ -438,16 +565,144 @@ mod tests {
         let a = args(&["-c", "--", "all"]);
         assert!(a.check);
         assert_eq!(a.plan().unwrap().collectives.len(), 10);
+        // Every alias the library knows.
+        let a = args(&[
+            "MPI_Allgather",
+            "bcast",
+            "--collective",
+            "allreduce,Reduce-Scatter",
+        ]);
+        assert_eq!(
+            a.plan().unwrap().collectives,
+            vec![
+                Collective::Fcollect,
+                Collective::Broadcast,
+                Collective::AllReduce,
+                Collective::ReduceScatter
+            ]
+        );
+    }
+
+    #[test]
+    fn types_and_operators_are_the_library_s() {
+        let p = args(&["-d", "all", "-o", "all"]).plan().unwrap();
+        assert_eq!(p.dtypes, DataType::ALL);
+        assert_eq!(p.ops, ReduceOp::BASIC);
+        let a = args(&[
+            "-d",
+            "bfloat16,int32,f8e4m3,bool8,u16",
+            "-o",
+            "avg,premul_sum(0.5),xor",
+        ]);
+        assert_eq!(
+            a.dtype.0,
+            [
+                DataType::BF16,
+                DataType::I32,
+                DataType::F8E4M3,
+                DataType::Bool8,
+                DataType::U16
+            ]
+        );
+        assert_eq!(
+            a.op.0,
+            [ReduceOp::Avg, ReduceOp::PreMulSum(0.5), ReduceOp::Xor]
+        );
+        // Results files keep today's spellings of the twelve types -d had before.
+        let old = [
+            "f32", "f64", "f16", "bf16", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+        ];
+        for name in old {
+            let d: DataType = name.parse().unwrap();
+            assert_eq!(d.name(), name);
+        }
+        for (name, op) in [
+            ("sum", ReduceOp::Sum),
+            ("prod", ReduceOp::Prod),
+            ("min", ReduceOp::Min),
+            ("max", ReduceOp::Max),
+        ] {
+            assert_eq!(op.name(), name);
+        }
+    }
+
+    #[test]
+    fn the_help_lists_the_library_s_names() {
+        use clap::CommandFactory;
+        let help = Args::command().render_long_help().to_string();
+        for d in DataType::ALL {
+            assert!(help.contains(d.name()), "{d}");
+        }
+        for needle in [
+            "bool8, f8e4m3, f8e5m2",
+            "xor, avg, premul_sum(S)",
+            "MPI_Allgather",
+        ] {
+            assert!(help.contains(needle), "{needle}: {help}");
+        }
+        for c in LibCollective::ALL {
+            let line = format!("{c}: {}", c.algorithms().join(", "));
+            assert!(help.contains(&line), "{line}");
+        }
+    }
+
+    #[test]
+    fn forced_algorithms() {
+        let a = args(&["--algo", "all_reduce=nvshmem, MPI_Gather=peer_copy"]);
+        assert_eq!(
+            a.algo.unwrap().0,
+            [
+                (LibCollective::AllReduce, "nvshmem"),
+                (LibCollective::Gather, "peer_copy")
+            ]
+        );
+        // As NVSHMEM_RS_ALGORITHMS: auto restores the choice; the last pair for one wins.
+        let a = args(&[
+            "--algo",
+            "allreduce=peer_kernel,all_reduce=auto,gather=rooted_get",
+        ]);
+        assert_eq!(
+            a.algo.unwrap().0,
+            [
+                (LibCollective::AllReduce, "auto"),
+                (LibCollective::Gather, "rooted_get")
+            ]
+        );
+        // A later flag replaces an earlier one, like every other flag.
+        let a = args(&["--algo", "gather=peer_copy", "--algo", "scatter=peer_copy"]);
+        assert_eq!(a.algo.unwrap().0, [(LibCollective::Scatter, "peer_copy")]);
+        let err = |v: &str| parse_algos(v).unwrap_err();
+        assert_eq!(
+            err("gather=carrier_pigeon"),
+            "gather has no algorithm `carrier_pigeon` (it has auto, rooted_get, peer_copy)"
+        );
+        assert!(err("gathr=rooted_get").contains("\"gathr\": expected one of all_reduce"));
+        assert_eq!(err("gather"), "`gather` is not collective=algorithm");
+        assert_eq!(err(" , "), "no collective=algorithm pair given");
+        let e = Args::try_parse_from(["nvshmem-perf", "--algo", "broadcast=peer_copy"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("broadcast has no algorithm `peer_copy`"), "{e}");
     }
 
     #[test]
     fn bad_input_is_an_error_not_a_panic() {
-        assert!(args(&["nonsense"]).plan().is_err());
-        assert!(args(&["--impl", "mpi"]).plan().is_err());
         assert!(args(&["-n", "0"]).plan().is_err());
         let parse = |v: &[&str]| {
             Args::try_parse_from(std::iter::once("nvshmem-perf").chain(v.iter().copied()))
         };
+        // Names are checked as the command line is parsed, with the names accepted.
+        let msg = |v: &[&str]| parse(v).unwrap_err().to_string();
+        assert!(msg(&["nonsense"]).contains("\"nonsense\": expected one of all_reduce"));
+        assert!(msg(&["--impl", "mpi"]).contains("unknown implementation `mpi`"));
+        assert!(msg(&["-d", "f128"]).contains("\"f128\": expected one of f32, f64"));
+        assert!(msg(&["-o", "median"]).contains("premul_sum(S)"));
+        assert!(msg(&["-o", "premul_sum(x)"]).contains("must be a number"));
+        assert!(msg(&["-d", ","]).contains("no datatype given"));
+        assert_eq!(
+            args(&["--impl", "nvshmem_rs"]).impls.0,
+            [ImplKind::NvshmemRs]
+        );
         assert!(parse(&["-f", "2", "-i", "8"]).is_err());
         assert!(parse(&["-b", "x"]).is_err());
         assert!(parse(&["-G", "2"]).is_err());

@@ -1,32 +1,27 @@
-//! The collectives benchmarked: buffer layout, nccl-tests' bandwidth factors, and the input
-//! pattern with its expected result for `--check`.
-use clap::ValueEnum;
-use serde::Serialize;
+//! The collectives benchmarked: buffer layout and nccl-tests' bandwidth factors. Their names
+//! (and every NCCL or MPI alias) are the library's [`nvshmem::collective::Collective`]'s; the
+//! input pattern and expected results for `--check` are in [`crate::check`].
+use std::str::FromStr;
 
-use crate::dtype::RedOp;
+use nvshmem::collective::Collective as LibCollective;
 
-/// A collective (`--collective`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// A collective (`--collective`), in table order. The names are the library's
+/// ([`Collective::lib`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Collective {
     /// Barrier over the team (NVSHMEM `barrier_all`; NCCL: a one-element all-reduce).
     Barrier,
     /// Sync over the team: a barrier without the memory-ordering guarantee (NVSHMEM only).
     Sync,
     /// All-reduce (NVSHMEM `reduce`).
-    #[value(alias = "allreduce")]
     AllReduce,
     /// Broadcast from the root.
-    #[value(alias = "bcast")]
     Broadcast,
     /// All-gather (NVSHMEM `fcollect`).
-    #[value(alias = "all_gather", alias = "allgather")]
     Fcollect,
     /// All-to-all.
-    #[value(alias = "all_to_all")]
     Alltoall,
     /// Reduce-scatter.
-    #[value(alias = "reducescatter")]
     ReduceScatter,
     /// Reduce to the root.
     Reduce,
@@ -50,23 +45,44 @@ pub struct Layout {
 impl Collective {
     /// Every collective, in table order.
     pub fn all() -> &'static [Collective] {
-        Collective::value_variants()
+        &[
+            Collective::Barrier,
+            Collective::Sync,
+            Collective::AllReduce,
+            Collective::Broadcast,
+            Collective::Fcollect,
+            Collective::Alltoall,
+            Collective::ReduceScatter,
+            Collective::Reduce,
+            Collective::Gather,
+            Collective::Scatter,
+        ]
     }
 
-    /// The snake-case name in tables and files.
-    pub fn name(self) -> &'static str {
+    /// The library's collective: the one map between the two lists.
+    pub fn lib(self) -> LibCollective {
         match self {
-            Collective::Barrier => "barrier",
-            Collective::Sync => "sync",
-            Collective::AllReduce => "all_reduce",
-            Collective::Broadcast => "broadcast",
-            Collective::Fcollect => "fcollect",
-            Collective::Alltoall => "alltoall",
-            Collective::ReduceScatter => "reduce_scatter",
-            Collective::Reduce => "reduce",
-            Collective::Gather => "gather",
-            Collective::Scatter => "scatter",
+            Collective::Barrier => LibCollective::Barrier,
+            Collective::Sync => LibCollective::Sync,
+            Collective::AllReduce => LibCollective::AllReduce,
+            Collective::Broadcast => LibCollective::Broadcast,
+            Collective::Fcollect => LibCollective::Fcollect,
+            Collective::Alltoall => LibCollective::Alltoall,
+            Collective::ReduceScatter => LibCollective::ReduceScatter,
+            Collective::Reduce => LibCollective::Reduce,
+            Collective::Gather => LibCollective::Gather,
+            Collective::Scatter => LibCollective::Scatter,
         }
+    }
+
+    /// The benchmarked collective of a library one, if it is benchmarked.
+    pub fn from_lib(c: LibCollective) -> Option<Collective> {
+        Collective::all().iter().copied().find(|b| b.lib() == c)
+    }
+
+    /// The snake-case name in tables and files (the library's).
+    pub fn name(self) -> &'static str {
+        self.lib().name()
     }
 
     /// Whether it moves no data (timed once per repetition set, at size 0).
@@ -153,48 +169,14 @@ impl Collective {
     }
 }
 
-/// The value PE `pe` puts at index `i` of its input. Small integers, exact in every type and
-/// under every operator for the PE counts benchmarked (products stay below 2^(n/4+1)).
-pub fn input_value(pe: usize, i: usize, op: RedOp) -> f64 {
-    match op {
-        RedOp::Prod => {
-            if (i + pe) & 3 == 0 {
-                2.0
-            } else {
-                1.0
-            }
-        }
-        _ => (1 + (pe * 3 + i) % 5) as f64,
-    }
-}
+impl FromStr for Collective {
+    type Err = String;
 
-/// What PE `me` should hold at index `k` of its output, or `None` where the collective leaves
-/// it unspecified (outputs of non-root PEs for rooted reductions and gathers).
-pub fn expected(
-    coll: Collective,
-    k: usize,
-    me: usize,
-    n: usize,
-    root: usize,
-    op: RedOp,
-    layout: Layout,
-) -> Option<f64> {
-    let reduce_all = |i: usize| {
-        (1..n).fold(input_value(0, i, op), |acc, pe| {
-            op.combine(acc, input_value(pe, i, op))
-        })
-    };
-    let c = layout.chunk.max(1);
-    match coll {
-        Collective::Barrier | Collective::Sync => None,
-        Collective::AllReduce => Some(reduce_all(k)),
-        Collective::Reduce => (me == root).then(|| reduce_all(k)),
-        Collective::Broadcast => Some(input_value(root, k, op)),
-        Collective::Fcollect => Some(input_value(k / c, k % c, op)),
-        Collective::Gather => (me == root).then(|| input_value(k / c, k % c, op)),
-        Collective::ReduceScatter => Some(reduce_all(me * c + k)),
-        Collective::Alltoall => Some(input_value(k / c, me * c + k % c, op)),
-        Collective::Scatter => Some(input_value(root, me * c + k, op)),
+    /// Any name or alias the library knows (`all_reduce`, `allreduce`, `all_gather`,
+    /// `bcast`, `MPI_Allgather`, ...).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let c: LibCollective = s.parse().map_err(crate::cli::reason)?;
+        Collective::from_lib(c).ok_or_else(|| format!("{c} is not benchmarked"))
     }
 }
 
@@ -235,30 +217,32 @@ mod tests {
     }
 
     #[test]
-    fn expected_results() {
-        let op = RedOp::Sum;
-        let l = Collective::AllReduce.layout(4, 2);
-        let want = input_value(0, 1, op) + input_value(1, 1, op);
-        assert_eq!(
-            expected(Collective::AllReduce, 1, 1, 2, 0, op, l),
-            Some(want)
-        );
-        let l = Collective::Alltoall.layout(4, 2);
-        // PE 1's output chunk 0 comes from PE 0's chunk 1.
-        assert_eq!(
-            expected(Collective::Alltoall, 1, 1, 2, 0, op, l),
-            Some(input_value(0, 3, op))
-        );
-        let l = Collective::Gather.layout(4, 2);
-        assert_eq!(expected(Collective::Gather, 3, 1, 2, 0, op, l), None);
-        assert_eq!(
-            expected(Collective::Gather, 3, 0, 2, 0, op, l),
-            Some(input_value(1, 1, op))
-        );
-        let l = Collective::ReduceScatter.layout(4, 2);
-        assert_eq!(
-            expected(Collective::ReduceScatter, 0, 1, 2, 0, op, l),
-            Some(input_value(0, 2, op) + input_value(1, 2, op))
+    fn names_and_aliases_are_the_library_s() {
+        for &c in Collective::all() {
+            assert_eq!(c.name().parse::<Collective>(), Ok(c));
+            assert_eq!(Collective::from_lib(c.lib()), Some(c));
+        }
+        // Every collective of the library is benchmarked, once.
+        assert_eq!(Collective::all().len(), LibCollective::ALL.len());
+        for c in LibCollective::ALL {
+            assert!(Collective::from_lib(c).is_some(), "{c}");
+        }
+        for (alias, c) in [
+            ("allreduce", Collective::AllReduce),
+            ("all_gather", Collective::Fcollect),
+            ("allgather", Collective::Fcollect),
+            ("MPI_Allgather", Collective::Fcollect),
+            ("bcast", Collective::Broadcast),
+            ("all-to-all", Collective::Alltoall),
+            ("reducescatter", Collective::ReduceScatter),
+            ("team_sync", Collective::Sync),
+        ] {
+            assert_eq!(alias.parse::<Collective>(), Ok(c), "{alias}");
+        }
+        let e = "nonsense".parse::<Collective>().unwrap_err();
+        assert!(
+            e.contains("\"nonsense\": expected one of all_reduce"),
+            "{e}"
         );
     }
 }

@@ -6,9 +6,9 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 mod bench;
+mod check;
 mod cli;
 mod coll;
-mod dtype;
 mod impls;
 mod report;
 mod stats;
@@ -45,6 +45,11 @@ fn main() -> ExitCode {
 
 fn run(args: &Args, plan: &Plan) -> Result<()> {
     let rt = nvshmem::Runtime::init().context("starting NVSHMEM")?;
+    // On every PE alike, before any collective runs.
+    for &(coll, algo) in args.algo.iter().flat_map(|l| &l.0) {
+        rt.set_algorithm(coll, Some(algo))
+            .with_context(|| format!("--algo {coll}={algo}"))?;
+    }
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let team = match args.team {
         TeamKind::World => rt.world(),
@@ -104,10 +109,21 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
             "# iters {} warm-up {} reps {} graph {} check {} in-place {}",
             args.iters, args.warmup, args.reps, args.graph, args.check, args.in_place
         );
+        let forced: Vec<String> = nvshmem::collective::Collective::ALL
+            .into_iter()
+            .filter_map(|c| rt.forced_algorithm(c).map(|a| format!("{c}={a}")))
+            .collect();
+        if !forced.is_empty() {
+            println!("# nvshmem-rs algorithms forced: {}", forced.join(","));
+        }
         for s in &slots {
             if let Slot::Missing(name, why) = s {
                 println!("# {name}: {why}");
             }
+        }
+        let undefined = undefined_pairs(plan);
+        if !undefined.is_empty() {
+            println!("# not run, undefined: {}", undefined.join(", "));
         }
     }
 
@@ -140,17 +156,29 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
                 pb.inc(1);
             }
             let row = match slot {
-                Slot::Missing(name, why) => skipped_row(name, spec, args, why),
-                Slot::Ready(imp) => match imp.unsupported(spec) {
-                    Some(why) => skipped_row(imp.name(), spec, args, &why),
-                    None => {
-                        let m = bench::measure(imp.as_mut(), spec, timing, &ctx, &stream, &rt)
-                            .with_context(|| {
-                                format!("{} {} count {}", imp.name(), spec.coll.name(), spec.count)
-                            })?;
-                        measured_row(imp.as_ref(), spec, args, &m)
+                Slot::Missing(name, why) => skipped_row(name, "-", spec, args, why),
+                Slot::Ready(imp) => {
+                    let algo = imp.algorithm(spec);
+                    match imp.unsupported(spec) {
+                        Some(why) => skipped_row(imp.name(), &algo, spec, args, &why),
+                        None => {
+                            match bench::measure(imp.as_mut(), spec, timing, &ctx, &stream, &rt) {
+                                Ok(m) => measured_row(imp.as_ref(), &algo, spec, args, &m),
+                                Err(e) => match refusal(&e) {
+                                    Some(why) => skipped_row(imp.name(), &algo, spec, args, &why),
+                                    None => {
+                                        return Err(e.context(format!(
+                                            "{} {} count {}",
+                                            imp.name(),
+                                            spec.coll.name(),
+                                            spec.count
+                                        )))
+                                    }
+                                },
+                            }
+                        }
                     }
-                },
+                }
             };
             rows.push(row);
         }
@@ -164,6 +192,42 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
         write_outputs(args, plan, &rows)?;
     }
     Ok(())
+}
+
+/// Why the library refused to run a point, when it did so before queuing anything: a forced
+/// algorithm that cannot run it, or no algorithm for it. The choice depends only on what every
+/// PE passes alike, so every PE refuses the same point, and the benchmark goes on.
+fn refusal(e: &anyhow::Error) -> Option<String> {
+    e.chain()
+        .find_map(|c| match c.downcast_ref::<nvshmem::Error>()? {
+            err
+            @ (nvshmem::Error::AlgorithmRefused { .. } | nvshmem::Error::Unsupported { .. }) => {
+                Some(format!("refused: {err}"))
+            }
+            _ => None,
+        })
+}
+
+/// Whether `op` is defined for `dtype` at all (bitwise operators need integers, truth values
+/// have and, or, min and max); points where it is not are left out, for every implementation.
+fn defined(dtype: nvshmem::DataType, op: nvshmem::ReduceOp) -> bool {
+    op.applies_to(dtype.kind())
+}
+
+/// The `op on dtype` pairs of the plan that are left out, if a reduction is run.
+fn undefined_pairs(plan: &Plan) -> Vec<String> {
+    if !plan.collectives.iter().any(|c| c.has_op()) {
+        return Vec::new();
+    }
+    let mut v = Vec::new();
+    for &dtype in &plan.dtypes {
+        for &op in &plan.ops {
+            if !defined(dtype, op) {
+                v.push(format!("{op} on {dtype}"));
+            }
+        }
+    }
+    v
 }
 
 fn points(args: &Args, plan: &Plan, me: usize, n: usize) -> Vec<Spec> {
@@ -181,6 +245,9 @@ fn points(args: &Args, plan: &Plan, me: usize, n: usize) -> Vec<Spec> {
         };
         for &dtype in dtypes {
             for &op in ops {
+                if coll.has_op() && !defined(dtype, op) {
+                    continue;
+                }
                 let sizes: Vec<u64> = if coll.is_sync_only() {
                     vec![0]
                 } else {
@@ -209,10 +276,11 @@ fn points(args: &Args, plan: &Plan, me: usize, n: usize) -> Vec<Spec> {
     v
 }
 
-fn base_row(name: &str, spec: &Spec, args: &Args) -> Row {
+fn base_row(name: &str, algo: &str, spec: &Spec, args: &Args) -> Row {
     Row {
         collective: spec.coll.name().into(),
         implementation: name.into(),
+        algo: algo.into(),
         note: String::new(),
         n_pes: spec.n_pes,
         bytes: (spec.count * spec.dtype.size()) as u64,
@@ -223,7 +291,7 @@ fn base_row(name: &str, spec: &Spec, args: &Args) -> Row {
             spec.dtype.name().into()
         },
         op: if spec.coll.has_op() {
-            spec.op.name().into()
+            spec.op.to_string()
         } else {
             String::new()
         },
@@ -249,15 +317,21 @@ fn base_row(name: &str, spec: &Spec, args: &Args) -> Row {
     }
 }
 
-fn skipped_row(name: &str, spec: &Spec, args: &Args, why: &str) -> Row {
+fn skipped_row(name: &str, algo: &str, spec: &Spec, args: &Args, why: &str) -> Row {
     Row {
         status: why.to_string(),
-        ..base_row(name, spec, args)
+        ..base_row(name, algo, spec, args)
     }
 }
 
-fn measured_row(imp: &dyn Implementation, spec: &Spec, args: &Args, m: &bench::Measured) -> Row {
-    let mut r = base_row(imp.name(), spec, args);
+fn measured_row(
+    imp: &dyn Implementation,
+    algo: &str,
+    spec: &Spec,
+    args: &Args,
+    m: &bench::Measured,
+) -> Row {
+    let mut r = base_row(imp.name(), algo, spec, args);
     let (min, med, max) = stats::min_med_max(&m.reps_us);
     r.note = imp.note(spec);
     r.time_us = med;
@@ -305,4 +379,73 @@ fn write_outputs(args: &Args, plan: &Plan, rows: &[Row]) -> Result<()> {
         std::fs::write(p, report::format_tables(rows, &names, true))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvshmem::{DataType, ReduceOp};
+
+    #[test]
+    fn pairs_no_type_defines_are_left_out_of_reductions_only() {
+        let args = Args::try_parse_from([
+            "nvshmem-perf",
+            "all_reduce,broadcast",
+            "-d",
+            "f32,i32,bool8",
+            "-o",
+            "sum,xor,and",
+            "-b",
+            "64",
+            "-e",
+            "64",
+        ])
+        .unwrap();
+        let plan = args.plan().unwrap();
+        let pts = points(&args, &plan, 0, 2);
+        let reductions: Vec<(DataType, ReduceOp)> = pts
+            .iter()
+            .filter(|s| s.coll == coll::Collective::AllReduce)
+            .map(|s| (s.dtype, s.op))
+            .collect();
+        assert_eq!(
+            reductions,
+            [
+                (DataType::F32, ReduceOp::Sum),
+                (DataType::I32, ReduceOp::Sum),
+                (DataType::I32, ReduceOp::Xor),
+                (DataType::I32, ReduceOp::And),
+                (DataType::Bool8, ReduceOp::And),
+            ]
+        );
+        // Data movement runs every type, with the first operator (unused).
+        let moves: Vec<DataType> = pts
+            .iter()
+            .filter(|s| s.coll == coll::Collective::Broadcast)
+            .map(|s| s.dtype)
+            .collect();
+        assert_eq!(moves, [DataType::F32, DataType::I32, DataType::Bool8]);
+        assert_eq!(
+            undefined_pairs(&plan),
+            ["xor on f32", "and on f32", "sum on bool8", "xor on bool8"]
+        );
+    }
+
+    #[test]
+    fn refusals_by_the_library_become_skipped_points() {
+        let refused = anyhow::Error::new(nvshmem::Error::AlgorithmRefused {
+            call: "all_reduce",
+            algorithm: "peer_kernel",
+            reason: "PE 1 is not peer-accessible".into(),
+        })
+        .context("nvshmem-rs all_reduce count 8");
+        let why = refusal(&refused).unwrap();
+        assert!(
+            why.starts_with("refused: all_reduce: the forced algorithm peer_kernel"),
+            "{why}"
+        );
+        let other = anyhow::Error::new(nvshmem::Error::NoGpu("none".into()));
+        assert_eq!(refusal(&other), None);
+        assert_eq!(refusal(&anyhow::anyhow!("NCCL failed")), None);
+    }
 }

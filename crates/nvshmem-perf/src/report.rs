@@ -1,15 +1,21 @@
 //! Result rows and their forms: nccl-tests-like tables (text or markdown), JSON lines, CSV.
 use std::{collections::BTreeMap, fmt::Write as _, io::Write};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// One measured (or skipped) point: a collective at one size by one implementation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One measured (or skipped) point: a collective at one size by one implementation. Reads
+/// back from the JSON lines and CSV it is written to, also from files written before a field
+/// existed (`algo`: empty).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// Collective name.
     pub collective: String,
     /// Implementation name.
     pub implementation: String,
+    /// The algorithm that ran, for implementations with a choice (nvshmem-rs: the one forced by
+    /// `--algo`, or `auto`); `-` for the others.
+    #[serde(default)]
+    pub algo: String,
     /// What the implementation ran when it differs from the name (NCCL's barrier).
     pub note: String,
     /// PEs in the team.
@@ -20,7 +26,7 @@ pub struct Row {
     pub count: usize,
     /// Element type.
     pub dtype: String,
-    /// Operator, for reductions.
+    /// Operator, for reductions (`premul_sum(S)` with its scale).
     pub op: String,
     /// Root, for rooted collectives (-1 otherwise).
     pub root: i64,
@@ -29,29 +35,44 @@ pub struct Row {
     /// Whether the iterations were replayed from a CUDA graph.
     pub graph: bool,
     /// Median over repetitions of the mean time per call, µs.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub time_us: f64,
     /// Fastest repetition, µs per call.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub time_min_us: f64,
     /// Slowest repetition, µs per call.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub time_max_us: f64,
     /// Each call timed alone: fastest, µs.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub iter_min_us: f64,
     /// Each call timed alone: median, µs.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub iter_p50_us: f64,
     /// Each call timed alone: 99th percentile, µs.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub iter_p99_us: f64,
     /// Algorithm bandwidth, GB/s (bytes / time).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub algbw_gbs: f64,
     /// Bus bandwidth, GB/s (algbw times nccl-tests' factor).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub busbw_gbs: f64,
     /// Wrong elements summed over PEs; -1 when not checked.
     pub wrong: i64,
     /// Host time to enqueue one call, µs; -1 when not measured.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub cpu_us: f64,
     /// Each repetition's µs per call, `;`-separated.
     pub reps_us: String,
     /// `ok`, or why the point was skipped or failed.
     pub status: String,
+}
+
+/// An `f64` that JSON wrote as `null` (serde_json's NaN: skipped points have no time) reads
+/// back as NaN.
+fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 impl Row {
@@ -137,16 +158,30 @@ pub fn format_tables(rows: &[Row], impls: &[&str], markdown: bool) -> String {
     out
 }
 
+/// Whether `r` names an algorithm (rows of implementations without a choice say `-`; rows
+/// of older files say nothing).
+fn has_algo(r: &Row) -> bool {
+    !matches!(r.algo.as_str(), "" | "-")
+}
+
 fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
     let has_nccl = impls.contains(&"nccl");
     let others: Vec<&str> = impls.iter().copied().filter(|i| *i != "nccl").collect();
+    // An algorithm column for each implementation that reports one.
+    let algo_of: Vec<bool> = impls
+        .iter()
+        .map(|i| group.iter().any(|r| r.implementation == *i && has_algo(r)))
+        .collect();
     let mut header: Vec<String> = ["size(B)", "count", "type", "op", "root"]
         .iter()
         .map(|s| s.to_string())
         .collect();
-    for i in impls {
+    for (i, algo) in impls.iter().zip(&algo_of) {
         for c in ["time(us)", "algbw", "busbw", "#wrong"] {
             header.push(format!("{i} {c}"));
+        }
+        if *algo {
+            header.push(format!("{i} algo"));
         }
     }
     if has_nccl {
@@ -181,7 +216,7 @@ fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
                 any.root.to_string()
             },
         ];
-        for i in impls {
+        for (i, algo) in impls.iter().zip(&algo_of) {
             match per_impl.get(i) {
                 Some(r) if r.ok() => {
                     cells.push(format!("{:.2}", r.time_us));
@@ -204,6 +239,9 @@ fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
                     }
                 }
                 None => cells.extend(["-", "", "", ""].map(String::from)),
+            }
+            if *algo {
+                cells.push(per_impl.get(i).map_or("", |r| r.algo.as_str()).to_string());
             }
         }
         if has_nccl {
@@ -254,10 +292,11 @@ fn render(
     let mut out = String::new();
     if markdown {
         let _ = writeln!(out, "| {} |", header.join(" | "));
+        // Names left, numbers right.
+        let text = |h: &str| matches!(h, "type" | "op" | "root") || h.ends_with(" algo");
         let sep: Vec<&str> = header
             .iter()
-            .enumerate()
-            .map(|(i, _)| if (2..5).contains(&i) { "---" } else { "---:" })
+            .map(|h| if text(h) { "---" } else { "---:" })
             .collect();
         let _ = writeln!(out, "|{}|", sep.join("|"));
         for l in lines {
@@ -308,6 +347,7 @@ pub(crate) mod tests {
         Row {
             collective: "all_reduce".into(),
             implementation: imp.into(),
+            algo: if imp == "nvshmem-rs" { "auto" } else { "-" }.into(),
             note: String::new(),
             n_pes: 2,
             bytes,
@@ -368,6 +408,73 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_algorithm_has_a_column_where_there_is_one() {
+        let mut forced = row("nvshmem-rs", 8, 4.0);
+        forced.algo = "peer_kernel".into();
+        let rows = vec![forced, row("nvshmem", 8, 5.0), row("nccl", 8, 6.0)];
+        let impls = ["nvshmem-rs", "nvshmem", "nccl"];
+        let t = format_tables(&rows, &impls, false);
+        let header = t.lines().nth(1).unwrap();
+        assert!(
+            header.contains("nvshmem-rs #wrong  nvshmem-rs algo  nvshmem time(us)"),
+            "{t}"
+        );
+        assert!(
+            !header.contains("nvshmem algo") && !header.contains("nccl algo"),
+            "{t}"
+        );
+        let line = t.lines().nth(2).unwrap();
+        assert!(line.contains("peer_kernel"), "{t}");
+        let md = format_tables(&rows, &impls, true);
+        assert!(
+            md.contains("|---:|---:|---|---|---|---:|---:|---:|---:|---|---:|"),
+            "{md}"
+        );
+        // No implementation with a choice, no column.
+        let t = format_tables(&rows[1..], &impls[1..], false);
+        assert!(!t.contains("algo"), "{t}");
+    }
+
+    #[test]
+    fn results_written_before_still_read() {
+        let jsonl = include_str!("../../../results/perf-2xH200/graph.jsonl");
+        let mut n = 0;
+        for line in jsonl.lines() {
+            let r: Row = serde_json::from_str(line).unwrap();
+            assert_eq!(r.algo, "");
+            assert_eq!(r.ok(), !r.time_us.is_nan(), "{line}");
+            // The names of today's lists read them.
+            assert!(
+                r.collective.parse::<crate::coll::Collective>().is_ok(),
+                "{line}"
+            );
+            if r.dtype != "-" {
+                let d: nvshmem::DataType = r.dtype.parse().unwrap();
+                assert_eq!(d.name(), r.dtype);
+            }
+            if !r.op.is_empty() {
+                let op: nvshmem::ReduceOp = r.op.parse().unwrap();
+                assert_eq!(op.to_string(), r.op);
+            }
+            n += 1;
+        }
+        assert!(n > 0);
+        let csv = include_str!("../../../results/perf-2xH200/graph.csv");
+        let rows: Vec<Row> = csv::Reader::from_reader(csv.as_bytes())
+            .deserialize()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows.len(), n);
+        // And what is written now reads back whole.
+        let mut new = row("nvshmem-rs", 8, 4.0);
+        new.op = "premul_sum(0.5)".into();
+        let mut j = Vec::new();
+        write_json(std::slice::from_ref(&new), &mut j).unwrap();
+        let back: Row = serde_json::from_slice(&j).unwrap();
+        assert_eq!(back, new);
+    }
+
+    #[test]
     fn json_lines_and_csv() {
         let rows = vec![row("nccl", 8, 5.0), row("nvshmem", 8, 6.0)];
         let mut j = Vec::new();
@@ -383,7 +490,7 @@ pub(crate) mod tests {
         let c = String::from_utf8(c).unwrap();
         let mut lines = c.lines();
         let header = lines.next().unwrap();
-        assert!(header.starts_with("collective,implementation,note,n_pes,bytes,count"));
+        assert!(header.starts_with("collective,implementation,algo,note,n_pes,bytes,count"));
         assert_eq!(lines.count(), 2);
     }
 }

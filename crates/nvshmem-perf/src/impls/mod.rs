@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use cudarc::driver::CudaStream;
+use nvshmem::{DataType, ReduceOp};
 
-use crate::{coll::Collective, coll::Layout, dtype::DType, dtype::RedOp};
+use crate::{coll::Collective, coll::Layout};
 
 pub mod nccl;
 pub mod nccl_lib;
@@ -22,9 +23,9 @@ pub struct Spec {
     /// The collective.
     pub coll: Collective,
     /// Element type.
-    pub dtype: DType,
+    pub dtype: DataType,
     /// Operator (used by reductions).
-    pub op: RedOp,
+    pub op: ReduceOp,
     /// Root PE (used by rooted collectives).
     pub root: usize,
     /// nccl-tests' count: elements of the larger buffer.
@@ -69,6 +70,11 @@ pub trait Implementation {
     /// What is actually run, when the collective's name does not say it (e.g. NCCL's barrier).
     fn note(&self, _spec: &Spec) -> String {
         String::new()
+    }
+    /// The algorithm that runs `spec`, for implementations that have a choice (`-` for the
+    /// others).
+    fn algorithm(&self, _spec: &Spec) -> String {
+        "-".into()
     }
     /// Allocates the buffers for `spec` (collective for symmetric memory).
     fn prepare(&mut self, spec: &Spec, stream: &Arc<CudaStream>) -> Result<()>;

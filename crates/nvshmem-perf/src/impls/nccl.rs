@@ -4,10 +4,88 @@ use std::{ffi::c_void, sync::Arc};
 
 use anyhow::{anyhow, bail, Context, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
-use nvshmem::Runtime;
+use nvshmem::{DataType, ReduceOp, Runtime};
 
 use super::{nccl_lib::Nccl, nccl_lib::UniqueId, pe, Implementation, Spec};
 use crate::coll::Collective;
+
+/// NCCL's `ncclDataType_t` for `dtype` (nccl.h: int8 0, uint8 1, int32 2, uint32 3, int64 4,
+/// uint64 5, float16 6, float32 7, float64 8, bfloat16 9, float8e4m3 10, float8e5m2 11);
+/// `None` for what NCCL lacks: 16-bit integers and truth values.
+pub fn nccl_type(dtype: DataType) -> Option<i32> {
+    Some(match dtype {
+        DataType::I8 => 0,
+        DataType::U8 => 1,
+        DataType::I32 => 2,
+        DataType::U32 => 3,
+        DataType::I64 => 4,
+        DataType::U64 => 5,
+        DataType::F16 => 6,
+        DataType::F32 => 7,
+        DataType::F64 => 8,
+        DataType::BF16 => 9,
+        DataType::F8E4M3 => 10,
+        DataType::F8E5M2 => 11,
+        DataType::I16 | DataType::U16 | DataType::Bool8 => return None,
+    })
+}
+
+/// NCCL's `ncclRedOp_t` for `op` (sum 0, prod 1, max 2, min 3, avg 4); `None` for what NCCL
+/// lacks (bitwise operators) and for premul_sum, which needs a communicator-specific operator
+/// (`ncclRedOpCreatePreMulSum`) this benchmark does not create.
+pub fn nccl_op(op: ReduceOp) -> Option<i32> {
+    match op {
+        ReduceOp::Sum => Some(0),
+        ReduceOp::Prod => Some(1),
+        ReduceOp::Max => Some(2),
+        ReduceOp::Min => Some(3),
+        ReduceOp::Avg => Some(4),
+        ReduceOp::And | ReduceOp::Or | ReduceOp::Xor | ReduceOp::PreMulSum(_) => None,
+        _ => None,
+    }
+}
+
+/// The NCCL version (`ncclGetVersion`'s code) that added the 8-bit floats: 2.24.3.
+const NCCL_FP8: i32 = 22403;
+
+/// Why NCCL `version` cannot run `spec`, or `None` when it can (a pure function of the
+/// arguments, the same on every PE).
+pub fn nccl_unsupported(spec: &Spec, version: i32) -> Option<String> {
+    let (dtype, op) = (spec.dtype, spec.op);
+    match spec.coll {
+        Collective::Sync => return Some("NCCL has no sync".into()),
+        // The barrier row is a one-element f32 all-reduce whatever -d and -o say.
+        Collective::Barrier => return None,
+        _ => {}
+    }
+    if nccl_type(dtype).is_none() {
+        return Some(format!("NCCL has no {dtype}"));
+    }
+    if matches!(dtype, DataType::F8E4M3 | DataType::F8E5M2) && version < NCCL_FP8 {
+        let v = format!(
+            "{}.{}.{}",
+            version / 10000,
+            version % 10000 / 100,
+            version % 100
+        );
+        return Some(format!("NCCL {v} has no {dtype} (2.24.3 added fp8)"));
+    }
+    if spec.coll.has_op() && nccl_op(op).is_none() {
+        return Some(match op {
+            ReduceOp::PreMulSum(_) => {
+                "premul_sum needs ncclRedOpCreatePreMulSum, which this benchmark does not call"
+                    .into()
+            }
+            _ => format!("NCCL has no {} reduction", op.name()),
+        });
+    }
+    match spec.coll {
+        Collective::Alltoall | Collective::Gather | Collective::Scatter if spec.in_place => {
+            Some("not run in place with NCCL's send/recv".into())
+        }
+        _ => None,
+    }
+}
 
 /// NCCL over the world team.
 pub struct NcclImpl {
@@ -76,16 +154,7 @@ impl Implementation for NcclImpl {
     }
 
     fn unsupported(&self, spec: &Spec) -> Option<String> {
-        match spec.coll {
-            Collective::Sync => Some("NCCL has no sync".into()),
-            c if c != Collective::Barrier && spec.dtype.nccl().is_none() => {
-                Some(format!("NCCL has no {}", spec.dtype.name()))
-            }
-            Collective::Alltoall | Collective::Gather | Collective::Scatter if spec.in_place => {
-                Some("not run in place with NCCL's send/recv".into())
-            }
-            _ => None,
-        }
+        nccl_unsupported(spec, self.nccl.version)
     }
 
     fn note(&self, spec: &Spec) -> String {
@@ -149,9 +218,9 @@ impl Implementation for NcclImpl {
         let n = self.nccl;
         let s = stream.cu_stream();
         // The barrier row is an f32 all-reduce whatever the type; `unsupported` kept out the
-        // types NCCL lacks from every other row.
-        let dt = spec.dtype.nccl().unwrap_or(7);
-        let (op, root) = (spec.op.nccl(), spec.root as i32);
+        // types and operators NCCL lacks from every other row.
+        let dt = nccl_type(spec.dtype).unwrap_or(7);
+        let (op, root) = (nccl_op(spec.op).unwrap_or(0), spec.root as i32);
         let cb = spec.chunk_bytes() as u64;
         let me = spec.my_pe as u64;
         let inp = self.input.as_ref().map(|b| b.1);
@@ -254,5 +323,107 @@ impl Drop for NcclImpl {
         if let Err(e) = self.nccl.check("ncclCommDestroy", status) {
             eprintln!("warning: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(coll: Collective, dtype: DataType, op: ReduceOp) -> Spec {
+        Spec {
+            coll,
+            dtype,
+            op,
+            root: 0,
+            count: 8,
+            layout: coll.layout(8, 2),
+            in_place: false,
+            my_pe: 0,
+            n_pes: 2,
+        }
+    }
+
+    #[test]
+    fn nccl_ids_follow_nccl_h() {
+        let ids: Vec<Option<i32>> = DataType::ALL.iter().map(|&t| nccl_type(t)).collect();
+        let mut known: Vec<i32> = ids.iter().flatten().copied().collect();
+        known.sort();
+        assert_eq!(known, (0..12).collect::<Vec<_>>());
+        assert_eq!(nccl_type(DataType::F32), Some(7));
+        assert_eq!(nccl_type(DataType::BF16), Some(9));
+        assert_eq!(nccl_type(DataType::F8E5M2), Some(11));
+        for t in [DataType::I16, DataType::U16, DataType::Bool8] {
+            assert_eq!(nccl_type(t), None, "{t}");
+        }
+        let ops: Vec<Option<i32>> = ReduceOp::BASIC.iter().map(|&o| nccl_op(o)).collect();
+        // sum prod min max and or xor avg
+        assert_eq!(
+            ops,
+            [
+                Some(0),
+                Some(1),
+                Some(3),
+                Some(2),
+                None,
+                None,
+                None,
+                Some(4)
+            ]
+        );
+        assert_eq!(nccl_op(ReduceOp::PreMulSum(2.0)), None);
+    }
+
+    #[test]
+    fn what_nccl_lacks_is_unsupported_with_a_reason() {
+        let v = 22805;
+        let ok = |c, t, o| nccl_unsupported(&spec(c, t, o), v);
+        assert_eq!(
+            ok(Collective::AllReduce, DataType::F32, ReduceOp::Avg),
+            None
+        );
+        assert_eq!(
+            ok(Collective::AllReduce, DataType::I16, ReduceOp::Sum).as_deref(),
+            Some("NCCL has no i16")
+        );
+        assert_eq!(
+            ok(Collective::Broadcast, DataType::Bool8, ReduceOp::Sum).as_deref(),
+            Some("NCCL has no bool8")
+        );
+        assert_eq!(
+            ok(Collective::AllReduce, DataType::U32, ReduceOp::Xor).as_deref(),
+            Some("NCCL has no xor reduction")
+        );
+        assert!(ok(
+            Collective::ReduceScatter,
+            DataType::F32,
+            ReduceOp::PreMulSum(0.5)
+        )
+        .unwrap()
+        .contains("ncclRedOpCreatePreMulSum"));
+        // The operator does not matter where there is none.
+        assert_eq!(
+            ok(Collective::Fcollect, DataType::U16, ReduceOp::Xor).as_deref(),
+            Some("NCCL has no u16")
+        );
+        assert_eq!(ok(Collective::Fcollect, DataType::F32, ReduceOp::Xor), None);
+        // The barrier row is NCCL's f32 all-reduce whatever the type.
+        assert_eq!(
+            ok(Collective::Barrier, DataType::Bool8, ReduceOp::Xor),
+            None
+        );
+        assert!(ok(Collective::Sync, DataType::F32, ReduceOp::Sum).is_some());
+        assert_eq!(
+            ok(Collective::AllReduce, DataType::F8E4M3, ReduceOp::Sum),
+            None
+        );
+        let old = nccl_unsupported(
+            &spec(Collective::AllReduce, DataType::F8E4M3, ReduceOp::Sum),
+            22304,
+        );
+        assert_eq!(
+            old.as_deref(),
+            Some("NCCL 2.23.4 has no f8e4m3 (2.24.3 added fp8)")
+        );
     }
 }

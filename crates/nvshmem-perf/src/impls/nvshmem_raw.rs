@@ -1,15 +1,35 @@
 //! (b) NVSHMEM's on-stream collectives called raw through `nvshmem-sys`, on symmetric
 //! buffers from the safe crate. Typed functions are resolved by name
-//! (`nvshmemx_<type>_<op>_reduce_on_stream`), as a C program would spell them.
+//! (`nvshmemx_<type>_<op>_reduce_on_stream`), as a C program would spell them; NVSHMEM reduces
+//! its own types only ([`nvshmem_reduces`]), and moves bytes, so data movement runs for every
+//! type.
 use std::{ffi::c_void, sync::Arc};
 
 use anyhow::{bail, Context, Result};
 use cudarc::driver::{sys::CUstream, CudaStream};
-use nvshmem::{Runtime, SymArray};
+use nvshmem::{DataType, ReduceOp, Runtime, SymArray};
 use nvshmem_sys::nvshmem_team_t;
 
 use super::{Implementation, Spec};
 use crate::coll::Collective;
+
+/// Whether NVSHMEM has a reduction of `dtype` by `op`, or why not: its own (core) types, by
+/// sum, prod, min and max, and and, or, xor for integers. (The library builds the others,
+/// avg, premul_sum, fp8 and bool8, from these or from its own kernels.)
+pub fn nvshmem_reduces(dtype: DataType, op: ReduceOp) -> Result<(), String> {
+    if !dtype.is_core() {
+        return Err(format!("NVSHMEM has no {dtype} reductions"));
+    }
+    match op {
+        ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Min | ReduceOp::Max => Ok(()),
+        ReduceOp::And | ReduceOp::Or | ReduceOp::Xor if dtype.is_integer() => Ok(()),
+        ReduceOp::And | ReduceOp::Or | ReduceOp::Xor => Err(format!(
+            "NVSHMEM has no bitwise {} of {dtype} (integers only)",
+            op.name()
+        )),
+        _ => Err(format!("NVSHMEM has no {} reduction", op.name())),
+    }
+}
 
 type TypedFn =
     unsafe extern "C" fn(nvshmem_team_t, *mut c_void, *const c_void, usize, CUstream) -> i32;
@@ -87,6 +107,11 @@ impl Implementation for NvshmemRaw {
                 if spec.in_place =>
             {
                 return Some("NVSHMEM does not allow this collective in place".into())
+            }
+            Collective::AllReduce | Collective::ReduceScatter => {
+                if let Err(why) = nvshmem_reduces(spec.dtype, spec.op) {
+                    return Some(why);
+                }
             }
             _ => {}
         }
@@ -188,5 +213,36 @@ impl Implementation for NvshmemRaw {
         self.input = None;
         self.spec = None;
         self.typed = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvshmem_reduces_its_own_types_and_operators() {
+        for &t in DataType::ALL {
+            for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max] {
+                assert_eq!(nvshmem_reduces(t, op).is_ok(), t.is_core(), "{t} {op}");
+            }
+            for op in [ReduceOp::And, ReduceOp::Or, ReduceOp::Xor] {
+                assert_eq!(nvshmem_reduces(t, op).is_ok(), t.is_integer(), "{t} {op}");
+            }
+            assert!(nvshmem_reduces(t, ReduceOp::Avg).is_err());
+            assert!(nvshmem_reduces(t, ReduceOp::PreMulSum(2.0)).is_err());
+        }
+        assert_eq!(
+            nvshmem_reduces(DataType::F8E4M3, ReduceOp::Sum).unwrap_err(),
+            "NVSHMEM has no f8e4m3 reductions"
+        );
+        assert_eq!(
+            nvshmem_reduces(DataType::F32, ReduceOp::Xor).unwrap_err(),
+            "NVSHMEM has no bitwise xor of f32 (integers only)"
+        );
+        assert_eq!(
+            nvshmem_reduces(DataType::I32, ReduceOp::Avg).unwrap_err(),
+            "NVSHMEM has no avg reduction"
+        );
     }
 }

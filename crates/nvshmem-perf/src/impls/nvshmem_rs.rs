@@ -6,33 +6,24 @@
 //! └──────────────────────────────────────────────────────────────────────────────────────┘
 //!
 //! Buffers are typed `SymArray<T>` (the safe API is generic over [`Element`]), made per
-//! point for the spec's element type.
+//! point for the spec's element type ([`nvshmem::with_element_type!`]). The algorithm of each
+//! collective is the library's automatic choice unless `--algo` (or `NVSHMEM_RS_ALGORITHMS`)
+//! forced one; every row records which.
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use cudarc::driver::CudaStream;
-use nvshmem::{Element, Runtime, SymArray, Team};
+use nvshmem::{Element, ElementKind, ReduceOp, Runtime, SymArray, Team};
 
 use super::{Implementation, Spec};
-use crate::dtype::DType;
+use crate::coll::Collective;
 
 /// The few lines that call the safe API.
 pub mod adapter {
     use super::*;
-    #[allow(unused_imports)]
-    use crate::{coll::Collective, dtype::RedOp};
 
     /// Whether [`run`] calls the safe API; while false, every point is reported as skipped.
     pub const WIRED: bool = true;
-
-    fn op(op: RedOp) -> nvshmem::ReduceOp {
-        match op {
-            RedOp::Sum => nvshmem::ReduceOp::Sum,
-            RedOp::Prod => nvshmem::ReduceOp::Prod,
-            RedOp::Min => nvshmem::ReduceOp::Min,
-            RedOp::Max => nvshmem::ReduceOp::Max,
-        }
-    }
 
     /// Runs `spec.coll` once on `stream` with the safe API. `output` is `None` in place
     /// (then `input` is also the output).
@@ -43,7 +34,7 @@ pub mod adapter {
         output: Option<&mut SymArray<T>>,
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
-        let (root, o) = (spec.root, op(spec.op));
+        let (root, o) = (spec.root, spec.op);
         match (spec.coll, output) {
             (Collective::Barrier, _) => team.barrier(stream)?,
             (Collective::Sync, _) => team.sync(stream)?,
@@ -74,8 +65,27 @@ pub mod adapter {
         }
         match spec.coll {
             Collective::Alltoall if spec.in_place => Some("alltoall has no in-place form".into()),
+            c if c.has_op() => unsupported_reduction(spec.dtype, spec.op),
             _ => None,
         }
+    }
+
+    /// Why the library cannot reduce `dtype` by `op` ([`ReduceOp::supports_type`]), if it
+    /// cannot.
+    pub fn unsupported_reduction(dtype: nvshmem::DataType, op: ReduceOp) -> Option<String> {
+        if op.supports_type(dtype) {
+            return None;
+        }
+        Some(match (op, dtype.kind()) {
+            _ if !op.applies_to(dtype.kind()) => {
+                format!("{} is not defined for {dtype}", op.name())
+            }
+            (ReduceOp::PreMulSum(_), ElementKind::Signed | ElementKind::Unsigned) => format!(
+                "{op} of {dtype}: an integer type is scaled by a whole number (non-negative for \
+                 unsigned types)"
+            ),
+            _ => format!("nvshmem-rs has no {} reduction of {dtype}", op.name()),
+        })
     }
 }
 
@@ -108,12 +118,14 @@ impl<T: Element> Buffers for Typed<T> {
 }
 
 fn typed<T: Element>(rt: &Runtime, spec: &Spec) -> Result<Box<dyn Buffers>> {
-    // Rooted reductions reduce into the runtime's scratch, and some reduce-scatters (premul_sum,
-    // i16/u16 blocks over 1 MiB) go through it: reserve what the call may need (collective,
-    // like allocating).
+    // Rooted reductions reduce into the runtime's scratch, some reduce-scatters (premul_sum,
+    // i16/u16 blocks over 1 MiB) and in-place all-reduces by this crate's kernels (fp8, or a
+    // forced peer_kernel) go through it: reserve what the call may need (collective, like
+    // allocating).
     let scratch = match spec.coll {
-        crate::coll::Collective::Reduce => spec.layout.out_elems,
-        crate::coll::Collective::ReduceScatter => spec.layout.in_elems,
+        Collective::Reduce => spec.layout.out_elems,
+        Collective::ReduceScatter => spec.layout.in_elems,
+        Collective::AllReduce if spec.in_place => spec.layout.in_elems,
         _ => 0,
     };
     if scratch > 0 {
@@ -157,23 +169,17 @@ impl Implementation for NvshmemRs {
         adapter::unsupported(spec)
     }
 
+    fn algorithm(&self, spec: &Spec) -> String {
+        self.rt
+            .forced_algorithm(spec.coll.lib())
+            .unwrap_or("auto")
+            .into()
+    }
+
     fn prepare(&mut self, spec: &Spec, _stream: &Arc<CudaStream>) -> Result<()> {
         self.release();
         let rt = &self.rt;
-        self.bufs = Some(match spec.dtype {
-            DType::F32 => typed::<f32>(rt, spec)?,
-            DType::F64 => typed::<f64>(rt, spec)?,
-            DType::F16 => typed::<half::f16>(rt, spec)?,
-            DType::Bf16 => typed::<half::bf16>(rt, spec)?,
-            DType::I8 => typed::<i8>(rt, spec)?,
-            DType::I16 => typed::<i16>(rt, spec)?,
-            DType::U16 => typed::<u16>(rt, spec)?,
-            DType::I32 => typed::<i32>(rt, spec)?,
-            DType::I64 => typed::<i64>(rt, spec)?,
-            DType::U8 => typed::<u8>(rt, spec)?,
-            DType::U32 => typed::<u32>(rt, spec)?,
-            DType::U64 => typed::<u64>(rt, spec)?,
-        });
+        self.bufs = Some(nvshmem::with_element_type!(spec.dtype, T => typed::<T>(rt, spec)?));
         self.spec = Some(*spec);
         Ok(())
     }
@@ -202,5 +208,33 @@ impl Implementation for NvshmemRs {
     fn release(&mut self) {
         self.bufs = None;
         self.spec = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::adapter::unsupported_reduction;
+    use nvshmem::{DataType, ReduceOp};
+
+    #[test]
+    fn reductions_the_library_lacks_say_why() {
+        assert_eq!(unsupported_reduction(DataType::F32, ReduceOp::Sum), None);
+        assert_eq!(unsupported_reduction(DataType::I16, ReduceOp::Xor), None);
+        assert_eq!(unsupported_reduction(DataType::I32, ReduceOp::Avg), None);
+        assert_eq!(
+            unsupported_reduction(DataType::BF16, ReduceOp::PreMulSum(0.5)),
+            None
+        );
+        assert_eq!(unsupported_reduction(DataType::Bool8, ReduceOp::And), None);
+        assert_eq!(
+            unsupported_reduction(DataType::F32, ReduceOp::Xor).unwrap(),
+            "xor is not defined for f32"
+        );
+        let e = unsupported_reduction(DataType::I32, ReduceOp::PreMulSum(0.5)).unwrap();
+        assert!(e.contains("whole number"), "{e}");
+        assert_eq!(
+            unsupported_reduction(DataType::F8E4M3, ReduceOp::Prod).unwrap(),
+            "nvshmem-rs has no prod reduction of f8e4m3"
+        );
     }
 }
