@@ -25,7 +25,8 @@ const MEDIUM: usize = 1 << 20;
 #[test]
 #[ignore = "needs NVIDIA GPUs and NVSHMEM: run scripts/gpu-check.sh on a GPU machine"]
 fn gpu_collectives() {
-    let session = common::start(Runtime::builder().heap_size(3 << 30));
+    // Channels for every (team, stream) pair the checks use, with room to spare.
+    let session = common::start(Runtime::builder().heap_size(3 << 30).channels(24));
     let rt = session.rt.clone();
     let seed: u64 = std::env::var("GPU_TEST_SEED")
         .ok()
@@ -130,6 +131,9 @@ fn gpu_collectives() {
     nvshmem::for_each_element!(big);
     nvshmem::for_each_extra_element!(big);
 
+    c.run("collectives_in_flight_on_two_streams_and_two_teams", || {
+        concurrent(&rt, &world, listed.as_ref())
+    });
     c.run("graph_capture_and_replay", || {
         graph_replay(&rt, &world, seed, &mut cases)
     });
@@ -138,9 +142,6 @@ fn gpu_collectives() {
     });
     c.run("bad_inputs_are_refused_before_launch", || {
         bad_inputs(&rt, &world, &stream)
-    });
-    c.run("collectives_in_flight_on_two_streams_and_two_teams", || {
-        concurrent(&rt, &world, listed.as_ref())
     });
     c.run("a_forced_algorithm_is_refused_alike_on_every_pe", || {
         forced_refusal(&rt, &world, &stream)
@@ -823,10 +824,11 @@ fn graph_algorithms(coll: Collective) -> Vec<Option<&'static str>> {
 }
 
 fn graph_replay(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> anyhow::Result<()> {
+    let stream = rt.context().new_stream()?;
     for coll in COLLS {
         for algo in graph_algorithms(coll.collective()) {
             rt.set_algorithm(coll.collective(), algo)?;
-            let done = graph_replay_one(rt, world, seed, coll, cases);
+            let done = graph_replay_one(rt, world, seed, coll, &stream, cases);
             rt.set_algorithm(coll.collective(), None)?;
             match done {
                 Err(e) if refused(&e) => {
@@ -847,10 +849,10 @@ fn graph_replay_one(
     world: &Team,
     seed: u64,
     coll: Coll,
+    stream: &std::sync::Arc<CudaStream>,
     cases: &mut usize,
 ) -> anyhow::Result<()> {
     let (me, n) = (rt.my_pe(), rt.n_pes());
-    let stream = rt.context().new_stream()?;
     let m = 1001;
     let mut src = rt.alloc_zeroed::<f32>(n * m)?;
     let mut dst = rt.alloc_zeroed::<f32>(n * m)?;
@@ -861,7 +863,7 @@ fn graph_replay_one(
                 &src.view(..m)?,
                 &mut dst.view_mut(..m)?,
                 ReduceOp::Sum,
-                &stream,
+                stream,
             ),
             Coll::Reduce => world.reduce(
                 root,
@@ -1180,6 +1182,9 @@ fn concurrent(rt: &Runtime, world: &Team, listed: Option<&Team>) -> anyhow::Resu
     let teams: [&Team; 3] = [world, world, listed.unwrap_or(world)];
     // First calls (which bind channels) one at a time, then everything interleaved.
     for round in 0..ROUNDS {
+        if round < 2 {
+            common::step(format!("concurrent: round {round}"));
+        }
         for k in 0..3 {
             teams[k].all_reduce(&srcs[k], &mut dsts[k], ReduceOp::Sum, &streams[k])?;
             teams[k].barrier(&streams[k])?;
@@ -1188,7 +1193,8 @@ fn concurrent(rt: &Runtime, world: &Team, listed: Option<&Team>) -> anyhow::Resu
             }
         }
     }
-    for s in &streams {
+    for (k, s) in streams.iter().enumerate() {
+        common::step(format!("concurrent: synchronising stream {k}"));
         s.synchronize()?;
     }
     for (k, dst) in dsts.iter().enumerate() {

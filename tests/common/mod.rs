@@ -48,6 +48,11 @@ pub struct Session {
 /// launcher) or `communicator` (the test starts MPI, NVSHMEM starts over its world
 /// communicator, as a program with its own MPI would).
 pub fn start(builder: RuntimeBuilder) -> Session {
+    // RUST_LOG=nvshmem=debug shows the runtime's choices (bootstrap, channel bindings).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
     let how = std::env::var("GPU_TEST_INIT").unwrap_or_else(|_| "auto".into());
     match how.as_str() {
         "auto" => Session {

@@ -48,19 +48,27 @@ pub(crate) struct Sizing {
     pub(crate) ll_bytes: usize,
 }
 
-impl Default for Sizing {
-    fn default() -> Self {
+impl Sizing {
+    /// The default for a heap of `heap_size` bytes: 8 channels, fewer on a small heap (at
+    /// most a sixteenth of it, at least one).
+    pub(crate) fn for_heap(heap_size: usize) -> Self {
+        let ll_bytes = 16 << 10;
+        let fit = heap_size / 16 / chan_bytes(ll_bytes);
         Sizing {
-            channels: 8,
-            ll_bytes: 16 << 10,
+            channels: fit.clamp(1, 8),
+            ll_bytes,
         }
     }
 }
 
-/// A (team, stream) pair bound to a channel.
+/// A (team, stream) pair bound to a channel. The stream is known by its handle and by the
+/// driver's id for it: the id tells a stream from a later one that got the same handle, but
+/// cannot be read while the stream is being captured into a graph (reading it there ends the
+/// capture), where the handle alone names it.
 struct Binding {
     team: Weak<TeamShape>,
-    stream: u64,
+    handle: usize,
+    id: u64,
     index: usize,
 }
 
@@ -166,25 +174,43 @@ impl Channels {
         if shape.n_pes > MAX_TEAM {
             return Ok(None);
         }
-        let id = stream_id(stream)?;
+        let handle = stream.cu_stream() as usize;
+        let capturing = capturing(stream)?;
+        let id = if capturing {
+            None
+        } else {
+            Some(stream_id(stream)?)
+        };
         let mut bound = self.bound.lock().unwrap_or_else(|p| p.into_inner());
+        let of_this_pair = |b: &Binding| {
+            b.handle == handle
+                && b.team.strong_count() > 0
+                && std::ptr::eq(b.team.as_ptr(), Arc::as_ptr(shape))
+        };
         let found = bound
             .iter()
-            .find(|b| b.stream == id && std::ptr::eq(b.team.as_ptr(), Arc::as_ptr(shape)))
+            .find(|b| of_this_pair(b) && id.is_none_or(|id| id == b.id))
             .map(|b| b.index);
-        let index = match found {
-            Some(i) => i,
-            None => {
-                if capturing(stream)? {
-                    return Ok(None);
-                }
-                bound.retain(|b| b.team.strong_count() > 0);
+        let index = match (found, id) {
+            (Some(i), _) => i,
+            (None, None) => return Ok(None),
+            (None, Some(id)) => {
+                // Bindings of dead teams, and of an earlier stream that had this handle, are
+                // released (the same on every member: they drop teams and streams alike).
+                bound.retain(|b| b.team.strong_count() > 0 && !of_this_pair(b));
                 let Some(i) = self.bind(team, &bound)? else {
                     return Ok(None);
                 };
+                tracing::debug!(
+                    team = shape.handle,
+                    stream = id,
+                    channel = i,
+                    "channel bound"
+                );
                 bound.push(Binding {
                     team: Arc::downgrade(shape),
-                    stream: id,
+                    handle,
+                    id,
                     index: i,
                 });
                 i

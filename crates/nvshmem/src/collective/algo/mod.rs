@@ -370,7 +370,7 @@ fn parse_forced(list: &str) -> std::result::Result<Vec<(Collective, String)>, St
 /// Attaches the collectives' state to a starting runtime: the builder's forced algorithms,
 /// then the environment's.
 pub(crate) fn attach(rt: &Runtime, settings: &Settings) -> Result<Box<dyn Layer>> {
-    let mut sizing = Sizing::default();
+    let mut sizing = Sizing::for_heap(rt.info().heap_size);
     if let Some(n) = settings.get("channels").last() {
         sizing.channels = n.parse().expect("RuntimeBuilder::channels writes a number");
     }
@@ -521,9 +521,9 @@ impl RuntimeBuilder {
     }
 
     /// How many (team, stream) pairs can use this crate's NVLink collectives at once (default
-    /// 8, at most 64). Each channel is a fixed amount of symmetric memory (about 2 MiB),
-    /// allocated when the runtime starts; a pair that finds none free runs NVSHMEM's
-    /// collectives instead.
+    /// 8, fewer on a heap under 256 MiB, at most 64). Each channel is a fixed amount of
+    /// symmetric memory (about 2 MiB), allocated when the runtime starts; a pair that finds
+    /// none free runs NVSHMEM's collectives instead.
     ///
     /// ```no_run
     /// let rt = nvshmem::Runtime::builder().channels(16).init()?;
