@@ -132,12 +132,6 @@ template <int NMAX> struct nvr_d_unroll {
 #ifdef NVR_OP
 // ============================== reductions ==============================
 
-#if NVR_OP == NVR_OP_PREMULSUM
-#define NVR_D_PRE(x) (sc * (x))
-#else
-#define NVR_D_PRE(x) (x)
-#endif
-
 #define NVR_D_E ((int)(16 / sizeof(NVR_T)))
 
 union nvr_d_pack {
@@ -149,7 +143,6 @@ union nvr_d_pack {
 // PE computes the same bits), in NVR_ACC.
 template <int NMAX>
 __device__ __forceinline__ uint4 nvr_d_combine16(const uint4 (&r)[NMAX], int n, NVR_ACC sc) {
-    (void)sc;
     nvr_d_pack in[NMAX];
 #pragma unroll
     for (int j = 0; j < NMAX; ++j)
@@ -157,15 +150,12 @@ __device__ __forceinline__ uint4 nvr_d_combine16(const uint4 (&r)[NMAX], int n, 
     nvr_d_pack out;
 #pragma unroll
     for (int k = 0; k < NVR_D_E; ++k) {
-        NVR_ACC a = NVR_D_PRE(NVR_LOAD(in[0].e[k]));
+        NVR_ACC a = nvr_pre(NVR_LOAD(in[0].e[k]), sc);
 #pragma unroll
         for (int j = 1; j < NMAX; ++j)
             if (j < n)
-                a = nvr_combine(a, NVR_D_PRE(NVR_LOAD(in[j].e[k])));
-#if NVR_OP == NVR_OP_AVG
-        a = a / (NVR_ACC)n;
-#endif
-        out.e[k] = NVR_STORE(a);
+                a = nvr_combine(a, nvr_pre(NVR_LOAD(in[j].e[k]), sc));
+        out.e[k] = NVR_STORE(nvr_post(a, n));
     }
     return out.v;
 }
@@ -222,15 +212,12 @@ __device__ __forceinline__ void nvr_d_reduce_job(const char *const (&src)[NMAX],
         // At most 2 * 15 elements: no need for speed.
         for (nvr_d_u64 k = nvr_d_gtid(); k < head + tail; k += G) {
             const nvr_d_u64 el = k < head ? k : k + body;
-            NVR_ACC a = NVR_D_PRE(NVR_LOAD(((const NVR_T *)src[0])[el]));
+            NVR_ACC a = nvr_pre(NVR_LOAD(((const NVR_T *)src[0])[el]), sc);
 #pragma unroll
             for (int j = 1; j < NMAX; ++j)
                 if (j < n)
-                    a = nvr_combine(a, NVR_D_PRE(NVR_LOAD(((const NVR_T *)src[j])[el])));
-#if NVR_OP == NVR_OP_AVG
-            a = a / (NVR_ACC)n;
-#endif
-            const NVR_T o = NVR_STORE(a);
+                    a = nvr_combine(a, nvr_pre(NVR_LOAD(((const NVR_T *)src[j])[el]), sc));
+            const NVR_T o = NVR_STORE(nvr_post(a, n));
 #pragma unroll
             for (int j = 0; j < NMAX; ++j)
                 if (j < nd)
@@ -545,12 +532,15 @@ __device__ void nvr_d_fcollect(const nvr_team &t, const char *src, char *dst, nv
     if (!local)
         act &= ~(1u << t.me);
     if (NVR_D_PULL) {
+        // In place, src is not symmetric (each PE's is its own block of dst): load peer j's
+        // block from its dst.
         const char *s[K];
         char *d[K];
 #pragma unroll
         for (int j = 0; j < K; ++j) {
-            s[j] = j == t.me ? src : src + (j < t.n ? t.off[j] : 0);
             d[j] = dst + (nvr_d_u64)j * bytes;
+            const char *sj = local ? src : d[j];
+            s[j] = j == t.me ? src : sj + (j < t.n ? t.off[j] : 0);
         }
         nvr_d_copy_pairs<K>(s, d, act, bytes);
     } else {
