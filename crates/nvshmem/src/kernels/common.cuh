@@ -1,0 +1,291 @@
+// The on-device protocol of PROTOCOL.md, in code: the team descriptor, channel layout, per-block
+// epochs, arrive/depart flags, LL packets and the one wait helper. Every kernel source of the
+// NVLink collectives is compiled as `prefix + ops.cuh + common.cuh + <kernel>.cu`, so nothing
+// here includes anything, and nothing here depends on the element type (NVR_T).
+//
+// Conventions: `b` is the block index (blockIdx.x) and `e` the block's epoch of this run.
+// Flags are 32-bit and compared wrap-safe (nvr_reached). A kernel launched with a team must be
+// launched with the same grid on every member (PROTOCOL.md, "Epochs"); its block size is free
+// (any multiple of 32 up to the kernel's launch bound).
+
+#define NVR_MAX_TEAM 8    // most PEs a fast-path team may have
+#define NVR_MAX_BLOCKS 512 // most blocks one launch on a channel may have
+#define NVR_LL_BLOCKS 8   // most blocks an LL launch may have
+
+// Channel layout, in bytes from nvr_team::chan.
+#define NVR_CHAN_EPOCH 0ull
+#define NVR_CHAN_ARRIVE (4ull * NVR_MAX_BLOCKS)
+#define NVR_CHAN_DEPART (4ull * NVR_MAX_BLOCKS * (1 + NVR_MAX_TEAM))
+#define NVR_CHAN_HEADER (4ull * NVR_MAX_BLOCKS * (1 + 2 * NVR_MAX_TEAM))
+
+#define NVR_LL_PACKET 16 // bytes of one LL packet {d0, e, d1, e}
+#define NVR_LL_PAYLOAD 8 // payload bytes of one LL packet
+
+// status[0]: what failed (the first failure only; 0 while none).
+#define NVR_FAIL_ABORT 1   // the host set the abort word
+#define NVR_FAIL_TIMEOUT 2 // a wait exceeded timeout_ns
+#define NVR_FAIL_LIMITS 3  // the launch broke the call's limits (grid, block, sizes, root, team)
+// status[3]: what was waited for.
+#define NVR_WAIT_ARRIVE 1
+#define NVR_WAIT_DEPART 2
+#define NVR_WAIT_LL 3
+#define NVR_WAIT_ACK 4
+
+typedef unsigned long long nvr_u64;
+
+struct nvr_team {
+    long long off[NVR_MAX_TEAM];  // add to a local symmetric address to get team PE j's copy
+                                  // (off[me] == 0); peer j's `x` is (char*)x + off[j]
+    int n;                        // team size, 1..NVR_MAX_TEAM
+    int me;                       // this PE's index in the team
+    unsigned long long chan;      // local address of this (team, stream)'s channel
+    unsigned int ll_bytes;        // LL packet bytes of one (parity, peer, block) region
+    unsigned int pad_;
+    volatile unsigned int *abort; // host-mapped word: non-zero means "stop waiting now"
+    unsigned int *status;         // host-mapped record of the first failure (see Waits)
+    unsigned long long timeout_ns;// 0: wait for ever (until abort)
+};
+
+// ---- addresses ------------------------------------------------------------------------------
+
+// Bytes of a channel whose LL regions hold `ll_bytes` each.
+__host__ __device__ __forceinline__ nvr_u64 nvr_chan_bytes(unsigned int ll_bytes) {
+    return NVR_CHAN_HEADER + 2ull * NVR_MAX_TEAM * NVR_LL_BLOCKS * (nvr_u64)ll_bytes;
+}
+
+// Team PE j's copy of the local symmetric address p.
+template <class T> __device__ __forceinline__ T *nvr_peer(const nvr_team &t, T *p, int j) {
+    return (T *)((char *)p + t.off[j]);
+}
+
+// epoch[b]: this PE's epoch of block b.
+__device__ __forceinline__ unsigned int *nvr_epoch(const nvr_team &t, int b) {
+    return (unsigned int *)(t.chan + NVR_CHAN_EPOCH) + b;
+}
+
+// arrive[b][j]: the last epoch block b of team PE j started (written by PE j).
+__device__ __forceinline__ unsigned int *nvr_arrive_word(const nvr_team &t, int b, int j) {
+    return (unsigned int *)(t.chan + NVR_CHAN_ARRIVE) + b * NVR_MAX_TEAM + j;
+}
+
+// depart[b][j]: the last epoch block b of team PE j finished touching this PE's buffers.
+__device__ __forceinline__ unsigned int *nvr_depart_word(const nvr_team &t, int b, int j) {
+    return (unsigned int *)(t.chan + NVR_CHAN_DEPART) + b * NVR_MAX_TEAM + j;
+}
+
+// LL region (parity of e, j, b): packets from team PE j for block b at epochs of e's parity.
+__device__ __forceinline__ char *nvr_ll_region(const nvr_team &t, unsigned int e, int j, int b) {
+    const nvr_u64 r = ((nvr_u64)(e & 1u) * NVR_MAX_TEAM + (nvr_u64)j) * NVR_LL_BLOCKS + (nvr_u64)b;
+    return (char *)(t.chan + NVR_CHAN_HEADER + r * t.ll_bytes);
+}
+
+// ---- memory operations ----------------------------------------------------------------------
+
+// Wrap-safe "a has reached b".
+__device__ __forceinline__ bool nvr_reached(unsigned int a, unsigned int b) {
+    return (int)(a - b) >= 0;
+}
+
+__device__ __forceinline__ unsigned int nvr_ld_acquire(const unsigned int *p) {
+    unsigned int v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void nvr_st_release(unsigned int *p, unsigned int v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void nvr_st_relaxed(unsigned int *p, unsigned int v) {
+    asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void nvr_fence_sc_sys() {
+    asm volatile("fence.sc.sys;" ::: "memory");
+}
+
+__device__ __forceinline__ nvr_u64 nvr_globaltimer() {
+    nvr_u64 v;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
+    return v;
+}
+
+// ---- failures and the wait helper -----------------------------------------------------------
+
+// Records the first failure of this PE: status[0] = code by atomicCAS, then the team PE waited
+// for, the epoch and what was waited for. Only the CAS winner writes the rest.
+// (Takes the status pointer, not the team, so no address of the kernel parameter escapes.)
+__device__ __noinline__ void nvr_fail(unsigned int *status, unsigned int code, int peer,
+                                      unsigned int e, unsigned int what) {
+    if (atomicCAS(status, 0u, code) == 0u) {
+        volatile unsigned int *s = status;
+        s[1] = (unsigned int)peer;
+        s[2] = e;
+        s[3] = what;
+        __threadfence_system();
+    }
+}
+
+// The one wait: polls ready() (which must load with acquire, or carry its data with its flag
+// as LL packets do) until it returns true. Every 256 polls it reads the host's abort word and,
+// when timeout_ns is non-zero, %globaltimer (the clock starts at the first such check, so a
+// wait lasts at least timeout_ns). On abort or timeout it records the failure and returns
+// false; the caller then skips its remaining waits and the block exits at nvr_end.
+template <class Ready>
+__device__ __forceinline__ bool nvr_wait(const nvr_team &t, Ready ready, int peer, unsigned int e,
+                                         unsigned int what) {
+    unsigned int polls = 0;
+    bool started = false;
+    nvr_u64 start = 0;
+    while (!ready()) {
+        if ((++polls & 255u) != 0) continue;
+        if (*t.abort != 0) {
+            nvr_fail(t.status, NVR_FAIL_ABORT, peer, e, what);
+            return false;
+        }
+        if (t.timeout_ns != 0) {
+            const nvr_u64 now = nvr_globaltimer();
+            if (!started) {
+                started = true;
+                start = now;
+            } else if (now - start >= t.timeout_ns) {
+                nvr_fail(t.status, NVR_FAIL_TIMEOUT, peer, e, what);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+// Waits until *flag (local, written by team PE `peer`) reaches `want`; `seen` is a value of the
+// flag already loaded with acquire, so callers can issue that first load early.
+__device__ __forceinline__ bool nvr_wait_flag_seen(const nvr_team &t, const unsigned int *flag,
+                                                   unsigned int seen, unsigned int want, int peer,
+                                                   unsigned int e, unsigned int what) {
+    if (nvr_reached(seen, want)) return true;
+    return nvr_wait(
+        t, [=] { return nvr_reached(nvr_ld_acquire(flag), want); }, peer, e, what);
+}
+
+__device__ __forceinline__ bool nvr_wait_flag(const nvr_team &t, const unsigned int *flag,
+                                              unsigned int want, int peer, unsigned int e,
+                                              unsigned int what) {
+    return nvr_wait_flag_seen(t, flag, nvr_ld_acquire(flag), want, peer, e, what);
+}
+
+// ---- per-block epochs -----------------------------------------------------------------------
+
+// Start of block b's run: every thread reads epoch[b] and gets this run's e = epoch[b] + 1.
+// (Every thread reads it, so no barrier is needed here; nvr_end's barrier orders all these
+// reads before thread 0 stores e back.)
+__device__ __forceinline__ unsigned int nvr_begin(const nvr_team &t) {
+    return *(volatile const unsigned int *)nvr_epoch(t, blockIdx.x) + 1u;
+}
+
+// End of block b's run: if any thread of the block failed, the whole block exits without
+// advancing its epoch (the channel must then be zeroed on every member before reuse);
+// otherwise thread 0 stores e into epoch[b]. Every thread of the block must call it.
+__device__ __forceinline__ void nvr_end(const nvr_team &t, unsigned int e, bool ok) {
+    if (__syncthreads_or(!ok)) return;
+    if (threadIdx.x == 0) *(volatile unsigned int *)nvr_epoch(t, blockIdx.x) = e;
+}
+
+// Flags are stored and waited for by the lanes of the block's last warp, lane j for team PE j,
+// so that the data path (from warp 0 on) does not wait behind their fences. Returns the team
+// PE this thread handles, or -1.
+__device__ __forceinline__ int nvr_flag_peer(const nvr_team &t) {
+    const int j = (int)threadIdx.x - (int)(blockDim.x - 32u);
+    return (j >= 0 && j < t.n && j != t.me) ? j : -1;
+}
+
+// Arrive: store e into arrive[b][me] of every peer (system-scope release). With `fence`,
+// fence.sc.sys first (barrier's meaning: this PE's earlier writes are visible system-wide
+// before any peer sees the arrival); the fence makes the following relaxed store a release.
+__device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e, bool fence = false) {
+    const int j = nvr_flag_peer(t);
+    if (j < 0) return;
+    unsigned int *w = nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j);
+    if (fence) {
+        nvr_fence_sc_sys();
+        nvr_st_relaxed(w, e);
+    } else {
+        nvr_st_release(w, e);
+    }
+}
+
+// Waits (by the flag lanes) until every peer in `peers` (bit j for team PE j) has arrived at
+// `want` on this block; returns whether this thread's wait succeeded. No block barrier: callers
+// that need the whole block to know follow it with one (nvr_block_ok).
+__device__ __forceinline__ bool nvr_wait_arrivals(const nvr_team &t, unsigned int e,
+                                                  unsigned int want, unsigned int peers) {
+    const int j = nvr_flag_peer(t);
+    if (j < 0 || !((peers >> j) & 1u)) return true;
+    return nvr_wait_flag(t, nvr_arrive_word(t, blockIdx.x, j), want, j, e, NVR_WAIT_ARRIVE);
+}
+
+// Depart (direct algorithms): after every thread of the block has made its last access to
+// peers' buffers, the flag lanes store e into depart[b][me] of every peer in `peers` with a
+// system-scope release. Contains a block barrier; every thread must call it.
+__device__ __forceinline__ void nvr_depart(const nvr_team &t, unsigned int e, unsigned int peers) {
+    __syncthreads();
+    const int j = nvr_flag_peer(t);
+    if (j < 0 || !((peers >> j) & 1u)) return;
+    __threadfence_system();
+    nvr_st_release(nvr_peer(t, nvr_depart_word(t, blockIdx.x, t.me), j), e);
+}
+
+// Waits (by the flag lanes) until every peer in `peers` has departed epoch e from this PE's
+// buffers.
+__device__ __forceinline__ bool nvr_wait_departs(const nvr_team &t, unsigned int e,
+                                                 unsigned int peers) {
+    const int j = nvr_flag_peer(t);
+    if (j < 0 || !((peers >> j) & 1u)) return true;
+    return nvr_wait_flag(t, nvr_depart_word(t, blockIdx.x, j), e, j, e, NVR_WAIT_DEPART);
+}
+
+// Whether every thread of the block is still ok (a block barrier).
+__device__ __forceinline__ bool nvr_block_ok(bool ok) {
+    return !__syncthreads_or(!ok);
+}
+
+// Every team PE but me, as a peer mask.
+__device__ __forceinline__ unsigned int nvr_all_peers(const nvr_team &t) {
+    return ((1u << t.n) - 1u) & ~(1u << t.me);
+}
+
+// Whether the team descriptor is usable at all; records NVR_FAIL_LIMITS otherwise.
+__device__ __forceinline__ bool nvr_team_ok(const nvr_team &t) {
+    const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n &&
+                    gridDim.x <= NVR_MAX_BLOCKS && (blockDim.x & 31u) == 0;
+    if (!ok && threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
+    return ok;
+}
+
+// ---- LL packets -----------------------------------------------------------------------------
+
+// One packet {d0, e, d1, e}: 8 bytes of payload, each 4 paired with the epoch, in one 16-byte
+// store (a reader sees each 8-byte half whole, so both flags equal e means both data words are
+// this epoch's).
+__device__ __forceinline__ void nvr_ll_store(void *p, nvr_u64 v, unsigned int e) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
+                 "r"((unsigned int)v), "r"(e), "r"((unsigned int)(v >> 32)), "r"(e)
+                 : "memory");
+}
+
+// One poll of a packet: true (and the payload in v) when both flags equal e.
+__device__ __forceinline__ bool nvr_ll_poll(const void *p, unsigned int e, nvr_u64 &v) {
+    unsigned int d0, f0, d1, f1;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+                 : "l"(p)
+                 : "memory");
+    v = (nvr_u64)d0 | ((nvr_u64)d1 << 32);
+    return f0 == e && f1 == e;
+}
+
+// Waits for the packet at p (from team PE `peer`) of epoch e; its payload in v.
+__device__ __forceinline__ bool nvr_ll_wait(const nvr_team &t, const void *p, unsigned int e,
+                                            int peer, nvr_u64 &v) {
+    return nvr_wait(
+        t, [&] { return nvr_ll_poll(p, e, v); }, peer, e, NVR_WAIT_LL);
+}

@@ -1,0 +1,445 @@
+// One-shot LL ("low latency") collectives for small messages over NVLink, and the team
+// barrier. Compiled as `prefix + ops.cuh + common.cuh + ll.cu` (PROTOCOL.md):
+//   - with a type/operator prefix (NVR_T ... NVR_OP): the reductions nvr_ll_all_reduce,
+//     nvr_ll_reduce, nvr_ll_reduce_scatter;
+//   - with no prefix: the data-movement kernels nvr_ll_broadcast, nvr_ll_fcollect,
+//     nvr_ll_alltoall, nvr_ll_gather, nvr_ll_scatter (bytes, any length and alignment) and
+//     nvr_barrier.
+//
+// How they work: every PE pushes its payload to the PEs that need it as LL packets (8 bytes of
+// payload + the epoch twice, one 16-byte store) into their channel's LL regions, and polls its
+// own regions for what it needs; so a call is one NVLink crossing plus the launch, with no
+// barrier before or after. A sender writes packets of epoch e into peer k's region only after
+// k has arrived at e - 1 (PROTOCOL.md, "LL packets").
+//
+// Work split (the same on every PE, so sender and reader agree on slots): `x` is the payload
+// per (sender, receiver) pair (all_reduce, reduce, broadcast: the whole buffer; the others: one
+// block). It is cut into packets of 8 bytes, packet i holding bytes [8i, 8i + 8) of the buffer
+// (the last one may be shorter). Block b of a grid of g takes packets [b * ppb, (b + 1) * ppb),
+// ppb = ceil(ceil(x / 8) / g), and packet i travels in slot i - b * ppb of region (e & 1, sender,
+// b). Inside a block, a PE that talks to several peers gives each packet a group of G lanes
+// (G = the team size rounded up to 1, 2, 4 or 8), lane k of the group handling team PE k, so
+// the packets to and from all peers move in parallel and a reduction combines the group's lanes
+// with warp shuffles in team order; a PE that talks to one peer only (non-roots of rooted
+// collectives) gives each thread its own packets.
+//
+// LAUNCH RULE (the host computes it; grid must be equal on every member, the block size is
+// free but this is the one intended):
+//   x    = per-pair payload bytes: all_reduce/reduce: count * sizeof(T); broadcast: bytes;
+//          reduce_scatter: count * sizeof(T) (one block); fcollect/alltoall/gather/scatter:
+//          bytes (one block)
+//   grid = min(NVR_LL_BLOCKS, max(1, ceil(x / 4096)))
+//   ppb  = ceil(ceil(x / 8) / grid)                      (packets per block)
+//   G    = 1, 2, 4, 8 for n = 1, 2, 3-4, 5-8
+//   block = min(512, roundup32(ppb * G) + 32)           (one extra warp for the flag stores)
+//   barrier: grid 1, block 32.
+// LIMITS: ll_bytes a multiple of 16 and at least 8192; ppb * 16 <= ll_bytes, which with the
+// rule above means x <= NVR_LL_BLOCKS * ll_bytes / 2 = 4 * ll_bytes. A launch that breaks the
+// limits records status NVR_FAIL_LIMITS and returns (its peers then wait until abort/timeout).
+
+typedef unsigned char nvr_byte;
+
+// ---- byte packing ---------------------------------------------------------------------------
+
+// The nb (1..8) bytes at p as a little-endian payload: one load when p is 8-aligned, else the
+// widest words p's alignment allows.
+__device__ __forceinline__ nvr_u64 nvr_ld8(const nvr_byte *p, unsigned int nb) {
+    const nvr_u64 a = (nvr_u64)p;
+    if (nb == 8) {
+        if ((a & 7) == 0) return *(const nvr_u64 *)p;
+        if ((a & 3) == 0) {
+            const unsigned int *w = (const unsigned int *)p;
+            return (nvr_u64)w[0] | ((nvr_u64)w[1] << 32);
+        }
+        if ((a & 1) == 0) {
+            const unsigned short *w = (const unsigned short *)p;
+            return (nvr_u64)w[0] | ((nvr_u64)w[1] << 16) | ((nvr_u64)w[2] << 32) |
+                   ((nvr_u64)w[3] << 48);
+        }
+    }
+    nvr_u64 v = 0;
+    for (unsigned int k = 0; k < nb; ++k) v |= (nvr_u64)p[k] << (8 * k);
+    return v;
+}
+
+// Stores the first nb (1..8) bytes of payload v at p.
+__device__ __forceinline__ void nvr_st8(nvr_byte *p, nvr_u64 v, unsigned int nb) {
+    const nvr_u64 a = (nvr_u64)p;
+    if (nb == 8) {
+        if ((a & 7) == 0) {
+            *(nvr_u64 *)p = v;
+            return;
+        }
+        if ((a & 3) == 0) {
+            unsigned int *w = (unsigned int *)p;
+            w[0] = (unsigned int)v;
+            w[1] = (unsigned int)(v >> 32);
+            return;
+        }
+        if ((a & 1) == 0) {
+            unsigned short *w = (unsigned short *)p;
+            w[0] = (unsigned short)v;
+            w[1] = (unsigned short)(v >> 16);
+            w[2] = (unsigned short)(v >> 32);
+            w[3] = (unsigned short)(v >> 48);
+            return;
+        }
+    }
+    for (unsigned int k = 0; k < nb; ++k) p[k] = (nvr_byte)(v >> (8 * k));
+}
+
+// ---- the work split -------------------------------------------------------------------------
+
+struct nvr_ll_ctx {
+    unsigned int e; // this block's epoch of this run
+    int b;          // block index
+    nvr_u64 x;      // payload bytes per (sender, receiver) pair
+    nvr_u64 p0, p1; // this block's packets [p0, p1)
+};
+
+__device__ __forceinline__ nvr_u64 nvr_ll_ppb(nvr_u64 x) {
+    return ((x + 7) / 8 + gridDim.x - 1) / gridDim.x;
+}
+
+// Bytes of packet i of a payload of x bytes.
+__device__ __forceinline__ unsigned int nvr_ll_nb(nvr_u64 x, nvr_u64 i) {
+    const nvr_u64 r = x - 8 * i;
+    return r < 8 ? (unsigned int)r : 8u;
+}
+
+// Lanes per packet for a PE that talks to every team member: n rounded up to 1, 2, 4 or 8.
+__device__ __forceinline__ int nvr_ll_group(int n) {
+    return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8;
+}
+
+// The limits of an LL launch (see LIMITS above); records NVR_FAIL_LIMITS when broken. Every
+// thread computes the same answer, so a refused block returns as a whole.
+__device__ __forceinline__ bool nvr_ll_check(const nvr_team &t, nvr_u64 x, int root) {
+    const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
+                    root < t.n && gridDim.x <= NVR_LL_BLOCKS && (blockDim.x & 31u) == 0 &&
+                    (t.ll_bytes & 15u) == 0 &&
+                    nvr_ll_ppb(x) * NVR_LL_PACKET <= (nvr_u64)t.ll_bytes;
+    if (!ok && threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
+    return ok;
+}
+
+// Start of an LL block: its epoch and packets.
+__device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x) {
+    nvr_ll_ctx c;
+    c.e = nvr_begin(t);
+    c.b = (int)blockIdx.x;
+    c.x = x;
+    const nvr_u64 packets = (x + 7) / 8, ppb = nvr_ll_ppb(x);
+    c.p0 = min((nvr_u64)c.b * ppb, packets);
+    c.p1 = min(c.p0 + ppb, packets);
+    return c;
+}
+
+// ---- moving packets -------------------------------------------------------------------------
+
+// Sends this thread's packets of `src` (x bytes) to team PE k: packets p0 + q, p0 + q + step,
+// ... Before the first store it makes sure k has arrived at e - 1, so k is done reading this
+// parity's region (its run e - 2). The first payload is loaded before that check, so the two
+// loads overlap. Does nothing for k == me or k outside the team.
+__device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx &c, int k,
+                                            nvr_u64 q, nvr_u64 step, const nvr_byte *src) {
+    if (k < 0 || k >= t.n || k == t.me) return true;
+    nvr_u64 i = c.p0 + q;
+    if (i >= c.p1) return true;
+    nvr_u64 v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
+    const unsigned int *flag = nvr_arrive_word(t, c.b, k);
+    const unsigned int seen = nvr_ld_acquire(flag);
+    if (!nvr_wait_flag_seen(t, flag, seen, c.e - 1u, k, c.e, NVR_WAIT_ARRIVE)) return false;
+    char *r = nvr_peer(t, nvr_ll_region(t, c.e, t.me, c.b), k);
+    for (;;) {
+        nvr_ll_store(r + NVR_LL_PACKET * (i - c.p0), v, c.e);
+        i += step;
+        if (i >= c.p1) break;
+        v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
+    }
+    return true;
+}
+
+// Receives this thread's packets from team PE k into dst (x bytes). Does nothing for k == me
+// or k outside the team.
+__device__ __forceinline__ bool nvr_ll_recv(const nvr_team &t, const nvr_ll_ctx &c, int k,
+                                            nvr_u64 q, nvr_u64 step, nvr_byte *dst) {
+    if (k < 0 || k >= t.n || k == t.me) return true;
+    const char *r = nvr_ll_region(t, c.e, k, c.b);
+    for (nvr_u64 i = c.p0 + q; i < c.p1; i += step) {
+        nvr_u64 v;
+        if (!nvr_ll_wait(t, r + NVR_LL_PACKET * (i - c.p0), c.e, k, v)) return false;
+        nvr_st8(dst + 8 * i, v, nvr_ll_nb(c.x, i));
+    }
+    return true;
+}
+
+// Copies this thread's packets of src to dst locally (nothing when they are the same buffer).
+__device__ __forceinline__ void nvr_ll_copy(const nvr_ll_ctx &c, nvr_u64 q, nvr_u64 step,
+                                            const nvr_byte *src, nvr_byte *dst) {
+    if (src == dst) return;
+    for (nvr_u64 i = c.p0 + q; i < c.p1; i += step) {
+        const unsigned int nb = nvr_ll_nb(c.x, i);
+        nvr_st8(dst + 8 * i, nvr_ld8(src + 8 * i, nb), nb);
+    }
+}
+
+// A thread's place in G-lane groups: lane k (the team PE it handles), group q, groups per block.
+struct nvr_lanes {
+    int G, k;
+    nvr_u64 q, groups;
+};
+
+__device__ __forceinline__ nvr_lanes nvr_ll_lanes(int n) {
+    nvr_lanes l;
+    l.G = nvr_ll_group(n);
+    l.k = (int)(threadIdx.x & (unsigned int)(l.G - 1));
+    l.q = threadIdx.x / (unsigned int)l.G;
+    l.groups = blockDim.x / (unsigned int)l.G;
+    return l;
+}
+
+#ifdef NVR_OP
+// ---- reductions -----------------------------------------------------------------------------
+
+#define NVR_EPP (8 / (int)sizeof(NVR_T)) // elements per packet
+
+template <int S> struct nvr_bits_of;
+template <> struct nvr_bits_of<1> { typedef unsigned char type; };
+template <> struct nvr_bits_of<2> { typedef unsigned short type; };
+template <> struct nvr_bits_of<4> { typedef unsigned int type; };
+template <> struct nvr_bits_of<8> { typedef unsigned long long type; };
+typedef nvr_bits_of<sizeof(NVR_T)>::type nvr_bits;
+
+// Element m of a payload.
+__device__ __forceinline__ NVR_T nvr_elem(nvr_u64 v, int m) {
+    const nvr_bits bits = (nvr_bits)(v >> (8 * sizeof(NVR_T) * m));
+    NVR_T x;
+    memcpy(&x, &bits, sizeof(NVR_T));
+    return x;
+}
+
+// The payload's bits of element m.
+__device__ __forceinline__ nvr_u64 nvr_elem_bits(NVR_T x, int m) {
+    nvr_bits bits;
+    memcpy(&bits, &x, sizeof(NVR_T));
+    return (nvr_u64)bits << (8 * sizeof(NVR_T) * m);
+}
+
+// Combines the payloads of lanes 0..n-1 of this thread's group (lane j holding team PE j's) in
+// team order, element by element, in NVR_ACC; every lane of the warp must call it (it
+// shuffles), and every lane of a group gets the same result.
+__device__ __forceinline__ nvr_u64 nvr_group_reduce(nvr_u64 v, int G, int n, NVR_ACC s) {
+    const int base = (int)(threadIdx.x & 31u) & ~(G - 1);
+    NVR_ACC acc[NVR_EPP];
+    for (int j = 0; j < n; ++j) {
+        const nvr_u64 w = __shfl_sync(0xffffffffu, v, base + j);
+#pragma unroll
+        for (int m = 0; m < NVR_EPP; ++m) {
+            const NVR_ACC a = nvr_pre(NVR_LOAD(nvr_elem(w, m)), s);
+            acc[m] = j == 0 ? a : nvr_combine(acc[m], a);
+        }
+    }
+    nvr_u64 out = 0;
+#pragma unroll
+    for (int m = 0; m < NVR_EPP; ++m) {
+        const NVR_T y = NVR_STORE(nvr_post(acc[m], n));
+        out |= nvr_elem_bits(y, m);
+    }
+    return out;
+}
+
+// The receiving half of a reduction: for each of this block's packets, lane k of its group
+// takes team PE k's payload (its own from `own` when k == me, else from the LL region) and the
+// group's lane 0 stores the combination into dst. Rounds are warp-uniform (shuffles); after a
+// failed wait a lane skips its remaining waits, and a warp with a failed lane stores nothing.
+__device__ __forceinline__ bool nvr_ll_reduce_recv(const nvr_team &t, const nvr_ll_ctx &c,
+                                                   const nvr_lanes &l, const nvr_byte *own,
+                                                   nvr_byte *dst, NVR_ACC s, bool ok) {
+    const char *r = nvr_ll_region(t, c.e, l.k, c.b);
+    for (nvr_u64 base = c.p0; base < c.p1; base += l.groups) {
+        const nvr_u64 i = base + l.q;
+        const bool live = i < c.p1;
+        const unsigned int nb = live ? nvr_ll_nb(c.x, i) : 0u;
+        nvr_u64 v = 0;
+        if (live && l.k < t.n) {
+            if (l.k == t.me) {
+                v = nvr_ld8(own + 8 * i, nb);
+            } else if (ok) {
+                ok = nvr_ll_wait(t, r + NVR_LL_PACKET * (i - c.p0), c.e, l.k, v);
+            }
+        }
+        const nvr_u64 out = nvr_group_reduce(v, l.G, t.n, s);
+        if (__all_sync(0xffffffffu, ok) && live && l.k == 0) nvr_st8(dst + 8 * i, out, nb);
+    }
+    return ok;
+}
+
+// every dst = the reduction of every member's src (count elements).
+extern "C" __global__ void __launch_bounds__(512)
+    nvr_ll_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
+                      unsigned long long count, double scale) {
+    const nvr_u64 x = count * sizeof(NVR_T);
+    if (!nvr_ll_check(t, x, 0)) return;
+    const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_byte *s = (const nvr_byte *)src;
+    bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
+    nvr_arrive(t, c.e);
+    ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, ok);
+    nvr_end(t, c.e, ok);
+}
+
+// root's dst = the reduction of every member's src; other members' dst untouched.
+extern "C" __global__ void __launch_bounds__(512)
+    nvr_ll_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
+                  unsigned long long count, double scale) {
+    const nvr_u64 x = count * sizeof(NVR_T);
+    if (!nvr_ll_check(t, x, root)) return;
+    const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    const nvr_byte *s = (const nvr_byte *)src;
+    bool ok;
+    if (t.me == root) {
+        const nvr_lanes l = nvr_ll_lanes(t.n);
+        nvr_arrive(t, c.e);
+        ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, true);
+    } else {
+        ok = nvr_ll_send(t, c, root, threadIdx.x, blockDim.x, s);
+        nvr_arrive(t, c.e);
+    }
+    nvr_end(t, c.e, ok);
+}
+
+// src: n blocks of count elements; PE i's dst = the reduction of block i over every member.
+extern "C" __global__ void __launch_bounds__(512)
+    nvr_ll_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
+                          unsigned long long count, double scale) {
+    const nvr_u64 x = count * sizeof(NVR_T);
+    if (!nvr_ll_check(t, x, 0)) return;
+    const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_byte *s = (const nvr_byte *)src;
+    bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * x);
+    nvr_arrive(t, c.e);
+    ok = nvr_ll_reduce_recv(t, c, l, s + (nvr_u64)t.me * x, (nvr_byte *)dst, (NVR_ACC)scale, ok);
+    nvr_end(t, c.e, ok);
+}
+
+#else // !NVR_OP
+// ---- data movement and the barrier (type-free) ----------------------------------------------
+
+// every dst = root's src (bytes).
+extern "C" __global__ void __launch_bounds__(512)
+    nvr_ll_broadcast(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
+                     unsigned long long bytes) {
+    if (!nvr_ll_check(t, bytes, root)) return;
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_byte *s = (const nvr_byte *)src;
+    nvr_byte *d = (nvr_byte *)dst;
+    bool ok;
+    if (t.me == root) {
+        const nvr_lanes l = nvr_ll_lanes(t.n);
+        ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
+        nvr_arrive(t, c.e);
+        if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d);
+    } else {
+        nvr_arrive(t, c.e);
+        ok = nvr_ll_recv(t, c, root, threadIdx.x, blockDim.x, d);
+    }
+    nvr_end(t, c.e, ok);
+}
+
+// dst = n blocks of `bytes`, block j = PE j's src.
+extern "C" __global__ void __launch_bounds__(512)
+    nvr_ll_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
+                    unsigned long long bytes) {
+    if (!nvr_ll_check(t, bytes, 0)) return;
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_byte *s = (const nvr_byte *)src;
+    nvr_byte *d = (nvr_byte *)dst;
+    bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
+    nvr_arrive(t, c.e);
+    if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
+    if (ok) ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    nvr_end(t, c.e, ok);
+}
+
+// block j of my src goes to block me of PE j's dst.
+extern "C" __global__ void __launch_bounds__(512)
+    nvr_ll_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
+                    unsigned long long bytes) {
+    if (!nvr_ll_check(t, bytes, 0)) return;
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_byte *s = (const nvr_byte *)src;
+    nvr_byte *d = (nvr_byte *)dst;
+    bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
+    nvr_arrive(t, c.e);
+    if (l.k == t.me) {
+        const nvr_u64 o = (nvr_u64)t.me * bytes;
+        nvr_ll_copy(c, l.q, l.groups, s + o, d + o);
+    }
+    if (ok) ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    nvr_end(t, c.e, ok);
+}
+
+// root's dst block j = PE j's src; other members' dst untouched.
+extern "C" __global__ void __launch_bounds__(512)
+    nvr_ll_gather(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
+                  unsigned long long bytes) {
+    if (!nvr_ll_check(t, bytes, root)) return;
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_byte *s = (const nvr_byte *)src;
+    nvr_byte *d = (nvr_byte *)dst;
+    bool ok;
+    if (t.me == root) {
+        const nvr_lanes l = nvr_ll_lanes(t.n);
+        nvr_arrive(t, c.e);
+        if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
+        ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    } else {
+        ok = nvr_ll_send(t, c, root, threadIdx.x, blockDim.x, s);
+        nvr_arrive(t, c.e);
+    }
+    nvr_end(t, c.e, ok);
+}
+
+// PE j's dst = block j of root's src.
+extern "C" __global__ void __launch_bounds__(512)
+    nvr_ll_scatter(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
+                   unsigned long long bytes) {
+    if (!nvr_ll_check(t, bytes, root)) return;
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_byte *s = (const nvr_byte *)src;
+    nvr_byte *d = (nvr_byte *)dst;
+    bool ok;
+    if (t.me == root) {
+        const nvr_lanes l = nvr_ll_lanes(t.n);
+        ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
+        nvr_arrive(t, c.e);
+        if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s + (nvr_u64)t.me * bytes, d);
+    } else {
+        nvr_arrive(t, c.e);
+        ok = nvr_ll_recv(t, c, root, threadIdx.x, blockDim.x, d);
+    }
+    nvr_end(t, c.e, ok);
+}
+
+// barrier (fence = 1: fence.sc.sys first, so this PE's earlier writes are visible system-wide
+// before any peer passes) or sync (fence = 0): arrive on block 0, then wait until every peer
+// has arrived at the same epoch. Grid 1, block 32.
+extern "C" __global__ void __launch_bounds__(32)
+    nvr_barrier(const __grid_constant__ nvr_team t, int fence) {
+    const bool fits = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n &&
+                      gridDim.x == 1 && blockDim.x == 32;
+    if (!fits) {
+        if (threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
+        return;
+    }
+    const unsigned int e = nvr_begin(t);
+    nvr_arrive(t, e, fence != 0);
+    const bool ok = nvr_wait_arrivals(t, e, e, nvr_all_peers(t));
+    nvr_end(t, e, ok);
+}
+#endif // NVR_OP
