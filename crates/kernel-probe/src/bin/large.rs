@@ -35,7 +35,6 @@ use kernel_probe::{
 };
 use reference::{Expect, Rng};
 
-const DIRECT_CUH: &str = include_str!("../../../nvshmem/src/kernels/direct.cuh");
 const DIRECT_CU: &str = include_str!("../../../nvshmem/src/kernels/direct.cu");
 
 /// A plain copy kernel for the link's ceiling (no flags, no protocol).
@@ -269,16 +268,16 @@ const CE_EXIT: usize = 6;
 
 impl Module {
     fn job(self) -> Job {
-        let body = format!("{DIRECT_CUH}\n{DIRECT_CU}");
+        let body = DIRECT_CU;
         match self {
             Module::Reduce(t, op, k) => Job {
                 name: format!("direct_{}_{}_{}", t.name(), op.name(), k.name()),
-                src: source(&format!("{}{}", reduce_prefix(t, op), k.defines()), &body),
+                src: source(&format!("{}{}", reduce_prefix(t, op), k.defines()), body),
                 headers: t.header().is_some(),
             },
             Module::Move(k) => Job {
                 name: format!("direct_move_{}", k.name()),
-                src: source(&k.defines(), &body),
+                src: source(&k.defines(), body),
                 headers: false,
             },
             Module::Probe => Job {
@@ -350,17 +349,21 @@ enum Imp {
     /// The direct kernel of a module variant.
     Sm(Knob),
     /// Copy engines between the flag kernels: peer copies pushed to or pulled from peers, the
-    /// local copy on a second stream. For all_reduce: the reduce-scatter kernel into this PE's
-    /// share of dst, then its share pushed to every peer by copy engine.
+    /// local copy on a second stream.
     Ce { pull: bool },
+    /// All-reduce in `chunks` pieces: per piece, the reduce-scatter kernel writes this PE's
+    /// share of the piece into dst, and a second stream pushes that share to every peer by copy
+    /// engine while the next piece is reduced; then the exit flag kernel. The size must divide
+    /// by chunks * n.
+    RsCe { chunks: u32 },
 }
 
 impl Imp {
-    fn name(self, c: Coll) -> String {
+    fn name(self) -> String {
         match self {
             Imp::Sm(k) => k.name(),
-            Imp::Ce { .. } if c == Coll::AllReduce => "rs+ce".into(),
             Imp::Ce { pull } => if pull { "ce-pull" } else { "ce-push" }.into(),
+            Imp::RsCe { chunks } => format!("rs+ce/{chunks}"),
         }
     }
 }
@@ -393,7 +396,7 @@ impl Call {
     fn module(&self) -> Module {
         let k = match self.imp {
             Imp::Sm(k) => k,
-            Imp::Ce { .. } => Knob::Default,
+            Imp::Ce { .. } | Imp::RsCe { .. } => Knob::Default,
         };
         if self.coll.is_reduction() {
             Module::Reduce(self.ty, self.op, k)
@@ -403,7 +406,7 @@ impl Call {
     }
 
     fn label(&self) -> String {
-        let mut s = format!("{} {}", self.coll.name(), self.imp.name(self.coll));
+        let mut s = format!("{} {}", self.coll.name(), self.imp.name());
         if self.coll.is_reduction() {
             s += &format!(" {} {}", self.ty.name(), self.op.name());
         }
@@ -423,11 +426,154 @@ struct Place {
     inplace: bool,
 }
 
+/// One copy-engine copy: (PE, heap offset) of its destination and source, and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Xfer {
+    dst: (usize, u64),
+    src: (usize, u64),
+    bytes: u64,
+}
+
+/// The team size and where regions A and B are: what placing a call's buffers needs (kept
+/// apart from the GPUs so the host-side logic can be tested without one).
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    n: usize,
+    ra: u64,
+    rb: u64,
+}
+
+impl Layout {
+    /// Heap offsets of PE g's (src, dst) for `call` placed at `p`.
+    fn pointers(&self, call: &Call, p: Place, g: usize) -> (u64, u64) {
+        let a = self.ra + GUARD + p.sa;
+        if !p.inplace {
+            return (a, self.rb + GUARD + p.da);
+        }
+        let blk = call.size * call.es();
+        match call.coll {
+            Coll::AllReduce | Coll::Reduce | Coll::Broadcast => (a, a),
+            Coll::ReduceScatter => (a, a + g as u64 * blk),
+            Coll::Fcollect => (a + g as u64 * blk, a),
+            Coll::Gather => (a + call.root as u64 * blk, a),
+            Coll::Scatter => (a, a + call.root as u64 * blk),
+            Coll::Alltoall => unreachable!("alltoall has no in-place form"),
+        }
+    }
+
+    /// Lengths of regions A and B that a call at `p` uses (guards included).
+    fn region_lens(&self, call: &Call, p: Place) -> (u64, u64) {
+        let (s, d) = call.coll.extents(call.size, call.es(), self.n);
+        let up = |x: u64| x.next_multiple_of(256);
+        if p.inplace {
+            (up(2 * GUARD + p.sa + s.max(d)), 0)
+        } else {
+            (up(2 * GUARD + p.sa + s), up(2 * GUARD + p.da + d))
+        }
+    }
+
+    /// The copies PE g issues for a copy-engine collective whose buffers are at heap offsets
+    /// (src_h, dst_h): those that cross the link, and the local one (on the side stream).
+    fn ce_copies(
+        &self,
+        call: &Call,
+        g: usize,
+        src_h: u64,
+        dst_h: u64,
+        pull: bool,
+    ) -> (Vec<Xfer>, Option<Xfer>) {
+        let n = self.n;
+        let b = call.size;
+        let me = g as u64;
+        let root = call.root;
+        let a = |j: usize, h: u64| (j, h);
+        let others = || (1..n).map(move |k| (g + k) % n);
+        let mut remote = Vec::new();
+        let x = |d: (usize, u64), s: (usize, u64)| Xfer {
+            dst: d,
+            src: s,
+            bytes: b,
+        };
+        let local_if = |d: u64, s: u64| (d != s).then(|| x(a(g, d), a(g, s)));
+        let local;
+        match call.coll {
+            Coll::Broadcast => {
+                if g == root {
+                    if !pull {
+                        remote.extend(others().map(|j| x(a(j, dst_h), a(g, src_h))));
+                    }
+                    local = local_if(dst_h, src_h);
+                } else {
+                    if pull {
+                        remote.push(x(a(g, dst_h), a(root, src_h)));
+                    }
+                    local = None;
+                }
+            }
+            Coll::Fcollect => {
+                let mine = dst_h + me * b;
+                let inplace = src_h == mine;
+                for j in others() {
+                    if pull {
+                        let theirs = if inplace { dst_h + j as u64 * b } else { src_h };
+                        remote.push(x(a(g, dst_h + j as u64 * b), a(j, theirs)));
+                    } else {
+                        remote.push(x(a(j, mine), a(g, src_h)));
+                    }
+                }
+                local = local_if(mine, src_h);
+            }
+            Coll::Alltoall => {
+                for j in others() {
+                    let ju = j as u64;
+                    if pull {
+                        remote.push(x(a(g, dst_h + ju * b), a(j, src_h + me * b)));
+                    } else {
+                        remote.push(x(a(j, dst_h + me * b), a(g, src_h + ju * b)));
+                    }
+                }
+                local = local_if(dst_h + me * b, src_h + me * b);
+            }
+            Coll::Gather => {
+                if g == root {
+                    if pull {
+                        remote.extend(others().map(|j| x(a(g, dst_h + j as u64 * b), a(j, src_h))));
+                    }
+                    local = local_if(dst_h + me * b, src_h);
+                } else {
+                    if !pull {
+                        remote.push(x(a(root, dst_h + me * b), a(g, src_h)));
+                    }
+                    local = None;
+                }
+            }
+            Coll::Scatter => {
+                if g == root {
+                    if !pull {
+                        remote.extend(others().map(|j| x(a(j, dst_h), a(g, src_h + j as u64 * b))));
+                    }
+                    local = local_if(dst_h, src_h + me * b);
+                } else {
+                    if pull {
+                        remote.push(x(a(g, dst_h), a(root, src_h + me * b)));
+                    }
+                    local = None;
+                }
+            }
+            Coll::AllReduce | Coll::ReduceScatter | Coll::Reduce => {
+                unreachable!("no copy-engine form")
+            }
+        }
+        (remote, local)
+    }
+}
+
 // ---- the probe context ----------------------------------------------------------------------
 
 struct Ctx {
     node: Node,
     n: usize,
+    lay: Layout,
     ch: Channel,
     teams: Vec<NvrTeam>,
     streams: Vec<Arc<CudaStream>>,
@@ -487,6 +633,7 @@ impl Ctx {
         Ok(Ctx {
             node,
             n,
+            lay: Layout { n, ra, rb },
             ch,
             teams,
             streams,
@@ -512,32 +659,12 @@ impl Ctx {
             .ok_or_else(|| anyhow!("module {m:?} was not compiled"))
     }
 
-    /// Heap offsets of PE g's (src, dst) for `call` placed at `p`.
     fn pointers(&self, call: &Call, p: Place, g: usize) -> (u64, u64) {
-        let a = self.ra + GUARD + p.sa;
-        if !p.inplace {
-            return (a, self.rb + GUARD + p.da);
-        }
-        let blk = call.size * call.es();
-        match call.coll {
-            Coll::AllReduce | Coll::Reduce | Coll::Broadcast => (a, a),
-            Coll::ReduceScatter => (a, a + g as u64 * blk),
-            Coll::Fcollect => (a + g as u64 * blk, a),
-            Coll::Gather => (a + call.root as u64 * blk, a),
-            Coll::Scatter => (a, a + call.root as u64 * blk),
-            Coll::Alltoall => unreachable!("alltoall has no in-place form"),
-        }
+        self.lay.pointers(call, p, g)
     }
 
-    /// Lengths of regions A and B that a call at `p` uses (guards included).
     fn region_lens(&self, call: &Call, p: Place) -> (u64, u64) {
-        let (s, d) = call.coll.extents(call.size, call.es(), self.n);
-        let up = |x: u64| x.next_multiple_of(256);
-        if p.inplace {
-            (up(2 * GUARD + p.sa + s.max(d)), 0)
-        } else {
-            (up(2 * GUARD + p.sa + s), up(2 * GUARD + p.da + d))
-        }
+        self.lay.region_lens(call, p)
     }
 
     /// Enqueues one call on GPU g's stream (its context must be current).
@@ -548,10 +675,10 @@ impl Ctx {
         let es = call.es();
         match call.imp {
             Imp::Sm(_) => self.launch_direct(call, g, src, dst),
-            Imp::Ce { .. } if call.coll == Coll::AllReduce => {
-                // Reduce-scatter into this PE's share of dst, then push the share.
+            Imp::RsCe { chunks } => {
                 let n = self.n as u64;
-                let c = call.size / n;
+                let piece = call.size / chunks as u64;
+                let c = piece / n;
                 let me = g as u64;
                 let rs = Call {
                     coll: Coll::ReduceScatter,
@@ -559,25 +686,39 @@ impl Ctx {
                     size: c,
                     ..*call
                 };
-                self.launch_direct(&rs, g, src, dst + me * c * es)?;
-                for k in 1..self.n {
-                    let j = (g + k) % self.n;
-                    let h = dst_h + me * c * es;
-                    memcpy(s, self.addr(j, h), self.addr(g, h), c * es)?;
+                for p in 0..chunks as u64 {
+                    // This PE's share of piece p, in dst (heap offset).
+                    let base = p * piece * es;
+                    let share = dst_h + base + me * c * es;
+                    self.launch_direct(&rs, g, src + base, self.addr(g, share))?;
+                    self.forks[g].record(s)?;
+                    self.side[g].wait(&self.forks[g])?;
+                    for k in 1..self.n {
+                        let j = (g + k) % self.n;
+                        memcpy(
+                            &self.side[g],
+                            self.addr(j, share),
+                            self.addr(g, share),
+                            c * es,
+                        )?;
+                    }
                 }
+                self.joins[g].record(&self.side[g])?;
+                s.wait(&self.joins[g])?;
                 self.flag(g, CE_EXIT)
             }
             Imp::Ce { pull } => {
                 self.flag(g, CE_ENTER)?;
-                let (remote, local) = self.ce_copies(call, g, src_h, dst_h, pull);
-                if let Some((d, sr, b)) = local {
+                let (remote, local) = self.lay.ce_copies(call, g, src_h, dst_h, pull);
+                let at = |(j, h): (usize, u64)| self.addr(j, h);
+                if let Some(c) = local {
                     self.forks[g].record(s)?;
                     self.side[g].wait(&self.forks[g])?;
-                    memcpy(&self.side[g], d, sr, b)?;
+                    memcpy(&self.side[g], at(c.dst), at(c.src), c.bytes)?;
                     self.joins[g].record(&self.side[g])?;
                 }
-                for (d, sr, b) in remote {
-                    memcpy(s, d, sr, b)?;
+                for c in remote {
+                    memcpy(s, at(c.dst), at(c.src), c.bytes)?;
                 }
                 if local.is_some() {
                     s.wait(&self.joins[g])?;
@@ -627,99 +768,6 @@ impl Ctx {
         // SAFETY: the flag kernels take the team by value; its channel and host words live as
         // long as the node.
         unsafe { launch(f, &self.streams[g], 1, 32, &mut args) }
-    }
-
-    /// The copies (dst address, src address, bytes) PE g issues for a copy-engine collective:
-    /// those that cross the link, and the local one (on the side stream).
-    #[allow(clippy::type_complexity)]
-    fn ce_copies(
-        &self,
-        call: &Call,
-        g: usize,
-        src_h: u64,
-        dst_h: u64,
-        pull: bool,
-    ) -> (Vec<(u64, u64, u64)>, Option<(u64, u64, u64)>) {
-        let n = self.n;
-        let b = call.size;
-        let me = g as u64;
-        let root = call.root;
-        let a = |j: usize, h: u64| self.addr(j, h);
-        let others = || (1..n).map(move |k| (g + k) % n);
-        let mut remote = Vec::new();
-        let local_if = |d: u64, s: u64| (d != s).then(|| (a(g, d), a(g, s), b));
-        let local;
-        match call.coll {
-            Coll::Broadcast => {
-                if g == root {
-                    if !pull {
-                        remote.extend(others().map(|j| (a(j, dst_h), a(g, src_h), b)));
-                    }
-                    local = local_if(dst_h, src_h);
-                } else {
-                    if pull {
-                        remote.push((a(g, dst_h), a(root, src_h), b));
-                    }
-                    local = None;
-                }
-            }
-            Coll::Fcollect => {
-                let mine = dst_h + me * b;
-                let inplace = src_h == mine;
-                for j in others() {
-                    if pull {
-                        let theirs = if inplace { dst_h + j as u64 * b } else { src_h };
-                        remote.push((a(g, dst_h + j as u64 * b), a(j, theirs), b));
-                    } else {
-                        remote.push((a(j, mine), a(g, src_h), b));
-                    }
-                }
-                local = local_if(mine, src_h);
-            }
-            Coll::Alltoall => {
-                for j in others() {
-                    let ju = j as u64;
-                    if pull {
-                        remote.push((a(g, dst_h + ju * b), a(j, src_h + me * b), b));
-                    } else {
-                        remote.push((a(j, dst_h + me * b), a(g, src_h + ju * b), b));
-                    }
-                }
-                local = local_if(dst_h + me * b, src_h + me * b);
-            }
-            Coll::Gather => {
-                if g == root {
-                    if pull {
-                        remote
-                            .extend(others().map(|j| (a(g, dst_h + j as u64 * b), a(j, src_h), b)));
-                    }
-                    local = local_if(dst_h + me * b, src_h);
-                } else {
-                    if !pull {
-                        remote.push((a(root, dst_h + me * b), a(g, src_h), b));
-                    }
-                    local = None;
-                }
-            }
-            Coll::Scatter => {
-                if g == root {
-                    if !pull {
-                        remote
-                            .extend(others().map(|j| (a(j, dst_h), a(g, src_h + j as u64 * b), b)));
-                    }
-                    local = local_if(dst_h, src_h + me * b);
-                } else {
-                    if pull {
-                        remote.push((a(g, dst_h), a(root, src_h + me * b), b));
-                    }
-                    local = None;
-                }
-            }
-            Coll::AllReduce | Coll::ReduceScatter | Coll::Reduce => {
-                unreachable!("no copy-engine form")
-            }
-        }
-        (remote, local)
     }
 
     /// Waits until every GPU's stream is idle; if that takes longer than `limit`, sets the
@@ -868,11 +916,36 @@ impl Tally {
     }
 }
 
+/// Every GPU's regions before a call: typed random elements for reductions (so no NaN),
+/// random bytes otherwise, in region A; poison in region B.
+fn initial_images(lay: &Layout, case: &Case, rng: &mut Rng) -> Vec<Img> {
+    let call = &case.call;
+    let es = call.es() as usize;
+    let (la, lb) = lay.region_lens(call, case.place);
+    (0..lay.n)
+        .map(|_| {
+            let mut a = vec![0u8; la as usize];
+            if call.coll.is_reduction() {
+                for e in a.chunks_exact_mut(es) {
+                    reference::random_element(call.ty, rng, e);
+                }
+            } else {
+                rng.fill(&mut a);
+            }
+            Img {
+                ra: lay.ra,
+                a,
+                rb: lay.rb,
+                b: vec![0xA5; lb as usize],
+            }
+        })
+        .collect()
+}
+
 /// Runs one case and compares every GPU's regions with the reference; the mismatches found.
 fn run_case(ctx: &Ctx, case: &Case, rng: &mut Rng) -> Result<Vec<String>> {
     let call = &case.call;
     let n = ctx.n;
-    let es = call.es();
     let (la, lb) = ctx.region_lens(call, case.place);
     if la > ctx.region || lb > ctx.region {
         bail!(
@@ -880,25 +953,7 @@ fn run_case(ctx: &Ctx, case: &Case, rng: &mut Rng) -> Result<Vec<String>> {
             ctx.region
         );
     }
-    // Inputs: typed random elements for reductions (so no NaN), random bytes otherwise;
-    // outputs poisoned.
-    let mut init = Vec::new();
-    for _ in 0..n {
-        let mut a = vec![0u8; la as usize];
-        if call.coll.is_reduction() {
-            for e in a.chunks_exact_mut(es as usize) {
-                reference::random_element(call.ty, rng, e);
-            }
-        } else {
-            rng.fill(&mut a);
-        }
-        init.push(Img {
-            ra: ctx.ra,
-            a,
-            rb: ctx.rb,
-            b: vec![0xA5; lb as usize],
-        });
-    }
+    let init = initial_images(&ctx.lay, case, rng);
     for (g, img) in init.iter().enumerate() {
         htod(&ctx.streams[g], ctx.addr(g, ctx.ra), &img.a)?;
         htod(&ctx.streams[g], ctx.addr(g, ctx.rb), &img.b)?;
@@ -932,13 +987,19 @@ fn run_case(ctx: &Ctx, case: &Case, rng: &mut Rng) -> Result<Vec<String>> {
         dtoh(&ctx.streams[g], ctx.addr(g, ctx.ra), &mut img.a)?;
         dtoh(&ctx.streams[g], ctx.addr(g, ctx.rb), &mut img.b)?;
     }
-    Ok(compare(ctx, case, &init, &got, &ptrs))
+    Ok(compare(&ctx.lay, case, &init, &got, &ptrs))
 }
 
 /// The mismatches between what the GPUs hold and what the call must leave.
-fn compare(ctx: &Ctx, case: &Case, init: &[Img], got: &[Img], ptrs: &[(u64, u64)]) -> Vec<String> {
+fn compare(
+    lay: &Layout,
+    case: &Case,
+    init: &[Img],
+    got: &[Img],
+    ptrs: &[(u64, u64)],
+) -> Vec<String> {
     let call = &case.call;
-    let n = ctx.n;
+    let n = lay.n;
     let es = call.es();
     let b = call.size * es;
     let root = call.root;
@@ -1217,14 +1278,21 @@ fn check_cases(n: usize, quick: bool) -> Vec<Case> {
             }
         }
     }
-    // The copy-engine all-reduce (reduce-scatter kernel + pushes): sizes divisible by n.
-    for (bytes, inplace) in [(MIB, false), (MIB, true), (64 * MIB, false)] {
+    // The copy-engine all-reduce (reduce-scatter kernels + pushes): sizes divisible by
+    // chunks * n.
+    for (bytes, chunks, inplace) in [
+        (MIB, 1, false),
+        (MIB, 4, true),
+        (MIB, 16, false),
+        (64 * MIB, 4, false),
+        (64 * MIB, 16, true),
+    ] {
         if quick && bytes > MIB {
             continue;
         }
         let mut c = f32sum(Coll::AllReduce, Knob::Default, bytes, 0);
-        c.imp = Imp::Ce { pull: false };
-        c.size -= c.size % n as u64;
+        c.imp = Imp::RsCe { chunks };
+        c.size -= c.size % (chunks as u64 * n as u64);
         push(&mut v, c, 16, 16, inplace);
     }
     // CUDA graphs: one call captured, replayed 100 times (epochs advance on the device).
@@ -1631,7 +1699,9 @@ fn time_imps(c: Coll, n: usize) -> Vec<Imp> {
             Imp::Sm(Knob::Default),
             Imp::Sm(Knob::Inflight(4)),
             Imp::Sm(Knob::Inflight(16)),
-            Imp::Ce { pull: false },
+            Imp::RsCe { chunks: 1 },
+            Imp::RsCe { chunks: 4 },
+            Imp::RsCe { chunks: 16 },
         ],
         Coll::ReduceScatter => vec![Imp::Sm(Knob::Default), Imp::Sm(Knob::Inflight(16))],
         Coll::Reduce => vec![Imp::Sm(Knob::Default), Imp::Sm(Knob::RootPull)],
@@ -1681,8 +1751,8 @@ fn time(gpus: Option<usize>) -> Result<bool> {
             for &bytes in &sizes {
                 let es = if c.is_reduction() { 4 } else { 1 };
                 let mut size = c.size_for(bytes, es, n);
-                if imp == (Imp::Ce { pull: false }) && c == Coll::AllReduce {
-                    size -= size % n as u64;
+                if let Imp::RsCe { chunks } = imp {
+                    size -= size % (chunks as u64 * n as u64);
                 }
                 let call = Call {
                     coll: c,
@@ -1717,7 +1787,7 @@ fn time(gpus: Option<usize>) -> Result<bool> {
         let name = format!(
             "{:<15} {:<12} {:<7} {:>8}",
             call.coll.name(),
-            call.imp.name(call.coll),
+            call.imp.name(),
             if call.coll.is_reduction() {
                 call.ty.name()
             } else {
@@ -1731,7 +1801,7 @@ fn time(gpus: Option<usize>) -> Result<bool> {
             (Ok(s), Ok(g)) => {
                 let row = Row {
                     coll: call.coll,
-                    imp: call.imp.name(call.coll),
+                    imp: call.imp.name(),
                     ty: call.ty,
                     bytes: call.coll.nccl_bytes(call.size, call.es(), n),
                     stream_us: s,
@@ -2005,6 +2075,285 @@ fn main() -> ExitCode {
         Err(e) => {
             println!("FAILED: {e:#}");
             ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The element of type `t` nearest to `v` (fp8 by search over every code).
+    fn encode(t: Ty, v: f64) -> Vec<u8> {
+        match t {
+            Ty::F32 => (v as f32).to_le_bytes().to_vec(),
+            Ty::F64 => v.to_le_bytes().to_vec(),
+            Ty::F16 => half::f16::from_f64(v).to_le_bytes().to_vec(),
+            Ty::BF16 => half::bf16::from_f64(v).to_le_bytes().to_vec(),
+            Ty::F8E4M3 | Ty::F8E5M2 => {
+                let best = (0..=255u8)
+                    .filter(|&c| reference::decode_float(t, &[c]).is_finite())
+                    .min_by(|&a, &b| {
+                        let da = (reference::decode_float(t, &[a]) - v).abs();
+                        let db = (reference::decode_float(t, &[b]) - v).abs();
+                        da.total_cmp(&db)
+                    })
+                    .unwrap();
+                vec![best]
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    /// Start of share k of `parts` over `bytes` in 16-byte units (nvr_d_share).
+    fn share(bytes: u64, k: usize, parts: usize) -> u64 {
+        let units = bytes.div_ceil(16);
+        (units * k as u64 / parts as u64 * 16).min(bytes)
+    }
+
+    /// What a correct device leaves, following direct.cu's own addressing: the pairs each PE
+    /// copies (push or pull) at its own pointers plus peer offsets, and the copy-engine lists of
+    /// `ce_copies`, rather than the harness's rule of what each collective means; so `compare`
+    /// passing on it shows that the two agree.
+    fn simulate(lay: &Layout, call: &Call, init: &[Img], ptrs: &[(u64, u64)]) -> Vec<Img> {
+        let n = lay.n;
+        let es = call.es();
+        let b = call.size * es;
+        let root = call.root;
+        let mut out = init.to_vec();
+        let mut copy = |dp: usize, d: u64, sp: usize, s: u64, len: u64| {
+            let v = init[sp].at(s, len).to_vec();
+            out[dp].put(d, &v);
+        };
+        let knob = match call.imp {
+            Imp::Sm(k) => k,
+            Imp::Ce { pull } => {
+                for (g, &(s, d)) in ptrs.iter().enumerate() {
+                    let (remote, local) = lay.ce_copies(call, g, s, d, pull);
+                    for x in remote.iter().chain(local.iter()) {
+                        copy(x.dst.0, x.dst.1, x.src.0, x.src.1, x.bytes);
+                    }
+                }
+                return out;
+            }
+            Imp::RsCe { .. } => Knob::Default,
+        };
+        let pull = knob == Knob::Pull;
+        match call.coll {
+            Coll::Broadcast => {
+                let algo = match knob {
+                    Knob::BcastPush => 1,
+                    Knob::BcastPull => 2,
+                    Knob::BcastFwd => 3,
+                    _ if n <= 2 => 1,
+                    _ => 3,
+                };
+                for (me, &(s, d)) in ptrs.iter().enumerate() {
+                    let local = s != d;
+                    match algo {
+                        1 if me == root => {
+                            for j in 0..n {
+                                if j != me || local {
+                                    copy(j, d, me, s, b);
+                                }
+                            }
+                        }
+                        2 if me != root => copy(me, d, root, s, b),
+                        3 if me != root => {
+                            let r = if me < root { me } else { me - 1 };
+                            let (lo, hi) = (share(b, r, n - 1), share(b, r + 1, n - 1));
+                            for j in (0..n).filter(|&j| j != root) {
+                                copy(j, d + lo, root, s + lo, hi - lo);
+                            }
+                        }
+                        2 | 3 if local => copy(me, d, me, s, b),
+                        _ => {}
+                    }
+                }
+            }
+            Coll::Fcollect => {
+                for (me, &(s, d)) in ptrs.iter().enumerate() {
+                    let mine = d + me as u64 * b;
+                    let local = s != mine;
+                    for j in 0..n {
+                        let ju = j as u64;
+                        if j == me && !local {
+                            continue;
+                        }
+                        if pull {
+                            let from = if j == me || local { s } else { d + ju * b };
+                            copy(me, d + ju * b, j, from, b);
+                        } else {
+                            copy(j, mine, me, s, b);
+                        }
+                    }
+                }
+            }
+            Coll::Alltoall => {
+                for (me, &(s, d)) in ptrs.iter().enumerate() {
+                    let m = me as u64;
+                    for j in 0..n {
+                        let ju = j as u64;
+                        if pull {
+                            copy(me, d + ju * b, j, s + m * b, b);
+                        } else {
+                            copy(j, d + m * b, me, s + ju * b, b);
+                        }
+                    }
+                }
+            }
+            Coll::Gather => {
+                for (me, &(s, d)) in ptrs.iter().enumerate() {
+                    let m = me as u64;
+                    let local = s != d + m * b;
+                    if pull {
+                        if me == root {
+                            for j in 0..n {
+                                if j != me {
+                                    copy(me, d + j as u64 * b, j, s, b);
+                                } else if local {
+                                    copy(me, d + m * b, me, s, b);
+                                }
+                            }
+                        }
+                    } else if me != root {
+                        copy(root, d + m * b, me, s, b);
+                    } else if local {
+                        copy(me, d + m * b, me, s, b);
+                    }
+                }
+            }
+            Coll::Scatter => {
+                for (me, &(s, d)) in ptrs.iter().enumerate() {
+                    let m = me as u64;
+                    let local = d != s + m * b;
+                    if pull {
+                        if me != root {
+                            copy(me, d, root, s + m * b, b);
+                        } else if local {
+                            copy(me, d, me, s + m * b, b);
+                        }
+                    } else if me == root {
+                        for j in 0..n {
+                            if j != me || local {
+                                copy(j, d, me, s + j as u64 * b, b);
+                            }
+                        }
+                    }
+                }
+            }
+            Coll::AllReduce | Coll::ReduceScatter | Coll::Reduce => {
+                // Element k is reduced by its owner from every member's copy at the owner's
+                // pointers and stored where the owner's kernel stores it.
+                let t = call.ty;
+                let value =
+                    |inputs: &[&[u8]]| match reference::reduce(t, call.op, call.scale, inputs) {
+                        Expect::Bits(v) => v.to_le_bytes()[..t.size()].to_vec(),
+                        Expect::Near { value, .. } => encode(t, value),
+                    };
+                for k in 0..call.size {
+                    let owner = match (call.coll, knob) {
+                        (Coll::Reduce, Knob::RootPull) => root,
+                        (Coll::ReduceScatter, _) => usize::MAX,
+                        _ => k as usize % n,
+                    };
+                    let owners: Vec<usize> = if owner == usize::MAX {
+                        (0..n).collect()
+                    } else {
+                        vec![owner]
+                    };
+                    for o in owners {
+                        let blk = if call.coll == Coll::ReduceScatter {
+                            o as u64 * b
+                        } else {
+                            0
+                        };
+                        let inputs: Vec<&[u8]> = (0..n)
+                            .map(|j| init[j].at(ptrs[o].0 + blk + k * es, es))
+                            .collect();
+                        let v = value(&inputs);
+                        let at = ptrs[o].1 + k * es;
+                        match call.coll {
+                            Coll::AllReduce => (0..n).for_each(|j| out[j].put(at, &v)),
+                            Coll::ReduceScatter => out[o].put(at, &v),
+                            _ => out[root].put(at, &v),
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn lay(n: usize) -> Layout {
+        Layout {
+            n,
+            ra: 1 << 20,
+            rb: 512 << 20,
+        }
+    }
+
+    #[test]
+    fn grid_rule() {
+        assert_eq!(direct_grid(Coll::AllReduce, 8, 2), 1);
+        assert_eq!(direct_grid(Coll::AllReduce, MIB, 2), 32);
+        assert_eq!(direct_grid(Coll::AllReduce, 128 * MIB, 2), 128);
+        assert_eq!(direct_grid(Coll::ReduceScatter, MIB, 2), 64);
+        assert_eq!(direct_grid(Coll::Fcollect, MIB / 2, 2), 32);
+        assert_eq!(direct_grid(Coll::Broadcast, 0, 8), 1);
+    }
+
+    /// Every small case of `check`, for 1 to 4 PEs, passes `compare` on the simulated device,
+    /// and a flipped byte in an output, in a guard or in an untouched input is caught.
+    #[test]
+    fn simulated_device_passes_every_check_case() {
+        let mut rng = Rng::new(7);
+        for n in 1..=4 {
+            let lay = lay(n);
+            let mut ran = 0;
+            for case in check_cases(n, true) {
+                if case.call.size > 5000 {
+                    continue;
+                }
+                let init = initial_images(&lay, &case, &mut rng);
+                let ptrs: Vec<(u64, u64)> = (0..n)
+                    .map(|g| lay.pointers(&case.call, case.place, g))
+                    .collect();
+                let mut got = simulate(&lay, &case.call, &init, &ptrs);
+                let errs = compare(&lay, &case, &init, &got, &ptrs);
+                assert!(errs.is_empty(), "n={n} {:?}: {errs:?}", case);
+                ran += 1;
+                // Corruptions: the last output byte of GPU 0 (or of the root), the first guard
+                // byte of region A.
+                let g = if case.call.coll.rooted() {
+                    case.call.root
+                } else {
+                    0
+                };
+                let (_, d) = ptrs[g];
+                let (s_len, d_len) = case.call.coll.extents(case.call.size, case.call.es(), n);
+                let receives =
+                    !matches!(case.call.coll, Coll::Gather | Coll::Reduce) || g == case.call.root;
+                if receives && d_len > 0 && n > 1 {
+                    let h = d + d_len - 1;
+                    let mut v = got[g].at(h, 1).to_vec();
+                    v[0] ^= 0x5A;
+                    got[g].put(h, &v);
+                    assert!(
+                        !compare(&lay, &case, &init, &got, &ptrs).is_empty(),
+                        "n={n} {case:?}: a wrong output byte passed"
+                    );
+                    v[0] ^= 0x5A;
+                    got[g].put(h, &v);
+                }
+                let _ = s_len;
+                got[0].a[0] ^= 1;
+                assert!(
+                    !compare(&lay, &case, &init, &got, &ptrs).is_empty(),
+                    "n={n} {case:?}: a wrong guard byte passed"
+                );
+            }
+            assert!(ran > 500, "{ran} cases for n={n}");
         }
     }
 }

@@ -1,8 +1,8 @@
 // Large-message collectives over peer-mapped symmetric memory ("direct" algorithms of
 // PROTOCOL.md): every kernel loads from and stores to its peers' user buffers over NVLink, with
-// no staging, framed by the per-block arrive/depart flags of direct.cuh.
+// no staging, framed by the per-block arrive/depart flags of common.cuh.
 //
-// Compiled as  prefix + ops.cuh + common.cuh + direct.cuh + direct.cu.
+// Compiled as  prefix + ops.cuh + common.cuh + direct.cu  (no #include of our own headers).
 //   With NVR_OP defined (a reduction prefix of types.rs): the reductions
 //     nvr_direct_all_reduce, nvr_direct_reduce_scatter, nvr_direct_reduce.
 //   Without NVR_OP: the type-free data movement
@@ -44,6 +44,49 @@
 #ifndef NVR_D_INFLIGHT
 #define NVR_D_INFLIGHT 8
 #endif
+
+typedef nvr_u64 nvr_d_u64;
+
+// Threads per block of every direct kernel (the host launches exactly this many).
+#define NVR_D_THREADS 512
+
+// ---- entry and exit of a direct algorithm (PROTOCOL.md, "Arrive and depart") ----
+// `touch`: bit j set when this PE loads from or stores to team PE j's buffers in this call;
+// `touched_by`: bit j set when PE j loads from or stores to this PE's buffers.
+
+// Every thread of the block calls this. Arrive on every peer, then wait (flag lanes, then a
+// block barrier) until every peer this PE touches has started this epoch: its earlier work is
+// done, its inputs written, its outputs free. False when a wait was aborted or timed out (the
+// status record says which); the block must then return at once (its epoch stays behind; the
+// host zeroes the channel).
+__device__ __forceinline__ bool nvr_d_enter(const nvr_team &t, unsigned touch, unsigned *e_out) {
+    if (!nvr_team_ok(t))
+        return false;
+    const unsigned e = nvr_begin(t);
+    nvr_arrive(t, e);
+    const bool ok = nvr_wait_arrivals(t, e, e, touch);
+    *e_out = e;
+    return nvr_block_ok(ok);
+}
+
+// Whether `root` names a team member; records NVR_FAIL_LIMITS otherwise (every block returns,
+// on every member alike, so no one waits).
+__device__ __forceinline__ bool nvr_d_root_ok(const nvr_team &t, int root) {
+    const bool ok = root >= 0 && root < t.n;
+    if (!ok && threadIdx.x == 0)
+        nvr_fail(t.status, NVR_FAIL_LIMITS, root, 0, 0);
+    return ok;
+}
+
+// Every thread of the block calls this after its last access to peers' buffers: depart to the
+// peers touched (a block barrier, then fence.sc.sys and a release store per peer), wait until
+// every peer that touches this PE has departed, advance the epoch. Once every block has
+// passed it, no peer still reads this PE's src or writes its dst.
+__device__ __forceinline__ void nvr_d_exit(const nvr_team &t, unsigned e, unsigned touch,
+                                           unsigned touched_by) {
+    nvr_depart(t, e, touch);
+    nvr_end(t, e, nvr_wait_departs(t, e, touched_by));
+}
 
 __device__ __forceinline__ uint4 nvr_d_ld16(const char *p) {
     uint4 v;
@@ -277,13 +320,12 @@ __device__ void nvr_d_reduce(const nvr_team &t, int root, const NVR_T *src, NVR_
     }
 }
 
-
 // Every PE: dst[i] = combine over members j (team order) of src_j[i], i < count. Every member
 // loads from and stores to every member.
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
-    nvr_direct_all_reduce(nvr_team t, const NVR_T *src, NVR_T *dst, nvr_d_u64 count,
-                          double scale) {
-    const unsigned all = nvr_d_others(t);
+    nvr_direct_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
+                          nvr_d_u64 count, double scale) {
+    const unsigned all = nvr_all_peers(t);
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
         return;
@@ -294,9 +336,9 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
 // Every PE: dst[i] = combine over members j of src_j[me * count + i], i < count (NCCL's
 // reduce-scatter; count is the elements of one block = dst). In place: dst == src + me * count.
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
-    nvr_direct_reduce_scatter(nvr_team t, const NVR_T *src, NVR_T *dst, nvr_d_u64 count,
-                              double scale) {
-    const unsigned all = nvr_d_others(t);
+    nvr_direct_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
+                              nvr_d_u64 count, double scale) {
+    const unsigned all = nvr_all_peers(t);
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
         return;
@@ -310,9 +352,11 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
 
 // The root's dst[i] = combine over members of src_j[i]; other PEs' dst untouched.
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
-    nvr_direct_reduce(nvr_team t, int root, const NVR_T *src, NVR_T *dst, nvr_d_u64 count,
-                      double scale) {
-    const unsigned all = nvr_d_others(t);
+    nvr_direct_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
+                      nvr_d_u64 count, double scale) {
+    if (!nvr_d_root_ok(t, root))
+        return;
+    const unsigned all = nvr_all_peers(t);
     const bool pull = NVR_D_REDUCE == 1;
     // Two-shot: everyone loads from everyone; pull: only the root loads, from everyone.
     const unsigned touch = pull ? (t.me == root ? all : 0u) : all;
@@ -499,8 +543,11 @@ __device__ void nvr_d_broadcast(const nvr_team &t, int root, const char *src, ch
 
 // Every PE's dst = the root's src (bytes). In place: the root's src == its dst.
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
-    nvr_direct_broadcast(nvr_team t, int root, const void *src, void *dst, nvr_d_u64 bytes) {
-    const unsigned all = nvr_d_others(t);
+    nvr_direct_broadcast(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
+                         nvr_d_u64 bytes) {
+    if (!nvr_d_root_ok(t, root))
+        return;
+    const unsigned all = nvr_all_peers(t);
     const int algo = nvr_d_bcast_algo(t.n);
     const bool is_root = t.me == root;
     const unsigned rbit = 1u << root;
@@ -553,8 +600,9 @@ __device__ void nvr_d_fcollect(const nvr_team &t, const char *src, char *dst, nv
 }
 
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
-    nvr_direct_fcollect(nvr_team t, const void *src, void *dst, nvr_d_u64 bytes) {
-    const unsigned all = nvr_d_others(t);
+    nvr_direct_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
+                        nvr_d_u64 bytes) {
+    const unsigned all = nvr_all_peers(t);
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
         return;
@@ -582,8 +630,9 @@ __device__ void nvr_d_alltoall(const nvr_team &t, const char *src, char *dst, nv
 }
 
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
-    nvr_direct_alltoall(nvr_team t, const void *src, void *dst, nvr_d_u64 bytes) {
-    const unsigned all = nvr_d_others(t);
+    nvr_direct_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
+                        nvr_d_u64 bytes) {
+    const unsigned all = nvr_all_peers(t);
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
         return;
@@ -621,8 +670,11 @@ __device__ void nvr_d_gather(const nvr_team &t, int root, const char *src, char 
 }
 
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
-    nvr_direct_gather(nvr_team t, int root, const void *src, void *dst, nvr_d_u64 bytes) {
-    const unsigned all = nvr_d_others(t);
+    nvr_direct_gather(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
+                      nvr_d_u64 bytes) {
+    if (!nvr_d_root_ok(t, root))
+        return;
+    const unsigned all = nvr_all_peers(t);
     const bool is_root = t.me == root;
     const unsigned rbit = 1u << root;
     const unsigned touch = NVR_D_PULL ? (is_root ? all : 0u) : (is_root ? 0u : rbit);
@@ -662,8 +714,11 @@ __device__ void nvr_d_scatter(const nvr_team &t, int root, const char *src, char
 }
 
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
-    nvr_direct_scatter(nvr_team t, int root, const void *src, void *dst, nvr_d_u64 bytes) {
-    const unsigned all = nvr_d_others(t);
+    nvr_direct_scatter(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
+                       nvr_d_u64 bytes) {
+    if (!nvr_d_root_ok(t, root))
+        return;
+    const unsigned all = nvr_all_peers(t);
     const bool is_root = t.me == root;
     const unsigned rbit = 1u << root;
     const unsigned touch = NVR_D_PULL ? (is_root ? 0u : rbit) : (is_root ? all : 0u);
@@ -686,23 +741,23 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
 // channel, so a captured graph replays.
 
 __device__ __forceinline__ void nvr_d_ce_barrier(const nvr_team &t) {
-    if (threadIdx.x != 0 || blockIdx.x != 0)
+    if (!nvr_team_ok(t))
         return;
-    // The copies that ran before this kernel on the stream wrote through the copy engine;
-    // order them (and earlier kernels' writes) before the flag system-wide.
-    __threadfence_system();
-    const unsigned e = *nvr_d_epoch(t, 0) + 1u;
-    for (int j = 0; j < t.n; ++j)
-        if (j != t.me)
-            nvr_d_st_release_sys(nvr_d_peer(t, nvr_d_arrive(t, 0, t.me), j), e);
-    for (int j = 0; j < t.n; ++j)
-        if (j != t.me && !nvr_d_wait(t, nvr_d_arrive(t, 0, j), e, j, NVR_D_WAIT_ARRIVE))
-            return;
-    *nvr_d_epoch(t, 0) = e;
+    const unsigned e = nvr_begin(t);
+    // fence.sc.sys before the arrival: the copies that ran before this kernel on the stream
+    // (copy engine) and earlier kernels' writes are ordered before the flag system-wide.
+    nvr_arrive(t, e, true);
+    nvr_end(t, e, nvr_wait_arrivals(t, e, e, nvr_all_peers(t)));
 }
 
-extern "C" __global__ void nvr_ce_enter(nvr_team t) { nvr_d_ce_barrier(t); }
+extern "C" __global__ void __launch_bounds__(32)
+    nvr_ce_enter(const __grid_constant__ nvr_team t) {
+    nvr_d_ce_barrier(t);
+}
 
-extern "C" __global__ void nvr_ce_exit(nvr_team t) { nvr_d_ce_barrier(t); }
+extern "C" __global__ void __launch_bounds__(32)
+    nvr_ce_exit(const __grid_constant__ nvr_team t) {
+    nvr_d_ce_barrier(t);
+}
 
 #endif // NVR_OP
