@@ -8,8 +8,9 @@
 #                                         programs with 1 and 2 PEs under every launcher that can
 #                                         start there and prints a summary last. SUITES default to
 #                                         "foundation"; others: examples, collectives,
-#                                         perf, perfgraph, perfiso, reddiag. Each of collectives, perf and
-#                                         perfgraph needs most of one 10-minute call.
+#                                         perf, perfgraph, perfiso, reddiag, probelarge. Each of
+#                                         collectives, perf and perfgraph needs most of one
+#                                         10-minute call; probelarge about 4 minutes.
 #
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs. NVLink multicast stays off
 # for every process: NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0.
@@ -22,6 +23,7 @@ stage() {
   set -e
   . scripts/setup.sh
   cargo build --release --bins --examples -p nvshmem-rs -p nvshmem -p nvshmem-perf
+  cargo build --release -p kernel-probe --bin large
   rm -rf .gpu && mkdir -p .gpu/bin
   # The test executables' paths come from cargo's JSON messages.
   { cargo test --release --no-run --test 'gpu_*' --message-format=json 2>/dev/null
@@ -36,7 +38,7 @@ for line in sys.stdin:
   for exe in target/release/examples/*; do
     [ -f "$exe" ] && [ -x "$exe" ] && case "$exe" in *-*) ;; *) cp "$exe" .gpu/bin/ ;; esac
   done
-  for b in nvshmem-run nvshmem-perf; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
+  for b in nvshmem-run nvshmem-perf large; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
   strip --strip-debug .gpu/bin/*   # the device tool carries at most 64 MiB
   ls -la .gpu/bin
   du -sh .gpu
@@ -146,6 +148,19 @@ reddiag() {
       --impl ${DIAG_IMPLS:-nvshmem,nvshmem-rs} --no-progress
     grep -E "wrong|^ +[0-9]+ " "$out/reddiag-$d.log" | tail -12
   done
+}
+
+# The large-message collectives of crates/nvshmem/src/kernels/direct.cu, from one process
+# driving every GPU (kernel-probe's `large`): results against a host reference, then times
+# (every kernel and copy-engine variant, 1 to 256 MiB, stream and graph mode) with a table
+# against the targets and NCCL last. `large sweep` (busbw by grid size, for tuning the grid
+# rule) is not part of the suite: run .gpu/bin/large sweep by hand.
+probelarge() {
+  CASE_TIMEOUT=${LARGE_TIMEOUT:-240} case_ large-check pass .gpu/bin/large check
+  grep -E "cases,|path:|passed, .* failed" "$out/large-check.log" | tail -14
+  CASE_TIMEOUT=${LARGE_TIMEOUT:-240} case_ large-time pass .gpu/bin/large time
+  sed -n '/==== summary/,$p' "$out/large-time.log"
+  grep -E "^link ceiling" "$out/large-time.log"
 }
 
 # nvshmem-perf over every collective, 8 B to 256 MiB; `perf` in stream mode, `perfgraph` in
