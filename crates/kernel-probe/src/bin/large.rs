@@ -249,11 +249,13 @@ enum Module {
     Probe,
 }
 
-const REDUCE_FNS: [&str; 3] = [
+const REDUCE_FNS: [&str; 4] = [
     "nvr_direct_all_reduce",
     "nvr_direct_reduce_scatter",
     "nvr_direct_reduce",
+    "nvr_direct_combine2",
 ];
+const COMBINE2: usize = 3;
 const MOVE_FNS: [&str; 7] = [
     "nvr_direct_broadcast",
     "nvr_direct_fcollect",
@@ -356,6 +358,11 @@ enum Imp {
     /// engine while the next piece is reduced; then the exit flag kernel. The size must divide
     /// by chunks * n.
     RsCe { chunks: u32 },
+    /// Reductions of 2-PE teams by copy engine (not in place), in `chunks` pieces: a second
+    /// stream pulls the peer's contribution into this PE's dst, nvr_direct_combine2 combines it
+    /// with this PE's in team order, and (all_reduce) a third stream pushes the result to the
+    /// peer. reduce_scatter: this PE's block; reduce: the root pulls, the other only flags.
+    CeRed { chunks: u32 },
 }
 
 impl Imp {
@@ -364,6 +371,7 @@ impl Imp {
             Imp::Sm(k) => k.name(),
             Imp::Ce { pull } => if pull { "ce-pull" } else { "ce-push" }.into(),
             Imp::RsCe { chunks } => format!("rs+ce/{chunks}"),
+            Imp::CeRed { chunks } => format!("ce-red/{chunks}"),
         }
     }
 }
@@ -396,7 +404,7 @@ impl Call {
     fn module(&self) -> Module {
         let k = match self.imp {
             Imp::Sm(k) => k,
-            Imp::Ce { .. } | Imp::RsCe { .. } => Knob::Default,
+            Imp::Ce { .. } | Imp::RsCe { .. } | Imp::CeRed { .. } => Knob::Default,
         };
         if self.coll.is_reduction() {
             Module::Reduce(self.ty, self.op, k)
@@ -577,11 +585,15 @@ struct Ctx {
     ch: Channel,
     teams: Vec<NvrTeam>,
     streams: Vec<Arc<CudaStream>>,
-    /// A second stream per GPU for the local copy of copy-engine collectives.
+    /// A second and third stream per GPU for copy-engine copies beside the kernels.
     side: Vec<Arc<CudaStream>>,
-    /// Fork and join events per GPU (no timing).
+    side2: Vec<Arc<CudaStream>>,
+    /// Events per GPU (no timing): fork, join, join of side2, a pulled piece, a combined piece.
     forks: Vec<CudaEvent>,
     joins: Vec<CudaEvent>,
+    joins2: Vec<CudaEvent>,
+    pulls: Vec<CudaEvent>,
+    combs: Vec<CudaEvent>,
     funcs: HashMap<Module, Vec<Vec<CudaFunction>>>,
     /// Heap offsets of regions A and B, each `region` bytes.
     ra: u64,
@@ -604,13 +616,21 @@ impl Ctx {
         let teams = (0..n).map(|g| node.world(g, ch, 0)).collect();
         let mut streams = Vec::new();
         let mut side = Vec::new();
+        let mut side2 = Vec::new();
         let mut forks = Vec::new();
         let mut joins = Vec::new();
+        let mut joins2 = Vec::new();
+        let mut pulls = Vec::new();
+        let mut combs = Vec::new();
         for g in &node.gpus {
             streams.push(g.ctx.new_stream()?);
             side.push(g.ctx.new_stream()?);
+            side2.push(g.ctx.new_stream()?);
             forks.push(g.ctx.new_event(None)?);
             joins.push(g.ctx.new_event(None)?);
+            joins2.push(g.ctx.new_event(None)?);
+            pulls.push(g.ctx.new_event(None)?);
+            combs.push(g.ctx.new_event(None)?);
         }
         let arch = node.gpus[0].arch.clone();
         let jobs: Vec<Job> = modules.iter().map(|m| m.job()).collect();
@@ -638,8 +658,12 @@ impl Ctx {
             teams,
             streams,
             side,
+            side2,
             forks,
             joins,
+            joins2,
+            pulls,
+            combs,
             funcs,
             ra,
             rb,
@@ -707,6 +731,7 @@ impl Ctx {
                 s.wait(&self.joins[g])?;
                 self.flag(g, CE_EXIT)
             }
+            Imp::CeRed { chunks } => self.enqueue_ce_red(call, g, src_h, dst_h, chunks),
             Imp::Ce { pull } => {
                 self.flag(g, CE_ENTER)?;
                 let (remote, local) = self.lay.ce_copies(call, g, src_h, dst_h, pull);
@@ -726,6 +751,79 @@ impl Ctx {
                 self.flag(g, CE_EXIT)
             }
         }
+    }
+
+    /// The copy-engine reduction of a 2-PE team (see `Imp::CeRed`).
+    fn enqueue_ce_red(
+        &self,
+        call: &Call,
+        g: usize,
+        src_h: u64,
+        dst_h: u64,
+        chunks: u32,
+    ) -> Result<()> {
+        if self.n != 2 {
+            bail!("copy-engine reductions are for 2-PE teams");
+        }
+        let s = &self.streams[g];
+        let peer = 1 - g;
+        let es = call.es();
+        let count = call.size;
+        // The elements this PE reduces, where its contribution starts, whether it pushes.
+        let (lo, hi, blk, push) = match call.coll {
+            Coll::AllReduce => (count * g as u64 / 2, count * (g as u64 + 1) / 2, 0, true),
+            Coll::ReduceScatter => (0, count, g as u64 * count * es, false),
+            Coll::Reduce if g == call.root => (0, count, 0, false),
+            Coll::Reduce => (0, 0, 0, false),
+            _ => bail!("no copy-engine reduction for {}", call.coll.name()),
+        };
+        self.flag(g, CE_ENTER)?;
+        self.forks[g].record(s)?;
+        self.side[g].wait(&self.forks[g])?;
+        self.side2[g].wait(&self.forks[g])?;
+        let f = self.func(call.module(), g, COMBINE2)?;
+        let k = chunks as u64;
+        for c in 0..k {
+            let a0 = lo + (hi - lo) * c / k;
+            let a1 = lo + (hi - lo) * (c + 1) / k;
+            if a1 == a0 {
+                continue;
+            }
+            let len = a1 - a0;
+            let mine = self.addr(g, src_h + blk + a0 * es);
+            let d = self.addr(g, dst_h + a0 * es);
+            memcpy(
+                &self.side[g],
+                d,
+                self.addr(peer, src_h + blk + a0 * es),
+                len * es,
+            )?;
+            self.pulls[g].record(&self.side[g])?;
+            s.wait(&self.pulls[g])?;
+            // Team order: PE 0's contribution first.
+            let (a, b) = if g == 0 { (mine, d) } else { (d, mine) };
+            let scale = call.scale;
+            let grid = (len * es).div_ceil(GRID_UNIT).clamp(1, MAX_GRID) as u32;
+            let mut args = [arg(&a), arg(&b), arg(&d), arg(&len), arg(&scale)];
+            // SAFETY: nvr_direct_combine2(const T*, const T*, T*, u64, double); a, b and d
+            // hold `len` elements in this GPU's heap.
+            unsafe { launch(f, s, grid, THREADS, &mut args)? };
+            if push {
+                self.combs[g].record(s)?;
+                self.side2[g].wait(&self.combs[g])?;
+                memcpy(
+                    &self.side2[g],
+                    self.addr(peer, dst_h + a0 * es),
+                    d,
+                    len * es,
+                )?;
+            }
+        }
+        self.joins[g].record(&self.side[g])?;
+        self.joins2[g].record(&self.side2[g])?;
+        s.wait(&self.joins[g])?;
+        s.wait(&self.joins2[g])?;
+        self.flag(g, CE_EXIT)
     }
 
     fn launch_direct(&self, call: &Call, g: usize, src: u64, dst: u64) -> Result<()> {
@@ -1074,51 +1172,10 @@ fn compare(
             }
         }
     }
-    // Reduction outputs, element by element against the reference.
+    // Reduction outputs, element by element against the reference (on every core: the
+    // reference is most of check's host time).
     if call.coll.is_reduction() {
-        let t = call.ty;
-        let mut inputs: Vec<&[u8]> = Vec::with_capacity(n);
-        for g in 0..n {
-            let Some((h, count)) = ranges[g] else {
-                continue;
-            };
-            let mut bad = 0u64;
-            let mut first = None;
-            for k in 0..count {
-                inputs.clear();
-                for j in 0..n {
-                    let blk = if call.coll == Coll::ReduceScatter {
-                        g as u64 * b
-                    } else {
-                        0
-                    };
-                    inputs.push(init[j].at(ptrs[j].0 + blk + k * es, es));
-                }
-                let e = reference::reduce(t, call.op, call.scale, &inputs);
-                let x = got[g].at(h + k * es, es);
-                if !reference::meets(t, e, x) {
-                    bad += 1;
-                    if first.is_none() {
-                        let ins: Vec<String> =
-                            inputs.iter().map(|i| reference::show(t, i)).collect();
-                        first = Some(format!(
-                            "element {k}: inputs [{}] want {} got {}",
-                            ins.join(", "),
-                            match e {
-                                Expect::Bits(v) => format!("{v:#x}"),
-                                Expect::Near { value, tol } => format!("{value} ± {tol:e}"),
-                            },
-                            reference::show(t, x)
-                        ));
-                    }
-                }
-            }
-            if let Some(f) = first {
-                errs.push(format!(
-                    "GPU {g}: {bad} of {count} results wrong, first {f}"
-                ));
-            }
-        }
+        errs.extend(check_reduction(case, n, init, got, ptrs, &ranges));
         // All-reduce: every PE must hold the same bits.
         if call.coll == Coll::AllReduce {
             let len = call.size * es;
@@ -1131,6 +1188,101 @@ fn compare(
         }
     }
     errs.truncate(6);
+    errs
+}
+
+/// The reduction outputs (`ranges`: per GPU, the heap offset and count of its output) against
+/// the reference, split over the host's cores; one message per GPU with wrong results.
+fn check_reduction(
+    case: &Case,
+    n: usize,
+    init: &[Img],
+    got: &[Img],
+    ptrs: &[(u64, u64)],
+    ranges: &[Option<(u64, u64)>],
+) -> Vec<String> {
+    let call = &case.call;
+    let t = call.ty;
+    let es = call.es();
+    let b = call.size * es;
+    let outs: Vec<(usize, u64)> = (0..n)
+        .filter_map(|g| ranges[g].map(|(h, _)| (g, h)))
+        .collect();
+    let count = call.size;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |x| x.get())
+        .clamp(1, 32) as u64;
+    let per = count.div_ceil(threads).max(1);
+    // Per thread, per output GPU: wrong results and the first one described.
+    let parts: Vec<Vec<(u64, Option<String>)>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..threads)
+            .map(|i| {
+                let (k0, k1) = ((i * per).min(count), ((i + 1) * per).min(count));
+                let outs = &outs;
+                sc.spawn(move || {
+                    let mut res: Vec<(u64, Option<String>)> = vec![(0, None); outs.len()];
+                    let mut inputs: Vec<&[u8]> = Vec::with_capacity(n);
+                    for k in k0..k1 {
+                        // All-reduce and reduce: one expectation for every output GPU.
+                        let mut shared: Option<Expect> = None;
+                        for (o, &(g, h)) in outs.iter().enumerate() {
+                            let blk = if call.coll == Coll::ReduceScatter {
+                                g as u64 * b
+                            } else {
+                                0
+                            };
+                            inputs.clear();
+                            for j in 0..n {
+                                inputs.push(init[j].at(ptrs[j].0 + blk + k * es, es));
+                            }
+                            let e = match shared {
+                                Some(e) => e,
+                                None => {
+                                    let e = reference::reduce(t, call.op, call.scale, &inputs);
+                                    if call.coll != Coll::ReduceScatter {
+                                        shared = Some(e);
+                                    }
+                                    e
+                                }
+                            };
+                            let x = got[g].at(h + k * es, es);
+                            if !reference::meets(t, e, x) {
+                                res[o].0 += 1;
+                                if res[o].1.is_none() {
+                                    let ins: Vec<String> =
+                                        inputs.iter().map(|i| reference::show(t, i)).collect();
+                                    res[o].1 = Some(format!(
+                                        "element {k}: inputs [{}] want {} got {}",
+                                        ins.join(", "),
+                                        match e {
+                                            Expect::Bits(v) => format!("{v:#x}"),
+                                            Expect::Near { value, tol } => {
+                                                format!("{value} ± {tol:e}")
+                                            }
+                                        },
+                                        reference::show(t, x)
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                    res
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("a reference thread panicked"))
+            .collect()
+    });
+    let mut errs = Vec::new();
+    for (o, &(g, _)) in outs.iter().enumerate() {
+        let bad: u64 = parts.iter().map(|p| p[o].0).sum();
+        if let Some(first) = parts.iter().find_map(|p| p[o].1.clone()) {
+            errs.push(format!(
+                "GPU {g}: {bad} of {count} results wrong, first {first}"
+            ));
+        }
+    }
     errs
 }
 
@@ -1294,6 +1446,44 @@ fn check_cases(n: usize, quick: bool) -> Vec<Case> {
         c.imp = Imp::RsCe { chunks };
         c.size -= c.size % (chunks as u64 * n as u64);
         push(&mut v, c, 16, 16, inplace);
+    }
+    // Copy-engine reductions of 2-PE teams (not in place): every reduction, several types (the
+    // team order of the combine), odd sizes, unaligned starts, pieces of uneven length.
+    if n == 2 {
+        for coll in [Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce] {
+            for &root in &roots {
+                if root != 0 && coll != Coll::Reduce {
+                    continue;
+                }
+                for (t, op, chunks, sa, da) in [
+                    (Ty::F32, Op::Sum, 1, 4, 0),
+                    (Ty::F32, Op::Sum, 4, 16, 16),
+                    (Ty::BF16, Op::Avg, 3, 2, 2),
+                    (Ty::I16, Op::PreMulSum, 16, 0, 0),
+                    (Ty::F8E5M2, Op::Sum, 2, 1, 1),
+                    (Ty::U8, Op::Max, 5, 3, 0),
+                ] {
+                    let es = t.size() as u64;
+                    let c = Call {
+                        coll,
+                        imp: Imp::CeRed { chunks },
+                        ty: t,
+                        op,
+                        size: coll.size_for(MIB, es, n) + 3,
+                        root,
+                        scale: 3.0,
+                        grid: None,
+                    };
+                    push(&mut v, c, sa * es, da * es, false);
+                    push(&mut v, Call { size: 5, ..c }, 0, 0, false);
+                }
+                if !quick {
+                    let mut c = f32sum(coll, Knob::Default, 64 * MIB, root);
+                    c.imp = Imp::CeRed { chunks: 8 };
+                    push(&mut v, c, 0, 0, false);
+                }
+            }
+        }
     }
     // CUDA graphs: one call captured, replayed 100 times (epochs advance on the device).
     let mut ar = f32sum(Coll::AllReduce, Knob::Default, MIB, 0);
@@ -1639,7 +1829,9 @@ fn link_ceiling(ctx: &Ctx) -> Result<String> {
     }
     let bytes = MAX_TIME_BYTES;
     let reps = 5;
-    let run = |sm: bool, both: bool| -> Result<f64> {
+    // GPU g copies from its region A to the peer's region B (push) or from the peer's region A
+    // to its own region B (pull): the data crosses from the pusher, or to the puller.
+    let run = |sm: bool, both: bool, pull: bool| -> Result<f64> {
         let barrier = Barrier::new(ctx.n);
         let t = ctx.node.on_each(|g, gpu| {
             let active = g == 0 || (both && g == 1);
@@ -1649,15 +1841,18 @@ fn link_ceiling(ctx: &Ctx) -> Result<String> {
             }
             let peer = 1 - g;
             let s = &ctx.streams[g];
-            let src = ctx.addr(g, ctx.ra);
-            let dst = ctx.addr(peer, ctx.rb);
+            let (src, dst) = if pull {
+                (ctx.addr(peer, ctx.ra), ctx.addr(g, ctx.rb))
+            } else {
+                (ctx.addr(g, ctx.ra), ctx.addr(peer, ctx.rb))
+            };
             let go = || -> Result<()> {
                 if sm {
                     let f = ctx.func(Module::Probe, g, 0)?;
                     let nvec = bytes / 16;
                     let mut args = [arg(&src), arg(&dst), arg(&nvec)];
-                    // SAFETY: probe_copy(const uint4*, uint4*, u64): src in this GPU's region
-                    // A, dst in the peer's region B, both at least `bytes` long.
+                    // SAFETY: probe_copy(const uint4*, uint4*, u64): src in a region A, dst in a
+                    // region B of this GPU or its peer, both at least `bytes` long.
                     unsafe { launch(f, s, 128, 512, &mut args) }
                 } else {
                     memcpy(s, dst, src, bytes)
@@ -1683,18 +1878,22 @@ fn link_ceiling(ctx: &Ctx) -> Result<String> {
         Ok(active.iter().cloned().fold(f64::INFINITY, f64::min))
     };
     Ok(format!(
-        "link ceiling, 256 MiB GPU 0 -> GPU 1: copy engine {:.1} GB/s one way, {:.1} per direction both ways; SM copy kernel {:.1} one way, {:.1} both ways",
-        run(false, false)?,
-        run(false, true)?,
-        run(true, false)?,
-        run(true, true)?
+        "link ceiling, 256 MiB copies, GB/s per direction: copy engine push {:.1} one way, {:.1} both ways, pull {:.1} one way, {:.1} both ways; SM copy kernel push {:.1} one way, {:.1} both ways, pull {:.1} one way, {:.1} both ways",
+        run(false, false, false)?,
+        run(false, true, false)?,
+        run(false, false, true)?,
+        run(false, true, true)?,
+        run(true, false, false)?,
+        run(true, true, false)?,
+        run(true, false, true)?,
+        run(true, true, true)?
     ))
 }
 
 /// The implementations `time` runs for a collective.
 fn time_imps(c: Coll, n: usize) -> Vec<Imp> {
     let ce = [Imp::Ce { pull: false }, Imp::Ce { pull: true }];
-    match c {
+    let mut v = match c {
         Coll::AllReduce => vec![
             Imp::Sm(Knob::Default),
             Imp::Sm(Knob::Inflight(4)),
@@ -1702,9 +1901,21 @@ fn time_imps(c: Coll, n: usize) -> Vec<Imp> {
             Imp::RsCe { chunks: 1 },
             Imp::RsCe { chunks: 4 },
             Imp::RsCe { chunks: 16 },
+            Imp::CeRed { chunks: 4 },
+            Imp::CeRed { chunks: 16 },
         ],
-        Coll::ReduceScatter => vec![Imp::Sm(Knob::Default), Imp::Sm(Knob::Inflight(16))],
-        Coll::Reduce => vec![Imp::Sm(Knob::Default), Imp::Sm(Knob::RootPull)],
+        Coll::ReduceScatter => vec![
+            Imp::Sm(Knob::Default),
+            Imp::Sm(Knob::Inflight(16)),
+            Imp::CeRed { chunks: 4 },
+            Imp::CeRed { chunks: 16 },
+        ],
+        Coll::Reduce => vec![
+            Imp::Sm(Knob::Default),
+            Imp::Sm(Knob::RootPull),
+            Imp::CeRed { chunks: 4 },
+            Imp::CeRed { chunks: 16 },
+        ],
         Coll::Broadcast => {
             let other = if n <= 2 {
                 Knob::BcastFwd
@@ -1720,7 +1931,10 @@ fn time_imps(c: Coll, n: usize) -> Vec<Imp> {
             ]
         }
         _ => vec![Imp::Sm(Knob::Default), Imp::Sm(Knob::Pull), ce[0], ce[1]],
-    }
+    };
+    // Copy-engine reductions exist for 2-PE teams only.
+    v.retain(|i| n == 2 || !matches!(i, Imp::CeRed { .. }));
+    v
 }
 
 fn time(gpus: Option<usize>) -> Result<bool> {
@@ -2091,15 +2305,26 @@ mod tests {
             Ty::F16 => half::f16::from_f64(v).to_le_bytes().to_vec(),
             Ty::BF16 => half::bf16::from_f64(v).to_le_bytes().to_vec(),
             Ty::F8E4M3 | Ty::F8E5M2 => {
-                let best = (0..=255u8)
-                    .filter(|&c| reference::decode_float(t, &[c]).is_finite())
-                    .min_by(|&a, &b| {
-                        let da = (reference::decode_float(t, &[a]) - v).abs();
-                        let db = (reference::decode_float(t, &[b]) - v).abs();
-                        da.total_cmp(&db)
+                // Nearest finite code, by binary search over the codes sorted by value.
+                static SORTED: std::sync::OnceLock<[Vec<(f64, u8)>; 2]> =
+                    std::sync::OnceLock::new();
+                let tables = SORTED.get_or_init(|| {
+                    [Ty::F8E4M3, Ty::F8E5M2].map(|t| {
+                        let mut v: Vec<(f64, u8)> = (0..=255u8)
+                            .map(|c| (reference::decode_float(t, &[c]), c))
+                            .filter(|(x, _)| x.is_finite())
+                            .collect();
+                        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                        v
                     })
+                });
+                let codes = &tables[(t == Ty::F8E5M2) as usize];
+                let i = codes.partition_point(|&(x, _)| x < v);
+                let best = [i.saturating_sub(1), i.min(codes.len() - 1)]
+                    .into_iter()
+                    .min_by(|&a, &b| (codes[a].0 - v).abs().total_cmp(&(codes[b].0 - v).abs()))
                     .unwrap();
-                vec![best]
+                vec![codes[best].1]
             }
             _ => unreachable!(),
         }
@@ -2136,7 +2361,7 @@ mod tests {
                 }
                 return out;
             }
-            Imp::RsCe { .. } => Knob::Default,
+            Imp::RsCe { .. } | Imp::CeRed { .. } => Knob::Default,
         };
         let pull = knob == Knob::Pull;
         match call.coll {
@@ -2354,6 +2579,37 @@ mod tests {
                 );
             }
             assert!(ran > 500, "{ran} cases for n={n}");
+        }
+    }
+
+    /// Host time of the reference side of the largest checks (run with --release --ignored):
+    /// what `check` spends besides the GPUs.
+    #[test]
+    #[ignore]
+    fn host_time_of_64_mib_cases() {
+        let mut rng = Rng::new(1);
+        let lay = lay(2);
+        for case in check_cases(2, false) {
+            if case.call.coll.nccl_bytes(case.call.size, case.call.es(), 2) < 64 * MIB {
+                continue;
+            }
+            let t0 = Instant::now();
+            let init = initial_images(&lay, &case, &mut rng);
+            let ptrs: Vec<(u64, u64)> = (0..2)
+                .map(|g| lay.pointers(&case.call, case.place, g))
+                .collect();
+            let t1 = Instant::now();
+            let got = simulate(&lay, &case.call, &init, &ptrs);
+            let t2 = Instant::now();
+            let errs = compare(&lay, &case, &init, &got, &ptrs);
+            assert!(errs.is_empty(), "{errs:?}");
+            println!(
+                "{}: inputs {:.2} s, compare {:.2} s (simulation {:.2} s)",
+                case.call.label(),
+                (t1 - t0).as_secs_f64(),
+                t2.elapsed().as_secs_f64(),
+                (t2 - t1).as_secs_f64()
+            );
         }
     }
 }

@@ -4,7 +4,8 @@
 //
 // Compiled as  prefix + ops.cuh + common.cuh + direct.cu  (no #include of our own headers).
 //   With NVR_OP defined (a reduction prefix of types.rs): the reductions
-//     nvr_direct_all_reduce, nvr_direct_reduce_scatter, nvr_direct_reduce.
+//     nvr_direct_all_reduce, nvr_direct_reduce_scatter, nvr_direct_reduce, and
+//     nvr_direct_combine2 (the local step of the copy-engine reductions of 2-PE teams).
 //   Without NVR_OP: the type-free data movement
 //     nvr_direct_broadcast, nvr_direct_fcollect, nvr_direct_alltoall, nvr_direct_gather,
 //     nvr_direct_scatter, and the copy-engine flag kernels nvr_ce_enter, nvr_ce_exit.
@@ -366,6 +367,27 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
         return;
     NVR_D_DISPATCH(nvr_d_reduce, t, root, src, dst, count, (NVR_ACC)scale, pull);
     nvr_d_exit(t, e, touch, touched_by);
+}
+
+// dst[i] = post(combine(pre(a[i]), pre(b[i])), 2) for i < count, all three local (dst may be
+// a or b). The reduction step of the copy-engine reductions of 2-PE teams: a copy engine has
+// brought the peer's contribution next to this PE's, and `a` is team PE 0's, `b` PE 1's, so
+// the bits equal the direct kernels'. No flags: the host orders it with events.
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_combine2(const NVR_T *a, const NVR_T *b, NVR_T *dst, nvr_d_u64 count,
+                        double scale) {
+    const NVR_ACC sc = (NVR_ACC)scale;
+    const char *s[2] = {(const char *)a, (const char *)b};
+    char *d[2] = {(char *)dst, (char *)dst};
+    if ((((nvr_d_u64)a ^ (nvr_d_u64)b) & 15u) == 0) {
+        nvr_d_reduce_job<2>(s, 2, d, 1, count, 0, 1, sc);
+        return;
+    }
+    // a and b differ in 16-byte alignment: element by element.
+    for (nvr_d_u64 i = nvr_d_gtid(); i < count; i += nvr_d_gsize()) {
+        const NVR_ACC x = nvr_pre(NVR_LOAD(a[i]), sc);
+        dst[i] = NVR_STORE(nvr_post(nvr_combine(x, nvr_pre(NVR_LOAD(b[i]), sc)), 2));
+    }
 }
 
 #else // !NVR_OP

@@ -1,5 +1,7 @@
 //! The host reference of the reductions: element encodings, random inputs, and what a
 //! reduction must produce (integers and bool exactly, floats within a bound computed in f64).
+use std::sync::OnceLock;
+
 use half::{bf16, f16};
 use kernel_probe::{Op, Ty};
 
@@ -32,6 +34,23 @@ impl Rng {
             c.copy_from_slice(&v[..c.len()]);
         }
     }
+}
+
+/// 2^e as an f64 (normal range), usable in constants.
+const fn pow2(e: i32) -> f64 {
+    f64::from_bits(((1023 + e) as u64) << 52)
+}
+
+/// Every fp8 code's value, computed once (decoding is on the checks' hot path).
+fn fp8_table(t: Ty) -> &'static [f64; 256] {
+    static E4M3: OnceLock<[f64; 256]> = OnceLock::new();
+    static E5M2: OnceLock<[f64; 256]> = OnceLock::new();
+    let (cell, f): (_, fn(u8) -> f64) = if t == Ty::F8E4M3 {
+        (&E4M3, e4m3_to_f64)
+    } else {
+        (&E5M2, e5m2_to_f64)
+    };
+    cell.get_or_init(|| std::array::from_fn(|i| f(i as u8)))
 }
 
 /// fp8 e4m3 (bias 7, no infinities, S.1111.111 is NaN) to f64.
@@ -75,8 +94,7 @@ pub fn decode_float(t: Ty, b: &[u8]) -> f64 {
         Ty::F64 => f64::from_le_bytes(b[..8].try_into().unwrap()),
         Ty::F16 => f16::from_le_bytes(b[..2].try_into().unwrap()).to_f64(),
         Ty::BF16 => bf16::from_le_bytes(b[..2].try_into().unwrap()).to_f64(),
-        Ty::F8E4M3 => e4m3_to_f64(b[0]),
-        Ty::F8E5M2 => e5m2_to_f64(b[0]),
+        Ty::F8E4M3 | Ty::F8E5M2 => fp8_table(t)[b[0] as usize],
         _ => unreachable!("{t:?} is not a float"),
     }
 }
@@ -136,14 +154,14 @@ pub fn random_element(t: Ty, rng: &mut Rng, out: &mut [u8]) {
 /// Unit roundoff of the type's storage and of its accumulator, and the smallest positive
 /// value it holds (its subnormal step), for the float bound.
 fn float_params(t: Ty) -> (f64, f64, f64) {
-    let acc32 = 2f64.powi(-24);
+    const ACC32: f64 = pow2(-24);
     match t {
-        Ty::F32 => (2f64.powi(-24), acc32, f64::from(f32::from_bits(1))),
-        Ty::F64 => (2f64.powi(-53), 2f64.powi(-53), f64::from_bits(1)),
-        Ty::F16 => (2f64.powi(-11), acc32, 2f64.powi(-24)),
-        Ty::BF16 => (2f64.powi(-8), acc32, 2f64.powi(-133)),
-        Ty::F8E4M3 => (2f64.powi(-4), acc32, 2f64.powi(-9)),
-        Ty::F8E5M2 => (2f64.powi(-3), acc32, 2f64.powi(-16)),
+        Ty::F32 => (pow2(-24), ACC32, pow2(-149)),
+        Ty::F64 => (pow2(-53), pow2(-53), f64::from_bits(1)),
+        Ty::F16 => (pow2(-11), ACC32, pow2(-24)),
+        Ty::BF16 => (pow2(-8), ACC32, pow2(-133)),
+        Ty::F8E4M3 => (pow2(-4), ACC32, pow2(-9)),
+        Ty::F8E5M2 => (pow2(-3), ACC32, pow2(-16)),
         _ => unreachable!(),
     }
 }
