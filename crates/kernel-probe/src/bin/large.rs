@@ -21,7 +21,7 @@
 mod reference;
 
 use std::collections::HashMap;
-use std::ffi::c_void;
+use std::ffi::{c_void, CString};
 use std::process::ExitCode;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
 use cudarc::driver::{sys, CudaEvent, CudaFunction, CudaGraph, CudaStream};
+use cudarc::nvrtc::Ptx;
 use kernel_probe::{
     arg, ck, compile_all, dtoh, htod, launch, reduce_prefix, source, stream_done, Channel, Job,
     Node, NvrTeam, Op, Ty,
@@ -602,7 +603,7 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn new(gpus: Option<usize>, region: u64, modules: &[Module]) -> Result<Ctx> {
+    fn new(gpus: Option<usize>, region: u64, modules: &[Module], ptx_only: bool) -> Result<Ctx> {
         let heap = 2 * region as usize + (16 << 20);
         let node = Node::new(gpus, heap)?;
         let n = node.n();
@@ -635,9 +636,17 @@ impl Ctx {
         let arch = node.gpus[0].arch.clone();
         let jobs: Vec<Job> = modules.iter().map(|m| m.job()).collect();
         let t0 = Instant::now();
-        let ptx = compile_all(&jobs, &arch)?;
+        // SASS straight from NVRTC (ptxas on every core here), so loading costs no driver JIT
+        // per module and GPU; PTX (JIT by the driver) when asked.
+        let (ptx, what) = if ptx_only {
+            (compile_all(&jobs, &arch)?, arch.clone())
+        } else {
+            let sm = arch.replace("compute_", "sm_");
+            let bins = compile_all_cubin(&jobs, &sm)?;
+            (bins.into_iter().map(Ptx::from_binary).collect(), sm)
+        };
         println!(
-            "compiled {} modules for {arch} in {:.1} s",
+            "compiled {} modules for {what} in {:.1} s",
             jobs.len(),
             t0.elapsed().as_secs_f64()
         );
@@ -1592,7 +1601,7 @@ fn check_abort(ctx: &mut Ctx, timeout: bool) -> Result<Vec<String>> {
     Ok(errs)
 }
 
-fn check(gpus: Option<usize>, seed: u64, quick: bool) -> Result<bool> {
+fn check(gpus: Option<usize>, seed: u64, quick: bool, ptx: bool) -> Result<bool> {
     let mut mods: Vec<Module> = Op::pairs()
         .into_iter()
         .map(|(t, op)| Module::Reduce(t, op, Knob::Default))
@@ -1603,7 +1612,7 @@ fn check(gpus: Option<usize>, seed: u64, quick: bool) -> Result<bool> {
             .map(|&k| Module::Reduce(Ty::F32, Op::Sum, k)),
     );
     mods.extend(MOVE_KNOBS.iter().map(|&k| Module::Move(k)));
-    let mut ctx = Ctx::new(gpus, 96 * MIB, &mods)?;
+    let mut ctx = Ctx::new(gpus, 96 * MIB, &mods, ptx)?;
     let n = ctx.n;
     println!("check: {n} GPUs, seed {seed}");
     let mut rng = Rng::new(seed);
@@ -1937,8 +1946,13 @@ fn time_imps(c: Coll, n: usize) -> Vec<Imp> {
     v
 }
 
-fn time(gpus: Option<usize>) -> Result<bool> {
-    let ctx = Ctx::new(gpus, MAX_TIME_BYTES + 2 * GUARD + 4096, &timing_modules())?;
+fn time(gpus: Option<usize>, ptx: bool) -> Result<bool> {
+    let ctx = Ctx::new(
+        gpus,
+        MAX_TIME_BYTES + 2 * GUARD + 4096,
+        &timing_modules(),
+        ptx,
+    )?;
     let n = ctx.n;
     println!("time: {n} GPUs; µs per call (slowest GPU) and busbw GB/s, stream mode (back-to-back calls after 3 warm-up) and graph mode (the same calls as one graph)");
     let mut ok = 0usize;
@@ -2132,8 +2146,8 @@ fn summary(rows: &[Row], n: usize) {
 
 // ---- sweep ----------------------------------------------------------------------------------
 
-fn sweep(gpus: Option<usize>) -> Result<bool> {
-    let ctx = Ctx::new(gpus, 128 * MIB + 2 * GUARD + 4096, &timing_modules())?;
+fn sweep(gpus: Option<usize>, ptx: bool) -> Result<bool> {
+    let ctx = Ctx::new(gpus, 128 * MIB + 2 * GUARD + 4096, &timing_modules(), ptx)?;
     let n = ctx.n;
     let grids = [16u32, 32, 48, 64, 96, 128];
     println!("sweep: {n} GPUs; busbw GB/s (stream mode) by grid; rule's grid marked *");
@@ -2196,24 +2210,115 @@ fn sweep(gpus: Option<usize>) -> Result<bool> {
 
 // ---- compile-only and main ------------------------------------------------------------------
 
-fn compile_only() -> Result<bool> {
+/// Compiles one job with NVRTC straight to SASS for `sm` (`sm_90`): the options of the
+/// library's PTX compile, a real architecture instead of a virtual one.
+fn compile_cubin(job: &Job, sm: &str) -> Result<Vec<u8>> {
+    use cudarc::nvrtc::{result as nr, sys as ns};
+    kernel_probe::nvrtc_available()?;
+    let src = CString::new(job.src.as_str())?;
+    let name = CString::new(format!("{}.cu", job.name))?;
+    let mut opts = vec![
+        format!("--gpu-architecture={sm}"),
+        "--std=c++17".to_string(),
+    ];
+    if job.headers {
+        opts.push(format!(
+            "--include-path={}",
+            kernel_probe::cuda_include_dir()?.display()
+        ));
+    }
+    let prog = nr::create_program(&src, Some(&name)).map_err(|e| anyhow!("{e:?}"))?;
+    // SAFETY: `prog` was just created and is destroyed once, below; the buffers passed to the
+    // size and copy calls are as long as NVRTC says.
+    let out = unsafe {
+        match nr::compile_program(prog, &opts) {
+            Err(e) => {
+                let log = nr::get_program_log(prog).unwrap_or_default();
+                let log: Vec<u8> = log.iter().map(|&c| c as u8).collect();
+                Err(anyhow!(
+                    "NVRTC failed on {} ({e:?}):\n{}",
+                    job.name,
+                    String::from_utf8_lossy(&log)
+                        .trim_end_matches('\0')
+                        .trim_end()
+                ))
+            }
+            Ok(()) => {
+                let mut size = 0usize;
+                ns::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .map_err(|e| anyhow!("nvrtcGetCUBINSize: {e:?}"))?;
+                let mut buf = vec![0u8; size];
+                ns::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char)
+                    .result()
+                    .map_err(|e| anyhow!("nvrtcGetCUBIN: {e:?}"))?;
+                Ok(buf)
+            }
+        }
+    };
+    // SAFETY: created above, not destroyed yet.
+    unsafe { nr::destroy_program(prog) }.map_err(|e| anyhow!("{e:?}"))?;
+    out
+}
+
+/// `compile_cubin` for every job, on every core; in job order.
+fn compile_all_cubin(jobs: &[Job], sm: &str) -> Result<Vec<Vec<u8>>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out: Vec<std::sync::Mutex<Option<Result<Vec<u8>>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= jobs.len() {
+                    break;
+                }
+                let r = compile_cubin(&jobs[i], sm);
+                *out[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            });
+        }
+    });
+    out.into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or_else(|| Err(anyhow!("not compiled")))
+        })
+        .collect()
+}
+
+fn compile_only(sass: bool) -> Result<bool> {
     let mods = all_modules();
     let jobs: Vec<Job> = mods.iter().map(|m| m.job()).collect();
     let t0 = Instant::now();
-    let ptx = compile_all(&jobs, "compute_90")?;
     let mut missing = 0;
-    for (m, p) in mods.iter().zip(&ptx) {
-        let src = p.to_src();
-        for f in m.functions() {
-            if !src.contains(&format!(".entry {f}(")) {
-                println!("FAILED {:?}: no entry {f} in the PTX", m);
+    let arch = if sass { "sm_90" } else { "compute_90" };
+    if sass {
+        // SASS (ptxas run too), as `check` and `time` load it: an ELF image per module.
+        for (m, c) in mods.iter().zip(compile_all_cubin(&jobs, arch)?) {
+            if !c.starts_with(b"\x7fELF") {
+                println!("FAILED {m:?}: not an ELF image");
                 missing += 1;
+            }
+        }
+    } else {
+        let ptx = compile_all(&jobs, arch)?;
+        for (m, p) in mods.iter().zip(&ptx) {
+            let src = p.to_src();
+            for f in m.functions() {
+                if !src.contains(&format!(".entry {f}(")) {
+                    println!("FAILED {:?}: no entry {f} in the PTX", m);
+                    missing += 1;
+                }
             }
         }
     }
     let pairs = Op::pairs().len();
     println!(
-        "compiled {} modules for compute_90 in {:.1} s: {pairs} (type, operator) pairs x 3 reduction kernels, {} reduction variants, {} data-movement variants x 7 kernels, the probe copy",
+        "compiled {} modules for {arch} in {:.1} s: {pairs} (type, operator) pairs x 4 reduction kernels, {} reduction variants, {} data-movement variants x 7 kernels, the probe copy",
         jobs.len(),
         t0.elapsed().as_secs_f64(),
         REDUCE_KNOBS.len(),
@@ -2229,12 +2334,18 @@ struct Cli {
     /// NVRTC-compile every instantiation for compute_90 and exit (no GPU needed).
     #[arg(long)]
     compile_only: bool,
+    /// With --compile-only: SASS for sm_90 (what check and time load) instead of PTX.
+    #[arg(long)]
+    sass: bool,
     /// Use the first N GPUs (default: all).
     #[arg(long, global = true)]
     gpus: Option<usize>,
     /// Seed of the random inputs (default: $GPU_TEST_SEED, else the clock).
     #[arg(long, global = true)]
     seed: Option<u64>,
+    /// Load PTX (the driver JIT-compiles it, as the library does) instead of SASS from NVRTC.
+    #[arg(long, global = true)]
+    ptx: bool,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -2256,7 +2367,7 @@ enum Cmd {
 fn run() -> Result<bool> {
     let cli = Cli::parse();
     if cli.compile_only {
-        return compile_only();
+        return compile_only(cli.sass);
     }
     let seed = cli.seed.unwrap_or_else(|| {
         std::env::var("GPU_TEST_SEED")
@@ -2270,12 +2381,12 @@ fn run() -> Result<bool> {
             })
     });
     match cli.cmd {
-        Some(Cmd::Check { quick }) => check(cli.gpus, seed, quick),
-        Some(Cmd::Time) => time(cli.gpus),
-        Some(Cmd::Sweep) => sweep(cli.gpus),
+        Some(Cmd::Check { quick }) => check(cli.gpus, seed, quick, cli.ptx),
+        Some(Cmd::Time) => time(cli.gpus, cli.ptx),
+        Some(Cmd::Sweep) => sweep(cli.gpus, cli.ptx),
         None => {
-            let a = check(cli.gpus, seed, false)?;
-            let b = time(cli.gpus)?;
+            let a = check(cli.gpus, seed, false, cli.ptx)?;
+            let b = time(cli.gpus, cli.ptx)?;
             Ok(a && b)
         }
     }
@@ -2611,5 +2722,23 @@ mod tests {
                 (t2 - t1).as_secs_f64()
             );
         }
+    }
+
+    /// NVRTC makes SASS of a reduction and of the data-movement module (needs libnvrtc: run
+    /// with --ignored after `. scripts/setup.sh`).
+    #[test]
+    #[ignore]
+    fn sass_of_two_modules() {
+        for m in [
+            Module::Reduce(Ty::BF16, Op::Avg, Knob::Default),
+            Module::Move(Knob::Default),
+        ] {
+            let bin = compile_cubin(&m.job(), "sm_90").unwrap();
+            assert!(bin.starts_with(b"\x7fELF"), "{m:?}");
+        }
+        let mut bad = Module::Move(Knob::Default).job();
+        bad.src += "\nthis is not C++;\n";
+        let e = compile_cubin(&bad, "sm_90").unwrap_err().to_string();
+        assert!(e.contains("NVRTC failed"), "{e}");
     }
 }
