@@ -8,9 +8,10 @@
 #                                         programs with 1 and 2 PEs under every launcher that can
 #                                         start there and prints a summary last. SUITES default to
 #                                         "foundation"; others: examples, collectives,
-#                                         perf, perfgraph, perfiso, reddiag, probelarge. Each of
-#                                         collectives, perf and perfgraph needs most of one
-#                                         10-minute call; probelarge about 4 minutes.
+#                                         perf, perfgraph, perfiso, reddiag, probe,
+#                                         probelarge. Each of collectives, perf and perfgraph
+#                                         needs most of one 10-minute call; probe (small, then
+#                                         probelarge) most of one too, probelarge about 4 min.
 #
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs. NVLink multicast stays off
 # for every process: NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0.
@@ -22,8 +23,7 @@ shift || true
 stage() {
   set -e
   . scripts/setup.sh
-  cargo build --release --bins --examples -p nvshmem-rs -p nvshmem -p nvshmem-perf
-  cargo build --release -p kernel-probe --bin large
+  cargo build --release --bins --examples -p nvshmem-rs -p nvshmem -p nvshmem-perf -p kernel-probe
   rm -rf .gpu && mkdir -p .gpu/bin
   # The test executables' paths come from cargo's JSON messages.
   { cargo test --release --no-run --test 'gpu_*' --message-format=json 2>/dev/null
@@ -38,7 +38,7 @@ for line in sys.stdin:
   for exe in target/release/examples/*; do
     [ -f "$exe" ] && [ -x "$exe" ] && case "$exe" in *-*) ;; *) cp "$exe" .gpu/bin/ ;; esac
   done
-  for b in nvshmem-run nvshmem-perf large; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
+  for b in nvshmem-run nvshmem-perf small large; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
   strip --strip-debug .gpu/bin/*   # the device tool carries at most 64 MiB
   ls -la .gpu/bin
   du -sh .gpu
@@ -150,19 +150,6 @@ reddiag() {
   done
 }
 
-# The large-message collectives of crates/nvshmem/src/kernels/direct.cu, from one process
-# driving every GPU (kernel-probe's `large`): results against a host reference, then times
-# (every kernel and copy-engine variant, 1 to 256 MiB, stream and graph mode) with a table
-# against the targets and NCCL last. `large sweep` (busbw by grid size, for tuning the grid
-# rule) is not part of the suite: run .gpu/bin/large sweep by hand.
-probelarge() {
-  CASE_TIMEOUT=${LARGE_TIMEOUT:-240} case_ large-check pass .gpu/bin/large check
-  grep -E "cases,|path:|passed, .* failed" "$out/large-check.log" | tail -14
-  CASE_TIMEOUT=${LARGE_TIMEOUT:-240} case_ large-time pass .gpu/bin/large time
-  sed -n '/==== summary/,$p' "$out/large-time.log"
-  grep -E "^link ceiling" "$out/large-time.log"
-}
-
 # nvshmem-perf over every collective, 8 B to 256 MiB; `perf` in stream mode, `perfgraph` in
 # CUDA-graph mode (each about one 10-minute call).
 perf() { perf_mode stream; }
@@ -172,6 +159,33 @@ perf_mode() {
   # shellcheck disable=SC2086
   CASE_TIMEOUT=${PERF_TIMEOUT:-540} MODES=$1 BIN=.gpu/bin/nvshmem-perf case_ perf-$1-2pe pass scripts/perf-gpu.sh "$final/perf" ${PERF_EXTRA:-}
   tar -czf "$final/perf-$1.tgz" -C "$final" perf && rm -rf "$final/perf"
+}
+
+# The crate's own NVLink collective kernels (crates/nvshmem/src/kernels/ll.cu), checked and then
+# timed by the kernel-probe harness: one process drives every GPU (no MPI, no NVSHMEM), compiling
+# the kernels with NVRTC from /usr/local/cuda. PROBE_ARGS go before the mode (e.g. --gpus 2
+# --ll-bytes 32768), PROBE_CHECK_ARGS / PROBE_TIME_ARGS after it (e.g. --filter all_reduce).
+probe() {
+  # shellcheck disable=SC2086
+  CASE_TIMEOUT=${PROBE_CHECK_TIMEOUT:-400} case_ probe-small-check pass .gpu/bin/small ${PROBE_ARGS:-} check --seed "$GPU_TEST_SEED" ${PROBE_CHECK_ARGS:-}
+  grep -E '^(FAILED|[a-z_]+ +[0-9]+ cases|abort:|timeout:|seed )' "$out/probe-small-check.log" | head -40
+  # shellcheck disable=SC2086
+  CASE_TIMEOUT=${PROBE_TIME_TIMEOUT:-150} case_ probe-small-time pass .gpu/bin/small ${PROBE_ARGS:-} time ${PROBE_TIME_ARGS:-}
+  sed -n '/^LL collectives on/,$p' "$out/probe-small-time.log"
+  probelarge
+}
+
+# The large-message collectives of direct.cu (kernel-probe's `large`; also run alone as the
+# suite `probelarge`, about 4 minutes): results against a host reference, then times of every
+# kernel and copy-engine variant, 1 to 256 MiB, stream and graph mode, with the table against
+# the targets and NCCL last. (`large sweep`, busbw by grid size for tuning the grid rule, is
+# run by hand.)
+probelarge() {
+  CASE_TIMEOUT=${PROBE_LARGE_TIMEOUT:-300} case_ probe-large-check pass .gpu/bin/large check --seed "$GPU_TEST_SEED"
+  grep -E '^(FAILED|  [a-z_]+ +[0-9]+ cases|  (abort|timeout) path|check took|compiled)' "$out/probe-large-check.log" | head -40
+  CASE_TIMEOUT=${PROBE_LARGE_TIMEOUT:-300} case_ probe-large-time pass .gpu/bin/large time
+  grep -E '^(link ceiling|compiled)' "$out/probe-large-time.log"
+  sed -n '/==== summary/,$p' "$out/probe-large-time.log"
 }
 
 case "$mode" in

@@ -14,7 +14,8 @@
 //! launches with [`launch`].
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
 use cudarc::driver::sys;
@@ -560,6 +561,24 @@ pub fn stream_done(stream: &CudaStream) -> Result<bool> {
         sys::CUresult::CUDA_SUCCESS => Ok(true),
         sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
         other => ck(other, "cuStreamQuery").map(|_| false),
+    }
+}
+
+/// Runs `f` on every GPU's thread (inside [`Node::on_each`]) as one step: every thread reaches the barrier even after an
+/// error, and every thread fails the step when any did, so no thread waits for ever.
+pub fn sync_step<T>(
+    bar: &Barrier,
+    failed: &AtomicBool,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let r = f();
+    if r.is_err() {
+        failed.store(true, Ordering::SeqCst);
+    }
+    bar.wait();
+    match r {
+        Ok(_) if failed.load(Ordering::SeqCst) => bail!("another GPU failed this step"),
+        r => r,
     }
 }
 

@@ -34,15 +34,19 @@ struct Cli {
     /// Architecture for --compile-only (on GPUs: the device's own).
     #[arg(long, default_value = "compute_90")]
     arch: String,
-    /// Use at most this many GPUs.
+    /// With --compile-only: also write each instantiation's PTX into this folder (to assemble
+    /// it with ptxas, e.g. for register counts).
     #[arg(long)]
+    ptx_dir: Option<std::path::PathBuf>,
+    /// Use at most this many GPUs.
+    #[arg(long, global = true)]
     gpus: Option<usize>,
     /// LL bytes of one (parity, peer, block) region; a multiple of 16, at least 8192. The LL
     /// cap (payload per sender-receiver pair) is 4 times this.
-    #[arg(long, default_value_t = 65536)]
+    #[arg(long, global = true, default_value_t = 65536)]
     ll_bytes: u32,
     /// Size of each GPU's fake symmetric heap, MiB.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, global = true, default_value_t = 1024)]
     heap_mib: usize,
     #[command(subcommand)]
     mode: Option<Mode>,
@@ -405,7 +409,7 @@ fn load_kernels(node: &Node, pairs: &[(Ty, Op)]) -> Result<Vec<Kernels>> {
         .collect())
 }
 
-fn compile_only(arch: &str) -> Result<(usize, usize)> {
+fn compile_only(arch: &str, ptx_dir: Option<&std::path::Path>) -> Result<(usize, usize)> {
     let pairs = Op::pairs();
     let jobs = jobs(&pairs);
     println!(
@@ -445,6 +449,10 @@ fn compile_only(arch: &str) -> Result<(usize, usize)> {
         match r {
             Ok(p) => {
                 let text = p.to_src();
+                if let Some(d) = ptx_dir {
+                    std::fs::create_dir_all(d)?;
+                    std::fs::write(d.join(format!("{}.ptx", job.name)), &text)?;
+                }
                 let missing: Vec<_> = job_names(j)
                     .iter()
                     .filter(|f| !text.contains(&format!(".entry {f}(")))
@@ -718,20 +726,84 @@ enum TeamKind {
     Single,
 }
 
+/// Where everything lives, per GPU (plain data, so plans can be built and checked without
+/// GPUs): heap bases, host records, channels and the arena tests carve their buffers from.
+struct Layout {
+    bases: Vec<u64>,
+    aborts: Vec<u64>,
+    statuses: Vec<u64>,
+    /// Channel of (team kind, stream).
+    chans: HashMap<(u8, usize), Channel>,
+    /// A channel for the error tests (zeroed after each).
+    spare: Channel,
+    /// The arena the plans carve windows from (heap offset, bytes).
+    arena: usize,
+    arena_len: usize,
+    ll_bytes: u32,
+}
+
+impl Layout {
+    fn n(&self) -> usize {
+        self.bases.len()
+    }
+
+    fn cap(&self) -> u64 {
+        ll_cap(self.ll_bytes)
+    }
+
+    fn addr(&self, g: usize, off: usize) -> u64 {
+        self.bases[g] + off as u64
+    }
+
+    fn teams(&self, kind: TeamKind) -> Vec<Vec<usize>> {
+        let n = self.n();
+        match kind {
+            TeamKind::World => vec![(0..n).collect()],
+            TeamKind::Reversed => vec![(0..n).rev().collect()],
+            TeamKind::Single => (0..n).map(|g| vec![g]).collect(),
+        }
+    }
+
+    /// The descriptor of team index `me` of the team `members` (GPU indices, team order) on
+    /// channel `ch` (as Node::team).
+    fn team_on(&self, ch: Channel, members: &[usize], me: usize, timeout_ns: u64) -> NvrTeam {
+        let g = members[me];
+        let mut off = [0i64; MAX_TEAM];
+        for (j, &m) in members.iter().enumerate() {
+            off[j] = self.bases[m].wrapping_sub(self.bases[g]) as i64;
+        }
+        NvrTeam {
+            off,
+            n: members.len() as i32,
+            me: me as i32,
+            chan: self.addr(g, ch.off),
+            ll_bytes: ch.ll_bytes,
+            pad_: 0,
+            abort: self.aborts[g],
+            status: self.statuses[g],
+            timeout_ns,
+        }
+    }
+
+    fn team(&self, kind: TeamKind, stream: usize, members: &[usize], me: usize) -> NvrTeam {
+        self.team_on(self.chans[&(kind as u8, stream)], members, me, 0)
+    }
+}
+
 struct Env {
     node: Node,
     kernels: Vec<Kernels>,
     /// Two streams per GPU.
     streams: Vec<[Arc<CudaStream>; 2]>,
-    /// Channel of (team kind, stream).
-    chans: HashMap<(u8, usize), Channel>,
-    /// A channel for the error tests (zeroed after each).
-    spare: Channel,
-    /// The arena the builders carve windows from.
-    arena: usize,
-    arena_len: usize,
-    ll_bytes: u32,
+    lay: Layout,
     watchdog: Duration,
+}
+
+impl std::ops::Deref for Env {
+    type Target = Layout;
+    fn deref(&self) -> &Layout {
+        &self.lay
+    }
 }
 
 impl Env {
@@ -749,39 +821,23 @@ impl Env {
         let spare = node.channel(ll_bytes)?;
         let arena_len = (node.heap_bytes() - node.alloc(0)?).saturating_sub(1 << 20);
         let arena = node.alloc(arena_len)?;
-        Ok(Env {
-            node,
-            kernels,
-            streams,
+        let lay = Layout {
+            bases: node.gpus.iter().map(|g| g.heap).collect(),
+            aborts: node.gpus.iter().map(|g| g.abort).collect(),
+            statuses: node.gpus.iter().map(|g| g.status).collect(),
             chans,
             spare,
             arena,
             arena_len,
             ll_bytes,
+        };
+        Ok(Env {
+            node,
+            kernels,
+            streams,
+            lay,
             watchdog,
         })
-    }
-
-    fn n(&self) -> usize {
-        self.node.n()
-    }
-
-    fn cap(&self) -> u64 {
-        ll_cap(self.ll_bytes)
-    }
-
-    fn teams(&self, kind: TeamKind) -> Vec<Vec<usize>> {
-        let n = self.n();
-        match kind {
-            TeamKind::World => vec![(0..n).collect()],
-            TeamKind::Reversed => vec![(0..n).rev().collect()],
-            TeamKind::Single => (0..n).map(|g| vec![g]).collect(),
-        }
-    }
-
-    fn team(&self, kind: TeamKind, stream: usize, members: &[usize], me: usize) -> NvrTeam {
-        let ch = self.chans[&(kind as u8, stream)];
-        self.node.team(members, me, ch, 0)
     }
 
     /// Zeroes every channel on every GPU (after an aborted call left them undefined).
@@ -848,7 +904,7 @@ struct FloatSpan {
 /// What one test runs: windows of the heap (same offsets on every GPU; poison, inputs), the
 /// calls per GPU, and what the windows must hold afterwards.
 struct Plan<'a> {
-    env: &'a Env,
+    lay: &'a Layout,
     used: usize,
     /// Heap offset of each window (its data starts MARGIN bytes in).
     wins: Vec<(usize, usize)>,
@@ -902,10 +958,10 @@ impl Spec {
 }
 
 impl<'a> Plan<'a> {
-    fn new(env: &'a Env) -> Plan<'a> {
-        let n = env.n();
+    fn new(lay: &'a Layout) -> Plan<'a> {
+        let n = lay.n();
         Plan {
-            env,
+            lay,
             used: 0,
             wins: Vec::new(),
             init: vec![Vec::new(); n],
@@ -920,12 +976,12 @@ impl<'a> Plan<'a> {
     fn window(&mut self, len: usize) -> Result<usize> {
         let off = self.used.next_multiple_of(256);
         let total = len + 2 * MARGIN;
-        if off + total > self.env.arena_len {
+        if off + total > self.lay.arena_len {
             bail!("the test arena is too small for this plan");
         }
         self.used = off + total;
-        self.wins.push((self.env.arena + off, total));
-        for g in 0..self.env.n() {
+        self.wins.push((self.lay.arena + off, total));
+        for g in 0..self.lay.n() {
             self.init[g].push(vec![POISON; total]);
             self.exp[g].push(vec![POISON; total]);
         }
@@ -933,7 +989,7 @@ impl<'a> Plan<'a> {
     }
 
     fn addr(&self, g: usize, win: usize, pos: usize) -> u64 {
-        self.env.node.gpus[g].addr(self.wins[win].0 + MARGIN + pos)
+        self.lay.addr(g, self.wins[win].0 + MARGIN + pos)
     }
 
     fn put(&mut self, g: usize, win: usize, pos: usize, b: &[u8]) {
@@ -976,11 +1032,11 @@ impl<'a> Plan<'a> {
     fn add(&mut self, sp: &Spec, rng: &mut Rng) -> Result<()> {
         let label = self.labels.len();
         self.labels.push(sp.label());
-        let teams = self.env.teams(sp.team);
+        let teams = self.lay.teams(sp.team);
         if matches!(sp.coll, Coll::Barrier | Coll::Sync) {
             for team in &teams {
                 for (i, &g) in team.iter().enumerate() {
-                    let t = self.env.team(sp.team, sp.stream, team, i);
+                    let t = self.lay.team(sp.team, sp.stream, team, i);
                     self.calls[g].push((sp.stream, t, Call::barrier(sp.coll), label));
                 }
             }
@@ -1076,7 +1132,7 @@ impl<'a> Plan<'a> {
                     len: sp.len as u64,
                     scale: scale_for(sp.ty, sp.op),
                 };
-                let t = self.env.team(sp.team, sp.stream, team, i);
+                let t = self.lay.team(sp.team, sp.stream, team, i);
                 self.calls[g].push((sp.stream, t, call, label));
             }
             if same.len() > 1 {
@@ -1088,8 +1144,7 @@ impl<'a> Plan<'a> {
 
     /// Uploads, launches (plainly, or captured once in a graph and replayed), waits under the
     /// watchdog, downloads and compares. Returns the failures (empty: passed).
-    fn run(&self, replays: Option<usize>) -> Result<Vec<String>> {
-        let env = self.env;
+    fn run(&self, env: &Env, replays: Option<usize>) -> Result<Vec<String>> {
         env.node.on_each(|g, gpu| {
             for (w, &(off, _)) in self.wins.iter().enumerate() {
                 htod(&env.streams[g][0], gpu.addr(off), &self.init[g][w])?;
@@ -1314,7 +1369,7 @@ fn check(env: &Env, seed: u64, filter: Option<&str>) -> Result<Tally> {
                             };
                             let mut plan = Plan::new(env);
                             plan.add(&sp, &mut rng)?;
-                            let fails = plan.run(None)?;
+                            let fails = plan.run(env, None)?;
                             tally.record(&sp.label(), fails);
                         }
                     }
@@ -1363,7 +1418,7 @@ fn check(env: &Env, seed: u64, filter: Option<&str>) -> Result<Tally> {
                             };
                             let mut plan = Plan::new(env);
                             plan.add(&sp, &mut rng)?;
-                            let fails = plan.run(None)?;
+                            let fails = plan.run(env, None)?;
                             tally.record(&sp.label(), fails);
                         }
                     }
@@ -1393,7 +1448,7 @@ fn check(env: &Env, seed: u64, filter: Option<&str>) -> Result<Tally> {
                 coll,
                 ty,
                 op,
-                len: 1000,
+                len: 5000,
                 root: n - 1,
                 inplace: false,
                 mis: false,
@@ -1404,7 +1459,7 @@ fn check(env: &Env, seed: u64, filter: Option<&str>) -> Result<Tally> {
             plan.add(&sp, &mut rng)?;
             let ch = env.chans[&(TeamKind::World as u8, 0)];
             let before = read_epochs(env, ch)?;
-            let mut fails = plan.run(Some(1000))?;
+            let mut fails = plan.run(env, Some(1000))?;
             let after = read_epochs(env, ch)?;
             let (grid, _) = plan.calls[0][0].2.geometry(n);
             for g in 0..n {
@@ -1442,7 +1497,7 @@ fn check(env: &Env, seed: u64, filter: Option<&str>) -> Result<Tally> {
                     plan.add(&sp, &mut rng)?;
                 }
             }
-            let fails = plan.run(None)?;
+            let fails = plan.run(env, None)?;
             tally.record(&format!("two streams, round {round}"), fails);
         }
         println!(
@@ -1478,7 +1533,7 @@ fn check(env: &Env, seed: u64, filter: Option<&str>) -> Result<Tally> {
                 let sp = random_spec(&mut rng, env, coll, team, 0, true);
                 plan.add(&sp, &mut rng)?;
             }
-            let fails = plan.run(None)?;
+            let fails = plan.run(env, None)?;
             tally.record(&format!("sequence of 64 calls, round {round}"), fails);
         }
         println!(
@@ -1521,7 +1576,7 @@ fn check(env: &Env, seed: u64, filter: Option<&str>) -> Result<Tally> {
 /// reductions of a few types.
 fn random_spec(
     rng: &mut Rng,
-    env: &Env,
+    env: &Layout,
     coll: Coll,
     team: TeamKind,
     stream: usize,
@@ -1580,7 +1635,7 @@ fn abort_test(env: &Env, timeout: Option<(Coll, u64)>) -> Result<Vec<String>> {
     // With one GPU, a team of two whose second member never runs.
     let members: Vec<usize> = if n > 1 { (0..n).collect() } else { vec![0, 0] };
     let (coll, ns) = timeout.unwrap_or((Coll::Barrier, 0));
-    let t = env.node.team(&members, 0, env.spare, ns);
+    let t = env.team_on(env.spare, &members, 0, ns);
     let gpu = &env.node.gpus[0];
     gpu.ctx.bind_to_thread()?;
     let st = &env.streams[0][0];
@@ -1663,7 +1718,7 @@ fn limits_test(env: &Env) -> Result<Vec<String>> {
     let gpu = &env.node.gpus[0];
     gpu.ctx.bind_to_thread()?;
     let st = &env.streams[0][0];
-    let t = env.node.team(&[0], 0, env.spare, 0);
+    let t = env.team_on(env.spare, &[0], 0, 0);
     let buf = gpu.addr(env.arena);
     let mut fails = Vec::new();
     env.node.clear_status();
@@ -1819,24 +1874,19 @@ fn time_one(
 ) -> Result<(f64, f64)> {
     let n = env.n();
     let bar = Barrier::new(n);
+    let failed = AtomicBool::new(false);
     let aborted = AtomicBool::new(false);
     let per_gpu = env.node.on_each(|g, gpu| {
         let k = &env.kernels[g];
         let st = &env.streams[g][0];
         let t = env.team(TeamKind::World, 0, &(0..n).collect::<Vec<_>>(), g);
         let c = call_of(g);
-        let ev0 = gpu
-            .ctx
-            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        let ev1 = gpu
-            .ctx
-            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        // Every step ends at the barrier even after an error, so no thread waits for ever.
-        let step = |f: &dyn Fn() -> Result<f64>| -> Result<f64> {
-            let r = f();
-            bar.wait();
-            r
-        };
+        let step = |f: &dyn Fn() -> Result<f64>| sync_step(&bar, &failed, f);
+        let (ev0, ev1) = sync_step(&bar, &failed, || {
+            let f = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+            Ok((gpu.ctx.new_event(f)?, gpu.ctx.new_event(f)?))
+        })?;
+        // Warm-up.
         step(&|| {
             for _ in 0..50 {
                 launch_call(k, st, &t, &c)?;
@@ -1844,6 +1894,7 @@ fn time_one(
             env.wait(&[st], &aborted)?;
             Ok(0.0)
         })?;
+        // Stream mode: `iters` calls back to back.
         let s_us = step(&|| {
             ev0.record(st)?;
             for _ in 0..iters {
@@ -1853,20 +1904,21 @@ fn time_one(
             env.wait(&[st], &aborted)?;
             Ok(ev0.elapsed_ms(&ev1)? as f64 * 1e3 / iters as f64)
         })?;
-        // Graph mode: capture graph_calls calls once, replay.
-        st.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let mut res = Ok(());
-        for _ in 0..graph_calls {
-            res = res.and_then(|_| launch_call(k, st, &t, &c));
-        }
-        let graph = st.end_capture(sys::CUgraphInstantiate_flags(0))?;
-        res?;
-        let graph = graph.ok_or_else(|| anyhow!("the capture made no graph"))?;
-        graph.upload()?;
-        step(&|| {
+        // Graph mode: capture graph_calls calls once, replay it once to warm up, then time
+        // `replays` replays.
+        let graph = sync_step(&bar, &failed, || {
+            st.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+            let mut res = Ok(());
+            for _ in 0..graph_calls {
+                res = res.and_then(|_| launch_call(k, st, &t, &c));
+            }
+            let graph = st.end_capture(sys::CUgraphInstantiate_flags(0))?;
+            res?;
+            let graph = graph.ok_or_else(|| anyhow!("the capture made no graph"))?;
+            graph.upload()?;
             graph.launch()?;
             env.wait(&[st], &aborted)?;
-            Ok(0.0)
+            Ok(graph)
         })?;
         let g_us = step(&|| {
             ev0.record(st)?;
@@ -1931,11 +1983,18 @@ fn run(cli: Cli) -> Result<(usize, usize)> {
         bail!("--ll-bytes must be a multiple of 16 and at least 8192");
     }
     if cli.compile_only {
-        return compile_only(&cli.arch);
+        return compile_only(&cli.arch, cli.ptx_dir.as_deref());
     }
     let Some(mode) = cli.mode else {
         bail!("say --compile-only, check or time (see --help)");
     };
+    // Lazy module loading (CUDA's default) loads a kernel at its first launch and may wait
+    // for the context to go idle meanwhile; with kernels that spin on kernels of other
+    // streams and GPUs, that can deadlock (e.g. the two-stream check). Load everything up
+    // front. (Still a single thread here, before cuInit.)
+    if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
+        std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
+    }
     let node = Node::new(cli.gpus, cli.heap_mib << 20)?;
     println!(
         "{} GPU(s): {}",
@@ -2084,6 +2143,379 @@ mod tests {
                     .all(|&l| l >= 1 && (l * es) as u64 <= ll_cap(65536)));
                 assert!(s.contains(&1) && s.contains(&(ll_cap(65536) as usize / es)));
             }
+        }
+    }
+
+    // ---- a host emulation of the kernels' semantics, to check the harness itself ----------
+
+    fn fake_layout(n: usize, ll_bytes: u32) -> Layout {
+        let mut chans = HashMap::new();
+        let mut off = 0;
+        for kind in [TeamKind::World, TeamKind::Reversed, TeamKind::Single] {
+            for s in 0..2 {
+                chans.insert((kind as u8, s), Channel { off, ll_bytes });
+                off += chan_bytes(ll_bytes);
+            }
+        }
+        Layout {
+            bases: (0..n).map(|g| (g as u64 + 1) << 40).collect(),
+            aborts: vec![0; n],
+            statuses: vec![0; n],
+            chans,
+            spare: Channel { off, ll_bytes },
+            arena: 1 << 28,
+            arena_len: 1 << 30,
+            ll_bytes,
+        }
+    }
+
+    /// fp8 from f32 as cuda_fp8.h does it: round to nearest even, saturate to finite.
+    fn encode_fp8(ty: Ty, v: f32) -> u8 {
+        let mut best = (f64::INFINITY, 0u8);
+        for b in 0..=255u8 {
+            let d = decode(ty, &[b]);
+            if !d.is_finite() {
+                continue;
+            }
+            let e = (d - v as f64).abs();
+            if e < best.0 || (e == best.0 && b & 1 == 0 && best.1 & 1 == 1) {
+                best = (e, b);
+            }
+        }
+        best.1
+    }
+
+    /// One element reduced as the device does it (f32 accumulator for floats of 32 bits or
+    /// fewer, sequential in team order).
+    fn device_reduce(ty: Ty, op: Op, elems: &[&[u8]], scale: f64) -> Vec<u8> {
+        if !ty.is_float() {
+            match reduce_ref(ty, op, elems, scale) {
+                Expected::Bytes(b) => return b,
+                Expected::Float(..) => unreachable!(),
+            }
+        }
+        let n = elems.len();
+        if ty == Ty::F64 {
+            let mut a = 0.0f64;
+            for (j, e) in elems.iter().enumerate() {
+                let x = decode(ty, e);
+                let x = if op == Op::PreMulSum { scale * x } else { x };
+                a = if j == 0 {
+                    x
+                } else {
+                    match op {
+                        Op::Min => a.min(x),
+                        Op::Max => a.max(x),
+                        Op::Prod => a * x,
+                        _ => a + x,
+                    }
+                };
+            }
+            if op == Op::Avg {
+                a /= n as f64;
+            }
+            return a.to_le_bytes().to_vec();
+        }
+        let s = scale as f32;
+        let mut a = 0.0f32;
+        for (j, e) in elems.iter().enumerate() {
+            let x = decode(ty, e) as f32;
+            let x = if op == Op::PreMulSum { s * x } else { x };
+            a = if j == 0 {
+                x
+            } else {
+                match op {
+                    Op::Min => a.min(x),
+                    Op::Max => a.max(x),
+                    Op::Prod => a * x,
+                    _ => a + x,
+                }
+            };
+        }
+        if op == Op::Avg {
+            a /= n as f32;
+        }
+        match ty {
+            Ty::F32 => a.to_le_bytes().to_vec(),
+            Ty::F16 => half::f16::from_f32(a).to_le_bytes().to_vec(),
+            Ty::BF16 => half::bf16::from_f32(a).to_le_bytes().to_vec(),
+            _ => vec![encode_fp8(ty, a)],
+        }
+    }
+
+    /// Runs a plan's calls on host copies of its windows with the semantics the kernels
+    /// promise: what a correct GPU run would download.
+    fn emulate(plan: &Plan) -> Vec<Vec<Vec<u8>>> {
+        let lay = plan.lay;
+        let mut mem = plan.init.clone();
+        let locate = |g: usize, addr: u64| -> (usize, usize) {
+            let off = (addr - lay.bases[g]) as usize;
+            let w = plan
+                .wins
+                .iter()
+                .position(|&(o, l)| o <= off && off < o + l)
+                .expect("address outside every window");
+            (w, off - plan.wins[w].0)
+        };
+        for label in 0..plan.labels.len() {
+            // This label's calls, grouped by team (the GPUs its offsets reach).
+            // (member GPUs in team order, (team index, call) of each member)
+            type TeamCalls = (Vec<usize>, Vec<(usize, Call)>);
+            let mut teams: Vec<TeamCalls> = Vec::new();
+            for g in 0..lay.n() {
+                for (_, t, c, l) in &plan.calls[g] {
+                    if *l != label {
+                        continue;
+                    }
+                    let members: Vec<usize> = (0..t.n as usize)
+                        .map(|j| {
+                            let base = lay.bases[g].wrapping_add(t.off[j] as u64);
+                            lay.bases.iter().position(|&b| b == base).unwrap()
+                        })
+                        .collect();
+                    assert_eq!(members[t.me as usize], g);
+                    match teams.iter_mut().find(|(m, _)| *m == members) {
+                        Some((_, v)) => v.push((t.me as usize, *c)),
+                        None => teams.push((members, vec![(t.me as usize, *c)])),
+                    }
+                }
+            }
+            for (members, mut calls) in teams {
+                calls.sort_by_key(|(me, _)| *me);
+                let n = members.len();
+                assert_eq!(calls.len(), n, "every member calls");
+                let c0 = calls[0].1;
+                if !c0.coll.ll() {
+                    continue;
+                }
+                let es = if c0.coll.reduction() { c0.ty.size() } else { 1 };
+                let x = c0.len as usize * es;
+                let (src_len, dst_len) = c0.coll.extents(x, n);
+                // Every member's input, read before anything is written.
+                let ins: Vec<Vec<u8>> = calls
+                    .iter()
+                    .map(|(i, c)| {
+                        let (w, p) = locate(members[*i], c.src);
+                        mem[members[*i]][w][p..p + src_len].to_vec()
+                    })
+                    .collect();
+                let root = c0.root as usize;
+                for (i, c) in &calls {
+                    let (i, g) = (*i, members[*i]);
+                    let red = |blk: Option<usize>| -> Vec<u8> {
+                        let mut out = Vec::new();
+                        for e in 0..x / es {
+                            let at = blk.map_or(0, |b| b * x) + e * es;
+                            let el: Vec<&[u8]> = ins.iter().map(|b| &b[at..at + es]).collect();
+                            out.extend(device_reduce(c.ty, c.op, &el, c.scale));
+                        }
+                        out
+                    };
+                    let out: Option<Vec<u8>> = match c.coll {
+                        Coll::AllReduce => Some(red(None)),
+                        Coll::Reduce => (i == root).then(|| red(None)),
+                        Coll::ReduceScatter => Some(red(Some(i))),
+                        Coll::Broadcast => Some(ins[root].clone()),
+                        Coll::Fcollect => Some(ins.concat()),
+                        Coll::Alltoall => Some(
+                            ins.iter()
+                                .flat_map(|b| b[i * x..(i + 1) * x].to_vec())
+                                .collect(),
+                        ),
+                        Coll::Gather => (i == root).then(|| ins.concat()),
+                        Coll::Scatter => Some(ins[root][i * x..(i + 1) * x].to_vec()),
+                        _ => None,
+                    };
+                    if let Some(out) = out {
+                        assert_eq!(out.len(), dst_len);
+                        let (w, p) = locate(g, c.dst);
+                        mem[g][w][p..p + dst_len].copy_from_slice(&out);
+                    }
+                }
+            }
+        }
+        mem
+    }
+
+    fn emulate_and_verify(plan: &Plan) -> Vec<String> {
+        let got = emulate(plan);
+        let mut fails = Vec::new();
+        plan.verify(&got, &mut fails);
+        fails
+    }
+
+    /// Every case `check` builds, on teams of 1, 2, 3 and 8 (small sizes; the cap for a few),
+    /// passes against the emulation; so the harness's buffers, in-place placements, roots,
+    /// references and tolerances agree with the kernels' contract.
+    #[test]
+    fn harness_agrees_with_an_emulation_of_the_contract() {
+        let mut rng = Rng(42);
+        for n in [1usize, 2, 3, 8] {
+            let lay = fake_layout(n, 8192);
+            let roots: Vec<usize> = if n > 1 { vec![0, n - 1] } else { vec![0] };
+            let mut cases = 0;
+            for coll in Coll::LL {
+                // Every (type, operator) for teams of 1 and 2; every type once (operators
+                // rotating) for the larger teams, to keep the test quick.
+                let pairs: Vec<(Ty, Op)> = if !coll.reduction() {
+                    vec![(Ty::U8, Op::Sum)]
+                } else if n <= 2 {
+                    Op::pairs()
+                } else {
+                    Op::pairs().into_iter().step_by(7).collect()
+                };
+                for &(ty, op) in &pairs {
+                    let es = if coll.reduction() { ty.size() } else { 1 };
+                    let mut lens = vec![1, 3, 37];
+                    if !coll.reduction() || (n == 2 && matches!(op, Op::Sum | Op::Max)) {
+                        lens.push(lay.cap() as usize / es);
+                    }
+                    for len in lens {
+                        for &root in if coll.rooted() {
+                            &roots[..]
+                        } else {
+                            &roots[..1]
+                        } {
+                            for inplace in [false, true] {
+                                if inplace && coll == Coll::Alltoall {
+                                    continue;
+                                }
+                                for (mis, team) in [
+                                    (false, TeamKind::World),
+                                    (true, TeamKind::Reversed),
+                                    (true, TeamKind::Single),
+                                ] {
+                                    let sp = Spec {
+                                        coll,
+                                        ty,
+                                        op,
+                                        len,
+                                        root,
+                                        inplace,
+                                        mis,
+                                        team,
+                                        stream: 0,
+                                    };
+                                    let mut plan = Plan::new(&lay);
+                                    plan.add(&sp, &mut rng).unwrap();
+                                    let fails = emulate_and_verify(&plan);
+                                    assert!(fails.is_empty(), "n {n}: {}: {fails:?}", sp.label());
+                                    cases += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            // Mixed sequences, as the sequence and two-stream checks build them.
+            for round in 0..4 {
+                let mut plan = Plan::new(&lay);
+                for i in 0..40 {
+                    let coll = [Coll::Barrier, Coll::Sync]
+                        .into_iter()
+                        .chain(Coll::LL)
+                        .nth(rng.below(10) as usize)
+                        .unwrap();
+                    let team = if i % 3 == 0 {
+                        TeamKind::Reversed
+                    } else {
+                        TeamKind::World
+                    };
+                    let sp = random_spec(&mut rng, &lay, coll, team, round % 2, true);
+                    plan.add(&sp, &mut rng).unwrap();
+                }
+                let fails = emulate_and_verify(&plan);
+                assert!(fails.is_empty(), "n {n} sequence {round}: {fails:?}");
+            }
+            println!("n {n}: {cases} cases agree");
+        }
+    }
+
+    /// The verification catches what a broken kernel would do: an output not written, a byte
+    /// wrong, a write past the end, a write into a non-root's dst, results that differ
+    /// between members.
+    #[test]
+    fn verification_catches_wrong_results() {
+        let mut rng = Rng(7);
+        let lay = fake_layout(2, 8192);
+        let spec = |coll, ty, op| Spec {
+            coll,
+            ty,
+            op,
+            len: 100,
+            root: 1,
+            inplace: false,
+            mis: true,
+            team: TeamKind::World,
+            stream: 0,
+        };
+        // (spec, gpu, which window, byte offset relative to the buffer, new value or None to
+        // restore the initial content)
+        let cases: Vec<(Spec, usize, usize, isize, Option<u8>)> = vec![
+            (spec(Coll::Fcollect, Ty::U8, Op::Sum), 0, 1, 150, None),
+            (spec(Coll::Fcollect, Ty::U8, Op::Sum), 1, 1, 7, Some(0x11)),
+            (
+                spec(Coll::Fcollect, Ty::U8, Op::Sum),
+                1,
+                1,
+                5 + 200,
+                Some(0),
+            ),
+            (spec(Coll::Fcollect, Ty::U8, Op::Sum), 1, 1, -1, Some(0)),
+            (spec(Coll::Gather, Ty::U8, Op::Sum), 0, 1, 5 + 3, Some(0)),
+            (
+                spec(Coll::AllReduce, Ty::I32, Op::Sum),
+                1,
+                1,
+                20 + 4 * 99,
+                Some(0x5a),
+            ),
+            (
+                spec(Coll::AllReduce, Ty::F32, Op::Sum),
+                1,
+                1,
+                20 + 4 * 50 + 3,
+                Some(0x41),
+            ),
+            (
+                spec(Coll::AllReduce, Ty::F32, Op::Sum),
+                0,
+                1,
+                20 + 4 * 50,
+                None,
+            ),
+            (
+                spec(Coll::AllReduce, Ty::BF16, Op::Max),
+                0,
+                1,
+                10 + 2 * 7,
+                Some(0x01),
+            ),
+            (
+                spec(Coll::AllReduce, Ty::F32, Op::Sum),
+                0,
+                1,
+                20 + 4 * 50,
+                Some(0x01),
+            ),
+        ];
+        for (sp, g, w, at, v) in cases {
+            let mut plan = Plan::new(&lay);
+            plan.add(&sp, &mut rng).unwrap();
+            let mut got = emulate(&plan);
+            let i = (MARGIN as isize + at) as usize;
+            got[g][w][i] = match v {
+                Some(b) if b == got[g][w][i] => b ^ 0xff,
+                Some(b) => b,
+                None => plan.init[g][w][i],
+            };
+            let mut fails = Vec::new();
+            plan.verify(&got, &mut fails);
+            assert!(
+                !fails.is_empty(),
+                "not caught: {} GPU {g} at {at}",
+                sp.label()
+            );
         }
     }
 }

@@ -276,51 +276,50 @@ __device__ __forceinline__ bool nvr_ll_reduce_recv(const nvr_team &t, const nvr_
 }
 
 // every dst = the reduction of every member's src (count elements).
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                       unsigned long long count, double scale) {
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
-    nvr_arrive(t, c.e);
     ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, ok);
     nvr_end(t, c.e, ok);
 }
 
 // root's dst = the reduction of every member's src; other members' dst untouched.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
                   unsigned long long count, double scale) {
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok;
     if (t.me == root) {
         const nvr_lanes l = nvr_ll_lanes(t.n);
-        nvr_arrive(t, c.e);
         ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, true);
     } else {
         ok = nvr_ll_send(t, c, root, threadIdx.x, blockDim.x, s);
-        nvr_arrive(t, c.e);
     }
     nvr_end(t, c.e, ok);
 }
 
 // src: n blocks of count elements; PE i's dst = the reduction of block i over every member.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                           unsigned long long count, double scale) {
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * x);
-    nvr_arrive(t, c.e);
     ok = nvr_ll_reduce_recv(t, c, l, s + (nvr_u64)t.me * x, (nvr_byte *)dst, (NVR_ACC)scale, ok);
     nvr_end(t, c.e, ok);
 }
@@ -329,53 +328,52 @@ extern "C" __global__ void __launch_bounds__(512)
 // ---- data movement and the barrier (type-free) ----------------------------------------------
 
 // every dst = root's src (bytes).
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_broadcast(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                      unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
     if (t.me == root) {
         const nvr_lanes l = nvr_ll_lanes(t.n);
         ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
-        nvr_arrive(t, c.e);
         if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d);
     } else {
-        nvr_arrive(t, c.e);
         ok = nvr_ll_recv(t, c, root, threadIdx.x, blockDim.x, d);
     }
     nvr_end(t, c.e, ok);
 }
 
 // dst = n blocks of `bytes`, block j = PE j's src.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
-    nvr_arrive(t, c.e);
     if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
     if (ok) ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     nvr_end(t, c.e, ok);
 }
 
 // block j of my src goes to block me of PE j's dst.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
-    nvr_arrive(t, c.e);
     if (l.k == t.me) {
         const nvr_u64 o = (nvr_u64)t.me * bytes;
         nvr_ll_copy(c, l.q, l.groups, s + o, d + o);
@@ -385,42 +383,40 @@ extern "C" __global__ void __launch_bounds__(512)
 }
 
 // root's dst block j = PE j's src; other members' dst untouched.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_gather(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                   unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
     if (t.me == root) {
         const nvr_lanes l = nvr_ll_lanes(t.n);
-        nvr_arrive(t, c.e);
         if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
         ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     } else {
         ok = nvr_ll_send(t, c, root, threadIdx.x, blockDim.x, s);
-        nvr_arrive(t, c.e);
     }
     nvr_end(t, c.e, ok);
 }
 
 // PE j's dst = block j of root's src.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_scatter(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                    unsigned long long bytes) {
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
     if (t.me == root) {
         const nvr_lanes l = nvr_ll_lanes(t.n);
         ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
-        nvr_arrive(t, c.e);
         if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s + (nvr_u64)t.me * bytes, d);
     } else {
-        nvr_arrive(t, c.e);
         ok = nvr_ll_recv(t, c, root, threadIdx.x, blockDim.x, d);
     }
     nvr_end(t, c.e, ok);
