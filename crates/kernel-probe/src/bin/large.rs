@@ -655,7 +655,17 @@ impl Ctx {
             let per_gpu = node
                 .gpus
                 .iter()
-                .map(|g| g.load(p, m.functions()))
+                .map(|g| {
+                    let fs = g.load(p, m.functions())?;
+                    g.ctx.bind_to_thread()?;
+                    for f in &fs {
+                        // Loaded now, not at the first launch: a lazy load may wait for the
+                        // context to go idle while a collective spins (PROTOCOL.md, Sources).
+                        // SAFETY: a function of a module just loaded in this context.
+                        ck(unsafe { sys::cuFuncLoad(f.cu_function()) }, "cuFuncLoad")?;
+                    }
+                    Ok(fs)
+                })
                 .collect::<Result<Vec<_>>>()?;
             funcs.insert(*m, per_gpu);
         }
@@ -884,6 +894,7 @@ impl Ctx {
         loop {
             let mut done = true;
             for s in &self.streams {
+                s.context().bind_to_thread()?;
                 done &= stream_done(s)?;
             }
             if done {
@@ -897,6 +908,7 @@ impl Ctx {
         self.node.set_abort(1);
         let t1 = Instant::now();
         for s in &self.streams {
+            s.context().bind_to_thread()?;
             while !stream_done(s)? {
                 if t1.elapsed() > Duration::from_secs(10) {
                     eprintln!(
@@ -1707,6 +1719,8 @@ fn time_call(ctx: &Ctx, call: &Call, graph: bool) -> Result<f64> {
         let gr = if graph {
             let gr = capture(ctx, call, g, src, dst, k)?;
             gr.upload()?;
+            // One untimed replay: the timed one is not the first.
+            gr.launch()?;
             Some(gr)
         } else {
             None
@@ -2366,6 +2380,11 @@ enum Cmd {
 
 fn run() -> Result<bool> {
     let cli = Cli::parse();
+    // Every kernel is loaded before the first launch (cuFuncLoad above); EAGER also covers
+    // what the driver loads on its own. Set before the driver initialises.
+    if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
+        std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
+    }
     if cli.compile_only {
         return compile_only(cli.sass);
     }
