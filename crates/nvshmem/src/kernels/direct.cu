@@ -32,6 +32,25 @@
 //   NVR_D_PULL       fcollect, alltoall, gather, scatter: 0 push (default), 1 pull
 //   NVR_D_REDUCE     rooted reduce: 0 two-shot (default), 1 the root pulls everything
 //
+// Algorithms, and what crosses each link per direction for n PEs (S = nccl-tests' bytes):
+//   all_reduce      two-shot: PE i loads share i (S/n) from every member, combines in team
+//                   order, stores the result to every member; (n-1)/n S loaded plus (n-1)/n S
+//                   stored per PE, both directions.
+//   reduce_scatter  PE i loads its block from every member; (n-1)/n S loaded per PE.
+//   reduce          two-shot to the root (default): as all_reduce but results stored to the
+//                   root only; the root's link carries (n-1)/n S in + (n-1)/n S stored by
+//                   peers. NVR_D_REDUCE 1: the root loads everything ((n-1) S into the root).
+//   broadcast       n == 2: the root stores to the peer (S one way). n > 2: pull-and-forward,
+//                   non-root r loads share r of the root's src once and stores it to every
+//                   non-root, so the root's link carries S once (not (n-1) S).
+//   fcollect        push: every PE stores its block to every member ((n-1) S/n out per PE);
+//                   pull: loads every member's block.
+//   alltoall        push: block j of my src stored into PE j's dst; pull: loaded from PE j.
+//   gather/scatter  push: the data's owner stores (non-roots into the root / the root into
+//                   everyone); pull: the receiver loads.
+// Entry and exit per block (nvr_d_enter/nvr_d_exit): a PE waits for the arrival of the peers
+// whose buffers it touches and, at exit, for the departure of the peers that touch its own.
+//
 // Memory access. The body of every buffer is moved in 16-byte vectors: loads are aligned to 16
 // bytes on the source side (every member's copy of a symmetric buffer has the same alignment,
 // since peer offsets are multiples of 16), stores use the widest word that the destination's
