@@ -23,6 +23,7 @@ mod reference;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -31,8 +32,8 @@ use clap::{Parser, Subcommand};
 use cudarc::driver::{sys, CudaEvent, CudaFunction, CudaGraph, CudaStream};
 use cudarc::nvrtc::Ptx;
 use kernel_probe::{
-    arg, ck, compile_all, dtoh, htod, launch, reduce_prefix, source, stream_done, Channel, Job,
-    Node, NvrTeam, Op, Ty,
+    arg, ck, compile_all, dtoh, htod, launch, reduce_prefix, source, stream_done, sync_step,
+    Channel, Job, Node, NvrTeam, Op, Ty,
 };
 use reference::{Expect, Rng};
 
@@ -1080,18 +1081,30 @@ fn run_case(ctx: &Ctx, case: &Case, rng: &mut Rng) -> Result<Vec<String>> {
     let ptrs: Vec<(u64, u64)> = (0..n).map(|g| ctx.pointers(call, case.place, g)).collect();
 
     let mut graphs = Vec::new();
-    for (g, &(s, d)) in ptrs.iter().enumerate() {
-        ctx.node.gpus[g].ctx.bind_to_thread()?;
-        if case.graph == 0 {
-            ctx.enqueue(call, g, s, d)?;
-        } else {
-            graphs.push(capture(ctx, call, g, s, d, 1)?);
+    let issued = (|| -> Result<()> {
+        for (g, &(s, d)) in ptrs.iter().enumerate() {
+            ctx.node.gpus[g].ctx.bind_to_thread()?;
+            if case.graph == 0 {
+                ctx.enqueue(call, g, s, d)?;
+            } else {
+                graphs.push(capture(ctx, call, g, s, d, 1)?);
+            }
         }
-    }
-    for _ in 0..case.graph {
-        for gr in &graphs {
-            gr.launch()?;
+        for _ in 0..case.graph {
+            for gr in &graphs {
+                gr.launch()?;
+            }
         }
+        Ok(())
+    })();
+    if let Err(e) = issued {
+        // What was issued on the other GPUs waits for this one: stop it, start over.
+        ctx.node.set_abort(1);
+        for st in &ctx.streams {
+            let _ = st.synchronize();
+        }
+        ctx.reset()?;
+        return Err(e);
     }
     if let Some(st) = ctx.wait_all(WATCHDOG)? {
         ctx.reset()?;
@@ -1697,6 +1710,21 @@ fn iters_for(bytes: u64) -> usize {
     ((2048 * MIB) / bytes.max(1)).clamp(10, 200) as usize
 }
 
+/// Waits for one GPU's stream (from that GPU's thread); past twice the watchdog's time, sets
+/// the abort word (stopping every GPU's kernels) and fails with the status records.
+fn wait_stream(ctx: &Ctx, s: &CudaStream) -> Result<()> {
+    let t0 = Instant::now();
+    while !stream_done(s)? {
+        if t0.elapsed() > WATCHDOG * 2 {
+            ctx.node.set_abort(1);
+            s.synchronize()?;
+            bail!("hung; aborted; status {:?}", ctx.statuses());
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    Ok(())
+}
+
 /// Times `call` (non-in-place, aligned buffers) on every GPU at once; µs per call (the
 /// slowest GPU), on a stream or as one graph of all the calls.
 fn time_call(ctx: &Ctx, call: &Call, graph: bool) -> Result<f64> {
@@ -1709,49 +1737,49 @@ fn time_call(ctx: &Ctx, call: &Call, graph: bool) -> Result<f64> {
         da: 0,
         inplace: false,
     };
-    let barrier = Barrier::new(n);
+    // Two steps, each ended together by every GPU thread (sync_step), so a thread that fails
+    // cannot leave the others waiting at a barrier: warm-up (and capture), then the timed run.
+    let bar = Barrier::new(n);
+    let failed = AtomicBool::new(false);
     let times = ctx.node.on_each(|g, gpu| {
         let s = &ctx.streams[g];
         let (src, dst) = ctx.pointers(call, place, g);
-        for _ in 0..3 {
-            ctx.enqueue(call, g, src, dst)?;
-        }
-        let gr = if graph {
-            let gr = capture(ctx, call, g, src, dst, k)?;
-            gr.upload()?;
-            // One untimed replay: the timed one is not the first.
-            gr.launch()?;
-            Some(gr)
-        } else {
-            None
-        };
-        s.synchronize()?;
-        barrier.wait();
-        let e0 = gpu
-            .ctx
-            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        let e1 = gpu
-            .ctx
-            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        e0.record(s)?;
-        match &gr {
-            Some(gr) => gr.launch()?,
-            None => {
-                for _ in 0..k {
-                    ctx.enqueue(call, g, src, dst)?;
+        let gr = sync_step(&bar, &failed, || {
+            for _ in 0..3 {
+                ctx.enqueue(call, g, src, dst)?;
+            }
+            let gr = if graph {
+                let gr = capture(ctx, call, g, src, dst, k)?;
+                gr.upload()?;
+                // One untimed replay: the timed one is not the first.
+                gr.launch()?;
+                Some(gr)
+            } else {
+                None
+            };
+            wait_stream(ctx, s)?;
+            Ok(gr)
+        })?;
+        let (e0, e1) = sync_step(&bar, &failed, || {
+            let e0 = gpu
+                .ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+            let e1 = gpu
+                .ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+            e0.record(s)?;
+            match &gr {
+                Some(gr) => gr.launch()?,
+                None => {
+                    for _ in 0..k {
+                        ctx.enqueue(call, g, src, dst)?;
+                    }
                 }
             }
-        }
-        e1.record(s)?;
-        let t0 = Instant::now();
-        while !stream_done(s)? {
-            if t0.elapsed() > WATCHDOG * 2 {
-                ctx.node.set_abort(1);
-                s.synchronize()?;
-                bail!("hung; aborted; status {:?}", ctx.statuses());
-            }
-            std::thread::sleep(Duration::from_micros(100));
-        }
+            e1.record(s)?;
+            wait_stream(ctx, s)?;
+            Ok((e0, e1))
+        })?;
         Ok(e0.elapsed_ms(&e1)? as f64 * 1000.0 / k as f64)
     });
     match times {
