@@ -8,8 +8,10 @@
 #                                         programs with 1 and 2 PEs under every launcher that can
 #                                         start there and prints a summary last. SUITES default to
 #                                         "foundation"; others: examples, collectives,
-#                                         perf, perfgraph, perfiso, reddiag, probe. Each of collectives, perf and
-#                                         perfgraph needs most of one 10-minute call.
+#                                         perf, perfgraph, perfiso, reddiag, probe,
+#                                         probelarge. Each of collectives, perf and perfgraph
+#                                         needs most of one 10-minute call; probe (small, then
+#                                         probelarge) most of one too, probelarge about 4 min.
 #
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs. NVLink multicast stays off
 # for every process: NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0.
@@ -36,7 +38,7 @@ for line in sys.stdin:
   for exe in target/release/examples/*; do
     [ -f "$exe" ] && [ -x "$exe" ] && case "$exe" in *-*) ;; *) cp "$exe" .gpu/bin/ ;; esac
   done
-  for b in nvshmem-run nvshmem-perf small; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
+  for b in nvshmem-run nvshmem-perf small large; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
   strip --strip-debug .gpu/bin/*   # the device tool carries at most 64 MiB
   ls -la .gpu/bin
   du -sh .gpu
@@ -171,6 +173,20 @@ probe() {
   # shellcheck disable=SC2086
   CASE_TIMEOUT=${PROBE_TIME_TIMEOUT:-150} case_ probe-small-time pass .gpu/bin/small ${PROBE_ARGS:-} time ${PROBE_TIME_ARGS:-}
   sed -n '/^LL collectives on/,$p' "$out/probe-small-time.log"
+  probelarge
+}
+
+# The large-message collectives of direct.cu (kernel-probe's `large`; also run alone as the
+# suite `probelarge`, about 4 minutes): results against a host reference, then times of every
+# kernel and copy-engine variant, 1 to 256 MiB, stream and graph mode, with the table against
+# the targets and NCCL last. (`large sweep`, busbw by grid size for tuning the grid rule, is
+# run by hand.)
+probelarge() {
+  CASE_TIMEOUT=${PROBE_LARGE_TIMEOUT:-300} case_ probe-large-check pass .gpu/bin/large check --seed "$GPU_TEST_SEED"
+  grep -E '^(FAILED|  [a-z_]+ +[0-9]+ cases|  (abort|timeout) path|check took|compiled)' "$out/probe-large-check.log" | head -40
+  CASE_TIMEOUT=${PROBE_LARGE_TIMEOUT:-300} case_ probe-large-time pass .gpu/bin/large time
+  grep -E '^(link ceiling|compiled)' "$out/probe-large-time.log"
+  sed -n '/==== summary/,$p' "$out/probe-large-time.log"
 }
 
 case "$mode" in

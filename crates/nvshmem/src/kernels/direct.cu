@@ -1,0 +1,804 @@
+// Large-message collectives over peer-mapped symmetric memory ("direct" algorithms of
+// PROTOCOL.md): every kernel loads from and stores to its peers' user buffers over NVLink, with
+// no staging, framed by the per-block arrive/depart flags of common.cuh.
+//
+// Compiled as  prefix + ops.cuh + common.cuh + direct.cu  (no #include of our own headers).
+//   With NVR_OP defined (a reduction prefix of types.rs): the reductions
+//     nvr_direct_all_reduce, nvr_direct_reduce_scatter, nvr_direct_reduce, and
+//     nvr_direct_combine2 (the local step of the copy-engine reductions of 2-PE teams).
+//   Without NVR_OP: the type-free data movement
+//     nvr_direct_broadcast, nvr_direct_fcollect, nvr_direct_alltoall, nvr_direct_gather,
+//     nvr_direct_scatter, and the copy-engine flag kernels nvr_ce_enter, nvr_ce_exit.
+//
+// Launch: NVR_D_THREADS (512) threads per block; the grid is a pure function of (collective,
+// bytes, team size), the same on every member, at most 128 blocks (so all blocks are resident at
+// once on an H100/H200, 132 SMs, one 512-thread block each):
+//
+//     W = bytes each PE moves over its links:
+//         all_reduce, reduce:            count * size / n      (this PE's share)
+//         reduce_scatter:                count * size          (one block)
+//         broadcast:                     bytes
+//         fcollect, alltoall, gather,
+//         scatter:                       bytes * max(n - 1, 1) (bytes = one PE's block)
+//     grid = clamp(ceil(W / 16 KiB), 1, 128)
+//
+// (`direct_grid` in crates/kernel-probe/src/bin/large.rs computes it; the rule is a tuning
+// choice: the `sweep` mode of that harness times other grids.)
+//
+// Compile-time knobs (all optional; the defaults are the library's choice):
+//   NVR_D_INFLIGHT   16-byte vectors each thread loads before its first store (default 8)
+//   NVR_D_BCAST      broadcast: 0 push when n == 2 else pull-and-forward (default), 1 push,
+//                    2 pull, 3 pull-and-forward
+//   NVR_D_PULL       fcollect, alltoall, gather, scatter: 0 push (default), 1 pull
+//   NVR_D_REDUCE     rooted reduce: 0 two-shot (default), 1 the root pulls everything
+//
+// Algorithms, and what crosses each link per direction for n PEs (S = nccl-tests' bytes):
+//   all_reduce      two-shot: PE i loads share i (S/n) from every member, combines in team
+//                   order, stores the result to every member; (n-1)/n S loaded plus (n-1)/n S
+//                   stored per PE, both directions.
+//   reduce_scatter  PE i loads its block from every member; (n-1)/n S loaded per PE.
+//   reduce          two-shot to the root (default): as all_reduce but results stored to the
+//                   root only; the root's link carries (n-1)/n S in + (n-1)/n S stored by
+//                   peers. NVR_D_REDUCE 1: the root loads everything ((n-1) S into the root).
+//   broadcast       n == 2: the root stores to the peer (S one way). n > 2: pull-and-forward,
+//                   non-root r loads share r of the root's src once and stores it to every
+//                   non-root, so the root's link carries S once (not (n-1) S).
+//   fcollect        push: every PE stores its block to every member ((n-1) S/n out per PE);
+//                   pull: loads every member's block.
+//   alltoall        push: block j of my src stored into PE j's dst; pull: loaded from PE j.
+//   gather/scatter  push: the data's owner stores (non-roots into the root / the root into
+//                   everyone); pull: the receiver loads.
+// Entry and exit per block (nvr_d_enter/nvr_d_exit): a PE waits for the arrival of the peers
+// whose buffers it touches and, at exit, for the departure of the peers that touch its own.
+//
+// Memory access. The body of every buffer is moved in 16-byte vectors: loads are aligned to 16
+// bytes on the source side (every member's copy of a symmetric buffer has the same alignment,
+// since peer offsets are multiples of 16), stores use the widest word that the destination's
+// alignment relative to the source allows (16 when src and dst share 16-byte alignment, the
+// fast path; else 8, 4, 2 or 1-byte pieces of the same vector). The head before the first
+// aligned vector and the tail after the last (under 16 bytes each) go element by element
+// (reductions) or byte by byte (data movement). Each thread first loads NVR_D_INFLIGHT vectors
+// (from one or several members), then combines and stores them, so many loads are in flight
+// per thread.
+
+#ifndef NVR_D_INFLIGHT
+#define NVR_D_INFLIGHT 8
+#endif
+
+typedef nvr_u64 nvr_d_u64;
+
+// Threads per block of every direct kernel (the host launches exactly this many).
+#define NVR_D_THREADS 512
+
+// ---- entry and exit of a direct algorithm (PROTOCOL.md, "Arrive and depart") ----
+// `touch`: bit j set when this PE loads from or stores to team PE j's buffers in this call;
+// `touched_by`: bit j set when PE j loads from or stores to this PE's buffers.
+
+// Every thread of the block calls this. Arrive on every peer, then wait (flag lanes, then a
+// block barrier) until every peer this PE touches has started this epoch: its earlier work is
+// done, its inputs written, its outputs free. False when a wait was aborted or timed out (the
+// status record says which); the block must then return at once (its epoch stays behind; the
+// host zeroes the channel).
+__device__ __forceinline__ bool nvr_d_enter(const nvr_team &t, unsigned touch, unsigned *e_out) {
+    if (!nvr_team_ok(t))
+        return false;
+    const unsigned e = nvr_begin(t);
+    nvr_arrive(t, e);
+    const bool ok = nvr_wait_arrivals(t, e, e, touch);
+    *e_out = e;
+    return nvr_block_ok(ok);
+}
+
+// Whether `root` names a team member; records NVR_FAIL_LIMITS otherwise (every block returns,
+// on every member alike, so no one waits).
+__device__ __forceinline__ bool nvr_d_root_ok(const nvr_team &t, int root) {
+    const bool ok = root >= 0 && root < t.n;
+    if (!ok && threadIdx.x == 0)
+        nvr_fail(t.status, NVR_FAIL_LIMITS, root, 0, 0);
+    return ok;
+}
+
+// Every thread of the block calls this after its last access to peers' buffers: depart to the
+// peers touched (a block barrier, then fence.sc.sys and a release store per peer), wait until
+// every peer that touches this PE has departed, advance the epoch. Once every block has
+// passed it, no peer still reads this PE's src or writes its dst.
+__device__ __forceinline__ void nvr_d_exit(const nvr_team &t, unsigned e, unsigned touch,
+                                           unsigned touched_by) {
+    nvr_depart(t, e, touch);
+    nvr_end(t, e, nvr_wait_departs(t, e, touched_by));
+}
+
+__device__ __forceinline__ uint4 nvr_d_ld16(const char *p) {
+    uint4 v;
+    asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(__cvta_generic_to_global(p))
+                 : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void nvr_d_st16(char *p, uint4 v) {
+    asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(__cvta_generic_to_global(p)),
+                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+// Stores vector `v` at `p`, which is aligned to `w` (16, 8, 4, 2 or 1) bytes. `w` is the same
+// for every thread of a call, so the branch does not diverge.
+__device__ __forceinline__ void nvr_d_st(char *p, uint4 v, int w) {
+    if (w == 16) {
+        nvr_d_st16(p, v);
+    } else if (w == 8) {
+        unsigned long long *q = (unsigned long long *)p;
+        q[0] = ((unsigned long long)v.y << 32) | v.x;
+        q[1] = ((unsigned long long)v.w << 32) | v.z;
+    } else if (w == 4) {
+        unsigned *q = (unsigned *)p;
+        q[0] = v.x;
+        q[1] = v.y;
+        q[2] = v.z;
+        q[3] = v.w;
+    } else {
+        const unsigned u[4] = {v.x, v.y, v.z, v.w};
+        if (w == 2) {
+            unsigned short *q = (unsigned short *)p;
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                q[k] = (unsigned short)(u[k >> 1] >> (16 * (k & 1)));
+        } else {
+#pragma unroll
+            for (int k = 0; k < 16; ++k)
+                p[k] = (char)(u[k >> 2] >> (8 * (k & 3)));
+        }
+    }
+}
+
+// The widest word (16, 8, 4, 2, 1) that stores at dst can use when loads at src are 16-byte
+// aligned.
+__device__ __forceinline__ int nvr_d_store_width(const void *src, const void *dst) {
+    const unsigned d = (unsigned)((nvr_d_u64)dst - (nvr_d_u64)src) & 15u;
+    return d == 0 ? 16 : (int)(d & (0u - d));
+}
+
+// Bytes from p to the next 16-byte boundary.
+__device__ __forceinline__ nvr_d_u64 nvr_d_head(const void *p) {
+    return (16u - ((unsigned)(nvr_d_u64)p & 15u)) & 15u;
+}
+
+__device__ __forceinline__ nvr_d_u64 nvr_d_gtid() {
+    return (nvr_d_u64)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ nvr_d_u64 nvr_d_gsize() {
+    return (nvr_d_u64)gridDim.x * blockDim.x;
+}
+
+#define NVR_D_BIT(m, j) (((m) >> (j)) & 1u)
+
+// Vectors each thread loads per member and iteration when loading from up to NMAX members.
+template <int NMAX> struct nvr_d_unroll {
+    static constexpr int u = NVR_D_INFLIGHT / NMAX > 0 ? NVR_D_INFLIGHT / NMAX : 1;
+};
+
+// Runs fn<NMAX>(...) with the smallest NMAX in {2, 4, 8} that holds the team, so arrays
+// indexed by team member stay in registers (static indices after unrolling).
+#define NVR_D_DISPATCH(fn, ...)                                                                \
+    do {                                                                                       \
+        if (t.n <= 2)                                                                          \
+            fn<2>(__VA_ARGS__);                                                                \
+        else if (t.n <= 4)                                                                     \
+            fn<4>(__VA_ARGS__);                                                                \
+        else                                                                                   \
+            fn<8>(__VA_ARGS__);                                                                \
+    } while (0)
+
+#ifdef NVR_OP
+// ============================== reductions ==============================
+
+#define NVR_D_E ((int)(16 / sizeof(NVR_T)))
+
+union nvr_d_pack {
+    uint4 v;
+    NVR_T e[NVR_D_E];
+};
+
+// The reduction of vector r[0..n) element by element, members combined in team order (so every
+// PE computes the same bits), in NVR_ACC.
+template <int NMAX>
+__device__ __forceinline__ uint4 nvr_d_combine16(const uint4 (&r)[NMAX], int n, NVR_ACC sc) {
+    nvr_d_pack in[NMAX];
+#pragma unroll
+    for (int j = 0; j < NMAX; ++j)
+        in[j].v = r[j];
+    nvr_d_pack out;
+#pragma unroll
+    for (int k = 0; k < NVR_D_E; ++k) {
+        NVR_ACC a = nvr_pre(NVR_LOAD(in[0].e[k]), sc);
+#pragma unroll
+        for (int j = 1; j < NMAX; ++j)
+            if (j < n)
+                a = nvr_combine(a, nvr_pre(NVR_LOAD(in[j].e[k]), sc));
+        out.e[k] = NVR_STORE(nvr_post(a, n));
+    }
+    return out.v;
+}
+
+// One reduction job: element i of the result is the combination of src[j][i] over members
+// j < n, stored at dst[j][i] for every j < nd. src[j], dst[j] are byte addresses of element 0.
+// Every src[j] has the same alignment modulo 16. The vectors are split into `parts` equal
+// ranges, of which this PE does range `part`; the head and tail elements go to part 0.
+template <int NMAX>
+__device__ __forceinline__ void nvr_d_reduce_job(const char *const (&src)[NMAX], int n,
+                                                 char *const (&dst)[NMAX], int nd,
+                                                 nvr_d_u64 count, int part, int parts,
+                                                 NVR_ACC sc) {
+    constexpr int U = nvr_d_unroll<NMAX>::u;
+    const nvr_d_u64 s = sizeof(NVR_T);
+    nvr_d_u64 head = nvr_d_head(src[0]) / s;
+    if (head > count)
+        head = count;
+    const nvr_d_u64 nvec = (count - head) * s / 16;
+    const nvr_d_u64 body = nvec * NVR_D_E;
+    const nvr_d_u64 tail = count - head - body;
+    const int w = nvr_d_store_width(src[0], dst[0]);
+    const nvr_d_u64 G = nvr_d_gsize();
+    const nvr_d_u64 v0 = nvec * (nvr_d_u64)part / (nvr_d_u64)parts;
+    const nvr_d_u64 v1 = nvec * (nvr_d_u64)(part + 1) / (nvr_d_u64)parts;
+    const nvr_d_u64 hb = head * s;
+
+    for (nvr_d_u64 base = v0 + nvr_d_gtid(); base < v1; base += U * G) {
+        uint4 r[U][NMAX];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const nvr_d_u64 i = base + u * G;
+            if (i < v1) {
+#pragma unroll
+                for (int j = 0; j < NMAX; ++j)
+                    if (j < n)
+                        r[u][j] = nvr_d_ld16(src[j] + hb + 16 * i);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const nvr_d_u64 i = base + u * G;
+            if (i < v1) {
+                const uint4 o = nvr_d_combine16<NMAX>(r[u], n, sc);
+#pragma unroll
+                for (int j = 0; j < NMAX; ++j)
+                    if (j < nd)
+                        nvr_d_st(dst[j] + hb + 16 * i, o, w);
+            }
+        }
+    }
+
+    if (part == 0) {
+        // At most 2 * 15 elements: no need for speed.
+        for (nvr_d_u64 k = nvr_d_gtid(); k < head + tail; k += G) {
+            const nvr_d_u64 el = k < head ? k : k + body;
+            NVR_ACC a = nvr_pre(NVR_LOAD(((const NVR_T *)src[0])[el]), sc);
+#pragma unroll
+            for (int j = 1; j < NMAX; ++j)
+                if (j < n)
+                    a = nvr_combine(a, nvr_pre(NVR_LOAD(((const NVR_T *)src[j])[el]), sc));
+            const NVR_T o = NVR_STORE(nvr_post(a, n));
+#pragma unroll
+            for (int j = 0; j < NMAX; ++j)
+                if (j < nd)
+                    ((NVR_T *)dst[j])[el] = o;
+        }
+    }
+}
+
+// Two-shot all-reduce (reduce-scatter by loads, all-gather by stores): this PE reduces the
+// me-th share of the vectors from every member's src and stores the result into every member's
+// dst. In place (src == dst) works: each element is read and then written by the same thread.
+template <int NMAX>
+__device__ void nvr_d_all_reduce(const nvr_team &t, const NVR_T *src, NVR_T *dst,
+                                 nvr_d_u64 count, NVR_ACC sc) {
+    const char *s[NMAX];
+    char *d[NMAX];
+#pragma unroll
+    for (int j = 0; j < NMAX; ++j) {
+        s[j] = (const char *)src + (j < t.n ? t.off[j] : 0);
+        d[j] = (char *)dst + (j < t.n ? t.off[j] : 0);
+    }
+    nvr_d_reduce_job<NMAX>(s, t.n, d, t.n, count, t.me, t.n, sc);
+}
+
+// This PE's block me of the members' src, reduced into its own dst (count elements).
+template <int NMAX>
+__device__ void nvr_d_reduce_scatter(const nvr_team &t, const NVR_T *src, NVR_T *dst,
+                                     nvr_d_u64 count, NVR_ACC sc) {
+    const char *s[NMAX];
+    char *d[NMAX];
+    const nvr_d_u64 blk = (nvr_d_u64)t.me * count * sizeof(NVR_T);
+#pragma unroll
+    for (int j = 0; j < NMAX; ++j) {
+        s[j] = (const char *)src + blk + (j < t.n ? t.off[j] : 0);
+        d[j] = (char *)dst;
+    }
+    nvr_d_reduce_job<NMAX>(s, t.n, d, 1, count, 0, 1, sc);
+}
+
+// Rooted reduce. Two-shot: every PE reduces its share and stores it into the root's dst only.
+// Pull (NVR_D_REDUCE == 1): the root reduces everything alone.
+template <int NMAX>
+__device__ void nvr_d_reduce(const nvr_team &t, int root, const NVR_T *src, NVR_T *dst,
+                             nvr_d_u64 count, NVR_ACC sc, bool pull) {
+    const char *s[NMAX];
+    char *d[NMAX];
+#pragma unroll
+    for (int j = 0; j < NMAX; ++j) {
+        s[j] = (const char *)src + (j < t.n ? t.off[j] : 0);
+        d[j] = (char *)dst + t.off[root];
+    }
+    if (pull) {
+        if (t.me == root)
+            nvr_d_reduce_job<NMAX>(s, t.n, d, 1, count, 0, 1, sc);
+    } else {
+        nvr_d_reduce_job<NMAX>(s, t.n, d, 1, count, t.me, t.n, sc);
+    }
+}
+
+// Every PE: dst[i] = combine over members j (team order) of src_j[i], i < count. Every member
+// loads from and stores to every member.
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
+                          nvr_d_u64 count, double scale) {
+    const unsigned all = nvr_all_peers(t);
+    unsigned e;
+    if (!nvr_d_enter(t, all, &e))
+        return;
+    NVR_D_DISPATCH(nvr_d_all_reduce, t, src, dst, count, (NVR_ACC)scale);
+    nvr_d_exit(t, e, all, all);
+}
+
+// Every PE: dst[i] = combine over members j of src_j[me * count + i], i < count (NCCL's
+// reduce-scatter; count is the elements of one block = dst). In place: dst == src + me * count.
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
+                              nvr_d_u64 count, double scale) {
+    const unsigned all = nvr_all_peers(t);
+    unsigned e;
+    if (!nvr_d_enter(t, all, &e))
+        return;
+    NVR_D_DISPATCH(nvr_d_reduce_scatter, t, src, dst, count, (NVR_ACC)scale);
+    nvr_d_exit(t, e, all, all);
+}
+
+#ifndef NVR_D_REDUCE
+#define NVR_D_REDUCE 0
+#endif
+
+// The root's dst[i] = combine over members of src_j[i]; other PEs' dst untouched.
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
+                      nvr_d_u64 count, double scale) {
+    if (!nvr_d_root_ok(t, root))
+        return;
+    const unsigned all = nvr_all_peers(t);
+    const bool pull = NVR_D_REDUCE == 1;
+    // Two-shot: everyone loads from everyone; pull: only the root loads, from everyone.
+    const unsigned touch = pull ? (t.me == root ? all : 0u) : all;
+    const unsigned touched_by = pull ? (t.me == root ? 0u : 1u << root) : all;
+    unsigned e;
+    if (!nvr_d_enter(t, touch, &e))
+        return;
+    NVR_D_DISPATCH(nvr_d_reduce, t, root, src, dst, count, (NVR_ACC)scale, pull);
+    nvr_d_exit(t, e, touch, touched_by);
+}
+
+// dst[i] = post(combine(pre(a[i]), pre(b[i])), 2) for i < count, all three local (dst may be
+// a or b). The reduction step of the copy-engine reductions of 2-PE teams: a copy engine has
+// brought the peer's contribution next to this PE's, and `a` is team PE 0's, `b` PE 1's, so
+// the bits equal the direct kernels'. No flags: the host orders it with events.
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_combine2(const NVR_T *a, const NVR_T *b, NVR_T *dst, nvr_d_u64 count,
+                        double scale) {
+    const NVR_ACC sc = (NVR_ACC)scale;
+    const char *s[2] = {(const char *)a, (const char *)b};
+    char *d[2] = {(char *)dst, (char *)dst};
+    if ((((nvr_d_u64)a ^ (nvr_d_u64)b) & 15u) == 0) {
+        nvr_d_reduce_job<2>(s, 2, d, 1, count, 0, 1, sc);
+        return;
+    }
+    // a and b differ in 16-byte alignment: element by element.
+    for (nvr_d_u64 i = nvr_d_gtid(); i < count; i += nvr_d_gsize()) {
+        const NVR_ACC x = nvr_pre(NVR_LOAD(a[i]), sc);
+        dst[i] = NVR_STORE(nvr_post(nvr_combine(x, nvr_pre(NVR_LOAD(b[i]), sc)), 2));
+    }
+}
+
+#else // !NVR_OP
+// ============================== data movement ==============================
+
+// Copies `bytes` from src[j] to dst[j] for every j in `act` (a bit mask over 0..K). When
+// ONE_SRC, every pair reads src0 instead (loaded once, stored to every dst[j]).
+template <int K, bool ONE_SRC>
+__device__ void nvr_d_copy_joint(const char *src0, const char *const (&src)[K],
+                                 char *const (&dst)[K], unsigned act, nvr_d_u64 bytes) {
+    constexpr int L = ONE_SRC ? 1 : K;
+    constexpr int U = nvr_d_unroll<L>::u;
+    const char *first = src0;
+#pragma unroll
+    for (int j = K - 1; j >= 0; --j)
+        if (!ONE_SRC && NVR_D_BIT(act, j))
+            first = src[j];
+    nvr_d_u64 head = nvr_d_head(first);
+    if (head > bytes)
+        head = bytes;
+    const nvr_d_u64 nvec = (bytes - head) / 16;
+    const nvr_d_u64 body = 16 * nvec;
+    const nvr_d_u64 tail = bytes - head - body;
+    const nvr_d_u64 G = nvr_d_gsize();
+    int w[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j)
+        w[j] = nvr_d_store_width(ONE_SRC ? src0 : src[j], dst[j]);
+
+    for (nvr_d_u64 base = nvr_d_gtid(); base < nvec; base += U * G) {
+        uint4 r[U][L];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const nvr_d_u64 i = base + u * G;
+            if (i < nvec) {
+#pragma unroll
+                for (int j = 0; j < L; ++j)
+                    if (ONE_SRC || NVR_D_BIT(act, j))
+                        r[u][j] = nvr_d_ld16((ONE_SRC ? src0 : src[j]) + head + 16 * i);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const nvr_d_u64 i = base + u * G;
+            if (i < nvec) {
+#pragma unroll
+                for (int j = 0; j < K; ++j)
+                    if (NVR_D_BIT(act, j))
+                        nvr_d_st(dst[j] + head + 16 * i, r[u][ONE_SRC ? 0 : j], w[j]);
+            }
+        }
+    }
+
+    // Under 16 bytes at each end, per pair.
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+        if (NVR_D_BIT(act, j)) {
+            const char *s = ONE_SRC ? src0 : src[j];
+            for (nvr_d_u64 k = nvr_d_gtid(); k < head + tail; k += G) {
+                const nvr_d_u64 b = k < head ? k : k + body;
+                dst[j][b] = s[b];
+            }
+        }
+    }
+}
+
+// One pair.
+__device__ __forceinline__ void nvr_d_copy1(const char *src, char *dst, nvr_d_u64 bytes) {
+    const char *s[1] = {src};
+    char *d[1] = {dst};
+    nvr_d_copy_joint<1, true>(src, s, d, 1u, bytes);
+}
+
+// Copies `bytes` from src[j] to dst[j] for every j in `act`: all pairs in one loop when their
+// sources share 16-byte alignment (so one vector index addresses every pair), else pair after
+// pair.
+template <int K>
+__device__ void nvr_d_copy_pairs(const char *const (&src)[K], char *const (&dst)[K],
+                                 unsigned act, nvr_d_u64 bytes) {
+    if (act == 0u || bytes == 0)
+        return;
+    unsigned lo = 16u, mis = 0u;
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+        if (NVR_D_BIT(act, j)) {
+            const unsigned a = (unsigned)(nvr_d_u64)src[j] & 15u;
+            if (lo == 16u)
+                lo = a;
+            mis |= a ^ lo;
+        }
+    }
+    if (mis == 0u) {
+        nvr_d_copy_joint<K, false>(nullptr, src, dst, act, bytes);
+    } else {
+#pragma unroll
+        for (int j = 0; j < K; ++j)
+            if (NVR_D_BIT(act, j))
+                nvr_d_copy1(src[j], dst[j], bytes);
+    }
+}
+
+// Copies `bytes` from src to dst[j] for every j in `act`, loading src once.
+template <int K>
+__device__ void nvr_d_copy_bcast(const char *src, char *const (&dst)[K], unsigned act,
+                                 nvr_d_u64 bytes) {
+    if (act == 0u || bytes == 0)
+        return;
+    const char *s[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j)
+        s[j] = src;
+    nvr_d_copy_joint<K, true>(src, s, dst, act, bytes);
+}
+
+#ifndef NVR_D_BCAST
+#define NVR_D_BCAST 0
+#endif
+#ifndef NVR_D_PULL
+#define NVR_D_PULL 0
+#endif
+
+#define NVR_D_BCAST_PUSH 1
+#define NVR_D_BCAST_PULL 2
+#define NVR_D_BCAST_FWD 3
+
+__device__ __forceinline__ int nvr_d_bcast_algo(int n) {
+    return NVR_D_BCAST != 0 ? NVR_D_BCAST : (n <= 2 ? NVR_D_BCAST_PUSH : NVR_D_BCAST_FWD);
+}
+
+// Start of share k of `parts` over `bytes`, in whole 16-byte units.
+__device__ __forceinline__ nvr_d_u64 nvr_d_share(nvr_d_u64 bytes, int k, int parts) {
+    const nvr_d_u64 units = (bytes + 15) / 16;
+    const nvr_d_u64 u = units * (nvr_d_u64)k / (nvr_d_u64)parts;
+    return u * 16 < bytes ? u * 16 : bytes;
+}
+
+template <int K>
+__device__ void nvr_d_broadcast(const nvr_team &t, int root, const char *src, char *dst,
+                                nvr_d_u64 bytes, int algo) {
+    const bool local = src != dst; // the root's own copy (none in place)
+    char *d[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j)
+        d[j] = dst + (j < t.n ? t.off[j] : 0);
+    if (algo == NVR_D_BCAST_PUSH) {
+        if (t.me == root) {
+            unsigned act = (1u << t.n) - 1u;
+            if (!local)
+                act &= ~(1u << t.me);
+            nvr_d_copy_bcast<K>(src, d, act, bytes);
+        }
+    } else if (algo == NVR_D_BCAST_PULL) {
+        if (t.me != root)
+            nvr_d_copy1(src + t.off[root], dst, bytes);
+        else if (local)
+            nvr_d_copy1(src, dst, bytes);
+    } else {
+        // Pull-and-forward: non-root number r (of n - 1) loads share r of the root's src once
+        // and stores it to every non-root's dst, so the root's link carries each byte once.
+        if (t.me != root) {
+            const int r = t.me < root ? t.me : t.me - 1;
+            const nvr_d_u64 a = nvr_d_share(bytes, r, t.n - 1);
+            const nvr_d_u64 b = nvr_d_share(bytes, r + 1, t.n - 1);
+            char *ds[K];
+#pragma unroll
+            for (int j = 0; j < K; ++j)
+                ds[j] = d[j] + a;
+            nvr_d_copy_bcast<K>(src + t.off[root] + a, ds, ((1u << t.n) - 1u) & ~(1u << root),
+                                b - a);
+        } else if (local) {
+            nvr_d_copy1(src, dst, bytes);
+        }
+    }
+}
+
+// Every PE's dst = the root's src (bytes). In place: the root's src == its dst.
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_broadcast(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
+                         nvr_d_u64 bytes) {
+    if (!nvr_d_root_ok(t, root))
+        return;
+    const unsigned all = nvr_all_peers(t);
+    const int algo = nvr_d_bcast_algo(t.n);
+    const bool is_root = t.me == root;
+    const unsigned rbit = 1u << root;
+    unsigned touch, touched_by;
+    if (algo == NVR_D_BCAST_PUSH) {
+        touch = is_root ? all : 0u;
+        touched_by = is_root ? 0u : rbit;
+    } else if (algo == NVR_D_BCAST_PULL) {
+        touch = is_root ? 0u : rbit;
+        touched_by = is_root ? all : 0u;
+    } else {
+        touch = is_root ? 0u : all;                   // the root's src, the others' dst
+        touched_by = is_root ? all : (all & ~rbit);   // non-roots read the root / store here
+    }
+    unsigned e;
+    if (!nvr_d_enter(t, touch, &e))
+        return;
+    NVR_D_DISPATCH(nvr_d_broadcast, t, root, (const char *)src, (char *)dst, bytes, algo);
+    nvr_d_exit(t, e, touch, touched_by);
+}
+
+// All-gather by team index: every PE's dst[me * bytes ..] = my src. In place: src == my block
+// of dst. Push: I store my block into every member's dst; pull: I load every member's block.
+template <int K>
+__device__ void nvr_d_fcollect(const nvr_team &t, const char *src, char *dst, nvr_d_u64 bytes) {
+    const char *mine = dst + (nvr_d_u64)t.me * bytes;
+    const bool local = src != mine;
+    unsigned act = (1u << t.n) - 1u;
+    if (!local)
+        act &= ~(1u << t.me);
+    if (NVR_D_PULL) {
+        // In place, src is not symmetric (each PE's is its own block of dst): load peer j's
+        // block from its dst.
+        const char *s[K];
+        char *d[K];
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+            d[j] = dst + (nvr_d_u64)j * bytes;
+            const char *sj = local ? src : d[j];
+            s[j] = j == t.me ? src : sj + (j < t.n ? t.off[j] : 0);
+        }
+        nvr_d_copy_pairs<K>(s, d, act, bytes);
+    } else {
+        char *d[K];
+#pragma unroll
+        for (int j = 0; j < K; ++j)
+            d[j] = dst + (nvr_d_u64)t.me * bytes + (j < t.n ? t.off[j] : 0);
+        nvr_d_copy_bcast<K>(src, d, act, bytes);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
+                        nvr_d_u64 bytes) {
+    const unsigned all = nvr_all_peers(t);
+    unsigned e;
+    if (!nvr_d_enter(t, all, &e))
+        return;
+    NVR_D_DISPATCH(nvr_d_fcollect, t, (const char *)src, (char *)dst, bytes);
+    nvr_d_exit(t, e, all, all);
+}
+
+// Block j of my src -> block me of PE j's dst. Not in place (src and dst must not overlap).
+template <int K>
+__device__ void nvr_d_alltoall(const nvr_team &t, const char *src, char *dst, nvr_d_u64 bytes) {
+    const char *s[K];
+    char *d[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+        const long long o = j < t.n ? t.off[j] : 0;
+        if (NVR_D_PULL) {
+            s[j] = src + o + (nvr_d_u64)t.me * bytes;
+            d[j] = dst + (nvr_d_u64)j * bytes;
+        } else {
+            s[j] = src + (nvr_d_u64)j * bytes;
+            d[j] = dst + o + (nvr_d_u64)t.me * bytes;
+        }
+    }
+    nvr_d_copy_pairs<K>(s, d, (1u << t.n) - 1u, bytes);
+}
+
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
+                        nvr_d_u64 bytes) {
+    const unsigned all = nvr_all_peers(t);
+    unsigned e;
+    if (!nvr_d_enter(t, all, &e))
+        return;
+    NVR_D_DISPATCH(nvr_d_alltoall, t, (const char *)src, (char *)dst, bytes);
+    nvr_d_exit(t, e, all, all);
+}
+
+// The root's dst[j * bytes ..] = PE j's src; other PEs' dst untouched. In place: the root's
+// src == its block of dst. Push: every PE stores its block into the root; pull: the root loads.
+template <int K>
+__device__ void nvr_d_gather(const nvr_team &t, int root, const char *src, char *dst,
+                             nvr_d_u64 bytes) {
+    const bool is_root = t.me == root;
+    const bool local = src != dst + (nvr_d_u64)t.me * bytes;
+    if (NVR_D_PULL) {
+        if (!is_root)
+            return;
+        const char *s[K];
+        char *d[K];
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+            s[j] = j == t.me ? src : src + (j < t.n ? t.off[j] : 0);
+            d[j] = dst + (nvr_d_u64)j * bytes;
+        }
+        unsigned act = (1u << t.n) - 1u;
+        if (!local)
+            act &= ~(1u << t.me);
+        nvr_d_copy_pairs<K>(s, d, act, bytes);
+    } else if (is_root) {
+        if (local)
+            nvr_d_copy1(src, dst + (nvr_d_u64)t.me * bytes, bytes);
+    } else {
+        nvr_d_copy1(src, dst + t.off[root] + (nvr_d_u64)t.me * bytes, bytes);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_gather(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
+                      nvr_d_u64 bytes) {
+    if (!nvr_d_root_ok(t, root))
+        return;
+    const unsigned all = nvr_all_peers(t);
+    const bool is_root = t.me == root;
+    const unsigned rbit = 1u << root;
+    const unsigned touch = NVR_D_PULL ? (is_root ? all : 0u) : (is_root ? 0u : rbit);
+    const unsigned touched_by = NVR_D_PULL ? (is_root ? 0u : rbit) : (is_root ? all : 0u);
+    unsigned e;
+    if (!nvr_d_enter(t, touch, &e))
+        return;
+    NVR_D_DISPATCH(nvr_d_gather, t, root, (const char *)src, (char *)dst, bytes);
+    nvr_d_exit(t, e, touch, touched_by);
+}
+
+// PE j's dst = the root's src[j * bytes ..]; the root's src is untouched. In place: the root's
+// dst == its block of src. Push: the root stores every block; pull: every PE loads its own.
+template <int K>
+__device__ void nvr_d_scatter(const nvr_team &t, int root, const char *src, char *dst,
+                              nvr_d_u64 bytes) {
+    const bool is_root = t.me == root;
+    const bool local = dst != src + (nvr_d_u64)t.me * bytes;
+    if (NVR_D_PULL) {
+        if (!is_root)
+            nvr_d_copy1(src + t.off[root] + (nvr_d_u64)t.me * bytes, dst, bytes);
+        else if (local)
+            nvr_d_copy1(src + (nvr_d_u64)t.me * bytes, dst, bytes);
+    } else if (is_root) {
+        const char *s[K];
+        char *d[K];
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+            s[j] = src + (nvr_d_u64)j * bytes;
+            d[j] = dst + (j < t.n ? t.off[j] : 0);
+        }
+        unsigned act = (1u << t.n) - 1u;
+        if (!local)
+            act &= ~(1u << t.me);
+        nvr_d_copy_pairs<K>(s, d, act, bytes);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_scatter(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
+                       nvr_d_u64 bytes) {
+    if (!nvr_d_root_ok(t, root))
+        return;
+    const unsigned all = nvr_all_peers(t);
+    const bool is_root = t.me == root;
+    const unsigned rbit = 1u << root;
+    const unsigned touch = NVR_D_PULL ? (is_root ? 0u : rbit) : (is_root ? all : 0u);
+    const unsigned touched_by = NVR_D_PULL ? (is_root ? all : 0u) : (is_root ? 0u : rbit);
+    unsigned e;
+    if (!nvr_d_enter(t, touch, &e))
+        return;
+    NVR_D_DISPATCH(nvr_d_scatter, t, root, (const char *)src, (char *)dst, bytes);
+    nvr_d_exit(t, e, touch, touched_by);
+}
+
+// ---- copy-engine collectives: the flags around host-issued peer copies ----
+//
+// A copy-engine collective is, on every member's stream:
+//     nvr_ce_enter<<<1, 32>>>(t); cuMemcpyAsync(...peer copies...); nvr_ce_exit<<<1, 32>>>(t);
+// Both are full barriers on block index 0 of the channel (epoch[0], arrive[0][*]): enter means
+// every member's earlier work is done (inputs written, outputs free), so any copy may start;
+// exit runs after this PE's copies completed (stream order) and waits until every member's
+// copies have, so no copy into this PE's buffers is still in flight. The epoch comes from the
+// channel, so a captured graph replays.
+
+__device__ __forceinline__ void nvr_d_ce_barrier(const nvr_team &t) {
+    if (!nvr_team_ok(t))
+        return;
+    const unsigned e = nvr_begin(t);
+    // fence.sc.sys before the arrival: the copies that ran before this kernel on the stream
+    // (copy engine) and earlier kernels' writes are ordered before the flag system-wide.
+    nvr_arrive(t, e, true);
+    nvr_end(t, e, nvr_wait_arrivals(t, e, e, nvr_all_peers(t)));
+}
+
+extern "C" __global__ void __launch_bounds__(32)
+    nvr_ce_enter(const __grid_constant__ nvr_team t) {
+    nvr_d_ce_barrier(t);
+}
+
+extern "C" __global__ void __launch_bounds__(32)
+    nvr_ce_exit(const __grid_constant__ nvr_team t) {
+    nvr_d_ce_barrier(t);
+}
+
+#endif // NVR_OP
