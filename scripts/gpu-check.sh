@@ -40,6 +40,11 @@ for line in sys.stdin:
   done
   for b in nvshmem-run nvshmem-perf small large; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
   strip --strip-debug .gpu/bin/*   # the device tool carries at most 64 MiB
+  # Every kernel compiled here to sm_90 machine code (H100, H200), so the PEs there compile
+  # nothing; kept between stages (the cache's file names change with the sources).
+  NVSHMEM_RS_KERNEL_CACHE=$PWD/.gpu-kernel-cache cargo test --release -p nvshmem --lib \
+    kernels::tests::fill_the_kernel_cache -- --ignored --nocapture | grep -E "kernels in|FAILED|panicked"
+  rm -rf .gpu/kernel-cache && cp -r .gpu-kernel-cache .gpu/kernel-cache
   ls -la .gpu/bin
   du -sh .gpu
 }
@@ -51,6 +56,8 @@ mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0
 export RUST_BACKTRACE=1
+# The kernels compiled at stage time (see `stage`); a kernel missing there is compiled and added.
+export NVSHMEM_RS_KERNEL_CACHE=$PWD/.gpu/kernel-cache
 # Fresh random data for every run of the matrix; the seed is printed so a failure can be rerun.
 export GPU_TEST_SEED=${GPU_TEST_SEED:-$(date +%s)}
 summary=()
@@ -61,7 +68,7 @@ mpi() {
   local np=$1; shift
   local pass=() v
   for v in NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE RUST_BACKTRACE RUST_LOG GPU_TEST_INIT \
-    NVSHMEM_RS_BOOTSTRAP NVSHMEM_RS_ALGORITHMS NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL GPU_TEST_SEED GPU_TEST_SKIP \
+    NVSHMEM_RS_BOOTSTRAP NVSHMEM_RS_ALGORITHMS NVSHMEM_RS_KERNEL_CACHE NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL GPU_TEST_SEED GPU_TEST_SKIP \
     MATRIX_MEDIUM_TEAMS MATRIX_FORCE PATH LD_LIBRARY_PATH; do
     [ -n "${!v+x}" ] && pass+=(-x "$v")
   done

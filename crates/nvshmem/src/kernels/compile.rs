@@ -1,11 +1,23 @@
-//! Run-time compilation with NVRTC, and the process-wide cache of loaded kernels.
+//! Run-time compilation with NVRTC, the on-disk cache of compiled kernels, and the process-wide
+//! cache of loaded ones.
+//!
+//! A kernel is compiled for the device's own architecture (`sm_90` on an H100 or H200) to
+//! machine code, so the driver has nothing left to compile, and the result is kept on disk:
+//! `$NVSHMEM_RS_KERNEL_CACHE` (`off` turns it off), else `$XDG_CACHE_HOME/nvshmem-rs/kernels`,
+//! else `~/.cache/nvshmem-rs/kernels`. A file's name holds a hash of everything that makes the
+//! code (source, options, NVRTC's version), so a stale file is never used; files are written
+//! under a temporary name and renamed, so PEs of one node compiling the same kernel at once
+//! do not see half a file. Compiling every kernel costs minutes; with the cache, a process
+//! pays only for kernels no earlier process on the machine compiled.
 use std::collections::HashMap;
+use std::ffi::{c_char, CString};
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute};
 use cudarc::driver::{CudaContext, CudaFunction};
-use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 
 use super::types::KernelKey;
 use crate::error::{Error, Result};
@@ -76,32 +88,143 @@ pub(crate) fn cuda_include_dir() -> Result<PathBuf> {
     })
 }
 
-/// Compiles one kernel to PTX for `arch` (`compute_90`, ...).
-pub(crate) fn compile(key: KernelKey, arch: &str) -> Result<Ptx> {
-    nvrtc_available()?;
-    let mut opts = CompileOptions {
-        name: Some(format!("{}.cu", key.name())),
-        options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()],
-        ..Default::default()
-    };
-    if key.needs_headers() {
-        opts.include_paths
-            .push(cuda_include_dir()?.to_string_lossy().into_owned());
+/// The variable that names the kernel cache's folder (`off`: no cache).
+pub(crate) const CACHE_ENV: &str = "NVSHMEM_RS_KERNEL_CACHE";
+
+/// The kernel cache's folder, if caching is on.
+fn cache_dir() -> Option<PathBuf> {
+    match std::env::var_os(CACHE_ENV) {
+        Some(v) if v == "off" => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+            .map(|c| c.join("nvshmem-rs").join("kernels")),
     }
-    cudarc::nvrtc::compile_ptx_with_opts(key.source(), opts).map_err(|e| Error::Compile {
-        kernel: key.name(),
-        log: match e {
-            CompileError::CompileError { log, options, .. } => format!(
-                "{}\n(options: {})",
-                log.to_string_lossy().trim_end(),
-                options.join(" ")
-            ),
-            other => other.to_string(),
-        },
+}
+
+/// NVRTC's version, part of every cache key.
+fn nvrtc_version() -> (i32, i32) {
+    static VERSION: OnceLock<(i32, i32)> = OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: two valid places for the answer; NVRTC was found loadable before this.
+        unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) };
+        (major, minor)
     })
 }
 
-/// The virtual architecture of the context's device, e.g. `compute_90` for an H100.
+/// What NVRTC compiles `key` with for `arch`.
+fn options(key: KernelKey, arch: &str) -> Result<Vec<String>> {
+    let mut opts = vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()];
+    if key.needs_headers() {
+        opts.push(format!("--include-path={}", cuda_include_dir()?.display()));
+    }
+    Ok(opts)
+}
+
+/// Compiles one kernel for `arch`: machine code for a real architecture (`sm_90`), PTX for a
+/// virtual one (`compute_90`, what the CPU check compiles for). Read from and written to the
+/// disk cache when it is on.
+pub(crate) fn compile(key: KernelKey, arch: &str) -> Result<Ptx> {
+    nvrtc_available()?;
+    let source = key.source();
+    let opts = options(key, arch)?;
+    let machine_code = arch.starts_with("sm_");
+    let cached = cache_dir().map(|dir| {
+        // The include path is left out: where the CUDA headers are found differs between a
+        // build machine and a GPU machine, not what they say (NVRTC's version pins them).
+        let code_opts: Vec<&String> = opts.iter().filter(|o| !o.starts_with("--include-path")).collect();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&source, code_opts, nvrtc_version()).hash(&mut h);
+        let ext = if machine_code { "cubin" } else { "ptx" };
+        dir.join(format!("{}-{arch}-{:016x}.{ext}", key.name(), h.finish()))
+    });
+    if let Some(bytes) = cached.as_ref().and_then(|p| std::fs::read(p).ok()) {
+        return Ok(image(bytes, machine_code));
+    }
+    let bytes = nvrtc_compile(key, &source, &opts, machine_code)?;
+    if let Some(path) = &cached {
+        store(path, &bytes);
+    }
+    Ok(image(bytes, machine_code))
+}
+
+fn image(bytes: Vec<u8>, machine_code: bool) -> Ptx {
+    if machine_code {
+        Ptx::from_binary(bytes)
+    } else {
+        Ptx::from_src(String::from_utf8_lossy(&bytes).trim_end_matches('\0').to_string())
+    }
+}
+
+/// Writes a compiled kernel into the cache; a failure only costs a later recompile.
+fn store(path: &Path, bytes: &[u8]) {
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, path)
+    };
+    if let Err(e) = write() {
+        tracing::debug!(%e, path = %path.display(), "not caching a compiled kernel");
+    }
+}
+
+/// One NVRTC compilation: the PTX or the machine code (cubin).
+fn nvrtc_compile(key: KernelKey, source: &str, opts: &[String], machine_code: bool) -> Result<Vec<u8>> {
+    let failed = |log: String| Error::Compile {
+        kernel: key.name(),
+        log,
+    };
+    let src = CString::new(source).map_err(|e| failed(e.to_string()))?;
+    let name = CString::new(format!("{}.cu", key.name())).map_err(|e| failed(e.to_string()))?;
+    let prog = nvrtc::create_program(&src, Some(&name)).map_err(|e| failed(e.to_string()))?;
+    // SAFETY: `prog` was created above from `src` and `name`, which outlive it, and is
+    // destroyed once, at the end of this block; the buffers handed to NVRTC have the sizes it
+    // reported.
+    let out = unsafe {
+        let compiled = nvrtc::compile_program(prog, opts);
+        let out = match compiled {
+            Err(e) => {
+                let log = nvrtc::get_program_log(prog)
+                    .map(|l| {
+                        let bytes: Vec<u8> = l.iter().map(|&c| c as u8).collect();
+                        String::from_utf8_lossy(&bytes).trim_end_matches('\0').to_string()
+                    })
+                    .unwrap_or_default();
+                Err(failed(format!(
+                    "{e}: {}\n(options: {})",
+                    log.trim_end(),
+                    opts.join(" ")
+                )))
+            }
+            Ok(()) if machine_code => {
+                let mut size = 0;
+                nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .map_err(|e| failed(e.to_string()))
+                    .and_then(|()| {
+                        let mut buf = vec![0u8; size];
+                        nvrtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast::<c_char>())
+                            .result()
+                            .map(|()| buf)
+                            .map_err(|e| failed(e.to_string()))
+                    })
+            }
+            Ok(()) => nvrtc::get_ptx(prog)
+                .map(|p| p.iter().map(|&c| c as u8).collect())
+                .map_err(|e| failed(e.to_string())),
+        };
+        let _ = nvrtc::destroy_program(prog);
+        out
+    };
+    out
+}
+
+/// The architecture of the context's device, e.g. `sm_90` for an H100.
 pub(crate) fn arch_of(ctx: &CudaContext) -> Result<String> {
     let attr = |a| {
         ctx.attribute(a)
@@ -109,7 +232,7 @@ pub(crate) fn arch_of(ctx: &CudaContext) -> Result<String> {
     };
     let major = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let minor = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
-    Ok(format!("compute_{major}{minor}"))
+    Ok(format!("sm_{major}{minor}"))
 }
 
 /// Loaded kernels by (context, kernel). A context's kernels live as long as the process: the

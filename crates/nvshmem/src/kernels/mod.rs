@@ -467,6 +467,45 @@ mod tests {
         assert_eq!(grid(1 << 40).grid_dim.0, MAX_BLOCKS as u32);
     }
 
+    /// Compiles every kernel for `arch` on every core; the errors.
+    fn compile_all(arch: &str, each: impl Fn(KernelKey, &cudarc::nvrtc::Ptx) + Sync) -> Vec<String> {
+        let keys = KernelKey::all();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut failed = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&key) = keys.get(i) else { break };
+                            match compile::compile(key, arch) {
+                                Ok(code) => each(key, &code),
+                                Err(e) => failed.push(format!("{arch}: {e}")),
+                            }
+                        }
+                        failed
+                    })
+                })
+                .collect();
+            workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+        })
+    }
+
+    /// Fills the on-disk kernel cache with machine code for `NVSHMEM_RS_PRECOMPILE_ARCH`
+    /// (default `sm_90`, H100 and H200), so that programs on a GPU machine sharing the cache
+    /// (`NVSHMEM_RS_KERNEL_CACHE`) compile nothing. `scripts/gpu-check.sh stage` runs it.
+    #[test]
+    #[ignore = "fills the kernel cache: run by scripts/gpu-check.sh stage"]
+    fn fill_the_kernel_cache() {
+        nvrtc_available().unwrap_or_else(|e| panic!("{e}"));
+        let arch = std::env::var("NVSHMEM_RS_PRECOMPILE_ARCH").unwrap_or_else(|_| "sm_90".into());
+        let failed = compile_all(&arch, |_, _| {});
+        assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+        println!("{} kernels in the cache for {arch}", KernelKey::all().len());
+    }
+
     /// The CI check: every kernel instantiation compiles with NVRTC for compute_90, no GPU
     /// needed. Ignored by default because it needs libnvrtc and the CUDA headers;
     /// `scripts/check-kernels.sh` installs both from PyPI and runs it.
@@ -479,20 +518,12 @@ mod tests {
         let include = cuda_include_dir().unwrap_or_else(|e| panic!("{e}"));
         println!("CUDA headers from {}", include.display());
         let all = KernelKey::all();
-        let mut failed = Vec::new();
-        for key in &all {
-            for arch in ["compute_90"] {
-                match compile::compile(*key, arch) {
-                    Ok(ptx) => {
-                        let text = ptx.to_src();
-                        for f in key.functions() {
-                            assert!(text.contains(f), "{}: PTX lacks {f}", key.name());
-                        }
-                    }
-                    Err(e) => failed.push(format!("{arch}: {e}")),
-                }
+        let failed = compile_all("compute_90", |key, ptx| {
+            let text = ptx.to_src();
+            for f in key.functions() {
+                assert!(text.contains(f), "{}: PTX lacks {f}", key.name());
             }
-        }
+        });
         assert!(
             failed.is_empty(),
             "{} of {} failed:\n{}",

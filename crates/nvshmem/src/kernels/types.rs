@@ -116,18 +116,26 @@ pub(crate) fn reduces(t: DataType, op: ReduceOp) -> bool {
 pub(crate) enum NvrFile {
     /// `ll.cu`: one-shot LL collectives for small messages, and the flag barrier.
     Ll,
+    /// `direct.cu`: large-message collectives loading and storing peers' buffers directly.
+    Direct,
 }
 
 impl NvrFile {
+    /// Every source.
+    #[cfg(test)]
+    const ALL: [NvrFile; 2] = [NvrFile::Ll, NvrFile::Direct];
+
     fn source(self) -> &'static str {
         match self {
             NvrFile::Ll => LL_SRC,
+            NvrFile::Direct => DIRECT_SRC,
         }
     }
 
     fn name(self) -> &'static str {
         match self {
             NvrFile::Ll => "ll",
+            NvrFile::Direct => "direct",
         }
     }
 
@@ -147,6 +155,18 @@ impl NvrFile {
                 "nvr_ll_gather",
                 "nvr_ll_scatter",
                 "nvr_barrier",
+            ],
+            (NvrFile::Direct, true) => &[
+                "nvr_direct_all_reduce",
+                "nvr_direct_reduce_scatter",
+                "nvr_direct_reduce",
+            ],
+            (NvrFile::Direct, false) => &[
+                "nvr_direct_broadcast",
+                "nvr_direct_fcollect",
+                "nvr_direct_alltoall",
+                "nvr_direct_gather",
+                "nvr_direct_scatter",
             ],
         }
     }
@@ -188,6 +208,7 @@ const COPY_SRC: &str = include_str!("copy.cu");
 const OPS_SRC: &str = include_str!("ops.cuh");
 const COMMON_SRC: &str = include_str!("common.cuh");
 const LL_SRC: &str = include_str!("ll.cu");
+const DIRECT_SRC: &str = include_str!("direct.cu");
 
 impl KernelKey {
     /// What makes two keys the same code: the variant, the type, the operator without its
@@ -234,7 +255,7 @@ impl KernelKey {
         }
         // Word sizes the copy kernels are instantiated for.
         v.extend([1, 2, 4, 8, 16].map(Self::Copy));
-        for file in [NvrFile::Ll] {
+        for file in NvrFile::ALL {
             v.push(Self::Nvr(file, None));
             for &t in DataType::ALL {
                 for op in ReduceOp::BASIC
@@ -369,7 +390,7 @@ mod tests {
         // 12 numbers: sum prod min max avg premul (+ and or for the 8 integers); fp8: the
         // same six; bool: and or min max.
         assert_eq!(reductions, 12 * 6 + 8 * 2 + 2 * 6 + 4);
-        assert_eq!(all.len(), reductions + 2 * 14 + 5 + 1 + reductions);
+        assert_eq!(all.len(), reductions + 2 * 14 + 5 + 2 * (1 + reductions));
         assert!(all.contains(&KernelKey::Nvr(NvrFile::Ll, None)));
         let s = KernelKey::Reduce(DataType::F8E4M3, ReduceOp::Sum).source();
         assert!(s.starts_with("#include <cuda_fp8.h>\n#define NVR_T __nv_fp8_e4m3\n"));

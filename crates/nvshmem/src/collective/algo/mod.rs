@@ -216,6 +216,12 @@ pub(crate) trait Algorithm: Sync {
     /// Why it cannot run `call`, or `None` when it can. A pure function of what every PE of
     /// the team passes alike.
     fn refuses(&self, call: &Call) -> Option<String>;
+    /// Whether the automatic choice takes it for `call`, which it accepts: where another
+    /// algorithm later in the registry is faster (a size past a measured crossover) it says no,
+    /// and stays available when forced.
+    fn prefers(&self, _call: &Call) -> bool {
+        true
+    }
     /// Bytes of collective scratch it needs for `call`.
     fn scratch(&self, _call: &Call) -> usize {
         0
@@ -232,17 +238,24 @@ impl fmt::Debug for dyn Algorithm {
 
 /// The algorithms of a collective, in the order the automatic choice tries them.
 pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
-    use nvlink::{Flags, Ll};
+    use nvlink::{Direct, Flags, Ll};
     use nvshmem::{Native, ScaleThenSum, SumThenDiv};
     use peer::{PeerCopy, PeerKernel};
     use rooted::RootedGet;
     match coll {
-        Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter => {
-            &[&Ll, &Native, &SumThenDiv, &ScaleThenSum, &PeerKernel]
+        Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter => &[
+            &Ll,
+            &Direct,
+            &Native,
+            &SumThenDiv,
+            &ScaleThenSum,
+            &PeerKernel,
+        ],
+        Collective::Broadcast | Collective::Fcollect | Collective::Alltoall => {
+            &[&Ll, &Direct, &Native]
         }
-        Collective::Broadcast | Collective::Fcollect | Collective::Alltoall => &[&Ll, &Native],
         Collective::Barrier | Collective::Sync => &[&Flags, &Native],
-        Collective::Gather | Collective::Scatter => &[&Ll, &RootedGet, &PeerCopy],
+        Collective::Gather | Collective::Scatter => &[&Ll, &Direct, &RootedGet, &PeerCopy],
     }
 }
 
@@ -263,11 +276,18 @@ pub(crate) fn choose(
         };
     }
     let mut why = Vec::new();
+    let mut fallback = None;
     for &a in registry(call.coll) {
         match a.refuses(call) {
-            None => return Ok(a),
+            None if a.prefers(call) => return Ok(a),
+            None => {
+                fallback.get_or_insert(a);
+            }
             Some(reason) => why.push(format!("{}: {reason}", a.name())),
         }
+    }
+    if let Some(a) = fallback {
+        return Ok(a);
     }
     Err(Error::Unsupported {
         call: call.name,

@@ -5,12 +5,27 @@
 //! - [`Ll`] (`nvlink_ll`): one-shot LL collectives (`ll.cu`) for payloads up to the channel's
 //!   LL capacity: each PE stores its data, flagged with the epoch, straight into its peers'
 //!   channel slots and reads its own; no barrier before or after.
+//! - [`Direct`] (`nvlink_direct`): large messages (`direct.cu`): each PE loads and stores its
+//!   peers' user buffers directly over NVLink in 16-byte vectors (two-shot reductions), framed
+//!   by per-block arrive and depart flags; no staging, no extra symmetric memory.
 //! - [`Flags`] (`nvlink`): barrier and sync as a flag exchange (`nvr_barrier`).
+//!
+//! The automatic choice takes LL up to [`LL_CROSSOVER`] bytes a PE and the direct kernels
+//! above, from the crossovers measured on 2 x H200 (`results/`).
 use super::{Algorithm, Call, Collective, Step};
 use crate::kernels::{self, KernelKey, Launch, NvrArgs, NvrFile, NvrLaunch, NvrTeam};
 
 /// One-shot LL collectives.
 pub(super) struct Ll;
+
+/// Large-message collectives over peers' buffers.
+pub(super) struct Direct;
+
+/// Payload bytes a PE (per sender and receiver) up to which the automatic choice takes LL:
+/// past it the direct kernels (and NCCL) are faster on 2 x H200 (nvshmem-perf, graph and stream
+/// mode: LL all-reduce 32 KiB 5.7 µs against NCCL's 6.8, 128 KiB 7.1 against 7.1; fcollect
+/// with 64 KiB blocks 7.0 against 6.3; `results/perf-2xH200-nvlink/`).
+pub(crate) const LL_CROSSOVER: usize = 32 << 10;
 
 /// Barrier and sync by flags.
 pub(super) struct Flags;
@@ -84,6 +99,10 @@ impl Algorithm for Ll {
         None
     }
 
+    fn prefers(&self, call: &Call) -> bool {
+        call.block_bytes() <= LL_CROSSOVER
+    }
+
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
         let team = *call.nvr.as_ref().expect("accepted: the team has a channel");
         let x = call.block_bytes();
@@ -111,6 +130,72 @@ impl Algorithm for Ll {
             function,
             grid,
             block,
+            team,
+            args,
+        })));
+    }
+}
+
+/// The direct launch rule of `direct.cu`: 512 threads a block, and one block per 16 KiB that
+/// this PE moves over its links, at most 128 (all resident at once on an H100 or H200).
+pub(crate) fn direct_grid(call: &Call) -> u32 {
+    let (n, bytes) = (call.n().max(1), call.block_bytes());
+    let moved = match call.coll {
+        Collective::AllReduce | Collective::Reduce => bytes / n,
+        Collective::ReduceScatter | Collective::Broadcast => bytes,
+        _ => bytes * (n - 1).max(1),
+    };
+    moved.div_ceil(16 << 10).clamp(1, 128) as u32
+}
+
+impl Algorithm for Direct {
+    fn name(&self) -> &'static str {
+        "nvlink_direct"
+    }
+
+    fn refuses(&self, call: &Call) -> Option<String> {
+        if let Err(why) = team_view(call) {
+            return Some(why);
+        }
+        if matches!(call.coll, Collective::Barrier | Collective::Sync) {
+            return Some(format!("it has no {}; the nvlink algorithm does", call.coll));
+        }
+        if call.is_reduction() && !kernels::reduces(call.dtype, call.op) {
+            return Some(format!(
+                "the NVLink kernels have no {} reduction of {}",
+                call.op.name(),
+                call.dtype
+            ));
+        }
+        None
+    }
+
+    fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
+        let team = *call.nvr.as_ref().expect("accepted: the team has a channel");
+        let x = call.block_bytes();
+        let root = Some(call.root as i32);
+        let (src, dst) = (call.src.ptr, call.dst.ptr);
+        let (function, args) = match call.coll {
+            Collective::AllReduce => ("nvr_direct_all_reduce", reduce(call, None)),
+            Collective::Reduce => ("nvr_direct_reduce", reduce(call, root)),
+            Collective::ReduceScatter => ("nvr_direct_reduce_scatter", reduce(call, None)),
+            Collective::Broadcast => ("nvr_direct_broadcast", moving(root, src, dst, x)),
+            Collective::Fcollect => ("nvr_direct_fcollect", moving(None, src, dst, x)),
+            Collective::Alltoall => ("nvr_direct_alltoall", moving(None, src, dst, x)),
+            Collective::Gather => ("nvr_direct_gather", moving(root, src, dst, x)),
+            Collective::Scatter => ("nvr_direct_scatter", moving(root, src, dst, x)),
+            Collective::Barrier | Collective::Sync => unreachable!("refused"),
+        };
+        let key = if call.is_reduction() {
+            KernelKey::Nvr(NvrFile::Direct, Some((call.dtype, call.op)))
+        } else {
+            KernelKey::Nvr(NvrFile::Direct, None)
+        };
+        steps.push(Step::Kernel(Launch::Nvr(NvrLaunch {
+            key,
+            function,
+            grid: direct_grid(call),
+            block: 512,
             team,
             args,
         })));

@@ -170,9 +170,18 @@ impl Algorithm for PeerCopy {
             // The root writes every member's block into its dst (its own too: in place that
             // copies a block onto itself, which changes nothing).
             Collective::Scatter if call.me == call.root => {
+                // Member j's output is its dst, or in place its own block j of the buffer.
+                let dst_of = |j: usize| {
+                    let dst = if call.in_place {
+                        call.src.ptr + (j * bytes) as u64
+                    } else {
+                        call.dst.ptr
+                    };
+                    call.peer(dst, j).expect("checked: every member is peer-mapped")
+                };
                 steps.push(Step::Kernel(Launch::Scatter {
                     src: call.src.ptr,
-                    dst_peers: on_every_member(call, call.dst.ptr),
+                    dst_peers: (0..call.n()).map(dst_of).collect(),
                     block_bytes: bytes,
                 }));
             }

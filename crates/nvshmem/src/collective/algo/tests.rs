@@ -539,7 +539,7 @@ fn forced_algorithms_parse_and_unknown_names_are_refused() {
     let e = state.set(Collective::Gather, Some("nvshmem")).unwrap_err();
     assert_eq!(
         e,
-        "gather has no algorithm \"nvshmem\"; it has auto, nvlink_ll, rooted_get, peer_copy"
+        "gather has no algorithm \"nvshmem\"; it has auto, nvlink_ll, nvlink_direct, rooted_get, peer_copy"
     );
     assert!(parse_forced("all_reduce").is_err());
     assert!(parse_forced("everything=nvshmem")
