@@ -56,9 +56,9 @@ count() {
 
 # Runs a test command (stdout kept for counting, stderr shown as it is) and counts its tests;
 # a non-zero exit with no failing test counted (a build error, a crashed test binary) is one
-# failure more, so the summary never reads as a pass.
+# failure more, so the summary never reads as a pass. The exit status is left in $status.
 tests() {
-  local name=$1 out=$tmp/$2.out status
+  local name=$1 out=$tmp/$2.out
   shift 2
   { "$@" 2>&3 | tee "$out"; } 3>&2
   status=${PIPESTATUS[0]}
@@ -100,7 +100,7 @@ tests "cargo test --workspace" workspace \
 
 step scripts/check-kernels.sh
 tests "scripts/check-kernels.sh" kernels scripts/check-kernels.sh
-if [ "$ran_passed" -eq 0 ] && [ "$ran_failed" -eq 0 ]; then
+if [ "$status" -eq 0 ] && [ "$ran_passed" -eq 0 ] && [ "$ran_failed" -eq 0 ]; then
   fail "scripts/check-kernels.sh ran no test"
 fi
 
