@@ -73,13 +73,15 @@ tests() {
 step cargo fmt --all -- --check
 check "cargo fmt --all -- --check" cargo fmt --all -- --check
 
-# The build, linted: the test binaries (every target: lib, bins, tests, examples, benches) and
-# the bins outside test mode.
+# The build, linted, of what `cargo clippy --all-targets` checks: the lib, bins, tests and
+# benches in test mode, and the bins and examples as they are built for use (which is also how
+# `cargo test` builds examples, so the test run below compiles nothing more).
 step "clippy (clippy-driver builds the workspace for the tests)"
 if driver=$(command -v clippy-driver); then
   export RUSTC_WORKSPACE_WRAPPER=$driver
   {
-    cargo test --workspace --all-targets --no-run && cargo build --workspace --bins
+    cargo test --workspace --lib --bins --tests --benches --no-run &&
+      cargo build --workspace --bins --examples
   } 2>&1 | tee "$tmp/build.log"
   build=${PIPESTATUS[0]}
   warnings=$(plain "$tmp/build.log" | grep -cE '^warning: .* generated [0-9]+ warnings?' || true)
