@@ -51,7 +51,11 @@ _nvshmem_rs_setup() {
       { echo "setup: could not install ${want[*]}" >&2; return 1; }
   fi
   export NVSHMEM_HOME="$py/nvidia/nvshmem"
-  export LD_LIBRARY_PATH="$py/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # Sourced again by a script that another one runs: add the path once.
+  case ":${LD_LIBRARY_PATH:-}:" in
+  *":$py/nvidia/cu13/lib:"*) ;;
+  *) export LD_LIBRARY_PATH="$py/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
+  esac
   export NVSHMEM_RS_CUDA_INCLUDE="$py/nvidia/cu13/include"
 }
 _nvshmem_rs_setup

@@ -165,9 +165,14 @@ pub struct Args {
     #[arg(long = "csv", value_name = "FILE")]
     pub csv: Option<std::path::PathBuf>,
 
-    /// Write an SVG plot of time and busbw against size to this file.
+    /// Plot busbw and time against size, one chart per collective: FILE.svg and FILE.png
+    /// beside it (`nvshmem-perf plot FILE.jsonl --out DIR` plots saved --json results again).
     #[arg(long = "plot", value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
+
+    /// The link's bandwidth in GB/s, a dashed line on the plot's busbw charts (0: none).
+    #[arg(long = "ceiling", value_name = "GBPS", default_value_t = 0.0)]
+    pub ceiling: f64,
 
     /// Write the tables as markdown to this file.
     #[arg(long = "markdown", value_name = "FILE.md")]

@@ -1,5 +1,6 @@
 //! `nvshmem-perf`: barrier and collective microbenchmarks, nvshmem-rs, raw NVSHMEM and NCCL
-//! side by side. Run `nvshmem-perf --help`; see the crate's README.
+//! side by side. Run `nvshmem-perf --help`; see the crate's README. `nvshmem-perf plot
+//! FILE.jsonl --out DIR` draws saved results again, without a GPU.
 use std::{fs::File, io::BufWriter, process::ExitCode};
 
 use anyhow::{bail, Context, Result};
@@ -10,9 +11,9 @@ mod check;
 mod cli;
 mod coll;
 mod impls;
+mod plot;
 mod report;
 mod stats;
-mod svg;
 
 use cli::{Args, ImplKind, Plan, TeamKind};
 use impls::{Implementation, Spec};
@@ -25,6 +26,10 @@ enum Slot {
 }
 
 fn main() -> ExitCode {
+    // A subcommand in front of the positional collectives: `plot` is no collective's name.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "plot") {
+        return plot::main(std::env::args_os().skip(1));
+    }
     let args = Args::parse();
     let plan = match args.plan() {
         Ok(p) => p,
@@ -33,6 +38,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if !(args.ceiling.is_finite() && args.ceiling >= 0.0) {
+        eprintln!(
+            "nvshmem-perf: --ceiling {}: expected GB/s, 0 or more",
+            args.ceiling
+        );
+        return ExitCode::from(2);
+    }
     match run(&args, &plan) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -373,7 +385,9 @@ fn write_outputs(args: &Args, plan: &Plan, rows: &[Row]) -> Result<()> {
         report::write_csv(rows, create(p)?)?;
     }
     if let Some(p) = &args.plot {
-        std::fs::write(p, svg::plot(rows, &names))?;
+        let (svg, png) = plot::paths(p);
+        let points: Vec<plot::Point> = rows.iter().map(plot::Point::from).collect();
+        plot::write(&points, &names, args.ceiling, &svg, &png)?;
     }
     if let Some(p) = &args.markdown {
         std::fs::write(p, report::format_tables(rows, &names, true))?;

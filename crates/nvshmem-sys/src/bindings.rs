@@ -9642,6 +9642,13 @@ pub struct NvshmemLib {
         cstream: cudaStream_t,
     ),
 }
+/// One symbol of the library, copied out of its `Symbol` (a function pointer).
+unsafe fn __symbol<T: Copy>(
+    library: &::libloading::Library,
+    name: &[u8],
+) -> Result<T, ::libloading::Error> {
+    Ok(*library.get::<T>(name)?)
+}
 impl NvshmemLib {
     pub unsafe fn new<P>(path: P) -> Result<Self, ::libloading::Error>
     where
@@ -9655,5308 +9662,3813 @@ impl NvshmemLib {
         L: Into<::libloading::Library>,
     {
         let __library = library.into();
-        let nvshmemid_hostlib_init_attr = __library
-            .get(b"nvshmemid_hostlib_init_attr\0")
-            .map(|sym| *sym)?;
-        let nvshmemid_hostlib_finalize = __library
-            .get(b"nvshmemid_hostlib_finalize\0")
-            .map(|sym| *sym)?;
-        let nvshmemid_init_status = __library.get(b"nvshmemid_init_status\0").map(|sym| *sym)?;
-        let nvshmemx_init_status = __library.get(b"nvshmemx_init_status\0").map(|sym| *sym)?;
-        let nvshmem_query_thread = __library.get(b"nvshmem_query_thread\0").map(|sym| *sym)?;
-        let nvshmem_global_exit = __library.get(b"nvshmem_global_exit\0").map(|sym| *sym)?;
-        let nvshmem_my_pe = __library.get(b"nvshmem_my_pe\0").map(|sym| *sym)?;
-        let nvshmem_n_pes = __library.get(b"nvshmem_n_pes\0").map(|sym| *sym)?;
-        let nvshmem_info_get_version = __library
-            .get(b"nvshmem_info_get_version\0")
-            .map(|sym| *sym)?;
-        let nvshmem_info_get_name = __library.get(b"nvshmem_info_get_name\0").map(|sym| *sym)?;
-        let nvshmemx_vendor_get_version_info = __library
-            .get(b"nvshmemx_vendor_get_version_info\0")
-            .map(|sym| *sym)?;
-        let nvshmem_malloc = __library.get(b"nvshmem_malloc\0").map(|sym| *sym)?;
-        let nvshmem_calloc = __library.get(b"nvshmem_calloc\0").map(|sym| *sym)?;
-        let nvshmem_align = __library.get(b"nvshmem_align\0").map(|sym| *sym)?;
-        let nvshmem_free = __library.get(b"nvshmem_free\0").map(|sym| *sym)?;
-        let nvshmem_ptr = __library.get(b"nvshmem_ptr\0").map(|sym| *sym)?;
-        let nvshmem_uint_atomic_inc = __library
-            .get(b"nvshmem_uint_atomic_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_inc = __library
-            .get(b"nvshmem_ulong_atomic_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_inc = __library
-            .get(b"nvshmem_ulonglong_atomic_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_inc = __library
-            .get(b"nvshmem_int32_atomic_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_inc = __library
-            .get(b"nvshmem_uint32_atomic_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_inc = __library
-            .get(b"nvshmem_int64_atomic_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_inc = __library
-            .get(b"nvshmem_uint64_atomic_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_atomic_inc = __library.get(b"nvshmem_int_atomic_inc\0").map(|sym| *sym)?;
-        let nvshmem_long_atomic_inc = __library
-            .get(b"nvshmem_long_atomic_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_atomic_inc = __library
-            .get(b"nvshmem_longlong_atomic_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_atomic_inc = __library
-            .get(b"nvshmem_size_atomic_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ptrdiff_atomic_inc = __library
-            .get(b"nvshmem_ptrdiff_atomic_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_fetch_inc = __library
-            .get(b"nvshmem_uint_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_fetch_inc = __library
-            .get(b"nvshmem_ulong_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_fetch_inc = __library
-            .get(b"nvshmem_ulonglong_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_fetch_inc = __library
-            .get(b"nvshmem_int32_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_fetch_inc = __library
-            .get(b"nvshmem_uint32_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_fetch_inc = __library
-            .get(b"nvshmem_int64_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_fetch_inc = __library
-            .get(b"nvshmem_uint64_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_atomic_fetch_inc = __library
-            .get(b"nvshmem_int_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_long_atomic_fetch_inc = __library
-            .get(b"nvshmem_long_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_atomic_fetch_inc = __library
-            .get(b"nvshmem_longlong_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_atomic_fetch_inc = __library
-            .get(b"nvshmem_size_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ptrdiff_atomic_fetch_inc = __library
-            .get(b"nvshmem_ptrdiff_atomic_fetch_inc\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_fetch = __library
-            .get(b"nvshmem_uint_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_fetch = __library
-            .get(b"nvshmem_ulong_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_fetch = __library
-            .get(b"nvshmem_ulonglong_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_fetch = __library
-            .get(b"nvshmem_int32_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_fetch = __library
-            .get(b"nvshmem_uint32_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_fetch = __library
-            .get(b"nvshmem_int64_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_fetch = __library
-            .get(b"nvshmem_uint64_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_atomic_fetch = __library
-            .get(b"nvshmem_int_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_long_atomic_fetch = __library
-            .get(b"nvshmem_long_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_atomic_fetch = __library
-            .get(b"nvshmem_longlong_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_atomic_fetch = __library
-            .get(b"nvshmem_size_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ptrdiff_atomic_fetch = __library
-            .get(b"nvshmem_ptrdiff_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_float_atomic_fetch = __library
-            .get(b"nvshmem_float_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_atomic_fetch = __library
-            .get(b"nvshmem_double_atomic_fetch\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_add = __library
-            .get(b"nvshmem_uint_atomic_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_add = __library
-            .get(b"nvshmem_ulong_atomic_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_add = __library
-            .get(b"nvshmem_ulonglong_atomic_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_add = __library
-            .get(b"nvshmem_int32_atomic_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_add = __library
-            .get(b"nvshmem_uint32_atomic_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_add = __library
-            .get(b"nvshmem_int64_atomic_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_add = __library
-            .get(b"nvshmem_uint64_atomic_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_atomic_add = __library.get(b"nvshmem_int_atomic_add\0").map(|sym| *sym)?;
-        let nvshmem_long_atomic_add = __library
-            .get(b"nvshmem_long_atomic_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_atomic_add = __library
-            .get(b"nvshmem_longlong_atomic_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_atomic_add = __library
-            .get(b"nvshmem_size_atomic_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ptrdiff_atomic_add = __library
-            .get(b"nvshmem_ptrdiff_atomic_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_set = __library
-            .get(b"nvshmem_uint_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_set = __library
-            .get(b"nvshmem_ulong_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_set = __library
-            .get(b"nvshmem_ulonglong_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_set = __library
-            .get(b"nvshmem_int32_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_set = __library
-            .get(b"nvshmem_uint32_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_set = __library
-            .get(b"nvshmem_int64_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_set = __library
-            .get(b"nvshmem_uint64_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_atomic_set = __library.get(b"nvshmem_int_atomic_set\0").map(|sym| *sym)?;
-        let nvshmem_long_atomic_set = __library
-            .get(b"nvshmem_long_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_atomic_set = __library
-            .get(b"nvshmem_longlong_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_atomic_set = __library
-            .get(b"nvshmem_size_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ptrdiff_atomic_set = __library
-            .get(b"nvshmem_ptrdiff_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_float_atomic_set = __library
-            .get(b"nvshmem_float_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_atomic_set = __library
-            .get(b"nvshmem_double_atomic_set\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_fetch_add = __library
-            .get(b"nvshmem_uint_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_fetch_add = __library
-            .get(b"nvshmem_ulong_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_fetch_add = __library
-            .get(b"nvshmem_ulonglong_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_fetch_add = __library
-            .get(b"nvshmem_int32_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_fetch_add = __library
-            .get(b"nvshmem_uint32_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_fetch_add = __library
-            .get(b"nvshmem_int64_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_fetch_add = __library
-            .get(b"nvshmem_uint64_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_atomic_fetch_add = __library
-            .get(b"nvshmem_int_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_long_atomic_fetch_add = __library
-            .get(b"nvshmem_long_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_atomic_fetch_add = __library
-            .get(b"nvshmem_longlong_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_atomic_fetch_add = __library
-            .get(b"nvshmem_size_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ptrdiff_atomic_fetch_add = __library
-            .get(b"nvshmem_ptrdiff_atomic_fetch_add\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_swap = __library
-            .get(b"nvshmem_uint_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_swap = __library
-            .get(b"nvshmem_ulong_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_swap = __library
-            .get(b"nvshmem_ulonglong_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_swap = __library
-            .get(b"nvshmem_int32_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_swap = __library
-            .get(b"nvshmem_uint32_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_swap = __library
-            .get(b"nvshmem_int64_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_swap = __library
-            .get(b"nvshmem_uint64_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_atomic_swap = __library
-            .get(b"nvshmem_int_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_long_atomic_swap = __library
-            .get(b"nvshmem_long_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_atomic_swap = __library
-            .get(b"nvshmem_longlong_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_atomic_swap = __library
-            .get(b"nvshmem_size_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ptrdiff_atomic_swap = __library
-            .get(b"nvshmem_ptrdiff_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_float_atomic_swap = __library
-            .get(b"nvshmem_float_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_atomic_swap = __library
-            .get(b"nvshmem_double_atomic_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_compare_swap = __library
-            .get(b"nvshmem_uint_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_compare_swap = __library
-            .get(b"nvshmem_ulong_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_compare_swap = __library
-            .get(b"nvshmem_ulonglong_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_compare_swap = __library
-            .get(b"nvshmem_int32_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_compare_swap = __library
-            .get(b"nvshmem_uint32_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_compare_swap = __library
-            .get(b"nvshmem_int64_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_compare_swap = __library
-            .get(b"nvshmem_uint64_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_atomic_compare_swap = __library
-            .get(b"nvshmem_int_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_long_atomic_compare_swap = __library
-            .get(b"nvshmem_long_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_atomic_compare_swap = __library
-            .get(b"nvshmem_longlong_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_atomic_compare_swap = __library
-            .get(b"nvshmem_size_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ptrdiff_atomic_compare_swap = __library
-            .get(b"nvshmem_ptrdiff_atomic_compare_swap\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_and = __library
-            .get(b"nvshmem_uint_atomic_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_and = __library
-            .get(b"nvshmem_ulong_atomic_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_and = __library
-            .get(b"nvshmem_ulonglong_atomic_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_and = __library
-            .get(b"nvshmem_int32_atomic_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_and = __library
-            .get(b"nvshmem_uint32_atomic_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_and = __library
-            .get(b"nvshmem_int64_atomic_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_and = __library
-            .get(b"nvshmem_uint64_atomic_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_or = __library.get(b"nvshmem_uint_atomic_or\0").map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_or = __library
-            .get(b"nvshmem_ulong_atomic_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_or = __library
-            .get(b"nvshmem_ulonglong_atomic_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_or = __library
-            .get(b"nvshmem_int32_atomic_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_or = __library
-            .get(b"nvshmem_uint32_atomic_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_or = __library
-            .get(b"nvshmem_int64_atomic_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_or = __library
-            .get(b"nvshmem_uint64_atomic_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_xor = __library
-            .get(b"nvshmem_uint_atomic_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_xor = __library
-            .get(b"nvshmem_ulong_atomic_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_xor = __library
-            .get(b"nvshmem_ulonglong_atomic_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_xor = __library
-            .get(b"nvshmem_int32_atomic_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_xor = __library
-            .get(b"nvshmem_uint32_atomic_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_xor = __library
-            .get(b"nvshmem_int64_atomic_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_xor = __library
-            .get(b"nvshmem_uint64_atomic_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_fetch_and = __library
-            .get(b"nvshmem_uint_atomic_fetch_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_fetch_and = __library
-            .get(b"nvshmem_ulong_atomic_fetch_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_fetch_and = __library
-            .get(b"nvshmem_ulonglong_atomic_fetch_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_fetch_and = __library
-            .get(b"nvshmem_int32_atomic_fetch_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_fetch_and = __library
-            .get(b"nvshmem_uint32_atomic_fetch_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_fetch_and = __library
-            .get(b"nvshmem_int64_atomic_fetch_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_fetch_and = __library
-            .get(b"nvshmem_uint64_atomic_fetch_and\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_fetch_or = __library
-            .get(b"nvshmem_uint_atomic_fetch_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_fetch_or = __library
-            .get(b"nvshmem_ulong_atomic_fetch_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_fetch_or = __library
-            .get(b"nvshmem_ulonglong_atomic_fetch_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_fetch_or = __library
-            .get(b"nvshmem_int32_atomic_fetch_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_fetch_or = __library
-            .get(b"nvshmem_uint32_atomic_fetch_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_fetch_or = __library
-            .get(b"nvshmem_int64_atomic_fetch_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_fetch_or = __library
-            .get(b"nvshmem_uint64_atomic_fetch_or\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_atomic_fetch_xor = __library
-            .get(b"nvshmem_uint_atomic_fetch_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_atomic_fetch_xor = __library
-            .get(b"nvshmem_ulong_atomic_fetch_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_atomic_fetch_xor = __library
-            .get(b"nvshmem_ulonglong_atomic_fetch_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_atomic_fetch_xor = __library
-            .get(b"nvshmem_int32_atomic_fetch_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_atomic_fetch_xor = __library
-            .get(b"nvshmem_uint32_atomic_fetch_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_atomic_fetch_xor = __library
-            .get(b"nvshmem_int64_atomic_fetch_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_atomic_fetch_xor = __library
-            .get(b"nvshmem_uint64_atomic_fetch_xor\0")
-            .map(|sym| *sym)?;
-        let nvshmem_bfloat16_p = __library.get(b"nvshmem_bfloat16_p\0").map(|sym| *sym)?;
-        let nvshmem_half_p = __library.get(b"nvshmem_half_p\0").map(|sym| *sym)?;
-        let nvshmem_float_p = __library.get(b"nvshmem_float_p\0").map(|sym| *sym)?;
-        let nvshmem_double_p = __library.get(b"nvshmem_double_p\0").map(|sym| *sym)?;
-        let nvshmem_char_p = __library.get(b"nvshmem_char_p\0").map(|sym| *sym)?;
-        let nvshmem_short_p = __library.get(b"nvshmem_short_p\0").map(|sym| *sym)?;
-        let nvshmem_schar_p = __library.get(b"nvshmem_schar_p\0").map(|sym| *sym)?;
-        let nvshmem_int_p = __library.get(b"nvshmem_int_p\0").map(|sym| *sym)?;
-        let nvshmem_long_p = __library.get(b"nvshmem_long_p\0").map(|sym| *sym)?;
-        let nvshmem_longlong_p = __library.get(b"nvshmem_longlong_p\0").map(|sym| *sym)?;
-        let nvshmem_uchar_p = __library.get(b"nvshmem_uchar_p\0").map(|sym| *sym)?;
-        let nvshmem_ushort_p = __library.get(b"nvshmem_ushort_p\0").map(|sym| *sym)?;
-        let nvshmem_uint_p = __library.get(b"nvshmem_uint_p\0").map(|sym| *sym)?;
-        let nvshmem_ulong_p = __library.get(b"nvshmem_ulong_p\0").map(|sym| *sym)?;
-        let nvshmem_ulonglong_p = __library.get(b"nvshmem_ulonglong_p\0").map(|sym| *sym)?;
-        let nvshmem_int8_p = __library.get(b"nvshmem_int8_p\0").map(|sym| *sym)?;
-        let nvshmem_int16_p = __library.get(b"nvshmem_int16_p\0").map(|sym| *sym)?;
-        let nvshmem_int32_p = __library.get(b"nvshmem_int32_p\0").map(|sym| *sym)?;
-        let nvshmem_int64_p = __library.get(b"nvshmem_int64_p\0").map(|sym| *sym)?;
-        let nvshmem_uint8_p = __library.get(b"nvshmem_uint8_p\0").map(|sym| *sym)?;
-        let nvshmem_uint16_p = __library.get(b"nvshmem_uint16_p\0").map(|sym| *sym)?;
-        let nvshmem_uint32_p = __library.get(b"nvshmem_uint32_p\0").map(|sym| *sym)?;
-        let nvshmem_uint64_p = __library.get(b"nvshmem_uint64_p\0").map(|sym| *sym)?;
-        let nvshmem_size_p = __library.get(b"nvshmem_size_p\0").map(|sym| *sym)?;
-        let nvshmem_ptrdiff_p = __library.get(b"nvshmem_ptrdiff_p\0").map(|sym| *sym)?;
-        let nvshmem_bfloat16_put = __library.get(b"nvshmem_bfloat16_put\0").map(|sym| *sym)?;
-        let nvshmem_half_put = __library.get(b"nvshmem_half_put\0").map(|sym| *sym)?;
-        let nvshmem_float_put = __library.get(b"nvshmem_float_put\0").map(|sym| *sym)?;
-        let nvshmem_double_put = __library.get(b"nvshmem_double_put\0").map(|sym| *sym)?;
-        let nvshmem_char_put = __library.get(b"nvshmem_char_put\0").map(|sym| *sym)?;
-        let nvshmem_short_put = __library.get(b"nvshmem_short_put\0").map(|sym| *sym)?;
-        let nvshmem_schar_put = __library.get(b"nvshmem_schar_put\0").map(|sym| *sym)?;
-        let nvshmem_int_put = __library.get(b"nvshmem_int_put\0").map(|sym| *sym)?;
-        let nvshmem_long_put = __library.get(b"nvshmem_long_put\0").map(|sym| *sym)?;
-        let nvshmem_longlong_put = __library.get(b"nvshmem_longlong_put\0").map(|sym| *sym)?;
-        let nvshmem_uchar_put = __library.get(b"nvshmem_uchar_put\0").map(|sym| *sym)?;
-        let nvshmem_ushort_put = __library.get(b"nvshmem_ushort_put\0").map(|sym| *sym)?;
-        let nvshmem_uint_put = __library.get(b"nvshmem_uint_put\0").map(|sym| *sym)?;
-        let nvshmem_ulong_put = __library.get(b"nvshmem_ulong_put\0").map(|sym| *sym)?;
-        let nvshmem_ulonglong_put = __library.get(b"nvshmem_ulonglong_put\0").map(|sym| *sym)?;
-        let nvshmem_int8_put = __library.get(b"nvshmem_int8_put\0").map(|sym| *sym)?;
-        let nvshmem_int16_put = __library.get(b"nvshmem_int16_put\0").map(|sym| *sym)?;
-        let nvshmem_int32_put = __library.get(b"nvshmem_int32_put\0").map(|sym| *sym)?;
-        let nvshmem_int64_put = __library.get(b"nvshmem_int64_put\0").map(|sym| *sym)?;
-        let nvshmem_uint8_put = __library.get(b"nvshmem_uint8_put\0").map(|sym| *sym)?;
-        let nvshmem_uint16_put = __library.get(b"nvshmem_uint16_put\0").map(|sym| *sym)?;
-        let nvshmem_uint32_put = __library.get(b"nvshmem_uint32_put\0").map(|sym| *sym)?;
-        let nvshmem_uint64_put = __library.get(b"nvshmem_uint64_put\0").map(|sym| *sym)?;
-        let nvshmem_size_put = __library.get(b"nvshmem_size_put\0").map(|sym| *sym)?;
-        let nvshmem_ptrdiff_put = __library.get(b"nvshmem_ptrdiff_put\0").map(|sym| *sym)?;
-        let nvshmem_put8 = __library.get(b"nvshmem_put8\0").map(|sym| *sym)?;
-        let nvshmem_put16 = __library.get(b"nvshmem_put16\0").map(|sym| *sym)?;
-        let nvshmem_put32 = __library.get(b"nvshmem_put32\0").map(|sym| *sym)?;
-        let nvshmem_put64 = __library.get(b"nvshmem_put64\0").map(|sym| *sym)?;
-        let nvshmem_put128 = __library.get(b"nvshmem_put128\0").map(|sym| *sym)?;
-        let nvshmem_putmem = __library.get(b"nvshmem_putmem\0").map(|sym| *sym)?;
-        let nvshmem_bfloat16_iput = __library.get(b"nvshmem_bfloat16_iput\0").map(|sym| *sym)?;
-        let nvshmem_half_iput = __library.get(b"nvshmem_half_iput\0").map(|sym| *sym)?;
-        let nvshmem_float_iput = __library.get(b"nvshmem_float_iput\0").map(|sym| *sym)?;
-        let nvshmem_double_iput = __library.get(b"nvshmem_double_iput\0").map(|sym| *sym)?;
-        let nvshmem_char_iput = __library.get(b"nvshmem_char_iput\0").map(|sym| *sym)?;
-        let nvshmem_short_iput = __library.get(b"nvshmem_short_iput\0").map(|sym| *sym)?;
-        let nvshmem_schar_iput = __library.get(b"nvshmem_schar_iput\0").map(|sym| *sym)?;
-        let nvshmem_int_iput = __library.get(b"nvshmem_int_iput\0").map(|sym| *sym)?;
-        let nvshmem_long_iput = __library.get(b"nvshmem_long_iput\0").map(|sym| *sym)?;
-        let nvshmem_longlong_iput = __library.get(b"nvshmem_longlong_iput\0").map(|sym| *sym)?;
-        let nvshmem_uchar_iput = __library.get(b"nvshmem_uchar_iput\0").map(|sym| *sym)?;
-        let nvshmem_ushort_iput = __library.get(b"nvshmem_ushort_iput\0").map(|sym| *sym)?;
-        let nvshmem_uint_iput = __library.get(b"nvshmem_uint_iput\0").map(|sym| *sym)?;
-        let nvshmem_ulong_iput = __library.get(b"nvshmem_ulong_iput\0").map(|sym| *sym)?;
-        let nvshmem_ulonglong_iput = __library.get(b"nvshmem_ulonglong_iput\0").map(|sym| *sym)?;
-        let nvshmem_int8_iput = __library.get(b"nvshmem_int8_iput\0").map(|sym| *sym)?;
-        let nvshmem_int16_iput = __library.get(b"nvshmem_int16_iput\0").map(|sym| *sym)?;
-        let nvshmem_int32_iput = __library.get(b"nvshmem_int32_iput\0").map(|sym| *sym)?;
-        let nvshmem_int64_iput = __library.get(b"nvshmem_int64_iput\0").map(|sym| *sym)?;
-        let nvshmem_uint8_iput = __library.get(b"nvshmem_uint8_iput\0").map(|sym| *sym)?;
-        let nvshmem_uint16_iput = __library.get(b"nvshmem_uint16_iput\0").map(|sym| *sym)?;
-        let nvshmem_uint32_iput = __library.get(b"nvshmem_uint32_iput\0").map(|sym| *sym)?;
-        let nvshmem_uint64_iput = __library.get(b"nvshmem_uint64_iput\0").map(|sym| *sym)?;
-        let nvshmem_size_iput = __library.get(b"nvshmem_size_iput\0").map(|sym| *sym)?;
-        let nvshmem_ptrdiff_iput = __library.get(b"nvshmem_ptrdiff_iput\0").map(|sym| *sym)?;
-        let nvshmem_iput8 = __library.get(b"nvshmem_iput8\0").map(|sym| *sym)?;
-        let nvshmem_iput16 = __library.get(b"nvshmem_iput16\0").map(|sym| *sym)?;
-        let nvshmem_iput32 = __library.get(b"nvshmem_iput32\0").map(|sym| *sym)?;
-        let nvshmem_iput64 = __library.get(b"nvshmem_iput64\0").map(|sym| *sym)?;
-        let nvshmem_iput128 = __library.get(b"nvshmem_iput128\0").map(|sym| *sym)?;
-        let nvshmem_bfloat16_put_nbi = __library
-            .get(b"nvshmem_bfloat16_put_nbi\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_put_nbi = __library.get(b"nvshmem_half_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_float_put_nbi = __library.get(b"nvshmem_float_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_double_put_nbi = __library.get(b"nvshmem_double_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_char_put_nbi = __library.get(b"nvshmem_char_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_short_put_nbi = __library.get(b"nvshmem_short_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_schar_put_nbi = __library.get(b"nvshmem_schar_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_int_put_nbi = __library.get(b"nvshmem_int_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_long_put_nbi = __library.get(b"nvshmem_long_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_longlong_put_nbi = __library
-            .get(b"nvshmem_longlong_put_nbi\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_put_nbi = __library.get(b"nvshmem_uchar_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_ushort_put_nbi = __library.get(b"nvshmem_ushort_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_uint_put_nbi = __library.get(b"nvshmem_uint_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_ulong_put_nbi = __library.get(b"nvshmem_ulong_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_ulonglong_put_nbi = __library
-            .get(b"nvshmem_ulonglong_put_nbi\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_put_nbi = __library.get(b"nvshmem_int8_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_int16_put_nbi = __library.get(b"nvshmem_int16_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_int32_put_nbi = __library.get(b"nvshmem_int32_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_int64_put_nbi = __library.get(b"nvshmem_int64_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_uint8_put_nbi = __library.get(b"nvshmem_uint8_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_uint16_put_nbi = __library.get(b"nvshmem_uint16_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_uint32_put_nbi = __library.get(b"nvshmem_uint32_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_uint64_put_nbi = __library.get(b"nvshmem_uint64_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_size_put_nbi = __library.get(b"nvshmem_size_put_nbi\0").map(|sym| *sym)?;
-        let nvshmem_ptrdiff_put_nbi = __library
-            .get(b"nvshmem_ptrdiff_put_nbi\0")
-            .map(|sym| *sym)?;
-        let nvshmem_put8_nbi = __library.get(b"nvshmem_put8_nbi\0").map(|sym| *sym)?;
-        let nvshmem_put16_nbi = __library.get(b"nvshmem_put16_nbi\0").map(|sym| *sym)?;
-        let nvshmem_put32_nbi = __library.get(b"nvshmem_put32_nbi\0").map(|sym| *sym)?;
-        let nvshmem_put64_nbi = __library.get(b"nvshmem_put64_nbi\0").map(|sym| *sym)?;
-        let nvshmem_put128_nbi = __library.get(b"nvshmem_put128_nbi\0").map(|sym| *sym)?;
-        let nvshmem_putmem_nbi = __library.get(b"nvshmem_putmem_nbi\0").map(|sym| *sym)?;
-        let nvshmem_bfloat16_g = __library.get(b"nvshmem_bfloat16_g\0").map(|sym| *sym)?;
-        let nvshmem_half_g = __library.get(b"nvshmem_half_g\0").map(|sym| *sym)?;
-        let nvshmem_float_g = __library.get(b"nvshmem_float_g\0").map(|sym| *sym)?;
-        let nvshmem_double_g = __library.get(b"nvshmem_double_g\0").map(|sym| *sym)?;
-        let nvshmem_char_g = __library.get(b"nvshmem_char_g\0").map(|sym| *sym)?;
-        let nvshmem_short_g = __library.get(b"nvshmem_short_g\0").map(|sym| *sym)?;
-        let nvshmem_schar_g = __library.get(b"nvshmem_schar_g\0").map(|sym| *sym)?;
-        let nvshmem_int_g = __library.get(b"nvshmem_int_g\0").map(|sym| *sym)?;
-        let nvshmem_long_g = __library.get(b"nvshmem_long_g\0").map(|sym| *sym)?;
-        let nvshmem_longlong_g = __library.get(b"nvshmem_longlong_g\0").map(|sym| *sym)?;
-        let nvshmem_uchar_g = __library.get(b"nvshmem_uchar_g\0").map(|sym| *sym)?;
-        let nvshmem_ushort_g = __library.get(b"nvshmem_ushort_g\0").map(|sym| *sym)?;
-        let nvshmem_uint_g = __library.get(b"nvshmem_uint_g\0").map(|sym| *sym)?;
-        let nvshmem_ulong_g = __library.get(b"nvshmem_ulong_g\0").map(|sym| *sym)?;
-        let nvshmem_ulonglong_g = __library.get(b"nvshmem_ulonglong_g\0").map(|sym| *sym)?;
-        let nvshmem_int8_g = __library.get(b"nvshmem_int8_g\0").map(|sym| *sym)?;
-        let nvshmem_int16_g = __library.get(b"nvshmem_int16_g\0").map(|sym| *sym)?;
-        let nvshmem_int32_g = __library.get(b"nvshmem_int32_g\0").map(|sym| *sym)?;
-        let nvshmem_int64_g = __library.get(b"nvshmem_int64_g\0").map(|sym| *sym)?;
-        let nvshmem_uint8_g = __library.get(b"nvshmem_uint8_g\0").map(|sym| *sym)?;
-        let nvshmem_uint16_g = __library.get(b"nvshmem_uint16_g\0").map(|sym| *sym)?;
-        let nvshmem_uint32_g = __library.get(b"nvshmem_uint32_g\0").map(|sym| *sym)?;
-        let nvshmem_uint64_g = __library.get(b"nvshmem_uint64_g\0").map(|sym| *sym)?;
-        let nvshmem_size_g = __library.get(b"nvshmem_size_g\0").map(|sym| *sym)?;
-        let nvshmem_ptrdiff_g = __library.get(b"nvshmem_ptrdiff_g\0").map(|sym| *sym)?;
-        let nvshmem_bfloat16_get = __library.get(b"nvshmem_bfloat16_get\0").map(|sym| *sym)?;
-        let nvshmem_half_get = __library.get(b"nvshmem_half_get\0").map(|sym| *sym)?;
-        let nvshmem_float_get = __library.get(b"nvshmem_float_get\0").map(|sym| *sym)?;
-        let nvshmem_double_get = __library.get(b"nvshmem_double_get\0").map(|sym| *sym)?;
-        let nvshmem_char_get = __library.get(b"nvshmem_char_get\0").map(|sym| *sym)?;
-        let nvshmem_short_get = __library.get(b"nvshmem_short_get\0").map(|sym| *sym)?;
-        let nvshmem_schar_get = __library.get(b"nvshmem_schar_get\0").map(|sym| *sym)?;
-        let nvshmem_int_get = __library.get(b"nvshmem_int_get\0").map(|sym| *sym)?;
-        let nvshmem_long_get = __library.get(b"nvshmem_long_get\0").map(|sym| *sym)?;
-        let nvshmem_longlong_get = __library.get(b"nvshmem_longlong_get\0").map(|sym| *sym)?;
-        let nvshmem_uchar_get = __library.get(b"nvshmem_uchar_get\0").map(|sym| *sym)?;
-        let nvshmem_ushort_get = __library.get(b"nvshmem_ushort_get\0").map(|sym| *sym)?;
-        let nvshmem_uint_get = __library.get(b"nvshmem_uint_get\0").map(|sym| *sym)?;
-        let nvshmem_ulong_get = __library.get(b"nvshmem_ulong_get\0").map(|sym| *sym)?;
-        let nvshmem_ulonglong_get = __library.get(b"nvshmem_ulonglong_get\0").map(|sym| *sym)?;
-        let nvshmem_int8_get = __library.get(b"nvshmem_int8_get\0").map(|sym| *sym)?;
-        let nvshmem_int16_get = __library.get(b"nvshmem_int16_get\0").map(|sym| *sym)?;
-        let nvshmem_int32_get = __library.get(b"nvshmem_int32_get\0").map(|sym| *sym)?;
-        let nvshmem_int64_get = __library.get(b"nvshmem_int64_get\0").map(|sym| *sym)?;
-        let nvshmem_uint8_get = __library.get(b"nvshmem_uint8_get\0").map(|sym| *sym)?;
-        let nvshmem_uint16_get = __library.get(b"nvshmem_uint16_get\0").map(|sym| *sym)?;
-        let nvshmem_uint32_get = __library.get(b"nvshmem_uint32_get\0").map(|sym| *sym)?;
-        let nvshmem_uint64_get = __library.get(b"nvshmem_uint64_get\0").map(|sym| *sym)?;
-        let nvshmem_size_get = __library.get(b"nvshmem_size_get\0").map(|sym| *sym)?;
-        let nvshmem_ptrdiff_get = __library.get(b"nvshmem_ptrdiff_get\0").map(|sym| *sym)?;
-        let nvshmem_get8 = __library.get(b"nvshmem_get8\0").map(|sym| *sym)?;
-        let nvshmem_get16 = __library.get(b"nvshmem_get16\0").map(|sym| *sym)?;
-        let nvshmem_get32 = __library.get(b"nvshmem_get32\0").map(|sym| *sym)?;
-        let nvshmem_get64 = __library.get(b"nvshmem_get64\0").map(|sym| *sym)?;
-        let nvshmem_get128 = __library.get(b"nvshmem_get128\0").map(|sym| *sym)?;
-        let nvshmem_getmem = __library.get(b"nvshmem_getmem\0").map(|sym| *sym)?;
-        let nvshmem_bfloat16_iget = __library.get(b"nvshmem_bfloat16_iget\0").map(|sym| *sym)?;
-        let nvshmem_half_iget = __library.get(b"nvshmem_half_iget\0").map(|sym| *sym)?;
-        let nvshmem_float_iget = __library.get(b"nvshmem_float_iget\0").map(|sym| *sym)?;
-        let nvshmem_double_iget = __library.get(b"nvshmem_double_iget\0").map(|sym| *sym)?;
-        let nvshmem_char_iget = __library.get(b"nvshmem_char_iget\0").map(|sym| *sym)?;
-        let nvshmem_short_iget = __library.get(b"nvshmem_short_iget\0").map(|sym| *sym)?;
-        let nvshmem_schar_iget = __library.get(b"nvshmem_schar_iget\0").map(|sym| *sym)?;
-        let nvshmem_int_iget = __library.get(b"nvshmem_int_iget\0").map(|sym| *sym)?;
-        let nvshmem_long_iget = __library.get(b"nvshmem_long_iget\0").map(|sym| *sym)?;
-        let nvshmem_longlong_iget = __library.get(b"nvshmem_longlong_iget\0").map(|sym| *sym)?;
-        let nvshmem_uchar_iget = __library.get(b"nvshmem_uchar_iget\0").map(|sym| *sym)?;
-        let nvshmem_ushort_iget = __library.get(b"nvshmem_ushort_iget\0").map(|sym| *sym)?;
-        let nvshmem_uint_iget = __library.get(b"nvshmem_uint_iget\0").map(|sym| *sym)?;
-        let nvshmem_ulong_iget = __library.get(b"nvshmem_ulong_iget\0").map(|sym| *sym)?;
-        let nvshmem_ulonglong_iget = __library.get(b"nvshmem_ulonglong_iget\0").map(|sym| *sym)?;
-        let nvshmem_int8_iget = __library.get(b"nvshmem_int8_iget\0").map(|sym| *sym)?;
-        let nvshmem_int16_iget = __library.get(b"nvshmem_int16_iget\0").map(|sym| *sym)?;
-        let nvshmem_int32_iget = __library.get(b"nvshmem_int32_iget\0").map(|sym| *sym)?;
-        let nvshmem_int64_iget = __library.get(b"nvshmem_int64_iget\0").map(|sym| *sym)?;
-        let nvshmem_uint8_iget = __library.get(b"nvshmem_uint8_iget\0").map(|sym| *sym)?;
-        let nvshmem_uint16_iget = __library.get(b"nvshmem_uint16_iget\0").map(|sym| *sym)?;
-        let nvshmem_uint32_iget = __library.get(b"nvshmem_uint32_iget\0").map(|sym| *sym)?;
-        let nvshmem_uint64_iget = __library.get(b"nvshmem_uint64_iget\0").map(|sym| *sym)?;
-        let nvshmem_size_iget = __library.get(b"nvshmem_size_iget\0").map(|sym| *sym)?;
-        let nvshmem_ptrdiff_iget = __library.get(b"nvshmem_ptrdiff_iget\0").map(|sym| *sym)?;
-        let nvshmem_iget8 = __library.get(b"nvshmem_iget8\0").map(|sym| *sym)?;
-        let nvshmem_iget16 = __library.get(b"nvshmem_iget16\0").map(|sym| *sym)?;
-        let nvshmem_iget32 = __library.get(b"nvshmem_iget32\0").map(|sym| *sym)?;
-        let nvshmem_iget64 = __library.get(b"nvshmem_iget64\0").map(|sym| *sym)?;
-        let nvshmem_iget128 = __library.get(b"nvshmem_iget128\0").map(|sym| *sym)?;
-        let nvshmem_bfloat16_get_nbi = __library
-            .get(b"nvshmem_bfloat16_get_nbi\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_get_nbi = __library.get(b"nvshmem_half_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_float_get_nbi = __library.get(b"nvshmem_float_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_double_get_nbi = __library.get(b"nvshmem_double_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_char_get_nbi = __library.get(b"nvshmem_char_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_short_get_nbi = __library.get(b"nvshmem_short_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_schar_get_nbi = __library.get(b"nvshmem_schar_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_int_get_nbi = __library.get(b"nvshmem_int_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_long_get_nbi = __library.get(b"nvshmem_long_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_longlong_get_nbi = __library
-            .get(b"nvshmem_longlong_get_nbi\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_get_nbi = __library.get(b"nvshmem_uchar_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_ushort_get_nbi = __library.get(b"nvshmem_ushort_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_uint_get_nbi = __library.get(b"nvshmem_uint_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_ulong_get_nbi = __library.get(b"nvshmem_ulong_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_ulonglong_get_nbi = __library
-            .get(b"nvshmem_ulonglong_get_nbi\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_get_nbi = __library.get(b"nvshmem_int8_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_int16_get_nbi = __library.get(b"nvshmem_int16_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_int32_get_nbi = __library.get(b"nvshmem_int32_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_int64_get_nbi = __library.get(b"nvshmem_int64_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_uint8_get_nbi = __library.get(b"nvshmem_uint8_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_uint16_get_nbi = __library.get(b"nvshmem_uint16_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_uint32_get_nbi = __library.get(b"nvshmem_uint32_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_uint64_get_nbi = __library.get(b"nvshmem_uint64_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_size_get_nbi = __library.get(b"nvshmem_size_get_nbi\0").map(|sym| *sym)?;
-        let nvshmem_ptrdiff_get_nbi = __library
-            .get(b"nvshmem_ptrdiff_get_nbi\0")
-            .map(|sym| *sym)?;
-        let nvshmem_get8_nbi = __library.get(b"nvshmem_get8_nbi\0").map(|sym| *sym)?;
-        let nvshmem_get16_nbi = __library.get(b"nvshmem_get16_nbi\0").map(|sym| *sym)?;
-        let nvshmem_get32_nbi = __library.get(b"nvshmem_get32_nbi\0").map(|sym| *sym)?;
-        let nvshmem_get64_nbi = __library.get(b"nvshmem_get64_nbi\0").map(|sym| *sym)?;
-        let nvshmem_get128_nbi = __library.get(b"nvshmem_get128_nbi\0").map(|sym| *sym)?;
-        let nvshmem_getmem_nbi = __library.get(b"nvshmem_getmem_nbi\0").map(|sym| *sym)?;
-        let nvshmem_signal_fetch = __library.get(b"nvshmem_signal_fetch\0").map(|sym| *sym)?;
-        let nvshmem_quiet = __library.get(b"nvshmem_quiet\0").map(|sym| *sym)?;
-        let nvshmem_fence = __library.get(b"nvshmem_fence\0").map(|sym| *sym)?;
-        let nvshmem_team_my_pe = __library.get(b"nvshmem_team_my_pe\0").map(|sym| *sym)?;
-        let nvshmem_team_n_pes = __library.get(b"nvshmem_team_n_pes\0").map(|sym| *sym)?;
-        let nvshmem_team_get_config = __library
-            .get(b"nvshmem_team_get_config\0")
-            .map(|sym| *sym)?;
-        let nvshmem_team_translate_pe = __library
-            .get(b"nvshmem_team_translate_pe\0")
-            .map(|sym| *sym)?;
-        let nvshmem_team_split_strided = __library
-            .get(b"nvshmem_team_split_strided\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_team_get_uniqueid = __library
-            .get(b"nvshmemx_team_get_uniqueid\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_team_init = __library.get(b"nvshmemx_team_init\0").map(|sym| *sym)?;
-        let nvshmem_team_split_2d = __library.get(b"nvshmem_team_split_2d\0").map(|sym| *sym)?;
-        let nvshmem_team_destroy = __library.get(b"nvshmem_team_destroy\0").map(|sym| *sym)?;
-        let nvshmem_bfloat16_alltoall = __library
-            .get(b"nvshmem_bfloat16_alltoall\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_alltoall = __library.get(b"nvshmem_half_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_float_alltoall = __library.get(b"nvshmem_float_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_double_alltoall = __library
-            .get(b"nvshmem_double_alltoall\0")
-            .map(|sym| *sym)?;
-        let nvshmem_char_alltoall = __library.get(b"nvshmem_char_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_short_alltoall = __library.get(b"nvshmem_short_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_schar_alltoall = __library.get(b"nvshmem_schar_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_int_alltoall = __library.get(b"nvshmem_int_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_long_alltoall = __library.get(b"nvshmem_long_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_longlong_alltoall = __library
-            .get(b"nvshmem_longlong_alltoall\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_alltoall = __library.get(b"nvshmem_uchar_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_ushort_alltoall = __library
-            .get(b"nvshmem_ushort_alltoall\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_alltoall = __library.get(b"nvshmem_uint_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_ulong_alltoall = __library.get(b"nvshmem_ulong_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_ulonglong_alltoall = __library
-            .get(b"nvshmem_ulonglong_alltoall\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_alltoall = __library.get(b"nvshmem_int8_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_int16_alltoall = __library.get(b"nvshmem_int16_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_int32_alltoall = __library.get(b"nvshmem_int32_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_int64_alltoall = __library.get(b"nvshmem_int64_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_uint8_alltoall = __library.get(b"nvshmem_uint8_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_uint16_alltoall = __library
-            .get(b"nvshmem_uint16_alltoall\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_alltoall = __library
-            .get(b"nvshmem_uint32_alltoall\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_alltoall = __library
-            .get(b"nvshmem_uint64_alltoall\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_alltoall = __library.get(b"nvshmem_size_alltoall\0").map(|sym| *sym)?;
-        let nvshmem_ptrdiff_alltoall = __library
-            .get(b"nvshmem_ptrdiff_alltoall\0")
-            .map(|sym| *sym)?;
-        let nvshmem_alltoallmem = __library.get(b"nvshmem_alltoallmem\0").map(|sym| *sym)?;
-        let nvshmem_barrier = __library.get(b"nvshmem_barrier\0").map(|sym| *sym)?;
-        let nvshmem_barrier_all = __library.get(b"nvshmem_barrier_all\0").map(|sym| *sym)?;
-        let nvshmem_team_sync = __library.get(b"nvshmem_team_sync\0").map(|sym| *sym)?;
-        let nvshmem_sync_all = __library.get(b"nvshmem_sync_all\0").map(|sym| *sym)?;
-        let nvshmem_bfloat16_broadcast = __library
-            .get(b"nvshmem_bfloat16_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_broadcast = __library.get(b"nvshmem_half_broadcast\0").map(|sym| *sym)?;
-        let nvshmem_float_broadcast = __library
-            .get(b"nvshmem_float_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_broadcast = __library
-            .get(b"nvshmem_double_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_char_broadcast = __library.get(b"nvshmem_char_broadcast\0").map(|sym| *sym)?;
-        let nvshmem_short_broadcast = __library
-            .get(b"nvshmem_short_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_schar_broadcast = __library
-            .get(b"nvshmem_schar_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_broadcast = __library.get(b"nvshmem_int_broadcast\0").map(|sym| *sym)?;
-        let nvshmem_long_broadcast = __library.get(b"nvshmem_long_broadcast\0").map(|sym| *sym)?;
-        let nvshmem_longlong_broadcast = __library
-            .get(b"nvshmem_longlong_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_broadcast = __library
-            .get(b"nvshmem_uchar_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_broadcast = __library
-            .get(b"nvshmem_ushort_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_broadcast = __library.get(b"nvshmem_uint_broadcast\0").map(|sym| *sym)?;
-        let nvshmem_ulong_broadcast = __library
-            .get(b"nvshmem_ulong_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_broadcast = __library
-            .get(b"nvshmem_ulonglong_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_broadcast = __library.get(b"nvshmem_int8_broadcast\0").map(|sym| *sym)?;
-        let nvshmem_int16_broadcast = __library
-            .get(b"nvshmem_int16_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_broadcast = __library
-            .get(b"nvshmem_int32_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_broadcast = __library
-            .get(b"nvshmem_int64_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_broadcast = __library
-            .get(b"nvshmem_uint8_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_broadcast = __library
-            .get(b"nvshmem_uint16_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_broadcast = __library
-            .get(b"nvshmem_uint32_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_broadcast = __library
-            .get(b"nvshmem_uint64_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_broadcast = __library.get(b"nvshmem_size_broadcast\0").map(|sym| *sym)?;
-        let nvshmem_ptrdiff_broadcast = __library
-            .get(b"nvshmem_ptrdiff_broadcast\0")
-            .map(|sym| *sym)?;
-        let nvshmem_broadcastmem = __library.get(b"nvshmem_broadcastmem\0").map(|sym| *sym)?;
-        let nvshmem_bfloat16_fcollect = __library
-            .get(b"nvshmem_bfloat16_fcollect\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_fcollect = __library.get(b"nvshmem_half_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_float_fcollect = __library.get(b"nvshmem_float_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_double_fcollect = __library
-            .get(b"nvshmem_double_fcollect\0")
-            .map(|sym| *sym)?;
-        let nvshmem_char_fcollect = __library.get(b"nvshmem_char_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_short_fcollect = __library.get(b"nvshmem_short_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_schar_fcollect = __library.get(b"nvshmem_schar_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_int_fcollect = __library.get(b"nvshmem_int_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_long_fcollect = __library.get(b"nvshmem_long_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_longlong_fcollect = __library
-            .get(b"nvshmem_longlong_fcollect\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_fcollect = __library.get(b"nvshmem_uchar_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_ushort_fcollect = __library
-            .get(b"nvshmem_ushort_fcollect\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_fcollect = __library.get(b"nvshmem_uint_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_ulong_fcollect = __library.get(b"nvshmem_ulong_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_ulonglong_fcollect = __library
-            .get(b"nvshmem_ulonglong_fcollect\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_fcollect = __library.get(b"nvshmem_int8_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_int16_fcollect = __library.get(b"nvshmem_int16_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_int32_fcollect = __library.get(b"nvshmem_int32_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_int64_fcollect = __library.get(b"nvshmem_int64_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_uint8_fcollect = __library.get(b"nvshmem_uint8_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_uint16_fcollect = __library
-            .get(b"nvshmem_uint16_fcollect\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_fcollect = __library
-            .get(b"nvshmem_uint32_fcollect\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_fcollect = __library
-            .get(b"nvshmem_uint64_fcollect\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_fcollect = __library.get(b"nvshmem_size_fcollect\0").map(|sym| *sym)?;
-        let nvshmem_ptrdiff_fcollect = __library
-            .get(b"nvshmem_ptrdiff_fcollect\0")
-            .map(|sym| *sym)?;
-        let nvshmem_fcollectmem = __library.get(b"nvshmem_fcollectmem\0").map(|sym| *sym)?;
-        let nvshmem_uchar_and_reduce = __library
-            .get(b"nvshmem_uchar_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_and_reduce = __library
-            .get(b"nvshmem_ushort_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_and_reduce = __library
-            .get(b"nvshmem_uint_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_and_reduce = __library
-            .get(b"nvshmem_ulong_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_and_reduce = __library
-            .get(b"nvshmem_ulonglong_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_and_reduce = __library
-            .get(b"nvshmem_int8_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_and_reduce = __library
-            .get(b"nvshmem_int16_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_and_reduce = __library
-            .get(b"nvshmem_int32_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_and_reduce = __library
-            .get(b"nvshmem_int64_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_and_reduce = __library
-            .get(b"nvshmem_uint8_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_and_reduce = __library
-            .get(b"nvshmem_uint16_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_and_reduce = __library
-            .get(b"nvshmem_uint32_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_and_reduce = __library
-            .get(b"nvshmem_uint64_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_and_reduce = __library
-            .get(b"nvshmem_size_and_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_or_reduce = __library
-            .get(b"nvshmem_uchar_or_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_or_reduce = __library
-            .get(b"nvshmem_ushort_or_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_or_reduce = __library.get(b"nvshmem_uint_or_reduce\0").map(|sym| *sym)?;
-        let nvshmem_ulong_or_reduce = __library
-            .get(b"nvshmem_ulong_or_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_or_reduce = __library
-            .get(b"nvshmem_ulonglong_or_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_or_reduce = __library.get(b"nvshmem_int8_or_reduce\0").map(|sym| *sym)?;
-        let nvshmem_int16_or_reduce = __library
-            .get(b"nvshmem_int16_or_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_or_reduce = __library
-            .get(b"nvshmem_int32_or_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_or_reduce = __library
-            .get(b"nvshmem_int64_or_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_or_reduce = __library
-            .get(b"nvshmem_uint8_or_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_or_reduce = __library
-            .get(b"nvshmem_uint16_or_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_or_reduce = __library
-            .get(b"nvshmem_uint32_or_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_or_reduce = __library
-            .get(b"nvshmem_uint64_or_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_or_reduce = __library.get(b"nvshmem_size_or_reduce\0").map(|sym| *sym)?;
-        let nvshmem_uchar_xor_reduce = __library
-            .get(b"nvshmem_uchar_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_xor_reduce = __library
-            .get(b"nvshmem_ushort_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_xor_reduce = __library
-            .get(b"nvshmem_uint_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_xor_reduce = __library
-            .get(b"nvshmem_ulong_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_xor_reduce = __library
-            .get(b"nvshmem_ulonglong_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_xor_reduce = __library
-            .get(b"nvshmem_int8_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_xor_reduce = __library
-            .get(b"nvshmem_int16_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_xor_reduce = __library
-            .get(b"nvshmem_int32_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_xor_reduce = __library
-            .get(b"nvshmem_int64_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_xor_reduce = __library
-            .get(b"nvshmem_uint8_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_xor_reduce = __library
-            .get(b"nvshmem_uint16_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_xor_reduce = __library
-            .get(b"nvshmem_uint32_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_xor_reduce = __library
-            .get(b"nvshmem_uint64_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_xor_reduce = __library
-            .get(b"nvshmem_size_xor_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_max_reduce = __library
-            .get(b"nvshmem_uchar_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_max_reduce = __library
-            .get(b"nvshmem_ushort_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_max_reduce = __library
-            .get(b"nvshmem_uint_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_max_reduce = __library
-            .get(b"nvshmem_ulong_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_max_reduce = __library
-            .get(b"nvshmem_ulonglong_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_max_reduce = __library
-            .get(b"nvshmem_int8_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_max_reduce = __library
-            .get(b"nvshmem_int16_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_max_reduce = __library
-            .get(b"nvshmem_int32_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_max_reduce = __library
-            .get(b"nvshmem_int64_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_max_reduce = __library
-            .get(b"nvshmem_uint8_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_max_reduce = __library
-            .get(b"nvshmem_uint16_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_max_reduce = __library
-            .get(b"nvshmem_uint32_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_max_reduce = __library
-            .get(b"nvshmem_uint64_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_max_reduce = __library
-            .get(b"nvshmem_size_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_char_max_reduce = __library
-            .get(b"nvshmem_char_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_schar_max_reduce = __library
-            .get(b"nvshmem_schar_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_short_max_reduce = __library
-            .get(b"nvshmem_short_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_max_reduce = __library.get(b"nvshmem_int_max_reduce\0").map(|sym| *sym)?;
-        let nvshmem_long_max_reduce = __library
-            .get(b"nvshmem_long_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_max_reduce = __library
-            .get(b"nvshmem_longlong_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_bfloat16_max_reduce = __library
-            .get(b"nvshmem_bfloat16_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_max_reduce = __library
-            .get(b"nvshmem_half_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_float_max_reduce = __library
-            .get(b"nvshmem_float_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_max_reduce = __library
-            .get(b"nvshmem_double_max_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_min_reduce = __library
-            .get(b"nvshmem_uchar_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_min_reduce = __library
-            .get(b"nvshmem_ushort_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_min_reduce = __library
-            .get(b"nvshmem_uint_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_min_reduce = __library
-            .get(b"nvshmem_ulong_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_min_reduce = __library
-            .get(b"nvshmem_ulonglong_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_min_reduce = __library
-            .get(b"nvshmem_int8_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_min_reduce = __library
-            .get(b"nvshmem_int16_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_min_reduce = __library
-            .get(b"nvshmem_int32_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_min_reduce = __library
-            .get(b"nvshmem_int64_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_min_reduce = __library
-            .get(b"nvshmem_uint8_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_min_reduce = __library
-            .get(b"nvshmem_uint16_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_min_reduce = __library
-            .get(b"nvshmem_uint32_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_min_reduce = __library
-            .get(b"nvshmem_uint64_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_min_reduce = __library
-            .get(b"nvshmem_size_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_char_min_reduce = __library
-            .get(b"nvshmem_char_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_schar_min_reduce = __library
-            .get(b"nvshmem_schar_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_short_min_reduce = __library
-            .get(b"nvshmem_short_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_min_reduce = __library.get(b"nvshmem_int_min_reduce\0").map(|sym| *sym)?;
-        let nvshmem_long_min_reduce = __library
-            .get(b"nvshmem_long_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_min_reduce = __library
-            .get(b"nvshmem_longlong_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_bfloat16_min_reduce = __library
-            .get(b"nvshmem_bfloat16_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_min_reduce = __library
-            .get(b"nvshmem_half_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_float_min_reduce = __library
-            .get(b"nvshmem_float_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_min_reduce = __library
-            .get(b"nvshmem_double_min_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_sum_reduce = __library
-            .get(b"nvshmem_uchar_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_sum_reduce = __library
-            .get(b"nvshmem_ushort_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_sum_reduce = __library
-            .get(b"nvshmem_uint_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_sum_reduce = __library
-            .get(b"nvshmem_ulong_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_sum_reduce = __library
-            .get(b"nvshmem_ulonglong_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_sum_reduce = __library
-            .get(b"nvshmem_int8_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_sum_reduce = __library
-            .get(b"nvshmem_int16_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_sum_reduce = __library
-            .get(b"nvshmem_int32_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_sum_reduce = __library
-            .get(b"nvshmem_int64_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_sum_reduce = __library
-            .get(b"nvshmem_uint8_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_sum_reduce = __library
-            .get(b"nvshmem_uint16_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_sum_reduce = __library
-            .get(b"nvshmem_uint32_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_sum_reduce = __library
-            .get(b"nvshmem_uint64_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_sum_reduce = __library
-            .get(b"nvshmem_size_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_char_sum_reduce = __library
-            .get(b"nvshmem_char_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_schar_sum_reduce = __library
-            .get(b"nvshmem_schar_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_short_sum_reduce = __library
-            .get(b"nvshmem_short_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_sum_reduce = __library.get(b"nvshmem_int_sum_reduce\0").map(|sym| *sym)?;
-        let nvshmem_long_sum_reduce = __library
-            .get(b"nvshmem_long_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_sum_reduce = __library
-            .get(b"nvshmem_longlong_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_bfloat16_sum_reduce = __library
-            .get(b"nvshmem_bfloat16_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_sum_reduce = __library
-            .get(b"nvshmem_half_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_float_sum_reduce = __library
-            .get(b"nvshmem_float_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_sum_reduce = __library
-            .get(b"nvshmem_double_sum_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_prod_reduce = __library
-            .get(b"nvshmem_uchar_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_prod_reduce = __library
-            .get(b"nvshmem_ushort_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_prod_reduce = __library
-            .get(b"nvshmem_uint_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_prod_reduce = __library
-            .get(b"nvshmem_ulong_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_prod_reduce = __library
-            .get(b"nvshmem_ulonglong_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_prod_reduce = __library
-            .get(b"nvshmem_int8_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_prod_reduce = __library
-            .get(b"nvshmem_int16_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_prod_reduce = __library
-            .get(b"nvshmem_int32_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_prod_reduce = __library
-            .get(b"nvshmem_int64_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_prod_reduce = __library
-            .get(b"nvshmem_uint8_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_prod_reduce = __library
-            .get(b"nvshmem_uint16_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_prod_reduce = __library
-            .get(b"nvshmem_uint32_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_prod_reduce = __library
-            .get(b"nvshmem_uint64_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_prod_reduce = __library
-            .get(b"nvshmem_size_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_char_prod_reduce = __library
-            .get(b"nvshmem_char_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_schar_prod_reduce = __library
-            .get(b"nvshmem_schar_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_short_prod_reduce = __library
-            .get(b"nvshmem_short_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_prod_reduce = __library
-            .get(b"nvshmem_int_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_long_prod_reduce = __library
-            .get(b"nvshmem_long_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_prod_reduce = __library
-            .get(b"nvshmem_longlong_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_bfloat16_prod_reduce = __library
-            .get(b"nvshmem_bfloat16_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_prod_reduce = __library
-            .get(b"nvshmem_half_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_float_prod_reduce = __library
-            .get(b"nvshmem_float_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_prod_reduce = __library
-            .get(b"nvshmem_double_prod_reduce\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_and_reducescatter = __library
-            .get(b"nvshmem_uchar_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_and_reducescatter = __library
-            .get(b"nvshmem_ushort_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_and_reducescatter = __library
-            .get(b"nvshmem_uint_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_and_reducescatter = __library
-            .get(b"nvshmem_ulong_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_and_reducescatter = __library
-            .get(b"nvshmem_ulonglong_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_and_reducescatter = __library
-            .get(b"nvshmem_int8_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_and_reducescatter = __library
-            .get(b"nvshmem_int16_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_and_reducescatter = __library
-            .get(b"nvshmem_int32_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_and_reducescatter = __library
-            .get(b"nvshmem_int64_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_and_reducescatter = __library
-            .get(b"nvshmem_uint8_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_and_reducescatter = __library
-            .get(b"nvshmem_uint16_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_and_reducescatter = __library
-            .get(b"nvshmem_uint32_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_and_reducescatter = __library
-            .get(b"nvshmem_uint64_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_and_reducescatter = __library
-            .get(b"nvshmem_size_and_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_or_reducescatter = __library
-            .get(b"nvshmem_uchar_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_or_reducescatter = __library
-            .get(b"nvshmem_ushort_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_or_reducescatter = __library
-            .get(b"nvshmem_uint_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_or_reducescatter = __library
-            .get(b"nvshmem_ulong_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_or_reducescatter = __library
-            .get(b"nvshmem_ulonglong_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_or_reducescatter = __library
-            .get(b"nvshmem_int8_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_or_reducescatter = __library
-            .get(b"nvshmem_int16_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_or_reducescatter = __library
-            .get(b"nvshmem_int32_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_or_reducescatter = __library
-            .get(b"nvshmem_int64_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_or_reducescatter = __library
-            .get(b"nvshmem_uint8_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_or_reducescatter = __library
-            .get(b"nvshmem_uint16_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_or_reducescatter = __library
-            .get(b"nvshmem_uint32_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_or_reducescatter = __library
-            .get(b"nvshmem_uint64_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_or_reducescatter = __library
-            .get(b"nvshmem_size_or_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_xor_reducescatter = __library
-            .get(b"nvshmem_uchar_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_xor_reducescatter = __library
-            .get(b"nvshmem_ushort_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_xor_reducescatter = __library
-            .get(b"nvshmem_uint_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_xor_reducescatter = __library
-            .get(b"nvshmem_ulong_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_xor_reducescatter = __library
-            .get(b"nvshmem_ulonglong_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_xor_reducescatter = __library
-            .get(b"nvshmem_int8_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_xor_reducescatter = __library
-            .get(b"nvshmem_int16_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_xor_reducescatter = __library
-            .get(b"nvshmem_int32_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_xor_reducescatter = __library
-            .get(b"nvshmem_int64_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_xor_reducescatter = __library
-            .get(b"nvshmem_uint8_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_xor_reducescatter = __library
-            .get(b"nvshmem_uint16_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_xor_reducescatter = __library
-            .get(b"nvshmem_uint32_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_xor_reducescatter = __library
-            .get(b"nvshmem_uint64_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_xor_reducescatter = __library
-            .get(b"nvshmem_size_xor_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_max_reducescatter = __library
-            .get(b"nvshmem_uchar_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_max_reducescatter = __library
-            .get(b"nvshmem_ushort_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_max_reducescatter = __library
-            .get(b"nvshmem_uint_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_max_reducescatter = __library
-            .get(b"nvshmem_ulong_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_max_reducescatter = __library
-            .get(b"nvshmem_ulonglong_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_max_reducescatter = __library
-            .get(b"nvshmem_int8_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_max_reducescatter = __library
-            .get(b"nvshmem_int16_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_max_reducescatter = __library
-            .get(b"nvshmem_int32_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_max_reducescatter = __library
-            .get(b"nvshmem_int64_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_max_reducescatter = __library
-            .get(b"nvshmem_uint8_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_max_reducescatter = __library
-            .get(b"nvshmem_uint16_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_max_reducescatter = __library
-            .get(b"nvshmem_uint32_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_max_reducescatter = __library
-            .get(b"nvshmem_uint64_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_max_reducescatter = __library
-            .get(b"nvshmem_size_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_char_max_reducescatter = __library
-            .get(b"nvshmem_char_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_schar_max_reducescatter = __library
-            .get(b"nvshmem_schar_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_short_max_reducescatter = __library
-            .get(b"nvshmem_short_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_max_reducescatter = __library
-            .get(b"nvshmem_int_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_long_max_reducescatter = __library
-            .get(b"nvshmem_long_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_max_reducescatter = __library
-            .get(b"nvshmem_longlong_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_bfloat16_max_reducescatter = __library
-            .get(b"nvshmem_bfloat16_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_max_reducescatter = __library
-            .get(b"nvshmem_half_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_float_max_reducescatter = __library
-            .get(b"nvshmem_float_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_max_reducescatter = __library
-            .get(b"nvshmem_double_max_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_min_reducescatter = __library
-            .get(b"nvshmem_uchar_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_min_reducescatter = __library
-            .get(b"nvshmem_ushort_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_min_reducescatter = __library
-            .get(b"nvshmem_uint_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_min_reducescatter = __library
-            .get(b"nvshmem_ulong_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_min_reducescatter = __library
-            .get(b"nvshmem_ulonglong_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_min_reducescatter = __library
-            .get(b"nvshmem_int8_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_min_reducescatter = __library
-            .get(b"nvshmem_int16_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_min_reducescatter = __library
-            .get(b"nvshmem_int32_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_min_reducescatter = __library
-            .get(b"nvshmem_int64_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_min_reducescatter = __library
-            .get(b"nvshmem_uint8_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_min_reducescatter = __library
-            .get(b"nvshmem_uint16_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_min_reducescatter = __library
-            .get(b"nvshmem_uint32_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_min_reducescatter = __library
-            .get(b"nvshmem_uint64_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_min_reducescatter = __library
-            .get(b"nvshmem_size_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_char_min_reducescatter = __library
-            .get(b"nvshmem_char_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_schar_min_reducescatter = __library
-            .get(b"nvshmem_schar_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_short_min_reducescatter = __library
-            .get(b"nvshmem_short_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_min_reducescatter = __library
-            .get(b"nvshmem_int_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_long_min_reducescatter = __library
-            .get(b"nvshmem_long_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_min_reducescatter = __library
-            .get(b"nvshmem_longlong_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_bfloat16_min_reducescatter = __library
-            .get(b"nvshmem_bfloat16_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_min_reducescatter = __library
-            .get(b"nvshmem_half_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_float_min_reducescatter = __library
-            .get(b"nvshmem_float_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_min_reducescatter = __library
-            .get(b"nvshmem_double_min_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_sum_reducescatter = __library
-            .get(b"nvshmem_uchar_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_sum_reducescatter = __library
-            .get(b"nvshmem_ushort_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_sum_reducescatter = __library
-            .get(b"nvshmem_uint_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_sum_reducescatter = __library
-            .get(b"nvshmem_ulong_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_sum_reducescatter = __library
-            .get(b"nvshmem_ulonglong_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_sum_reducescatter = __library
-            .get(b"nvshmem_int8_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_sum_reducescatter = __library
-            .get(b"nvshmem_int16_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_sum_reducescatter = __library
-            .get(b"nvshmem_int32_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_sum_reducescatter = __library
-            .get(b"nvshmem_int64_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_sum_reducescatter = __library
-            .get(b"nvshmem_uint8_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_sum_reducescatter = __library
-            .get(b"nvshmem_uint16_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_sum_reducescatter = __library
-            .get(b"nvshmem_uint32_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_sum_reducescatter = __library
-            .get(b"nvshmem_uint64_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_sum_reducescatter = __library
-            .get(b"nvshmem_size_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_char_sum_reducescatter = __library
-            .get(b"nvshmem_char_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_schar_sum_reducescatter = __library
-            .get(b"nvshmem_schar_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_short_sum_reducescatter = __library
-            .get(b"nvshmem_short_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_sum_reducescatter = __library
-            .get(b"nvshmem_int_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_long_sum_reducescatter = __library
-            .get(b"nvshmem_long_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_sum_reducescatter = __library
-            .get(b"nvshmem_longlong_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_bfloat16_sum_reducescatter = __library
-            .get(b"nvshmem_bfloat16_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_sum_reducescatter = __library
-            .get(b"nvshmem_half_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_float_sum_reducescatter = __library
-            .get(b"nvshmem_float_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_sum_reducescatter = __library
-            .get(b"nvshmem_double_sum_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uchar_prod_reducescatter = __library
-            .get(b"nvshmem_uchar_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ushort_prod_reducescatter = __library
-            .get(b"nvshmem_ushort_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint_prod_reducescatter = __library
-            .get(b"nvshmem_uint_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulong_prod_reducescatter = __library
-            .get(b"nvshmem_ulong_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_ulonglong_prod_reducescatter = __library
-            .get(b"nvshmem_ulonglong_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int8_prod_reducescatter = __library
-            .get(b"nvshmem_int8_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int16_prod_reducescatter = __library
-            .get(b"nvshmem_int16_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int32_prod_reducescatter = __library
-            .get(b"nvshmem_int32_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int64_prod_reducescatter = __library
-            .get(b"nvshmem_int64_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint8_prod_reducescatter = __library
-            .get(b"nvshmem_uint8_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint16_prod_reducescatter = __library
-            .get(b"nvshmem_uint16_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint32_prod_reducescatter = __library
-            .get(b"nvshmem_uint32_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_uint64_prod_reducescatter = __library
-            .get(b"nvshmem_uint64_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_size_prod_reducescatter = __library
-            .get(b"nvshmem_size_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_char_prod_reducescatter = __library
-            .get(b"nvshmem_char_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_schar_prod_reducescatter = __library
-            .get(b"nvshmem_schar_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_short_prod_reducescatter = __library
-            .get(b"nvshmem_short_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_int_prod_reducescatter = __library
-            .get(b"nvshmem_int_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_long_prod_reducescatter = __library
-            .get(b"nvshmem_long_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_longlong_prod_reducescatter = __library
-            .get(b"nvshmem_longlong_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_bfloat16_prod_reducescatter = __library
-            .get(b"nvshmem_bfloat16_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_half_prod_reducescatter = __library
-            .get(b"nvshmem_half_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_float_prod_reducescatter = __library
-            .get(b"nvshmem_float_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmem_double_prod_reducescatter = __library
-            .get(b"nvshmem_double_prod_reducescatter\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_alltoall_on_stream = __library
-            .get(b"nvshmemx_bfloat16_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_alltoall_on_stream = __library
-            .get(b"nvshmemx_half_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_alltoall_on_stream = __library
-            .get(b"nvshmemx_float_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_alltoall_on_stream = __library
-            .get(b"nvshmemx_double_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_alltoall_on_stream = __library
-            .get(b"nvshmemx_char_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_alltoall_on_stream = __library
-            .get(b"nvshmemx_short_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_alltoall_on_stream = __library
-            .get(b"nvshmemx_schar_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_alltoall_on_stream = __library
-            .get(b"nvshmemx_int_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_alltoall_on_stream = __library
-            .get(b"nvshmemx_long_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_alltoall_on_stream = __library
-            .get(b"nvshmemx_longlong_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_alltoall_on_stream = __library
-            .get(b"nvshmemx_uchar_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_alltoall_on_stream = __library
-            .get(b"nvshmemx_ushort_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_alltoall_on_stream = __library
-            .get(b"nvshmemx_uint_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_alltoall_on_stream = __library
-            .get(b"nvshmemx_ulong_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_alltoall_on_stream = __library
-            .get(b"nvshmemx_ulonglong_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_alltoall_on_stream = __library
-            .get(b"nvshmemx_int8_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_alltoall_on_stream = __library
-            .get(b"nvshmemx_int16_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_alltoall_on_stream = __library
-            .get(b"nvshmemx_int32_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_alltoall_on_stream = __library
-            .get(b"nvshmemx_int64_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_alltoall_on_stream = __library
-            .get(b"nvshmemx_uint8_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_alltoall_on_stream = __library
-            .get(b"nvshmemx_uint16_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_alltoall_on_stream = __library
-            .get(b"nvshmemx_uint32_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_alltoall_on_stream = __library
-            .get(b"nvshmemx_uint64_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_alltoall_on_stream = __library
-            .get(b"nvshmemx_size_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_alltoall_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_alltoall_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_alltoallmem_on_stream = __library
-            .get(b"nvshmemx_alltoallmem_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_barrier_on_stream = __library
-            .get(b"nvshmemx_barrier_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_barrier_all_on_stream = __library
-            .get(b"nvshmemx_barrier_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_team_sync_on_stream = __library
-            .get(b"nvshmemx_team_sync_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_sync_all_on_stream = __library
-            .get(b"nvshmemx_sync_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_broadcast_on_stream = __library
-            .get(b"nvshmemx_bfloat16_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_broadcast_on_stream = __library
-            .get(b"nvshmemx_half_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_broadcast_on_stream = __library
-            .get(b"nvshmemx_float_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_broadcast_on_stream = __library
-            .get(b"nvshmemx_double_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_broadcast_on_stream = __library
-            .get(b"nvshmemx_char_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_broadcast_on_stream = __library
-            .get(b"nvshmemx_short_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_broadcast_on_stream = __library
-            .get(b"nvshmemx_schar_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_broadcast_on_stream = __library
-            .get(b"nvshmemx_int_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_broadcast_on_stream = __library
-            .get(b"nvshmemx_long_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_broadcast_on_stream = __library
-            .get(b"nvshmemx_longlong_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_broadcast_on_stream = __library
-            .get(b"nvshmemx_uchar_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_broadcast_on_stream = __library
-            .get(b"nvshmemx_ushort_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_broadcast_on_stream = __library
-            .get(b"nvshmemx_uint_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_broadcast_on_stream = __library
-            .get(b"nvshmemx_ulong_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_broadcast_on_stream = __library
-            .get(b"nvshmemx_ulonglong_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_broadcast_on_stream = __library
-            .get(b"nvshmemx_int8_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_broadcast_on_stream = __library
-            .get(b"nvshmemx_int16_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_broadcast_on_stream = __library
-            .get(b"nvshmemx_int32_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_broadcast_on_stream = __library
-            .get(b"nvshmemx_int64_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_broadcast_on_stream = __library
-            .get(b"nvshmemx_uint8_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_broadcast_on_stream = __library
-            .get(b"nvshmemx_uint16_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_broadcast_on_stream = __library
-            .get(b"nvshmemx_uint32_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_broadcast_on_stream = __library
-            .get(b"nvshmemx_uint64_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_broadcast_on_stream = __library
-            .get(b"nvshmemx_size_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_broadcast_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_broadcast_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_broadcastmem_on_stream = __library
-            .get(b"nvshmemx_broadcastmem_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_fcollect_on_stream = __library
-            .get(b"nvshmemx_bfloat16_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_fcollect_on_stream = __library
-            .get(b"nvshmemx_half_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_fcollect_on_stream = __library
-            .get(b"nvshmemx_float_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_fcollect_on_stream = __library
-            .get(b"nvshmemx_double_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_fcollect_on_stream = __library
-            .get(b"nvshmemx_char_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_fcollect_on_stream = __library
-            .get(b"nvshmemx_short_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_fcollect_on_stream = __library
-            .get(b"nvshmemx_schar_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_fcollect_on_stream = __library
-            .get(b"nvshmemx_int_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_fcollect_on_stream = __library
-            .get(b"nvshmemx_long_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_fcollect_on_stream = __library
-            .get(b"nvshmemx_longlong_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_fcollect_on_stream = __library
-            .get(b"nvshmemx_uchar_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_fcollect_on_stream = __library
-            .get(b"nvshmemx_ushort_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_fcollect_on_stream = __library
-            .get(b"nvshmemx_uint_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_fcollect_on_stream = __library
-            .get(b"nvshmemx_ulong_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_fcollect_on_stream = __library
-            .get(b"nvshmemx_ulonglong_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_fcollect_on_stream = __library
-            .get(b"nvshmemx_int8_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_fcollect_on_stream = __library
-            .get(b"nvshmemx_int16_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_fcollect_on_stream = __library
-            .get(b"nvshmemx_int32_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_fcollect_on_stream = __library
-            .get(b"nvshmemx_int64_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_fcollect_on_stream = __library
-            .get(b"nvshmemx_uint8_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_fcollect_on_stream = __library
-            .get(b"nvshmemx_uint16_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_fcollect_on_stream = __library
-            .get(b"nvshmemx_uint32_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_fcollect_on_stream = __library
-            .get(b"nvshmemx_uint64_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_fcollect_on_stream = __library
-            .get(b"nvshmemx_size_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_fcollect_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_fcollect_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_fcollectmem_on_stream = __library
-            .get(b"nvshmemx_fcollectmem_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_and_reduce_on_stream = __library
-            .get(b"nvshmemx_uchar_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_and_reduce_on_stream = __library
-            .get(b"nvshmemx_ushort_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_and_reduce_on_stream = __library
-            .get(b"nvshmemx_uint_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_and_reduce_on_stream = __library
-            .get(b"nvshmemx_ulong_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_and_reduce_on_stream = __library
-            .get(b"nvshmemx_ulonglong_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_and_reduce_on_stream = __library
-            .get(b"nvshmemx_int8_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_and_reduce_on_stream = __library
-            .get(b"nvshmemx_int16_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_and_reduce_on_stream = __library
-            .get(b"nvshmemx_int32_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_and_reduce_on_stream = __library
-            .get(b"nvshmemx_int64_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_and_reduce_on_stream = __library
-            .get(b"nvshmemx_uint8_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_and_reduce_on_stream = __library
-            .get(b"nvshmemx_uint16_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_and_reduce_on_stream = __library
-            .get(b"nvshmemx_uint32_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_and_reduce_on_stream = __library
-            .get(b"nvshmemx_uint64_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_and_reduce_on_stream = __library
-            .get(b"nvshmemx_size_and_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_or_reduce_on_stream = __library
-            .get(b"nvshmemx_uchar_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_or_reduce_on_stream = __library
-            .get(b"nvshmemx_ushort_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_or_reduce_on_stream = __library
-            .get(b"nvshmemx_uint_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_or_reduce_on_stream = __library
-            .get(b"nvshmemx_ulong_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_or_reduce_on_stream = __library
-            .get(b"nvshmemx_ulonglong_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_or_reduce_on_stream = __library
-            .get(b"nvshmemx_int8_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_or_reduce_on_stream = __library
-            .get(b"nvshmemx_int16_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_or_reduce_on_stream = __library
-            .get(b"nvshmemx_int32_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_or_reduce_on_stream = __library
-            .get(b"nvshmemx_int64_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_or_reduce_on_stream = __library
-            .get(b"nvshmemx_uint8_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_or_reduce_on_stream = __library
-            .get(b"nvshmemx_uint16_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_or_reduce_on_stream = __library
-            .get(b"nvshmemx_uint32_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_or_reduce_on_stream = __library
-            .get(b"nvshmemx_uint64_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_or_reduce_on_stream = __library
-            .get(b"nvshmemx_size_or_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_uchar_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_ushort_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_uint_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_ulong_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_ulonglong_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_int8_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_int16_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_int32_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_int64_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_uint8_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_uint16_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_uint32_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_uint64_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_xor_reduce_on_stream = __library
-            .get(b"nvshmemx_size_xor_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_max_reduce_on_stream = __library
-            .get(b"nvshmemx_uchar_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_max_reduce_on_stream = __library
-            .get(b"nvshmemx_ushort_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_max_reduce_on_stream = __library
-            .get(b"nvshmemx_uint_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_max_reduce_on_stream = __library
-            .get(b"nvshmemx_ulong_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_max_reduce_on_stream = __library
-            .get(b"nvshmemx_ulonglong_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_max_reduce_on_stream = __library
-            .get(b"nvshmemx_int8_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_max_reduce_on_stream = __library
-            .get(b"nvshmemx_int16_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_max_reduce_on_stream = __library
-            .get(b"nvshmemx_int32_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_max_reduce_on_stream = __library
-            .get(b"nvshmemx_int64_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_max_reduce_on_stream = __library
-            .get(b"nvshmemx_uint8_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_max_reduce_on_stream = __library
-            .get(b"nvshmemx_uint16_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_max_reduce_on_stream = __library
-            .get(b"nvshmemx_uint32_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_max_reduce_on_stream = __library
-            .get(b"nvshmemx_uint64_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_max_reduce_on_stream = __library
-            .get(b"nvshmemx_size_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_max_reduce_on_stream = __library
-            .get(b"nvshmemx_char_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_max_reduce_on_stream = __library
-            .get(b"nvshmemx_schar_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_max_reduce_on_stream = __library
-            .get(b"nvshmemx_short_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_max_reduce_on_stream = __library
-            .get(b"nvshmemx_int_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_max_reduce_on_stream = __library
-            .get(b"nvshmemx_long_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_max_reduce_on_stream = __library
-            .get(b"nvshmemx_longlong_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_max_reduce_on_stream = __library
-            .get(b"nvshmemx_bfloat16_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_max_reduce_on_stream = __library
-            .get(b"nvshmemx_half_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_max_reduce_on_stream = __library
-            .get(b"nvshmemx_float_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_max_reduce_on_stream = __library
-            .get(b"nvshmemx_double_max_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_min_reduce_on_stream = __library
-            .get(b"nvshmemx_uchar_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_min_reduce_on_stream = __library
-            .get(b"nvshmemx_ushort_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_min_reduce_on_stream = __library
-            .get(b"nvshmemx_uint_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_min_reduce_on_stream = __library
-            .get(b"nvshmemx_ulong_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_min_reduce_on_stream = __library
-            .get(b"nvshmemx_ulonglong_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_min_reduce_on_stream = __library
-            .get(b"nvshmemx_int8_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_min_reduce_on_stream = __library
-            .get(b"nvshmemx_int16_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_min_reduce_on_stream = __library
-            .get(b"nvshmemx_int32_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_min_reduce_on_stream = __library
-            .get(b"nvshmemx_int64_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_min_reduce_on_stream = __library
-            .get(b"nvshmemx_uint8_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_min_reduce_on_stream = __library
-            .get(b"nvshmemx_uint16_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_min_reduce_on_stream = __library
-            .get(b"nvshmemx_uint32_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_min_reduce_on_stream = __library
-            .get(b"nvshmemx_uint64_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_min_reduce_on_stream = __library
-            .get(b"nvshmemx_size_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_min_reduce_on_stream = __library
-            .get(b"nvshmemx_char_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_min_reduce_on_stream = __library
-            .get(b"nvshmemx_schar_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_min_reduce_on_stream = __library
-            .get(b"nvshmemx_short_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_min_reduce_on_stream = __library
-            .get(b"nvshmemx_int_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_min_reduce_on_stream = __library
-            .get(b"nvshmemx_long_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_min_reduce_on_stream = __library
-            .get(b"nvshmemx_longlong_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_min_reduce_on_stream = __library
-            .get(b"nvshmemx_bfloat16_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_min_reduce_on_stream = __library
-            .get(b"nvshmemx_half_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_min_reduce_on_stream = __library
-            .get(b"nvshmemx_float_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_min_reduce_on_stream = __library
-            .get(b"nvshmemx_double_min_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_uchar_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_ushort_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_uint_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_ulong_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_ulonglong_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_int8_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_int16_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_int32_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_int64_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_uint8_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_uint16_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_uint32_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_uint64_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_size_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_char_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_schar_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_short_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_int_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_long_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_longlong_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_bfloat16_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_half_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_float_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_sum_reduce_on_stream = __library
-            .get(b"nvshmemx_double_sum_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_uchar_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_ushort_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_uint_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_ulong_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_ulonglong_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_int8_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_int16_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_int32_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_int64_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_uint8_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_uint16_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_uint32_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_uint64_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_size_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_char_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_schar_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_short_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_int_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_long_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_longlong_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_bfloat16_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_half_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_float_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_prod_reduce_on_stream = __library
-            .get(b"nvshmemx_double_prod_reduce_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uchar_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ushort_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulong_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulonglong_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int8_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int16_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int32_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int64_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint8_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint16_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint32_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint64_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_and_reducescatter_on_stream = __library
-            .get(b"nvshmemx_size_and_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uchar_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ushort_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulong_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulonglong_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int8_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int16_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int32_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int64_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint8_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint16_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint32_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint64_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_or_reducescatter_on_stream = __library
-            .get(b"nvshmemx_size_or_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uchar_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ushort_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulong_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulonglong_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int8_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int16_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int32_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int64_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint8_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint16_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint32_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint64_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_xor_reducescatter_on_stream = __library
-            .get(b"nvshmemx_size_xor_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uchar_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ushort_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulong_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulonglong_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int8_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int16_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int32_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int64_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint8_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint16_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint32_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint64_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_size_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_char_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_schar_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_short_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_long_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_longlong_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_bfloat16_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_half_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_float_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_max_reducescatter_on_stream = __library
-            .get(b"nvshmemx_double_max_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uchar_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ushort_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulong_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulonglong_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int8_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int16_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int32_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int64_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint8_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint16_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint32_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint64_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_size_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_char_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_schar_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_short_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_long_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_longlong_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_bfloat16_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_half_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_float_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_min_reducescatter_on_stream = __library
-            .get(b"nvshmemx_double_min_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uchar_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ushort_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulong_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulonglong_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int8_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int16_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int32_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int64_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint8_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint16_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint32_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint64_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_size_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_char_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_schar_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_short_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_long_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_longlong_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_bfloat16_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_half_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_float_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_sum_reducescatter_on_stream = __library
-            .get(b"nvshmemx_double_sum_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uchar_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ushort_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulong_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_ulonglong_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int8_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int16_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int32_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int64_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint8_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint16_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint32_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_uint64_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_size_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_char_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_schar_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_short_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_int_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_long_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_longlong_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_bfloat16_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_half_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_float_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_prod_reducescatter_on_stream = __library
-            .get(b"nvshmemx_double_prod_reducescatter_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_buffer_register = __library
-            .get(b"nvshmemx_buffer_register\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_buffer_unregister = __library
-            .get(b"nvshmemx_buffer_unregister\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_buffer_unregister_all = __library
-            .get(b"nvshmemx_buffer_unregister_all\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_hostlib_init_attr = __library
-            .get(b"nvshmemx_hostlib_init_attr\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_hostlib_finalize = __library
-            .get(b"nvshmemx_hostlib_finalize\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_set_attr_uniqueid_args = __library
-            .get(b"nvshmemx_set_attr_uniqueid_args\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_set_attr_mpi_comm_args = __library
-            .get(b"nvshmemx_set_attr_mpi_comm_args\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_get_uniqueid = __library.get(b"nvshmemx_get_uniqueid\0").map(|sym| *sym)?;
-        let nvshmemx_cumodule_init = __library.get(b"nvshmemx_cumodule_init\0").map(|sym| *sym)?;
-        let nvshmemx_cumodule_finalize = __library
-            .get(b"nvshmemx_cumodule_finalize\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_buffer_register_symmetric = __library
-            .get(b"nvshmemx_buffer_register_symmetric\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_buffer_unregister_symmetric = __library
-            .get(b"nvshmemx_buffer_unregister_symmetric\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_culibrary_init = __library
-            .get(b"nvshmemx_culibrary_init\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_culibrary_finalize = __library
-            .get(b"nvshmemx_culibrary_finalize\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_p_on_stream = __library
-            .get(b"nvshmemx_bfloat16_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_p_on_stream = __library
-            .get(b"nvshmemx_half_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_p_on_stream = __library
-            .get(b"nvshmemx_float_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_p_on_stream = __library
-            .get(b"nvshmemx_double_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_p_on_stream = __library
-            .get(b"nvshmemx_char_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_p_on_stream = __library
-            .get(b"nvshmemx_short_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_p_on_stream = __library
-            .get(b"nvshmemx_schar_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_p_on_stream = __library
-            .get(b"nvshmemx_int_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_p_on_stream = __library
-            .get(b"nvshmemx_long_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_p_on_stream = __library
-            .get(b"nvshmemx_longlong_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_p_on_stream = __library
-            .get(b"nvshmemx_uchar_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_p_on_stream = __library
-            .get(b"nvshmemx_ushort_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_p_on_stream = __library
-            .get(b"nvshmemx_uint_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_p_on_stream = __library
-            .get(b"nvshmemx_ulong_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_p_on_stream = __library
-            .get(b"nvshmemx_ulonglong_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_p_on_stream = __library
-            .get(b"nvshmemx_int8_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_p_on_stream = __library
-            .get(b"nvshmemx_int16_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_p_on_stream = __library
-            .get(b"nvshmemx_int32_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_p_on_stream = __library
-            .get(b"nvshmemx_int64_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_p_on_stream = __library
-            .get(b"nvshmemx_uint8_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_p_on_stream = __library
-            .get(b"nvshmemx_uint16_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_p_on_stream = __library
-            .get(b"nvshmemx_uint32_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_p_on_stream = __library
-            .get(b"nvshmemx_uint64_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_p_on_stream = __library
-            .get(b"nvshmemx_size_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_p_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_p_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_put_on_stream = __library
-            .get(b"nvshmemx_bfloat16_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_put_on_stream = __library
-            .get(b"nvshmemx_half_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_put_on_stream = __library
-            .get(b"nvshmemx_float_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_put_on_stream = __library
-            .get(b"nvshmemx_double_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_put_on_stream = __library
-            .get(b"nvshmemx_char_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_put_on_stream = __library
-            .get(b"nvshmemx_short_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_put_on_stream = __library
-            .get(b"nvshmemx_schar_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_put_on_stream = __library
-            .get(b"nvshmemx_int_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_put_on_stream = __library
-            .get(b"nvshmemx_long_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_put_on_stream = __library
-            .get(b"nvshmemx_longlong_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_put_on_stream = __library
-            .get(b"nvshmemx_uchar_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_put_on_stream = __library
-            .get(b"nvshmemx_ushort_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_put_on_stream = __library
-            .get(b"nvshmemx_uint_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_put_on_stream = __library
-            .get(b"nvshmemx_ulong_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_put_on_stream = __library
-            .get(b"nvshmemx_ulonglong_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_put_on_stream = __library
-            .get(b"nvshmemx_int8_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_put_on_stream = __library
-            .get(b"nvshmemx_int16_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_put_on_stream = __library
-            .get(b"nvshmemx_int32_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_put_on_stream = __library
-            .get(b"nvshmemx_int64_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_put_on_stream = __library
-            .get(b"nvshmemx_uint8_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_put_on_stream = __library
-            .get(b"nvshmemx_uint16_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_put_on_stream = __library
-            .get(b"nvshmemx_uint32_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_put_on_stream = __library
-            .get(b"nvshmemx_uint64_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_put_on_stream = __library
-            .get(b"nvshmemx_size_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_put_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_put_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put8_on_stream = __library
-            .get(b"nvshmemx_put8_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put16_on_stream = __library
-            .get(b"nvshmemx_put16_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put32_on_stream = __library
-            .get(b"nvshmemx_put32_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put64_on_stream = __library
-            .get(b"nvshmemx_put64_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put128_on_stream = __library
-            .get(b"nvshmemx_put128_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_putmem_on_stream = __library
-            .get(b"nvshmemx_putmem_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_put_signal_on_stream = __library
-            .get(b"nvshmemx_bfloat16_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_put_signal_on_stream = __library
-            .get(b"nvshmemx_half_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_put_signal_on_stream = __library
-            .get(b"nvshmemx_float_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_put_signal_on_stream = __library
-            .get(b"nvshmemx_double_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_put_signal_on_stream = __library
-            .get(b"nvshmemx_char_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_put_signal_on_stream = __library
-            .get(b"nvshmemx_short_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_put_signal_on_stream = __library
-            .get(b"nvshmemx_schar_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_put_signal_on_stream = __library
-            .get(b"nvshmemx_int_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_put_signal_on_stream = __library
-            .get(b"nvshmemx_long_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_put_signal_on_stream = __library
-            .get(b"nvshmemx_longlong_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_put_signal_on_stream = __library
-            .get(b"nvshmemx_uchar_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_put_signal_on_stream = __library
-            .get(b"nvshmemx_ushort_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_put_signal_on_stream = __library
-            .get(b"nvshmemx_uint_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_put_signal_on_stream = __library
-            .get(b"nvshmemx_ulong_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_put_signal_on_stream = __library
-            .get(b"nvshmemx_ulonglong_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_put_signal_on_stream = __library
-            .get(b"nvshmemx_int8_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_put_signal_on_stream = __library
-            .get(b"nvshmemx_int16_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_put_signal_on_stream = __library
-            .get(b"nvshmemx_int32_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_put_signal_on_stream = __library
-            .get(b"nvshmemx_int64_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_put_signal_on_stream = __library
-            .get(b"nvshmemx_uint8_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_put_signal_on_stream = __library
-            .get(b"nvshmemx_uint16_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_put_signal_on_stream = __library
-            .get(b"nvshmemx_uint32_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_put_signal_on_stream = __library
-            .get(b"nvshmemx_uint64_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_put_signal_on_stream = __library
-            .get(b"nvshmemx_size_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_put_signal_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_put_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put8_signal_on_stream = __library
-            .get(b"nvshmemx_put8_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put16_signal_on_stream = __library
-            .get(b"nvshmemx_put16_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put32_signal_on_stream = __library
-            .get(b"nvshmemx_put32_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put64_signal_on_stream = __library
-            .get(b"nvshmemx_put64_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put128_signal_on_stream = __library
-            .get(b"nvshmemx_put128_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_putmem_signal_on_stream = __library
-            .get(b"nvshmemx_putmem_signal_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_bfloat16_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_half_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_float_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_double_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_char_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_short_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_schar_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_int_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_long_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_longlong_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_uchar_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_ushort_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_uint_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_ulong_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_ulonglong_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_int8_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_int16_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_int32_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_int64_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_uint8_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_uint16_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_uint32_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_uint64_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_size_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_put_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_put_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put8_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_put8_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put16_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_put16_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put32_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_put32_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put64_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_put64_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put128_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_put128_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_putmem_signal_nbi_on_stream = __library
-            .get(b"nvshmemx_putmem_signal_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_iput_on_stream = __library
-            .get(b"nvshmemx_bfloat16_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_iput_on_stream = __library
-            .get(b"nvshmemx_half_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_iput_on_stream = __library
-            .get(b"nvshmemx_float_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_iput_on_stream = __library
-            .get(b"nvshmemx_double_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_iput_on_stream = __library
-            .get(b"nvshmemx_char_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_iput_on_stream = __library
-            .get(b"nvshmemx_short_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_iput_on_stream = __library
-            .get(b"nvshmemx_schar_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_iput_on_stream = __library
-            .get(b"nvshmemx_int_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_iput_on_stream = __library
-            .get(b"nvshmemx_long_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_iput_on_stream = __library
-            .get(b"nvshmemx_longlong_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_iput_on_stream = __library
-            .get(b"nvshmemx_uchar_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_iput_on_stream = __library
-            .get(b"nvshmemx_ushort_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_iput_on_stream = __library
-            .get(b"nvshmemx_uint_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_iput_on_stream = __library
-            .get(b"nvshmemx_ulong_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_iput_on_stream = __library
-            .get(b"nvshmemx_ulonglong_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_iput_on_stream = __library
-            .get(b"nvshmemx_int8_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_iput_on_stream = __library
-            .get(b"nvshmemx_int16_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_iput_on_stream = __library
-            .get(b"nvshmemx_int32_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_iput_on_stream = __library
-            .get(b"nvshmemx_int64_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_iput_on_stream = __library
-            .get(b"nvshmemx_uint8_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_iput_on_stream = __library
-            .get(b"nvshmemx_uint16_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_iput_on_stream = __library
-            .get(b"nvshmemx_uint32_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_iput_on_stream = __library
-            .get(b"nvshmemx_uint64_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_iput_on_stream = __library
-            .get(b"nvshmemx_size_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_iput_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_iput_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_iput8_on_stream = __library
-            .get(b"nvshmemx_iput8_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_iput16_on_stream = __library
-            .get(b"nvshmemx_iput16_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_iput32_on_stream = __library
-            .get(b"nvshmemx_iput32_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_iput64_on_stream = __library
-            .get(b"nvshmemx_iput64_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_iput128_on_stream = __library
-            .get(b"nvshmemx_iput128_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_put_nbi_on_stream = __library
-            .get(b"nvshmemx_bfloat16_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_put_nbi_on_stream = __library
-            .get(b"nvshmemx_half_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_put_nbi_on_stream = __library
-            .get(b"nvshmemx_float_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_put_nbi_on_stream = __library
-            .get(b"nvshmemx_double_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_put_nbi_on_stream = __library
-            .get(b"nvshmemx_char_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_put_nbi_on_stream = __library
-            .get(b"nvshmemx_short_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_put_nbi_on_stream = __library
-            .get(b"nvshmemx_schar_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_put_nbi_on_stream = __library
-            .get(b"nvshmemx_int_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_put_nbi_on_stream = __library
-            .get(b"nvshmemx_long_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_put_nbi_on_stream = __library
-            .get(b"nvshmemx_longlong_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_put_nbi_on_stream = __library
-            .get(b"nvshmemx_uchar_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_put_nbi_on_stream = __library
-            .get(b"nvshmemx_ushort_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_put_nbi_on_stream = __library
-            .get(b"nvshmemx_uint_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_put_nbi_on_stream = __library
-            .get(b"nvshmemx_ulong_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_put_nbi_on_stream = __library
-            .get(b"nvshmemx_ulonglong_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_put_nbi_on_stream = __library
-            .get(b"nvshmemx_int8_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_put_nbi_on_stream = __library
-            .get(b"nvshmemx_int16_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_put_nbi_on_stream = __library
-            .get(b"nvshmemx_int32_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_put_nbi_on_stream = __library
-            .get(b"nvshmemx_int64_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_put_nbi_on_stream = __library
-            .get(b"nvshmemx_uint8_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_put_nbi_on_stream = __library
-            .get(b"nvshmemx_uint16_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_put_nbi_on_stream = __library
-            .get(b"nvshmemx_uint32_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_put_nbi_on_stream = __library
-            .get(b"nvshmemx_uint64_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_put_nbi_on_stream = __library
-            .get(b"nvshmemx_size_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_put_nbi_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_put_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put8_nbi_on_stream = __library
-            .get(b"nvshmemx_put8_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put16_nbi_on_stream = __library
-            .get(b"nvshmemx_put16_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put32_nbi_on_stream = __library
-            .get(b"nvshmemx_put32_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put64_nbi_on_stream = __library
-            .get(b"nvshmemx_put64_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_put128_nbi_on_stream = __library
-            .get(b"nvshmemx_put128_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_putmem_nbi_on_stream = __library
-            .get(b"nvshmemx_putmem_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_g_on_stream = __library
-            .get(b"nvshmemx_bfloat16_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_g_on_stream = __library
-            .get(b"nvshmemx_half_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_g_on_stream = __library
-            .get(b"nvshmemx_float_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_g_on_stream = __library
-            .get(b"nvshmemx_double_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_g_on_stream = __library
-            .get(b"nvshmemx_char_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_g_on_stream = __library
-            .get(b"nvshmemx_short_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_g_on_stream = __library
-            .get(b"nvshmemx_schar_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_g_on_stream = __library
-            .get(b"nvshmemx_int_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_g_on_stream = __library
-            .get(b"nvshmemx_long_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_g_on_stream = __library
-            .get(b"nvshmemx_longlong_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_g_on_stream = __library
-            .get(b"nvshmemx_uchar_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_g_on_stream = __library
-            .get(b"nvshmemx_ushort_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_g_on_stream = __library
-            .get(b"nvshmemx_uint_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_g_on_stream = __library
-            .get(b"nvshmemx_ulong_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_g_on_stream = __library
-            .get(b"nvshmemx_ulonglong_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_g_on_stream = __library
-            .get(b"nvshmemx_int8_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_g_on_stream = __library
-            .get(b"nvshmemx_int16_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_g_on_stream = __library
-            .get(b"nvshmemx_int32_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_g_on_stream = __library
-            .get(b"nvshmemx_int64_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_g_on_stream = __library
-            .get(b"nvshmemx_uint8_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_g_on_stream = __library
-            .get(b"nvshmemx_uint16_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_g_on_stream = __library
-            .get(b"nvshmemx_uint32_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_g_on_stream = __library
-            .get(b"nvshmemx_uint64_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_g_on_stream = __library
-            .get(b"nvshmemx_size_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_g_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_g_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_get_on_stream = __library
-            .get(b"nvshmemx_bfloat16_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_get_on_stream = __library
-            .get(b"nvshmemx_half_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_get_on_stream = __library
-            .get(b"nvshmemx_float_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_get_on_stream = __library
-            .get(b"nvshmemx_double_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_get_on_stream = __library
-            .get(b"nvshmemx_char_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_get_on_stream = __library
-            .get(b"nvshmemx_short_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_get_on_stream = __library
-            .get(b"nvshmemx_schar_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_get_on_stream = __library
-            .get(b"nvshmemx_int_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_get_on_stream = __library
-            .get(b"nvshmemx_long_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_get_on_stream = __library
-            .get(b"nvshmemx_longlong_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_get_on_stream = __library
-            .get(b"nvshmemx_uchar_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_get_on_stream = __library
-            .get(b"nvshmemx_ushort_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_get_on_stream = __library
-            .get(b"nvshmemx_uint_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_get_on_stream = __library
-            .get(b"nvshmemx_ulong_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_get_on_stream = __library
-            .get(b"nvshmemx_ulonglong_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_get_on_stream = __library
-            .get(b"nvshmemx_int8_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_get_on_stream = __library
-            .get(b"nvshmemx_int16_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_get_on_stream = __library
-            .get(b"nvshmemx_int32_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_get_on_stream = __library
-            .get(b"nvshmemx_int64_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_get_on_stream = __library
-            .get(b"nvshmemx_uint8_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_get_on_stream = __library
-            .get(b"nvshmemx_uint16_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_get_on_stream = __library
-            .get(b"nvshmemx_uint32_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_get_on_stream = __library
-            .get(b"nvshmemx_uint64_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_get_on_stream = __library
-            .get(b"nvshmemx_size_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_get_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_get_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_iget_on_stream = __library
-            .get(b"nvshmemx_bfloat16_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_iget_on_stream = __library
-            .get(b"nvshmemx_half_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_iget_on_stream = __library
-            .get(b"nvshmemx_float_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_iget_on_stream = __library
-            .get(b"nvshmemx_double_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_iget_on_stream = __library
-            .get(b"nvshmemx_char_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_iget_on_stream = __library
-            .get(b"nvshmemx_short_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_iget_on_stream = __library
-            .get(b"nvshmemx_schar_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_iget_on_stream = __library
-            .get(b"nvshmemx_int_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_iget_on_stream = __library
-            .get(b"nvshmemx_long_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_iget_on_stream = __library
-            .get(b"nvshmemx_longlong_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_iget_on_stream = __library
-            .get(b"nvshmemx_uchar_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_iget_on_stream = __library
-            .get(b"nvshmemx_ushort_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_iget_on_stream = __library
-            .get(b"nvshmemx_uint_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_iget_on_stream = __library
-            .get(b"nvshmemx_ulong_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_iget_on_stream = __library
-            .get(b"nvshmemx_ulonglong_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_iget_on_stream = __library
-            .get(b"nvshmemx_int8_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_iget_on_stream = __library
-            .get(b"nvshmemx_int16_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_iget_on_stream = __library
-            .get(b"nvshmemx_int32_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_iget_on_stream = __library
-            .get(b"nvshmemx_int64_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_iget_on_stream = __library
-            .get(b"nvshmemx_uint8_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_iget_on_stream = __library
-            .get(b"nvshmemx_uint16_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_iget_on_stream = __library
-            .get(b"nvshmemx_uint32_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_iget_on_stream = __library
-            .get(b"nvshmemx_uint64_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_iget_on_stream = __library
-            .get(b"nvshmemx_size_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_iget_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_iget_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_get8_on_stream = __library
-            .get(b"nvshmemx_get8_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_get16_on_stream = __library
-            .get(b"nvshmemx_get16_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_get32_on_stream = __library
-            .get(b"nvshmemx_get32_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_get64_on_stream = __library
-            .get(b"nvshmemx_get64_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_get128_on_stream = __library
-            .get(b"nvshmemx_get128_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_getmem_on_stream = __library
-            .get(b"nvshmemx_getmem_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_iget8_on_stream = __library
-            .get(b"nvshmemx_iget8_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_iget16_on_stream = __library
-            .get(b"nvshmemx_iget16_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_iget32_on_stream = __library
-            .get(b"nvshmemx_iget32_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_iget64_on_stream = __library
-            .get(b"nvshmemx_iget64_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_iget128_on_stream = __library
-            .get(b"nvshmemx_iget128_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_bfloat16_get_nbi_on_stream = __library
-            .get(b"nvshmemx_bfloat16_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_half_get_nbi_on_stream = __library
-            .get(b"nvshmemx_half_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_float_get_nbi_on_stream = __library
-            .get(b"nvshmemx_float_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_double_get_nbi_on_stream = __library
-            .get(b"nvshmemx_double_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_char_get_nbi_on_stream = __library
-            .get(b"nvshmemx_char_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_get_nbi_on_stream = __library
-            .get(b"nvshmemx_short_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_schar_get_nbi_on_stream = __library
-            .get(b"nvshmemx_schar_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_get_nbi_on_stream = __library
-            .get(b"nvshmemx_int_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_get_nbi_on_stream = __library
-            .get(b"nvshmemx_long_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_get_nbi_on_stream = __library
-            .get(b"nvshmemx_longlong_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uchar_get_nbi_on_stream = __library
-            .get(b"nvshmemx_uchar_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_get_nbi_on_stream = __library
-            .get(b"nvshmemx_ushort_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_get_nbi_on_stream = __library
-            .get(b"nvshmemx_uint_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_get_nbi_on_stream = __library
-            .get(b"nvshmemx_ulong_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_get_nbi_on_stream = __library
-            .get(b"nvshmemx_ulonglong_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int8_get_nbi_on_stream = __library
-            .get(b"nvshmemx_int8_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int16_get_nbi_on_stream = __library
-            .get(b"nvshmemx_int16_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_get_nbi_on_stream = __library
-            .get(b"nvshmemx_int32_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_get_nbi_on_stream = __library
-            .get(b"nvshmemx_int64_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint8_get_nbi_on_stream = __library
-            .get(b"nvshmemx_uint8_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint16_get_nbi_on_stream = __library
-            .get(b"nvshmemx_uint16_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_get_nbi_on_stream = __library
-            .get(b"nvshmemx_uint32_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_get_nbi_on_stream = __library
-            .get(b"nvshmemx_uint64_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_get_nbi_on_stream = __library
-            .get(b"nvshmemx_size_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_get_nbi_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_get_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_get8_nbi_on_stream = __library
-            .get(b"nvshmemx_get8_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_get16_nbi_on_stream = __library
-            .get(b"nvshmemx_get16_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_get32_nbi_on_stream = __library
-            .get(b"nvshmemx_get32_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_get64_nbi_on_stream = __library
-            .get(b"nvshmemx_get64_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_get128_nbi_on_stream = __library
-            .get(b"nvshmemx_get128_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_getmem_nbi_on_stream = __library
-            .get(b"nvshmemx_getmem_nbi_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_quiet_on_stream = __library
-            .get(b"nvshmemx_quiet_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_signal_op_on_stream = __library
-            .get(b"nvshmemx_signal_op_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_wait_until_on_stream = __library
-            .get(b"nvshmemx_short_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_wait_until_on_stream = __library
-            .get(b"nvshmemx_int_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_wait_until_on_stream = __library
-            .get(b"nvshmemx_long_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_wait_until_on_stream = __library
-            .get(b"nvshmemx_longlong_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_wait_until_on_stream = __library
-            .get(b"nvshmemx_ushort_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_wait_until_on_stream = __library
-            .get(b"nvshmemx_uint_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_wait_until_on_stream = __library
-            .get(b"nvshmemx_ulong_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_wait_until_on_stream = __library
-            .get(b"nvshmemx_ulonglong_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_wait_until_on_stream = __library
-            .get(b"nvshmemx_int32_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_wait_until_on_stream = __library
-            .get(b"nvshmemx_int64_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_wait_until_on_stream = __library
-            .get(b"nvshmemx_uint32_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_wait_until_on_stream = __library
-            .get(b"nvshmemx_uint64_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_wait_until_on_stream = __library
-            .get(b"nvshmemx_size_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_wait_until_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_short_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_int_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_long_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_longlong_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_ushort_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_uint_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_ulong_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_ulonglong_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_int32_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_int64_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_uint32_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_uint64_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_size_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_wait_until_all_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_wait_until_all_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_short_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_short_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_int_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_long_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_long_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_longlong_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_longlong_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ushort_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_ushort_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_uint_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulong_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_ulong_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ulonglong_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_ulonglong_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int32_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_int32_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_int64_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_int64_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint32_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_uint32_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_uint64_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_uint64_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_size_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_size_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_ptrdiff_wait_until_all_vector_on_stream = __library
-            .get(b"nvshmemx_ptrdiff_wait_until_all_vector_on_stream\0")
-            .map(|sym| *sym)?;
-        let nvshmemx_signal_wait_until_on_stream = __library
-            .get(b"nvshmemx_signal_wait_until_on_stream\0")
-            .map(|sym| *sym)?;
         Ok(NvshmemLib {
+            nvshmemid_hostlib_init_attr: __symbol(&__library, b"nvshmemid_hostlib_init_attr\0")?,
+            nvshmemid_hostlib_finalize: __symbol(&__library, b"nvshmemid_hostlib_finalize\0")?,
+            nvshmemid_init_status: __symbol(&__library, b"nvshmemid_init_status\0")?,
+            nvshmemx_init_status: __symbol(&__library, b"nvshmemx_init_status\0")?,
+            nvshmem_query_thread: __symbol(&__library, b"nvshmem_query_thread\0")?,
+            nvshmem_global_exit: __symbol(&__library, b"nvshmem_global_exit\0")?,
+            nvshmem_my_pe: __symbol(&__library, b"nvshmem_my_pe\0")?,
+            nvshmem_n_pes: __symbol(&__library, b"nvshmem_n_pes\0")?,
+            nvshmem_info_get_version: __symbol(&__library, b"nvshmem_info_get_version\0")?,
+            nvshmem_info_get_name: __symbol(&__library, b"nvshmem_info_get_name\0")?,
+            nvshmemx_vendor_get_version_info: __symbol(
+                &__library,
+                b"nvshmemx_vendor_get_version_info\0",
+            )?,
+            nvshmem_malloc: __symbol(&__library, b"nvshmem_malloc\0")?,
+            nvshmem_calloc: __symbol(&__library, b"nvshmem_calloc\0")?,
+            nvshmem_align: __symbol(&__library, b"nvshmem_align\0")?,
+            nvshmem_free: __symbol(&__library, b"nvshmem_free\0")?,
+            nvshmem_ptr: __symbol(&__library, b"nvshmem_ptr\0")?,
+            nvshmem_uint_atomic_inc: __symbol(&__library, b"nvshmem_uint_atomic_inc\0")?,
+            nvshmem_ulong_atomic_inc: __symbol(&__library, b"nvshmem_ulong_atomic_inc\0")?,
+            nvshmem_ulonglong_atomic_inc: __symbol(&__library, b"nvshmem_ulonglong_atomic_inc\0")?,
+            nvshmem_int32_atomic_inc: __symbol(&__library, b"nvshmem_int32_atomic_inc\0")?,
+            nvshmem_uint32_atomic_inc: __symbol(&__library, b"nvshmem_uint32_atomic_inc\0")?,
+            nvshmem_int64_atomic_inc: __symbol(&__library, b"nvshmem_int64_atomic_inc\0")?,
+            nvshmem_uint64_atomic_inc: __symbol(&__library, b"nvshmem_uint64_atomic_inc\0")?,
+            nvshmem_int_atomic_inc: __symbol(&__library, b"nvshmem_int_atomic_inc\0")?,
+            nvshmem_long_atomic_inc: __symbol(&__library, b"nvshmem_long_atomic_inc\0")?,
+            nvshmem_longlong_atomic_inc: __symbol(&__library, b"nvshmem_longlong_atomic_inc\0")?,
+            nvshmem_size_atomic_inc: __symbol(&__library, b"nvshmem_size_atomic_inc\0")?,
+            nvshmem_ptrdiff_atomic_inc: __symbol(&__library, b"nvshmem_ptrdiff_atomic_inc\0")?,
+            nvshmem_uint_atomic_fetch_inc: __symbol(
+                &__library,
+                b"nvshmem_uint_atomic_fetch_inc\0",
+            )?,
+            nvshmem_ulong_atomic_fetch_inc: __symbol(
+                &__library,
+                b"nvshmem_ulong_atomic_fetch_inc\0",
+            )?,
+            nvshmem_ulonglong_atomic_fetch_inc: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_atomic_fetch_inc\0",
+            )?,
+            nvshmem_int32_atomic_fetch_inc: __symbol(
+                &__library,
+                b"nvshmem_int32_atomic_fetch_inc\0",
+            )?,
+            nvshmem_uint32_atomic_fetch_inc: __symbol(
+                &__library,
+                b"nvshmem_uint32_atomic_fetch_inc\0",
+            )?,
+            nvshmem_int64_atomic_fetch_inc: __symbol(
+                &__library,
+                b"nvshmem_int64_atomic_fetch_inc\0",
+            )?,
+            nvshmem_uint64_atomic_fetch_inc: __symbol(
+                &__library,
+                b"nvshmem_uint64_atomic_fetch_inc\0",
+            )?,
+            nvshmem_int_atomic_fetch_inc: __symbol(&__library, b"nvshmem_int_atomic_fetch_inc\0")?,
+            nvshmem_long_atomic_fetch_inc: __symbol(
+                &__library,
+                b"nvshmem_long_atomic_fetch_inc\0",
+            )?,
+            nvshmem_longlong_atomic_fetch_inc: __symbol(
+                &__library,
+                b"nvshmem_longlong_atomic_fetch_inc\0",
+            )?,
+            nvshmem_size_atomic_fetch_inc: __symbol(
+                &__library,
+                b"nvshmem_size_atomic_fetch_inc\0",
+            )?,
+            nvshmem_ptrdiff_atomic_fetch_inc: __symbol(
+                &__library,
+                b"nvshmem_ptrdiff_atomic_fetch_inc\0",
+            )?,
+            nvshmem_uint_atomic_fetch: __symbol(&__library, b"nvshmem_uint_atomic_fetch\0")?,
+            nvshmem_ulong_atomic_fetch: __symbol(&__library, b"nvshmem_ulong_atomic_fetch\0")?,
+            nvshmem_ulonglong_atomic_fetch: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_atomic_fetch\0",
+            )?,
+            nvshmem_int32_atomic_fetch: __symbol(&__library, b"nvshmem_int32_atomic_fetch\0")?,
+            nvshmem_uint32_atomic_fetch: __symbol(&__library, b"nvshmem_uint32_atomic_fetch\0")?,
+            nvshmem_int64_atomic_fetch: __symbol(&__library, b"nvshmem_int64_atomic_fetch\0")?,
+            nvshmem_uint64_atomic_fetch: __symbol(&__library, b"nvshmem_uint64_atomic_fetch\0")?,
+            nvshmem_int_atomic_fetch: __symbol(&__library, b"nvshmem_int_atomic_fetch\0")?,
+            nvshmem_long_atomic_fetch: __symbol(&__library, b"nvshmem_long_atomic_fetch\0")?,
+            nvshmem_longlong_atomic_fetch: __symbol(
+                &__library,
+                b"nvshmem_longlong_atomic_fetch\0",
+            )?,
+            nvshmem_size_atomic_fetch: __symbol(&__library, b"nvshmem_size_atomic_fetch\0")?,
+            nvshmem_ptrdiff_atomic_fetch: __symbol(&__library, b"nvshmem_ptrdiff_atomic_fetch\0")?,
+            nvshmem_float_atomic_fetch: __symbol(&__library, b"nvshmem_float_atomic_fetch\0")?,
+            nvshmem_double_atomic_fetch: __symbol(&__library, b"nvshmem_double_atomic_fetch\0")?,
+            nvshmem_uint_atomic_add: __symbol(&__library, b"nvshmem_uint_atomic_add\0")?,
+            nvshmem_ulong_atomic_add: __symbol(&__library, b"nvshmem_ulong_atomic_add\0")?,
+            nvshmem_ulonglong_atomic_add: __symbol(&__library, b"nvshmem_ulonglong_atomic_add\0")?,
+            nvshmem_int32_atomic_add: __symbol(&__library, b"nvshmem_int32_atomic_add\0")?,
+            nvshmem_uint32_atomic_add: __symbol(&__library, b"nvshmem_uint32_atomic_add\0")?,
+            nvshmem_int64_atomic_add: __symbol(&__library, b"nvshmem_int64_atomic_add\0")?,
+            nvshmem_uint64_atomic_add: __symbol(&__library, b"nvshmem_uint64_atomic_add\0")?,
+            nvshmem_int_atomic_add: __symbol(&__library, b"nvshmem_int_atomic_add\0")?,
+            nvshmem_long_atomic_add: __symbol(&__library, b"nvshmem_long_atomic_add\0")?,
+            nvshmem_longlong_atomic_add: __symbol(&__library, b"nvshmem_longlong_atomic_add\0")?,
+            nvshmem_size_atomic_add: __symbol(&__library, b"nvshmem_size_atomic_add\0")?,
+            nvshmem_ptrdiff_atomic_add: __symbol(&__library, b"nvshmem_ptrdiff_atomic_add\0")?,
+            nvshmem_uint_atomic_set: __symbol(&__library, b"nvshmem_uint_atomic_set\0")?,
+            nvshmem_ulong_atomic_set: __symbol(&__library, b"nvshmem_ulong_atomic_set\0")?,
+            nvshmem_ulonglong_atomic_set: __symbol(&__library, b"nvshmem_ulonglong_atomic_set\0")?,
+            nvshmem_int32_atomic_set: __symbol(&__library, b"nvshmem_int32_atomic_set\0")?,
+            nvshmem_uint32_atomic_set: __symbol(&__library, b"nvshmem_uint32_atomic_set\0")?,
+            nvshmem_int64_atomic_set: __symbol(&__library, b"nvshmem_int64_atomic_set\0")?,
+            nvshmem_uint64_atomic_set: __symbol(&__library, b"nvshmem_uint64_atomic_set\0")?,
+            nvshmem_int_atomic_set: __symbol(&__library, b"nvshmem_int_atomic_set\0")?,
+            nvshmem_long_atomic_set: __symbol(&__library, b"nvshmem_long_atomic_set\0")?,
+            nvshmem_longlong_atomic_set: __symbol(&__library, b"nvshmem_longlong_atomic_set\0")?,
+            nvshmem_size_atomic_set: __symbol(&__library, b"nvshmem_size_atomic_set\0")?,
+            nvshmem_ptrdiff_atomic_set: __symbol(&__library, b"nvshmem_ptrdiff_atomic_set\0")?,
+            nvshmem_float_atomic_set: __symbol(&__library, b"nvshmem_float_atomic_set\0")?,
+            nvshmem_double_atomic_set: __symbol(&__library, b"nvshmem_double_atomic_set\0")?,
+            nvshmem_uint_atomic_fetch_add: __symbol(
+                &__library,
+                b"nvshmem_uint_atomic_fetch_add\0",
+            )?,
+            nvshmem_ulong_atomic_fetch_add: __symbol(
+                &__library,
+                b"nvshmem_ulong_atomic_fetch_add\0",
+            )?,
+            nvshmem_ulonglong_atomic_fetch_add: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_atomic_fetch_add\0",
+            )?,
+            nvshmem_int32_atomic_fetch_add: __symbol(
+                &__library,
+                b"nvshmem_int32_atomic_fetch_add\0",
+            )?,
+            nvshmem_uint32_atomic_fetch_add: __symbol(
+                &__library,
+                b"nvshmem_uint32_atomic_fetch_add\0",
+            )?,
+            nvshmem_int64_atomic_fetch_add: __symbol(
+                &__library,
+                b"nvshmem_int64_atomic_fetch_add\0",
+            )?,
+            nvshmem_uint64_atomic_fetch_add: __symbol(
+                &__library,
+                b"nvshmem_uint64_atomic_fetch_add\0",
+            )?,
+            nvshmem_int_atomic_fetch_add: __symbol(&__library, b"nvshmem_int_atomic_fetch_add\0")?,
+            nvshmem_long_atomic_fetch_add: __symbol(
+                &__library,
+                b"nvshmem_long_atomic_fetch_add\0",
+            )?,
+            nvshmem_longlong_atomic_fetch_add: __symbol(
+                &__library,
+                b"nvshmem_longlong_atomic_fetch_add\0",
+            )?,
+            nvshmem_size_atomic_fetch_add: __symbol(
+                &__library,
+                b"nvshmem_size_atomic_fetch_add\0",
+            )?,
+            nvshmem_ptrdiff_atomic_fetch_add: __symbol(
+                &__library,
+                b"nvshmem_ptrdiff_atomic_fetch_add\0",
+            )?,
+            nvshmem_uint_atomic_swap: __symbol(&__library, b"nvshmem_uint_atomic_swap\0")?,
+            nvshmem_ulong_atomic_swap: __symbol(&__library, b"nvshmem_ulong_atomic_swap\0")?,
+            nvshmem_ulonglong_atomic_swap: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_atomic_swap\0",
+            )?,
+            nvshmem_int32_atomic_swap: __symbol(&__library, b"nvshmem_int32_atomic_swap\0")?,
+            nvshmem_uint32_atomic_swap: __symbol(&__library, b"nvshmem_uint32_atomic_swap\0")?,
+            nvshmem_int64_atomic_swap: __symbol(&__library, b"nvshmem_int64_atomic_swap\0")?,
+            nvshmem_uint64_atomic_swap: __symbol(&__library, b"nvshmem_uint64_atomic_swap\0")?,
+            nvshmem_int_atomic_swap: __symbol(&__library, b"nvshmem_int_atomic_swap\0")?,
+            nvshmem_long_atomic_swap: __symbol(&__library, b"nvshmem_long_atomic_swap\0")?,
+            nvshmem_longlong_atomic_swap: __symbol(&__library, b"nvshmem_longlong_atomic_swap\0")?,
+            nvshmem_size_atomic_swap: __symbol(&__library, b"nvshmem_size_atomic_swap\0")?,
+            nvshmem_ptrdiff_atomic_swap: __symbol(&__library, b"nvshmem_ptrdiff_atomic_swap\0")?,
+            nvshmem_float_atomic_swap: __symbol(&__library, b"nvshmem_float_atomic_swap\0")?,
+            nvshmem_double_atomic_swap: __symbol(&__library, b"nvshmem_double_atomic_swap\0")?,
+            nvshmem_uint_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_uint_atomic_compare_swap\0",
+            )?,
+            nvshmem_ulong_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_ulong_atomic_compare_swap\0",
+            )?,
+            nvshmem_ulonglong_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_atomic_compare_swap\0",
+            )?,
+            nvshmem_int32_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_int32_atomic_compare_swap\0",
+            )?,
+            nvshmem_uint32_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_uint32_atomic_compare_swap\0",
+            )?,
+            nvshmem_int64_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_int64_atomic_compare_swap\0",
+            )?,
+            nvshmem_uint64_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_uint64_atomic_compare_swap\0",
+            )?,
+            nvshmem_int_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_int_atomic_compare_swap\0",
+            )?,
+            nvshmem_long_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_long_atomic_compare_swap\0",
+            )?,
+            nvshmem_longlong_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_longlong_atomic_compare_swap\0",
+            )?,
+            nvshmem_size_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_size_atomic_compare_swap\0",
+            )?,
+            nvshmem_ptrdiff_atomic_compare_swap: __symbol(
+                &__library,
+                b"nvshmem_ptrdiff_atomic_compare_swap\0",
+            )?,
+            nvshmem_uint_atomic_and: __symbol(&__library, b"nvshmem_uint_atomic_and\0")?,
+            nvshmem_ulong_atomic_and: __symbol(&__library, b"nvshmem_ulong_atomic_and\0")?,
+            nvshmem_ulonglong_atomic_and: __symbol(&__library, b"nvshmem_ulonglong_atomic_and\0")?,
+            nvshmem_int32_atomic_and: __symbol(&__library, b"nvshmem_int32_atomic_and\0")?,
+            nvshmem_uint32_atomic_and: __symbol(&__library, b"nvshmem_uint32_atomic_and\0")?,
+            nvshmem_int64_atomic_and: __symbol(&__library, b"nvshmem_int64_atomic_and\0")?,
+            nvshmem_uint64_atomic_and: __symbol(&__library, b"nvshmem_uint64_atomic_and\0")?,
+            nvshmem_uint_atomic_or: __symbol(&__library, b"nvshmem_uint_atomic_or\0")?,
+            nvshmem_ulong_atomic_or: __symbol(&__library, b"nvshmem_ulong_atomic_or\0")?,
+            nvshmem_ulonglong_atomic_or: __symbol(&__library, b"nvshmem_ulonglong_atomic_or\0")?,
+            nvshmem_int32_atomic_or: __symbol(&__library, b"nvshmem_int32_atomic_or\0")?,
+            nvshmem_uint32_atomic_or: __symbol(&__library, b"nvshmem_uint32_atomic_or\0")?,
+            nvshmem_int64_atomic_or: __symbol(&__library, b"nvshmem_int64_atomic_or\0")?,
+            nvshmem_uint64_atomic_or: __symbol(&__library, b"nvshmem_uint64_atomic_or\0")?,
+            nvshmem_uint_atomic_xor: __symbol(&__library, b"nvshmem_uint_atomic_xor\0")?,
+            nvshmem_ulong_atomic_xor: __symbol(&__library, b"nvshmem_ulong_atomic_xor\0")?,
+            nvshmem_ulonglong_atomic_xor: __symbol(&__library, b"nvshmem_ulonglong_atomic_xor\0")?,
+            nvshmem_int32_atomic_xor: __symbol(&__library, b"nvshmem_int32_atomic_xor\0")?,
+            nvshmem_uint32_atomic_xor: __symbol(&__library, b"nvshmem_uint32_atomic_xor\0")?,
+            nvshmem_int64_atomic_xor: __symbol(&__library, b"nvshmem_int64_atomic_xor\0")?,
+            nvshmem_uint64_atomic_xor: __symbol(&__library, b"nvshmem_uint64_atomic_xor\0")?,
+            nvshmem_uint_atomic_fetch_and: __symbol(
+                &__library,
+                b"nvshmem_uint_atomic_fetch_and\0",
+            )?,
+            nvshmem_ulong_atomic_fetch_and: __symbol(
+                &__library,
+                b"nvshmem_ulong_atomic_fetch_and\0",
+            )?,
+            nvshmem_ulonglong_atomic_fetch_and: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_atomic_fetch_and\0",
+            )?,
+            nvshmem_int32_atomic_fetch_and: __symbol(
+                &__library,
+                b"nvshmem_int32_atomic_fetch_and\0",
+            )?,
+            nvshmem_uint32_atomic_fetch_and: __symbol(
+                &__library,
+                b"nvshmem_uint32_atomic_fetch_and\0",
+            )?,
+            nvshmem_int64_atomic_fetch_and: __symbol(
+                &__library,
+                b"nvshmem_int64_atomic_fetch_and\0",
+            )?,
+            nvshmem_uint64_atomic_fetch_and: __symbol(
+                &__library,
+                b"nvshmem_uint64_atomic_fetch_and\0",
+            )?,
+            nvshmem_uint_atomic_fetch_or: __symbol(&__library, b"nvshmem_uint_atomic_fetch_or\0")?,
+            nvshmem_ulong_atomic_fetch_or: __symbol(
+                &__library,
+                b"nvshmem_ulong_atomic_fetch_or\0",
+            )?,
+            nvshmem_ulonglong_atomic_fetch_or: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_atomic_fetch_or\0",
+            )?,
+            nvshmem_int32_atomic_fetch_or: __symbol(
+                &__library,
+                b"nvshmem_int32_atomic_fetch_or\0",
+            )?,
+            nvshmem_uint32_atomic_fetch_or: __symbol(
+                &__library,
+                b"nvshmem_uint32_atomic_fetch_or\0",
+            )?,
+            nvshmem_int64_atomic_fetch_or: __symbol(
+                &__library,
+                b"nvshmem_int64_atomic_fetch_or\0",
+            )?,
+            nvshmem_uint64_atomic_fetch_or: __symbol(
+                &__library,
+                b"nvshmem_uint64_atomic_fetch_or\0",
+            )?,
+            nvshmem_uint_atomic_fetch_xor: __symbol(
+                &__library,
+                b"nvshmem_uint_atomic_fetch_xor\0",
+            )?,
+            nvshmem_ulong_atomic_fetch_xor: __symbol(
+                &__library,
+                b"nvshmem_ulong_atomic_fetch_xor\0",
+            )?,
+            nvshmem_ulonglong_atomic_fetch_xor: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_atomic_fetch_xor\0",
+            )?,
+            nvshmem_int32_atomic_fetch_xor: __symbol(
+                &__library,
+                b"nvshmem_int32_atomic_fetch_xor\0",
+            )?,
+            nvshmem_uint32_atomic_fetch_xor: __symbol(
+                &__library,
+                b"nvshmem_uint32_atomic_fetch_xor\0",
+            )?,
+            nvshmem_int64_atomic_fetch_xor: __symbol(
+                &__library,
+                b"nvshmem_int64_atomic_fetch_xor\0",
+            )?,
+            nvshmem_uint64_atomic_fetch_xor: __symbol(
+                &__library,
+                b"nvshmem_uint64_atomic_fetch_xor\0",
+            )?,
+            nvshmem_bfloat16_p: __symbol(&__library, b"nvshmem_bfloat16_p\0")?,
+            nvshmem_half_p: __symbol(&__library, b"nvshmem_half_p\0")?,
+            nvshmem_float_p: __symbol(&__library, b"nvshmem_float_p\0")?,
+            nvshmem_double_p: __symbol(&__library, b"nvshmem_double_p\0")?,
+            nvshmem_char_p: __symbol(&__library, b"nvshmem_char_p\0")?,
+            nvshmem_short_p: __symbol(&__library, b"nvshmem_short_p\0")?,
+            nvshmem_schar_p: __symbol(&__library, b"nvshmem_schar_p\0")?,
+            nvshmem_int_p: __symbol(&__library, b"nvshmem_int_p\0")?,
+            nvshmem_long_p: __symbol(&__library, b"nvshmem_long_p\0")?,
+            nvshmem_longlong_p: __symbol(&__library, b"nvshmem_longlong_p\0")?,
+            nvshmem_uchar_p: __symbol(&__library, b"nvshmem_uchar_p\0")?,
+            nvshmem_ushort_p: __symbol(&__library, b"nvshmem_ushort_p\0")?,
+            nvshmem_uint_p: __symbol(&__library, b"nvshmem_uint_p\0")?,
+            nvshmem_ulong_p: __symbol(&__library, b"nvshmem_ulong_p\0")?,
+            nvshmem_ulonglong_p: __symbol(&__library, b"nvshmem_ulonglong_p\0")?,
+            nvshmem_int8_p: __symbol(&__library, b"nvshmem_int8_p\0")?,
+            nvshmem_int16_p: __symbol(&__library, b"nvshmem_int16_p\0")?,
+            nvshmem_int32_p: __symbol(&__library, b"nvshmem_int32_p\0")?,
+            nvshmem_int64_p: __symbol(&__library, b"nvshmem_int64_p\0")?,
+            nvshmem_uint8_p: __symbol(&__library, b"nvshmem_uint8_p\0")?,
+            nvshmem_uint16_p: __symbol(&__library, b"nvshmem_uint16_p\0")?,
+            nvshmem_uint32_p: __symbol(&__library, b"nvshmem_uint32_p\0")?,
+            nvshmem_uint64_p: __symbol(&__library, b"nvshmem_uint64_p\0")?,
+            nvshmem_size_p: __symbol(&__library, b"nvshmem_size_p\0")?,
+            nvshmem_ptrdiff_p: __symbol(&__library, b"nvshmem_ptrdiff_p\0")?,
+            nvshmem_bfloat16_put: __symbol(&__library, b"nvshmem_bfloat16_put\0")?,
+            nvshmem_half_put: __symbol(&__library, b"nvshmem_half_put\0")?,
+            nvshmem_float_put: __symbol(&__library, b"nvshmem_float_put\0")?,
+            nvshmem_double_put: __symbol(&__library, b"nvshmem_double_put\0")?,
+            nvshmem_char_put: __symbol(&__library, b"nvshmem_char_put\0")?,
+            nvshmem_short_put: __symbol(&__library, b"nvshmem_short_put\0")?,
+            nvshmem_schar_put: __symbol(&__library, b"nvshmem_schar_put\0")?,
+            nvshmem_int_put: __symbol(&__library, b"nvshmem_int_put\0")?,
+            nvshmem_long_put: __symbol(&__library, b"nvshmem_long_put\0")?,
+            nvshmem_longlong_put: __symbol(&__library, b"nvshmem_longlong_put\0")?,
+            nvshmem_uchar_put: __symbol(&__library, b"nvshmem_uchar_put\0")?,
+            nvshmem_ushort_put: __symbol(&__library, b"nvshmem_ushort_put\0")?,
+            nvshmem_uint_put: __symbol(&__library, b"nvshmem_uint_put\0")?,
+            nvshmem_ulong_put: __symbol(&__library, b"nvshmem_ulong_put\0")?,
+            nvshmem_ulonglong_put: __symbol(&__library, b"nvshmem_ulonglong_put\0")?,
+            nvshmem_int8_put: __symbol(&__library, b"nvshmem_int8_put\0")?,
+            nvshmem_int16_put: __symbol(&__library, b"nvshmem_int16_put\0")?,
+            nvshmem_int32_put: __symbol(&__library, b"nvshmem_int32_put\0")?,
+            nvshmem_int64_put: __symbol(&__library, b"nvshmem_int64_put\0")?,
+            nvshmem_uint8_put: __symbol(&__library, b"nvshmem_uint8_put\0")?,
+            nvshmem_uint16_put: __symbol(&__library, b"nvshmem_uint16_put\0")?,
+            nvshmem_uint32_put: __symbol(&__library, b"nvshmem_uint32_put\0")?,
+            nvshmem_uint64_put: __symbol(&__library, b"nvshmem_uint64_put\0")?,
+            nvshmem_size_put: __symbol(&__library, b"nvshmem_size_put\0")?,
+            nvshmem_ptrdiff_put: __symbol(&__library, b"nvshmem_ptrdiff_put\0")?,
+            nvshmem_put8: __symbol(&__library, b"nvshmem_put8\0")?,
+            nvshmem_put16: __symbol(&__library, b"nvshmem_put16\0")?,
+            nvshmem_put32: __symbol(&__library, b"nvshmem_put32\0")?,
+            nvshmem_put64: __symbol(&__library, b"nvshmem_put64\0")?,
+            nvshmem_put128: __symbol(&__library, b"nvshmem_put128\0")?,
+            nvshmem_putmem: __symbol(&__library, b"nvshmem_putmem\0")?,
+            nvshmem_bfloat16_iput: __symbol(&__library, b"nvshmem_bfloat16_iput\0")?,
+            nvshmem_half_iput: __symbol(&__library, b"nvshmem_half_iput\0")?,
+            nvshmem_float_iput: __symbol(&__library, b"nvshmem_float_iput\0")?,
+            nvshmem_double_iput: __symbol(&__library, b"nvshmem_double_iput\0")?,
+            nvshmem_char_iput: __symbol(&__library, b"nvshmem_char_iput\0")?,
+            nvshmem_short_iput: __symbol(&__library, b"nvshmem_short_iput\0")?,
+            nvshmem_schar_iput: __symbol(&__library, b"nvshmem_schar_iput\0")?,
+            nvshmem_int_iput: __symbol(&__library, b"nvshmem_int_iput\0")?,
+            nvshmem_long_iput: __symbol(&__library, b"nvshmem_long_iput\0")?,
+            nvshmem_longlong_iput: __symbol(&__library, b"nvshmem_longlong_iput\0")?,
+            nvshmem_uchar_iput: __symbol(&__library, b"nvshmem_uchar_iput\0")?,
+            nvshmem_ushort_iput: __symbol(&__library, b"nvshmem_ushort_iput\0")?,
+            nvshmem_uint_iput: __symbol(&__library, b"nvshmem_uint_iput\0")?,
+            nvshmem_ulong_iput: __symbol(&__library, b"nvshmem_ulong_iput\0")?,
+            nvshmem_ulonglong_iput: __symbol(&__library, b"nvshmem_ulonglong_iput\0")?,
+            nvshmem_int8_iput: __symbol(&__library, b"nvshmem_int8_iput\0")?,
+            nvshmem_int16_iput: __symbol(&__library, b"nvshmem_int16_iput\0")?,
+            nvshmem_int32_iput: __symbol(&__library, b"nvshmem_int32_iput\0")?,
+            nvshmem_int64_iput: __symbol(&__library, b"nvshmem_int64_iput\0")?,
+            nvshmem_uint8_iput: __symbol(&__library, b"nvshmem_uint8_iput\0")?,
+            nvshmem_uint16_iput: __symbol(&__library, b"nvshmem_uint16_iput\0")?,
+            nvshmem_uint32_iput: __symbol(&__library, b"nvshmem_uint32_iput\0")?,
+            nvshmem_uint64_iput: __symbol(&__library, b"nvshmem_uint64_iput\0")?,
+            nvshmem_size_iput: __symbol(&__library, b"nvshmem_size_iput\0")?,
+            nvshmem_ptrdiff_iput: __symbol(&__library, b"nvshmem_ptrdiff_iput\0")?,
+            nvshmem_iput8: __symbol(&__library, b"nvshmem_iput8\0")?,
+            nvshmem_iput16: __symbol(&__library, b"nvshmem_iput16\0")?,
+            nvshmem_iput32: __symbol(&__library, b"nvshmem_iput32\0")?,
+            nvshmem_iput64: __symbol(&__library, b"nvshmem_iput64\0")?,
+            nvshmem_iput128: __symbol(&__library, b"nvshmem_iput128\0")?,
+            nvshmem_bfloat16_put_nbi: __symbol(&__library, b"nvshmem_bfloat16_put_nbi\0")?,
+            nvshmem_half_put_nbi: __symbol(&__library, b"nvshmem_half_put_nbi\0")?,
+            nvshmem_float_put_nbi: __symbol(&__library, b"nvshmem_float_put_nbi\0")?,
+            nvshmem_double_put_nbi: __symbol(&__library, b"nvshmem_double_put_nbi\0")?,
+            nvshmem_char_put_nbi: __symbol(&__library, b"nvshmem_char_put_nbi\0")?,
+            nvshmem_short_put_nbi: __symbol(&__library, b"nvshmem_short_put_nbi\0")?,
+            nvshmem_schar_put_nbi: __symbol(&__library, b"nvshmem_schar_put_nbi\0")?,
+            nvshmem_int_put_nbi: __symbol(&__library, b"nvshmem_int_put_nbi\0")?,
+            nvshmem_long_put_nbi: __symbol(&__library, b"nvshmem_long_put_nbi\0")?,
+            nvshmem_longlong_put_nbi: __symbol(&__library, b"nvshmem_longlong_put_nbi\0")?,
+            nvshmem_uchar_put_nbi: __symbol(&__library, b"nvshmem_uchar_put_nbi\0")?,
+            nvshmem_ushort_put_nbi: __symbol(&__library, b"nvshmem_ushort_put_nbi\0")?,
+            nvshmem_uint_put_nbi: __symbol(&__library, b"nvshmem_uint_put_nbi\0")?,
+            nvshmem_ulong_put_nbi: __symbol(&__library, b"nvshmem_ulong_put_nbi\0")?,
+            nvshmem_ulonglong_put_nbi: __symbol(&__library, b"nvshmem_ulonglong_put_nbi\0")?,
+            nvshmem_int8_put_nbi: __symbol(&__library, b"nvshmem_int8_put_nbi\0")?,
+            nvshmem_int16_put_nbi: __symbol(&__library, b"nvshmem_int16_put_nbi\0")?,
+            nvshmem_int32_put_nbi: __symbol(&__library, b"nvshmem_int32_put_nbi\0")?,
+            nvshmem_int64_put_nbi: __symbol(&__library, b"nvshmem_int64_put_nbi\0")?,
+            nvshmem_uint8_put_nbi: __symbol(&__library, b"nvshmem_uint8_put_nbi\0")?,
+            nvshmem_uint16_put_nbi: __symbol(&__library, b"nvshmem_uint16_put_nbi\0")?,
+            nvshmem_uint32_put_nbi: __symbol(&__library, b"nvshmem_uint32_put_nbi\0")?,
+            nvshmem_uint64_put_nbi: __symbol(&__library, b"nvshmem_uint64_put_nbi\0")?,
+            nvshmem_size_put_nbi: __symbol(&__library, b"nvshmem_size_put_nbi\0")?,
+            nvshmem_ptrdiff_put_nbi: __symbol(&__library, b"nvshmem_ptrdiff_put_nbi\0")?,
+            nvshmem_put8_nbi: __symbol(&__library, b"nvshmem_put8_nbi\0")?,
+            nvshmem_put16_nbi: __symbol(&__library, b"nvshmem_put16_nbi\0")?,
+            nvshmem_put32_nbi: __symbol(&__library, b"nvshmem_put32_nbi\0")?,
+            nvshmem_put64_nbi: __symbol(&__library, b"nvshmem_put64_nbi\0")?,
+            nvshmem_put128_nbi: __symbol(&__library, b"nvshmem_put128_nbi\0")?,
+            nvshmem_putmem_nbi: __symbol(&__library, b"nvshmem_putmem_nbi\0")?,
+            nvshmem_bfloat16_g: __symbol(&__library, b"nvshmem_bfloat16_g\0")?,
+            nvshmem_half_g: __symbol(&__library, b"nvshmem_half_g\0")?,
+            nvshmem_float_g: __symbol(&__library, b"nvshmem_float_g\0")?,
+            nvshmem_double_g: __symbol(&__library, b"nvshmem_double_g\0")?,
+            nvshmem_char_g: __symbol(&__library, b"nvshmem_char_g\0")?,
+            nvshmem_short_g: __symbol(&__library, b"nvshmem_short_g\0")?,
+            nvshmem_schar_g: __symbol(&__library, b"nvshmem_schar_g\0")?,
+            nvshmem_int_g: __symbol(&__library, b"nvshmem_int_g\0")?,
+            nvshmem_long_g: __symbol(&__library, b"nvshmem_long_g\0")?,
+            nvshmem_longlong_g: __symbol(&__library, b"nvshmem_longlong_g\0")?,
+            nvshmem_uchar_g: __symbol(&__library, b"nvshmem_uchar_g\0")?,
+            nvshmem_ushort_g: __symbol(&__library, b"nvshmem_ushort_g\0")?,
+            nvshmem_uint_g: __symbol(&__library, b"nvshmem_uint_g\0")?,
+            nvshmem_ulong_g: __symbol(&__library, b"nvshmem_ulong_g\0")?,
+            nvshmem_ulonglong_g: __symbol(&__library, b"nvshmem_ulonglong_g\0")?,
+            nvshmem_int8_g: __symbol(&__library, b"nvshmem_int8_g\0")?,
+            nvshmem_int16_g: __symbol(&__library, b"nvshmem_int16_g\0")?,
+            nvshmem_int32_g: __symbol(&__library, b"nvshmem_int32_g\0")?,
+            nvshmem_int64_g: __symbol(&__library, b"nvshmem_int64_g\0")?,
+            nvshmem_uint8_g: __symbol(&__library, b"nvshmem_uint8_g\0")?,
+            nvshmem_uint16_g: __symbol(&__library, b"nvshmem_uint16_g\0")?,
+            nvshmem_uint32_g: __symbol(&__library, b"nvshmem_uint32_g\0")?,
+            nvshmem_uint64_g: __symbol(&__library, b"nvshmem_uint64_g\0")?,
+            nvshmem_size_g: __symbol(&__library, b"nvshmem_size_g\0")?,
+            nvshmem_ptrdiff_g: __symbol(&__library, b"nvshmem_ptrdiff_g\0")?,
+            nvshmem_bfloat16_get: __symbol(&__library, b"nvshmem_bfloat16_get\0")?,
+            nvshmem_half_get: __symbol(&__library, b"nvshmem_half_get\0")?,
+            nvshmem_float_get: __symbol(&__library, b"nvshmem_float_get\0")?,
+            nvshmem_double_get: __symbol(&__library, b"nvshmem_double_get\0")?,
+            nvshmem_char_get: __symbol(&__library, b"nvshmem_char_get\0")?,
+            nvshmem_short_get: __symbol(&__library, b"nvshmem_short_get\0")?,
+            nvshmem_schar_get: __symbol(&__library, b"nvshmem_schar_get\0")?,
+            nvshmem_int_get: __symbol(&__library, b"nvshmem_int_get\0")?,
+            nvshmem_long_get: __symbol(&__library, b"nvshmem_long_get\0")?,
+            nvshmem_longlong_get: __symbol(&__library, b"nvshmem_longlong_get\0")?,
+            nvshmem_uchar_get: __symbol(&__library, b"nvshmem_uchar_get\0")?,
+            nvshmem_ushort_get: __symbol(&__library, b"nvshmem_ushort_get\0")?,
+            nvshmem_uint_get: __symbol(&__library, b"nvshmem_uint_get\0")?,
+            nvshmem_ulong_get: __symbol(&__library, b"nvshmem_ulong_get\0")?,
+            nvshmem_ulonglong_get: __symbol(&__library, b"nvshmem_ulonglong_get\0")?,
+            nvshmem_int8_get: __symbol(&__library, b"nvshmem_int8_get\0")?,
+            nvshmem_int16_get: __symbol(&__library, b"nvshmem_int16_get\0")?,
+            nvshmem_int32_get: __symbol(&__library, b"nvshmem_int32_get\0")?,
+            nvshmem_int64_get: __symbol(&__library, b"nvshmem_int64_get\0")?,
+            nvshmem_uint8_get: __symbol(&__library, b"nvshmem_uint8_get\0")?,
+            nvshmem_uint16_get: __symbol(&__library, b"nvshmem_uint16_get\0")?,
+            nvshmem_uint32_get: __symbol(&__library, b"nvshmem_uint32_get\0")?,
+            nvshmem_uint64_get: __symbol(&__library, b"nvshmem_uint64_get\0")?,
+            nvshmem_size_get: __symbol(&__library, b"nvshmem_size_get\0")?,
+            nvshmem_ptrdiff_get: __symbol(&__library, b"nvshmem_ptrdiff_get\0")?,
+            nvshmem_get8: __symbol(&__library, b"nvshmem_get8\0")?,
+            nvshmem_get16: __symbol(&__library, b"nvshmem_get16\0")?,
+            nvshmem_get32: __symbol(&__library, b"nvshmem_get32\0")?,
+            nvshmem_get64: __symbol(&__library, b"nvshmem_get64\0")?,
+            nvshmem_get128: __symbol(&__library, b"nvshmem_get128\0")?,
+            nvshmem_getmem: __symbol(&__library, b"nvshmem_getmem\0")?,
+            nvshmem_bfloat16_iget: __symbol(&__library, b"nvshmem_bfloat16_iget\0")?,
+            nvshmem_half_iget: __symbol(&__library, b"nvshmem_half_iget\0")?,
+            nvshmem_float_iget: __symbol(&__library, b"nvshmem_float_iget\0")?,
+            nvshmem_double_iget: __symbol(&__library, b"nvshmem_double_iget\0")?,
+            nvshmem_char_iget: __symbol(&__library, b"nvshmem_char_iget\0")?,
+            nvshmem_short_iget: __symbol(&__library, b"nvshmem_short_iget\0")?,
+            nvshmem_schar_iget: __symbol(&__library, b"nvshmem_schar_iget\0")?,
+            nvshmem_int_iget: __symbol(&__library, b"nvshmem_int_iget\0")?,
+            nvshmem_long_iget: __symbol(&__library, b"nvshmem_long_iget\0")?,
+            nvshmem_longlong_iget: __symbol(&__library, b"nvshmem_longlong_iget\0")?,
+            nvshmem_uchar_iget: __symbol(&__library, b"nvshmem_uchar_iget\0")?,
+            nvshmem_ushort_iget: __symbol(&__library, b"nvshmem_ushort_iget\0")?,
+            nvshmem_uint_iget: __symbol(&__library, b"nvshmem_uint_iget\0")?,
+            nvshmem_ulong_iget: __symbol(&__library, b"nvshmem_ulong_iget\0")?,
+            nvshmem_ulonglong_iget: __symbol(&__library, b"nvshmem_ulonglong_iget\0")?,
+            nvshmem_int8_iget: __symbol(&__library, b"nvshmem_int8_iget\0")?,
+            nvshmem_int16_iget: __symbol(&__library, b"nvshmem_int16_iget\0")?,
+            nvshmem_int32_iget: __symbol(&__library, b"nvshmem_int32_iget\0")?,
+            nvshmem_int64_iget: __symbol(&__library, b"nvshmem_int64_iget\0")?,
+            nvshmem_uint8_iget: __symbol(&__library, b"nvshmem_uint8_iget\0")?,
+            nvshmem_uint16_iget: __symbol(&__library, b"nvshmem_uint16_iget\0")?,
+            nvshmem_uint32_iget: __symbol(&__library, b"nvshmem_uint32_iget\0")?,
+            nvshmem_uint64_iget: __symbol(&__library, b"nvshmem_uint64_iget\0")?,
+            nvshmem_size_iget: __symbol(&__library, b"nvshmem_size_iget\0")?,
+            nvshmem_ptrdiff_iget: __symbol(&__library, b"nvshmem_ptrdiff_iget\0")?,
+            nvshmem_iget8: __symbol(&__library, b"nvshmem_iget8\0")?,
+            nvshmem_iget16: __symbol(&__library, b"nvshmem_iget16\0")?,
+            nvshmem_iget32: __symbol(&__library, b"nvshmem_iget32\0")?,
+            nvshmem_iget64: __symbol(&__library, b"nvshmem_iget64\0")?,
+            nvshmem_iget128: __symbol(&__library, b"nvshmem_iget128\0")?,
+            nvshmem_bfloat16_get_nbi: __symbol(&__library, b"nvshmem_bfloat16_get_nbi\0")?,
+            nvshmem_half_get_nbi: __symbol(&__library, b"nvshmem_half_get_nbi\0")?,
+            nvshmem_float_get_nbi: __symbol(&__library, b"nvshmem_float_get_nbi\0")?,
+            nvshmem_double_get_nbi: __symbol(&__library, b"nvshmem_double_get_nbi\0")?,
+            nvshmem_char_get_nbi: __symbol(&__library, b"nvshmem_char_get_nbi\0")?,
+            nvshmem_short_get_nbi: __symbol(&__library, b"nvshmem_short_get_nbi\0")?,
+            nvshmem_schar_get_nbi: __symbol(&__library, b"nvshmem_schar_get_nbi\0")?,
+            nvshmem_int_get_nbi: __symbol(&__library, b"nvshmem_int_get_nbi\0")?,
+            nvshmem_long_get_nbi: __symbol(&__library, b"nvshmem_long_get_nbi\0")?,
+            nvshmem_longlong_get_nbi: __symbol(&__library, b"nvshmem_longlong_get_nbi\0")?,
+            nvshmem_uchar_get_nbi: __symbol(&__library, b"nvshmem_uchar_get_nbi\0")?,
+            nvshmem_ushort_get_nbi: __symbol(&__library, b"nvshmem_ushort_get_nbi\0")?,
+            nvshmem_uint_get_nbi: __symbol(&__library, b"nvshmem_uint_get_nbi\0")?,
+            nvshmem_ulong_get_nbi: __symbol(&__library, b"nvshmem_ulong_get_nbi\0")?,
+            nvshmem_ulonglong_get_nbi: __symbol(&__library, b"nvshmem_ulonglong_get_nbi\0")?,
+            nvshmem_int8_get_nbi: __symbol(&__library, b"nvshmem_int8_get_nbi\0")?,
+            nvshmem_int16_get_nbi: __symbol(&__library, b"nvshmem_int16_get_nbi\0")?,
+            nvshmem_int32_get_nbi: __symbol(&__library, b"nvshmem_int32_get_nbi\0")?,
+            nvshmem_int64_get_nbi: __symbol(&__library, b"nvshmem_int64_get_nbi\0")?,
+            nvshmem_uint8_get_nbi: __symbol(&__library, b"nvshmem_uint8_get_nbi\0")?,
+            nvshmem_uint16_get_nbi: __symbol(&__library, b"nvshmem_uint16_get_nbi\0")?,
+            nvshmem_uint32_get_nbi: __symbol(&__library, b"nvshmem_uint32_get_nbi\0")?,
+            nvshmem_uint64_get_nbi: __symbol(&__library, b"nvshmem_uint64_get_nbi\0")?,
+            nvshmem_size_get_nbi: __symbol(&__library, b"nvshmem_size_get_nbi\0")?,
+            nvshmem_ptrdiff_get_nbi: __symbol(&__library, b"nvshmem_ptrdiff_get_nbi\0")?,
+            nvshmem_get8_nbi: __symbol(&__library, b"nvshmem_get8_nbi\0")?,
+            nvshmem_get16_nbi: __symbol(&__library, b"nvshmem_get16_nbi\0")?,
+            nvshmem_get32_nbi: __symbol(&__library, b"nvshmem_get32_nbi\0")?,
+            nvshmem_get64_nbi: __symbol(&__library, b"nvshmem_get64_nbi\0")?,
+            nvshmem_get128_nbi: __symbol(&__library, b"nvshmem_get128_nbi\0")?,
+            nvshmem_getmem_nbi: __symbol(&__library, b"nvshmem_getmem_nbi\0")?,
+            nvshmem_signal_fetch: __symbol(&__library, b"nvshmem_signal_fetch\0")?,
+            nvshmem_quiet: __symbol(&__library, b"nvshmem_quiet\0")?,
+            nvshmem_fence: __symbol(&__library, b"nvshmem_fence\0")?,
+            nvshmem_team_my_pe: __symbol(&__library, b"nvshmem_team_my_pe\0")?,
+            nvshmem_team_n_pes: __symbol(&__library, b"nvshmem_team_n_pes\0")?,
+            nvshmem_team_get_config: __symbol(&__library, b"nvshmem_team_get_config\0")?,
+            nvshmem_team_translate_pe: __symbol(&__library, b"nvshmem_team_translate_pe\0")?,
+            nvshmem_team_split_strided: __symbol(&__library, b"nvshmem_team_split_strided\0")?,
+            nvshmemx_team_get_uniqueid: __symbol(&__library, b"nvshmemx_team_get_uniqueid\0")?,
+            nvshmemx_team_init: __symbol(&__library, b"nvshmemx_team_init\0")?,
+            nvshmem_team_split_2d: __symbol(&__library, b"nvshmem_team_split_2d\0")?,
+            nvshmem_team_destroy: __symbol(&__library, b"nvshmem_team_destroy\0")?,
+            nvshmem_bfloat16_alltoall: __symbol(&__library, b"nvshmem_bfloat16_alltoall\0")?,
+            nvshmem_half_alltoall: __symbol(&__library, b"nvshmem_half_alltoall\0")?,
+            nvshmem_float_alltoall: __symbol(&__library, b"nvshmem_float_alltoall\0")?,
+            nvshmem_double_alltoall: __symbol(&__library, b"nvshmem_double_alltoall\0")?,
+            nvshmem_char_alltoall: __symbol(&__library, b"nvshmem_char_alltoall\0")?,
+            nvshmem_short_alltoall: __symbol(&__library, b"nvshmem_short_alltoall\0")?,
+            nvshmem_schar_alltoall: __symbol(&__library, b"nvshmem_schar_alltoall\0")?,
+            nvshmem_int_alltoall: __symbol(&__library, b"nvshmem_int_alltoall\0")?,
+            nvshmem_long_alltoall: __symbol(&__library, b"nvshmem_long_alltoall\0")?,
+            nvshmem_longlong_alltoall: __symbol(&__library, b"nvshmem_longlong_alltoall\0")?,
+            nvshmem_uchar_alltoall: __symbol(&__library, b"nvshmem_uchar_alltoall\0")?,
+            nvshmem_ushort_alltoall: __symbol(&__library, b"nvshmem_ushort_alltoall\0")?,
+            nvshmem_uint_alltoall: __symbol(&__library, b"nvshmem_uint_alltoall\0")?,
+            nvshmem_ulong_alltoall: __symbol(&__library, b"nvshmem_ulong_alltoall\0")?,
+            nvshmem_ulonglong_alltoall: __symbol(&__library, b"nvshmem_ulonglong_alltoall\0")?,
+            nvshmem_int8_alltoall: __symbol(&__library, b"nvshmem_int8_alltoall\0")?,
+            nvshmem_int16_alltoall: __symbol(&__library, b"nvshmem_int16_alltoall\0")?,
+            nvshmem_int32_alltoall: __symbol(&__library, b"nvshmem_int32_alltoall\0")?,
+            nvshmem_int64_alltoall: __symbol(&__library, b"nvshmem_int64_alltoall\0")?,
+            nvshmem_uint8_alltoall: __symbol(&__library, b"nvshmem_uint8_alltoall\0")?,
+            nvshmem_uint16_alltoall: __symbol(&__library, b"nvshmem_uint16_alltoall\0")?,
+            nvshmem_uint32_alltoall: __symbol(&__library, b"nvshmem_uint32_alltoall\0")?,
+            nvshmem_uint64_alltoall: __symbol(&__library, b"nvshmem_uint64_alltoall\0")?,
+            nvshmem_size_alltoall: __symbol(&__library, b"nvshmem_size_alltoall\0")?,
+            nvshmem_ptrdiff_alltoall: __symbol(&__library, b"nvshmem_ptrdiff_alltoall\0")?,
+            nvshmem_alltoallmem: __symbol(&__library, b"nvshmem_alltoallmem\0")?,
+            nvshmem_barrier: __symbol(&__library, b"nvshmem_barrier\0")?,
+            nvshmem_barrier_all: __symbol(&__library, b"nvshmem_barrier_all\0")?,
+            nvshmem_team_sync: __symbol(&__library, b"nvshmem_team_sync\0")?,
+            nvshmem_sync_all: __symbol(&__library, b"nvshmem_sync_all\0")?,
+            nvshmem_bfloat16_broadcast: __symbol(&__library, b"nvshmem_bfloat16_broadcast\0")?,
+            nvshmem_half_broadcast: __symbol(&__library, b"nvshmem_half_broadcast\0")?,
+            nvshmem_float_broadcast: __symbol(&__library, b"nvshmem_float_broadcast\0")?,
+            nvshmem_double_broadcast: __symbol(&__library, b"nvshmem_double_broadcast\0")?,
+            nvshmem_char_broadcast: __symbol(&__library, b"nvshmem_char_broadcast\0")?,
+            nvshmem_short_broadcast: __symbol(&__library, b"nvshmem_short_broadcast\0")?,
+            nvshmem_schar_broadcast: __symbol(&__library, b"nvshmem_schar_broadcast\0")?,
+            nvshmem_int_broadcast: __symbol(&__library, b"nvshmem_int_broadcast\0")?,
+            nvshmem_long_broadcast: __symbol(&__library, b"nvshmem_long_broadcast\0")?,
+            nvshmem_longlong_broadcast: __symbol(&__library, b"nvshmem_longlong_broadcast\0")?,
+            nvshmem_uchar_broadcast: __symbol(&__library, b"nvshmem_uchar_broadcast\0")?,
+            nvshmem_ushort_broadcast: __symbol(&__library, b"nvshmem_ushort_broadcast\0")?,
+            nvshmem_uint_broadcast: __symbol(&__library, b"nvshmem_uint_broadcast\0")?,
+            nvshmem_ulong_broadcast: __symbol(&__library, b"nvshmem_ulong_broadcast\0")?,
+            nvshmem_ulonglong_broadcast: __symbol(&__library, b"nvshmem_ulonglong_broadcast\0")?,
+            nvshmem_int8_broadcast: __symbol(&__library, b"nvshmem_int8_broadcast\0")?,
+            nvshmem_int16_broadcast: __symbol(&__library, b"nvshmem_int16_broadcast\0")?,
+            nvshmem_int32_broadcast: __symbol(&__library, b"nvshmem_int32_broadcast\0")?,
+            nvshmem_int64_broadcast: __symbol(&__library, b"nvshmem_int64_broadcast\0")?,
+            nvshmem_uint8_broadcast: __symbol(&__library, b"nvshmem_uint8_broadcast\0")?,
+            nvshmem_uint16_broadcast: __symbol(&__library, b"nvshmem_uint16_broadcast\0")?,
+            nvshmem_uint32_broadcast: __symbol(&__library, b"nvshmem_uint32_broadcast\0")?,
+            nvshmem_uint64_broadcast: __symbol(&__library, b"nvshmem_uint64_broadcast\0")?,
+            nvshmem_size_broadcast: __symbol(&__library, b"nvshmem_size_broadcast\0")?,
+            nvshmem_ptrdiff_broadcast: __symbol(&__library, b"nvshmem_ptrdiff_broadcast\0")?,
+            nvshmem_broadcastmem: __symbol(&__library, b"nvshmem_broadcastmem\0")?,
+            nvshmem_bfloat16_fcollect: __symbol(&__library, b"nvshmem_bfloat16_fcollect\0")?,
+            nvshmem_half_fcollect: __symbol(&__library, b"nvshmem_half_fcollect\0")?,
+            nvshmem_float_fcollect: __symbol(&__library, b"nvshmem_float_fcollect\0")?,
+            nvshmem_double_fcollect: __symbol(&__library, b"nvshmem_double_fcollect\0")?,
+            nvshmem_char_fcollect: __symbol(&__library, b"nvshmem_char_fcollect\0")?,
+            nvshmem_short_fcollect: __symbol(&__library, b"nvshmem_short_fcollect\0")?,
+            nvshmem_schar_fcollect: __symbol(&__library, b"nvshmem_schar_fcollect\0")?,
+            nvshmem_int_fcollect: __symbol(&__library, b"nvshmem_int_fcollect\0")?,
+            nvshmem_long_fcollect: __symbol(&__library, b"nvshmem_long_fcollect\0")?,
+            nvshmem_longlong_fcollect: __symbol(&__library, b"nvshmem_longlong_fcollect\0")?,
+            nvshmem_uchar_fcollect: __symbol(&__library, b"nvshmem_uchar_fcollect\0")?,
+            nvshmem_ushort_fcollect: __symbol(&__library, b"nvshmem_ushort_fcollect\0")?,
+            nvshmem_uint_fcollect: __symbol(&__library, b"nvshmem_uint_fcollect\0")?,
+            nvshmem_ulong_fcollect: __symbol(&__library, b"nvshmem_ulong_fcollect\0")?,
+            nvshmem_ulonglong_fcollect: __symbol(&__library, b"nvshmem_ulonglong_fcollect\0")?,
+            nvshmem_int8_fcollect: __symbol(&__library, b"nvshmem_int8_fcollect\0")?,
+            nvshmem_int16_fcollect: __symbol(&__library, b"nvshmem_int16_fcollect\0")?,
+            nvshmem_int32_fcollect: __symbol(&__library, b"nvshmem_int32_fcollect\0")?,
+            nvshmem_int64_fcollect: __symbol(&__library, b"nvshmem_int64_fcollect\0")?,
+            nvshmem_uint8_fcollect: __symbol(&__library, b"nvshmem_uint8_fcollect\0")?,
+            nvshmem_uint16_fcollect: __symbol(&__library, b"nvshmem_uint16_fcollect\0")?,
+            nvshmem_uint32_fcollect: __symbol(&__library, b"nvshmem_uint32_fcollect\0")?,
+            nvshmem_uint64_fcollect: __symbol(&__library, b"nvshmem_uint64_fcollect\0")?,
+            nvshmem_size_fcollect: __symbol(&__library, b"nvshmem_size_fcollect\0")?,
+            nvshmem_ptrdiff_fcollect: __symbol(&__library, b"nvshmem_ptrdiff_fcollect\0")?,
+            nvshmem_fcollectmem: __symbol(&__library, b"nvshmem_fcollectmem\0")?,
+            nvshmem_uchar_and_reduce: __symbol(&__library, b"nvshmem_uchar_and_reduce\0")?,
+            nvshmem_ushort_and_reduce: __symbol(&__library, b"nvshmem_ushort_and_reduce\0")?,
+            nvshmem_uint_and_reduce: __symbol(&__library, b"nvshmem_uint_and_reduce\0")?,
+            nvshmem_ulong_and_reduce: __symbol(&__library, b"nvshmem_ulong_and_reduce\0")?,
+            nvshmem_ulonglong_and_reduce: __symbol(&__library, b"nvshmem_ulonglong_and_reduce\0")?,
+            nvshmem_int8_and_reduce: __symbol(&__library, b"nvshmem_int8_and_reduce\0")?,
+            nvshmem_int16_and_reduce: __symbol(&__library, b"nvshmem_int16_and_reduce\0")?,
+            nvshmem_int32_and_reduce: __symbol(&__library, b"nvshmem_int32_and_reduce\0")?,
+            nvshmem_int64_and_reduce: __symbol(&__library, b"nvshmem_int64_and_reduce\0")?,
+            nvshmem_uint8_and_reduce: __symbol(&__library, b"nvshmem_uint8_and_reduce\0")?,
+            nvshmem_uint16_and_reduce: __symbol(&__library, b"nvshmem_uint16_and_reduce\0")?,
+            nvshmem_uint32_and_reduce: __symbol(&__library, b"nvshmem_uint32_and_reduce\0")?,
+            nvshmem_uint64_and_reduce: __symbol(&__library, b"nvshmem_uint64_and_reduce\0")?,
+            nvshmem_size_and_reduce: __symbol(&__library, b"nvshmem_size_and_reduce\0")?,
+            nvshmem_uchar_or_reduce: __symbol(&__library, b"nvshmem_uchar_or_reduce\0")?,
+            nvshmem_ushort_or_reduce: __symbol(&__library, b"nvshmem_ushort_or_reduce\0")?,
+            nvshmem_uint_or_reduce: __symbol(&__library, b"nvshmem_uint_or_reduce\0")?,
+            nvshmem_ulong_or_reduce: __symbol(&__library, b"nvshmem_ulong_or_reduce\0")?,
+            nvshmem_ulonglong_or_reduce: __symbol(&__library, b"nvshmem_ulonglong_or_reduce\0")?,
+            nvshmem_int8_or_reduce: __symbol(&__library, b"nvshmem_int8_or_reduce\0")?,
+            nvshmem_int16_or_reduce: __symbol(&__library, b"nvshmem_int16_or_reduce\0")?,
+            nvshmem_int32_or_reduce: __symbol(&__library, b"nvshmem_int32_or_reduce\0")?,
+            nvshmem_int64_or_reduce: __symbol(&__library, b"nvshmem_int64_or_reduce\0")?,
+            nvshmem_uint8_or_reduce: __symbol(&__library, b"nvshmem_uint8_or_reduce\0")?,
+            nvshmem_uint16_or_reduce: __symbol(&__library, b"nvshmem_uint16_or_reduce\0")?,
+            nvshmem_uint32_or_reduce: __symbol(&__library, b"nvshmem_uint32_or_reduce\0")?,
+            nvshmem_uint64_or_reduce: __symbol(&__library, b"nvshmem_uint64_or_reduce\0")?,
+            nvshmem_size_or_reduce: __symbol(&__library, b"nvshmem_size_or_reduce\0")?,
+            nvshmem_uchar_xor_reduce: __symbol(&__library, b"nvshmem_uchar_xor_reduce\0")?,
+            nvshmem_ushort_xor_reduce: __symbol(&__library, b"nvshmem_ushort_xor_reduce\0")?,
+            nvshmem_uint_xor_reduce: __symbol(&__library, b"nvshmem_uint_xor_reduce\0")?,
+            nvshmem_ulong_xor_reduce: __symbol(&__library, b"nvshmem_ulong_xor_reduce\0")?,
+            nvshmem_ulonglong_xor_reduce: __symbol(&__library, b"nvshmem_ulonglong_xor_reduce\0")?,
+            nvshmem_int8_xor_reduce: __symbol(&__library, b"nvshmem_int8_xor_reduce\0")?,
+            nvshmem_int16_xor_reduce: __symbol(&__library, b"nvshmem_int16_xor_reduce\0")?,
+            nvshmem_int32_xor_reduce: __symbol(&__library, b"nvshmem_int32_xor_reduce\0")?,
+            nvshmem_int64_xor_reduce: __symbol(&__library, b"nvshmem_int64_xor_reduce\0")?,
+            nvshmem_uint8_xor_reduce: __symbol(&__library, b"nvshmem_uint8_xor_reduce\0")?,
+            nvshmem_uint16_xor_reduce: __symbol(&__library, b"nvshmem_uint16_xor_reduce\0")?,
+            nvshmem_uint32_xor_reduce: __symbol(&__library, b"nvshmem_uint32_xor_reduce\0")?,
+            nvshmem_uint64_xor_reduce: __symbol(&__library, b"nvshmem_uint64_xor_reduce\0")?,
+            nvshmem_size_xor_reduce: __symbol(&__library, b"nvshmem_size_xor_reduce\0")?,
+            nvshmem_uchar_max_reduce: __symbol(&__library, b"nvshmem_uchar_max_reduce\0")?,
+            nvshmem_ushort_max_reduce: __symbol(&__library, b"nvshmem_ushort_max_reduce\0")?,
+            nvshmem_uint_max_reduce: __symbol(&__library, b"nvshmem_uint_max_reduce\0")?,
+            nvshmem_ulong_max_reduce: __symbol(&__library, b"nvshmem_ulong_max_reduce\0")?,
+            nvshmem_ulonglong_max_reduce: __symbol(&__library, b"nvshmem_ulonglong_max_reduce\0")?,
+            nvshmem_int8_max_reduce: __symbol(&__library, b"nvshmem_int8_max_reduce\0")?,
+            nvshmem_int16_max_reduce: __symbol(&__library, b"nvshmem_int16_max_reduce\0")?,
+            nvshmem_int32_max_reduce: __symbol(&__library, b"nvshmem_int32_max_reduce\0")?,
+            nvshmem_int64_max_reduce: __symbol(&__library, b"nvshmem_int64_max_reduce\0")?,
+            nvshmem_uint8_max_reduce: __symbol(&__library, b"nvshmem_uint8_max_reduce\0")?,
+            nvshmem_uint16_max_reduce: __symbol(&__library, b"nvshmem_uint16_max_reduce\0")?,
+            nvshmem_uint32_max_reduce: __symbol(&__library, b"nvshmem_uint32_max_reduce\0")?,
+            nvshmem_uint64_max_reduce: __symbol(&__library, b"nvshmem_uint64_max_reduce\0")?,
+            nvshmem_size_max_reduce: __symbol(&__library, b"nvshmem_size_max_reduce\0")?,
+            nvshmem_char_max_reduce: __symbol(&__library, b"nvshmem_char_max_reduce\0")?,
+            nvshmem_schar_max_reduce: __symbol(&__library, b"nvshmem_schar_max_reduce\0")?,
+            nvshmem_short_max_reduce: __symbol(&__library, b"nvshmem_short_max_reduce\0")?,
+            nvshmem_int_max_reduce: __symbol(&__library, b"nvshmem_int_max_reduce\0")?,
+            nvshmem_long_max_reduce: __symbol(&__library, b"nvshmem_long_max_reduce\0")?,
+            nvshmem_longlong_max_reduce: __symbol(&__library, b"nvshmem_longlong_max_reduce\0")?,
+            nvshmem_bfloat16_max_reduce: __symbol(&__library, b"nvshmem_bfloat16_max_reduce\0")?,
+            nvshmem_half_max_reduce: __symbol(&__library, b"nvshmem_half_max_reduce\0")?,
+            nvshmem_float_max_reduce: __symbol(&__library, b"nvshmem_float_max_reduce\0")?,
+            nvshmem_double_max_reduce: __symbol(&__library, b"nvshmem_double_max_reduce\0")?,
+            nvshmem_uchar_min_reduce: __symbol(&__library, b"nvshmem_uchar_min_reduce\0")?,
+            nvshmem_ushort_min_reduce: __symbol(&__library, b"nvshmem_ushort_min_reduce\0")?,
+            nvshmem_uint_min_reduce: __symbol(&__library, b"nvshmem_uint_min_reduce\0")?,
+            nvshmem_ulong_min_reduce: __symbol(&__library, b"nvshmem_ulong_min_reduce\0")?,
+            nvshmem_ulonglong_min_reduce: __symbol(&__library, b"nvshmem_ulonglong_min_reduce\0")?,
+            nvshmem_int8_min_reduce: __symbol(&__library, b"nvshmem_int8_min_reduce\0")?,
+            nvshmem_int16_min_reduce: __symbol(&__library, b"nvshmem_int16_min_reduce\0")?,
+            nvshmem_int32_min_reduce: __symbol(&__library, b"nvshmem_int32_min_reduce\0")?,
+            nvshmem_int64_min_reduce: __symbol(&__library, b"nvshmem_int64_min_reduce\0")?,
+            nvshmem_uint8_min_reduce: __symbol(&__library, b"nvshmem_uint8_min_reduce\0")?,
+            nvshmem_uint16_min_reduce: __symbol(&__library, b"nvshmem_uint16_min_reduce\0")?,
+            nvshmem_uint32_min_reduce: __symbol(&__library, b"nvshmem_uint32_min_reduce\0")?,
+            nvshmem_uint64_min_reduce: __symbol(&__library, b"nvshmem_uint64_min_reduce\0")?,
+            nvshmem_size_min_reduce: __symbol(&__library, b"nvshmem_size_min_reduce\0")?,
+            nvshmem_char_min_reduce: __symbol(&__library, b"nvshmem_char_min_reduce\0")?,
+            nvshmem_schar_min_reduce: __symbol(&__library, b"nvshmem_schar_min_reduce\0")?,
+            nvshmem_short_min_reduce: __symbol(&__library, b"nvshmem_short_min_reduce\0")?,
+            nvshmem_int_min_reduce: __symbol(&__library, b"nvshmem_int_min_reduce\0")?,
+            nvshmem_long_min_reduce: __symbol(&__library, b"nvshmem_long_min_reduce\0")?,
+            nvshmem_longlong_min_reduce: __symbol(&__library, b"nvshmem_longlong_min_reduce\0")?,
+            nvshmem_bfloat16_min_reduce: __symbol(&__library, b"nvshmem_bfloat16_min_reduce\0")?,
+            nvshmem_half_min_reduce: __symbol(&__library, b"nvshmem_half_min_reduce\0")?,
+            nvshmem_float_min_reduce: __symbol(&__library, b"nvshmem_float_min_reduce\0")?,
+            nvshmem_double_min_reduce: __symbol(&__library, b"nvshmem_double_min_reduce\0")?,
+            nvshmem_uchar_sum_reduce: __symbol(&__library, b"nvshmem_uchar_sum_reduce\0")?,
+            nvshmem_ushort_sum_reduce: __symbol(&__library, b"nvshmem_ushort_sum_reduce\0")?,
+            nvshmem_uint_sum_reduce: __symbol(&__library, b"nvshmem_uint_sum_reduce\0")?,
+            nvshmem_ulong_sum_reduce: __symbol(&__library, b"nvshmem_ulong_sum_reduce\0")?,
+            nvshmem_ulonglong_sum_reduce: __symbol(&__library, b"nvshmem_ulonglong_sum_reduce\0")?,
+            nvshmem_int8_sum_reduce: __symbol(&__library, b"nvshmem_int8_sum_reduce\0")?,
+            nvshmem_int16_sum_reduce: __symbol(&__library, b"nvshmem_int16_sum_reduce\0")?,
+            nvshmem_int32_sum_reduce: __symbol(&__library, b"nvshmem_int32_sum_reduce\0")?,
+            nvshmem_int64_sum_reduce: __symbol(&__library, b"nvshmem_int64_sum_reduce\0")?,
+            nvshmem_uint8_sum_reduce: __symbol(&__library, b"nvshmem_uint8_sum_reduce\0")?,
+            nvshmem_uint16_sum_reduce: __symbol(&__library, b"nvshmem_uint16_sum_reduce\0")?,
+            nvshmem_uint32_sum_reduce: __symbol(&__library, b"nvshmem_uint32_sum_reduce\0")?,
+            nvshmem_uint64_sum_reduce: __symbol(&__library, b"nvshmem_uint64_sum_reduce\0")?,
+            nvshmem_size_sum_reduce: __symbol(&__library, b"nvshmem_size_sum_reduce\0")?,
+            nvshmem_char_sum_reduce: __symbol(&__library, b"nvshmem_char_sum_reduce\0")?,
+            nvshmem_schar_sum_reduce: __symbol(&__library, b"nvshmem_schar_sum_reduce\0")?,
+            nvshmem_short_sum_reduce: __symbol(&__library, b"nvshmem_short_sum_reduce\0")?,
+            nvshmem_int_sum_reduce: __symbol(&__library, b"nvshmem_int_sum_reduce\0")?,
+            nvshmem_long_sum_reduce: __symbol(&__library, b"nvshmem_long_sum_reduce\0")?,
+            nvshmem_longlong_sum_reduce: __symbol(&__library, b"nvshmem_longlong_sum_reduce\0")?,
+            nvshmem_bfloat16_sum_reduce: __symbol(&__library, b"nvshmem_bfloat16_sum_reduce\0")?,
+            nvshmem_half_sum_reduce: __symbol(&__library, b"nvshmem_half_sum_reduce\0")?,
+            nvshmem_float_sum_reduce: __symbol(&__library, b"nvshmem_float_sum_reduce\0")?,
+            nvshmem_double_sum_reduce: __symbol(&__library, b"nvshmem_double_sum_reduce\0")?,
+            nvshmem_uchar_prod_reduce: __symbol(&__library, b"nvshmem_uchar_prod_reduce\0")?,
+            nvshmem_ushort_prod_reduce: __symbol(&__library, b"nvshmem_ushort_prod_reduce\0")?,
+            nvshmem_uint_prod_reduce: __symbol(&__library, b"nvshmem_uint_prod_reduce\0")?,
+            nvshmem_ulong_prod_reduce: __symbol(&__library, b"nvshmem_ulong_prod_reduce\0")?,
+            nvshmem_ulonglong_prod_reduce: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_prod_reduce\0",
+            )?,
+            nvshmem_int8_prod_reduce: __symbol(&__library, b"nvshmem_int8_prod_reduce\0")?,
+            nvshmem_int16_prod_reduce: __symbol(&__library, b"nvshmem_int16_prod_reduce\0")?,
+            nvshmem_int32_prod_reduce: __symbol(&__library, b"nvshmem_int32_prod_reduce\0")?,
+            nvshmem_int64_prod_reduce: __symbol(&__library, b"nvshmem_int64_prod_reduce\0")?,
+            nvshmem_uint8_prod_reduce: __symbol(&__library, b"nvshmem_uint8_prod_reduce\0")?,
+            nvshmem_uint16_prod_reduce: __symbol(&__library, b"nvshmem_uint16_prod_reduce\0")?,
+            nvshmem_uint32_prod_reduce: __symbol(&__library, b"nvshmem_uint32_prod_reduce\0")?,
+            nvshmem_uint64_prod_reduce: __symbol(&__library, b"nvshmem_uint64_prod_reduce\0")?,
+            nvshmem_size_prod_reduce: __symbol(&__library, b"nvshmem_size_prod_reduce\0")?,
+            nvshmem_char_prod_reduce: __symbol(&__library, b"nvshmem_char_prod_reduce\0")?,
+            nvshmem_schar_prod_reduce: __symbol(&__library, b"nvshmem_schar_prod_reduce\0")?,
+            nvshmem_short_prod_reduce: __symbol(&__library, b"nvshmem_short_prod_reduce\0")?,
+            nvshmem_int_prod_reduce: __symbol(&__library, b"nvshmem_int_prod_reduce\0")?,
+            nvshmem_long_prod_reduce: __symbol(&__library, b"nvshmem_long_prod_reduce\0")?,
+            nvshmem_longlong_prod_reduce: __symbol(&__library, b"nvshmem_longlong_prod_reduce\0")?,
+            nvshmem_bfloat16_prod_reduce: __symbol(&__library, b"nvshmem_bfloat16_prod_reduce\0")?,
+            nvshmem_half_prod_reduce: __symbol(&__library, b"nvshmem_half_prod_reduce\0")?,
+            nvshmem_float_prod_reduce: __symbol(&__library, b"nvshmem_float_prod_reduce\0")?,
+            nvshmem_double_prod_reduce: __symbol(&__library, b"nvshmem_double_prod_reduce\0")?,
+            nvshmem_uchar_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uchar_and_reducescatter\0",
+            )?,
+            nvshmem_ushort_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ushort_and_reducescatter\0",
+            )?,
+            nvshmem_uint_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint_and_reducescatter\0",
+            )?,
+            nvshmem_ulong_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulong_and_reducescatter\0",
+            )?,
+            nvshmem_ulonglong_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_and_reducescatter\0",
+            )?,
+            nvshmem_int8_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int8_and_reducescatter\0",
+            )?,
+            nvshmem_int16_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int16_and_reducescatter\0",
+            )?,
+            nvshmem_int32_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int32_and_reducescatter\0",
+            )?,
+            nvshmem_int64_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int64_and_reducescatter\0",
+            )?,
+            nvshmem_uint8_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint8_and_reducescatter\0",
+            )?,
+            nvshmem_uint16_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint16_and_reducescatter\0",
+            )?,
+            nvshmem_uint32_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint32_and_reducescatter\0",
+            )?,
+            nvshmem_uint64_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint64_and_reducescatter\0",
+            )?,
+            nvshmem_size_and_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_size_and_reducescatter\0",
+            )?,
+            nvshmem_uchar_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uchar_or_reducescatter\0",
+            )?,
+            nvshmem_ushort_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ushort_or_reducescatter\0",
+            )?,
+            nvshmem_uint_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint_or_reducescatter\0",
+            )?,
+            nvshmem_ulong_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulong_or_reducescatter\0",
+            )?,
+            nvshmem_ulonglong_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_or_reducescatter\0",
+            )?,
+            nvshmem_int8_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int8_or_reducescatter\0",
+            )?,
+            nvshmem_int16_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int16_or_reducescatter\0",
+            )?,
+            nvshmem_int32_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int32_or_reducescatter\0",
+            )?,
+            nvshmem_int64_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int64_or_reducescatter\0",
+            )?,
+            nvshmem_uint8_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint8_or_reducescatter\0",
+            )?,
+            nvshmem_uint16_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint16_or_reducescatter\0",
+            )?,
+            nvshmem_uint32_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint32_or_reducescatter\0",
+            )?,
+            nvshmem_uint64_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint64_or_reducescatter\0",
+            )?,
+            nvshmem_size_or_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_size_or_reducescatter\0",
+            )?,
+            nvshmem_uchar_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uchar_xor_reducescatter\0",
+            )?,
+            nvshmem_ushort_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ushort_xor_reducescatter\0",
+            )?,
+            nvshmem_uint_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint_xor_reducescatter\0",
+            )?,
+            nvshmem_ulong_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulong_xor_reducescatter\0",
+            )?,
+            nvshmem_ulonglong_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_xor_reducescatter\0",
+            )?,
+            nvshmem_int8_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int8_xor_reducescatter\0",
+            )?,
+            nvshmem_int16_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int16_xor_reducescatter\0",
+            )?,
+            nvshmem_int32_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int32_xor_reducescatter\0",
+            )?,
+            nvshmem_int64_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int64_xor_reducescatter\0",
+            )?,
+            nvshmem_uint8_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint8_xor_reducescatter\0",
+            )?,
+            nvshmem_uint16_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint16_xor_reducescatter\0",
+            )?,
+            nvshmem_uint32_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint32_xor_reducescatter\0",
+            )?,
+            nvshmem_uint64_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint64_xor_reducescatter\0",
+            )?,
+            nvshmem_size_xor_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_size_xor_reducescatter\0",
+            )?,
+            nvshmem_uchar_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uchar_max_reducescatter\0",
+            )?,
+            nvshmem_ushort_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ushort_max_reducescatter\0",
+            )?,
+            nvshmem_uint_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint_max_reducescatter\0",
+            )?,
+            nvshmem_ulong_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulong_max_reducescatter\0",
+            )?,
+            nvshmem_ulonglong_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_max_reducescatter\0",
+            )?,
+            nvshmem_int8_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int8_max_reducescatter\0",
+            )?,
+            nvshmem_int16_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int16_max_reducescatter\0",
+            )?,
+            nvshmem_int32_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int32_max_reducescatter\0",
+            )?,
+            nvshmem_int64_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int64_max_reducescatter\0",
+            )?,
+            nvshmem_uint8_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint8_max_reducescatter\0",
+            )?,
+            nvshmem_uint16_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint16_max_reducescatter\0",
+            )?,
+            nvshmem_uint32_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint32_max_reducescatter\0",
+            )?,
+            nvshmem_uint64_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint64_max_reducescatter\0",
+            )?,
+            nvshmem_size_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_size_max_reducescatter\0",
+            )?,
+            nvshmem_char_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_char_max_reducescatter\0",
+            )?,
+            nvshmem_schar_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_schar_max_reducescatter\0",
+            )?,
+            nvshmem_short_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_short_max_reducescatter\0",
+            )?,
+            nvshmem_int_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int_max_reducescatter\0",
+            )?,
+            nvshmem_long_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_long_max_reducescatter\0",
+            )?,
+            nvshmem_longlong_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_longlong_max_reducescatter\0",
+            )?,
+            nvshmem_bfloat16_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_bfloat16_max_reducescatter\0",
+            )?,
+            nvshmem_half_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_half_max_reducescatter\0",
+            )?,
+            nvshmem_float_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_float_max_reducescatter\0",
+            )?,
+            nvshmem_double_max_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_double_max_reducescatter\0",
+            )?,
+            nvshmem_uchar_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uchar_min_reducescatter\0",
+            )?,
+            nvshmem_ushort_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ushort_min_reducescatter\0",
+            )?,
+            nvshmem_uint_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint_min_reducescatter\0",
+            )?,
+            nvshmem_ulong_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulong_min_reducescatter\0",
+            )?,
+            nvshmem_ulonglong_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_min_reducescatter\0",
+            )?,
+            nvshmem_int8_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int8_min_reducescatter\0",
+            )?,
+            nvshmem_int16_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int16_min_reducescatter\0",
+            )?,
+            nvshmem_int32_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int32_min_reducescatter\0",
+            )?,
+            nvshmem_int64_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int64_min_reducescatter\0",
+            )?,
+            nvshmem_uint8_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint8_min_reducescatter\0",
+            )?,
+            nvshmem_uint16_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint16_min_reducescatter\0",
+            )?,
+            nvshmem_uint32_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint32_min_reducescatter\0",
+            )?,
+            nvshmem_uint64_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint64_min_reducescatter\0",
+            )?,
+            nvshmem_size_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_size_min_reducescatter\0",
+            )?,
+            nvshmem_char_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_char_min_reducescatter\0",
+            )?,
+            nvshmem_schar_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_schar_min_reducescatter\0",
+            )?,
+            nvshmem_short_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_short_min_reducescatter\0",
+            )?,
+            nvshmem_int_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int_min_reducescatter\0",
+            )?,
+            nvshmem_long_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_long_min_reducescatter\0",
+            )?,
+            nvshmem_longlong_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_longlong_min_reducescatter\0",
+            )?,
+            nvshmem_bfloat16_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_bfloat16_min_reducescatter\0",
+            )?,
+            nvshmem_half_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_half_min_reducescatter\0",
+            )?,
+            nvshmem_float_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_float_min_reducescatter\0",
+            )?,
+            nvshmem_double_min_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_double_min_reducescatter\0",
+            )?,
+            nvshmem_uchar_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uchar_sum_reducescatter\0",
+            )?,
+            nvshmem_ushort_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ushort_sum_reducescatter\0",
+            )?,
+            nvshmem_uint_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint_sum_reducescatter\0",
+            )?,
+            nvshmem_ulong_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulong_sum_reducescatter\0",
+            )?,
+            nvshmem_ulonglong_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_sum_reducescatter\0",
+            )?,
+            nvshmem_int8_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int8_sum_reducescatter\0",
+            )?,
+            nvshmem_int16_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int16_sum_reducescatter\0",
+            )?,
+            nvshmem_int32_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int32_sum_reducescatter\0",
+            )?,
+            nvshmem_int64_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int64_sum_reducescatter\0",
+            )?,
+            nvshmem_uint8_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint8_sum_reducescatter\0",
+            )?,
+            nvshmem_uint16_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint16_sum_reducescatter\0",
+            )?,
+            nvshmem_uint32_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint32_sum_reducescatter\0",
+            )?,
+            nvshmem_uint64_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint64_sum_reducescatter\0",
+            )?,
+            nvshmem_size_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_size_sum_reducescatter\0",
+            )?,
+            nvshmem_char_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_char_sum_reducescatter\0",
+            )?,
+            nvshmem_schar_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_schar_sum_reducescatter\0",
+            )?,
+            nvshmem_short_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_short_sum_reducescatter\0",
+            )?,
+            nvshmem_int_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int_sum_reducescatter\0",
+            )?,
+            nvshmem_long_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_long_sum_reducescatter\0",
+            )?,
+            nvshmem_longlong_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_longlong_sum_reducescatter\0",
+            )?,
+            nvshmem_bfloat16_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_bfloat16_sum_reducescatter\0",
+            )?,
+            nvshmem_half_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_half_sum_reducescatter\0",
+            )?,
+            nvshmem_float_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_float_sum_reducescatter\0",
+            )?,
+            nvshmem_double_sum_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_double_sum_reducescatter\0",
+            )?,
+            nvshmem_uchar_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uchar_prod_reducescatter\0",
+            )?,
+            nvshmem_ushort_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ushort_prod_reducescatter\0",
+            )?,
+            nvshmem_uint_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint_prod_reducescatter\0",
+            )?,
+            nvshmem_ulong_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulong_prod_reducescatter\0",
+            )?,
+            nvshmem_ulonglong_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_ulonglong_prod_reducescatter\0",
+            )?,
+            nvshmem_int8_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int8_prod_reducescatter\0",
+            )?,
+            nvshmem_int16_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int16_prod_reducescatter\0",
+            )?,
+            nvshmem_int32_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int32_prod_reducescatter\0",
+            )?,
+            nvshmem_int64_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int64_prod_reducescatter\0",
+            )?,
+            nvshmem_uint8_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint8_prod_reducescatter\0",
+            )?,
+            nvshmem_uint16_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint16_prod_reducescatter\0",
+            )?,
+            nvshmem_uint32_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint32_prod_reducescatter\0",
+            )?,
+            nvshmem_uint64_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_uint64_prod_reducescatter\0",
+            )?,
+            nvshmem_size_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_size_prod_reducescatter\0",
+            )?,
+            nvshmem_char_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_char_prod_reducescatter\0",
+            )?,
+            nvshmem_schar_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_schar_prod_reducescatter\0",
+            )?,
+            nvshmem_short_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_short_prod_reducescatter\0",
+            )?,
+            nvshmem_int_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_int_prod_reducescatter\0",
+            )?,
+            nvshmem_long_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_long_prod_reducescatter\0",
+            )?,
+            nvshmem_longlong_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_longlong_prod_reducescatter\0",
+            )?,
+            nvshmem_bfloat16_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_bfloat16_prod_reducescatter\0",
+            )?,
+            nvshmem_half_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_half_prod_reducescatter\0",
+            )?,
+            nvshmem_float_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_float_prod_reducescatter\0",
+            )?,
+            nvshmem_double_prod_reducescatter: __symbol(
+                &__library,
+                b"nvshmem_double_prod_reducescatter\0",
+            )?,
+            nvshmemx_bfloat16_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_alltoall_on_stream\0",
+            )?,
+            nvshmemx_half_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_alltoall_on_stream\0",
+            )?,
+            nvshmemx_float_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_alltoall_on_stream\0",
+            )?,
+            nvshmemx_double_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_alltoall_on_stream\0",
+            )?,
+            nvshmemx_char_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_alltoall_on_stream\0",
+            )?,
+            nvshmemx_short_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_alltoall_on_stream\0",
+            )?,
+            nvshmemx_schar_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_alltoall_on_stream\0",
+            )?,
+            nvshmemx_int_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_alltoall_on_stream\0",
+            )?,
+            nvshmemx_long_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_alltoall_on_stream\0",
+            )?,
+            nvshmemx_longlong_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_alltoall_on_stream\0",
+            )?,
+            nvshmemx_uchar_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_alltoall_on_stream\0",
+            )?,
+            nvshmemx_ushort_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_alltoall_on_stream\0",
+            )?,
+            nvshmemx_uint_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_alltoall_on_stream\0",
+            )?,
+            nvshmemx_ulong_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_alltoall_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_alltoall_on_stream\0",
+            )?,
+            nvshmemx_int8_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_alltoall_on_stream\0",
+            )?,
+            nvshmemx_int16_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_alltoall_on_stream\0",
+            )?,
+            nvshmemx_int32_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_alltoall_on_stream\0",
+            )?,
+            nvshmemx_int64_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_alltoall_on_stream\0",
+            )?,
+            nvshmemx_uint8_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_alltoall_on_stream\0",
+            )?,
+            nvshmemx_uint16_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_alltoall_on_stream\0",
+            )?,
+            nvshmemx_uint32_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_alltoall_on_stream\0",
+            )?,
+            nvshmemx_uint64_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_alltoall_on_stream\0",
+            )?,
+            nvshmemx_size_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_alltoall_on_stream\0",
+            )?,
+            nvshmemx_ptrdiff_alltoall_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_alltoall_on_stream\0",
+            )?,
+            nvshmemx_alltoallmem_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_alltoallmem_on_stream\0",
+            )?,
+            nvshmemx_barrier_on_stream: __symbol(&__library, b"nvshmemx_barrier_on_stream\0")?,
+            nvshmemx_barrier_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_barrier_all_on_stream\0",
+            )?,
+            nvshmemx_team_sync_on_stream: __symbol(&__library, b"nvshmemx_team_sync_on_stream\0")?,
+            nvshmemx_sync_all_on_stream: __symbol(&__library, b"nvshmemx_sync_all_on_stream\0")?,
+            nvshmemx_bfloat16_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_broadcast_on_stream\0",
+            )?,
+            nvshmemx_half_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_broadcast_on_stream\0",
+            )?,
+            nvshmemx_float_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_broadcast_on_stream\0",
+            )?,
+            nvshmemx_double_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_broadcast_on_stream\0",
+            )?,
+            nvshmemx_char_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_broadcast_on_stream\0",
+            )?,
+            nvshmemx_short_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_broadcast_on_stream\0",
+            )?,
+            nvshmemx_schar_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_broadcast_on_stream\0",
+            )?,
+            nvshmemx_int_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_broadcast_on_stream\0",
+            )?,
+            nvshmemx_long_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_broadcast_on_stream\0",
+            )?,
+            nvshmemx_longlong_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_broadcast_on_stream\0",
+            )?,
+            nvshmemx_uchar_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_broadcast_on_stream\0",
+            )?,
+            nvshmemx_ushort_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_broadcast_on_stream\0",
+            )?,
+            nvshmemx_uint_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_broadcast_on_stream\0",
+            )?,
+            nvshmemx_ulong_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_broadcast_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_broadcast_on_stream\0",
+            )?,
+            nvshmemx_int8_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_broadcast_on_stream\0",
+            )?,
+            nvshmemx_int16_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_broadcast_on_stream\0",
+            )?,
+            nvshmemx_int32_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_broadcast_on_stream\0",
+            )?,
+            nvshmemx_int64_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_broadcast_on_stream\0",
+            )?,
+            nvshmemx_uint8_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_broadcast_on_stream\0",
+            )?,
+            nvshmemx_uint16_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_broadcast_on_stream\0",
+            )?,
+            nvshmemx_uint32_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_broadcast_on_stream\0",
+            )?,
+            nvshmemx_uint64_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_broadcast_on_stream\0",
+            )?,
+            nvshmemx_size_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_broadcast_on_stream\0",
+            )?,
+            nvshmemx_ptrdiff_broadcast_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_broadcast_on_stream\0",
+            )?,
+            nvshmemx_broadcastmem_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_broadcastmem_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_fcollect_on_stream\0",
+            )?,
+            nvshmemx_half_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_fcollect_on_stream\0",
+            )?,
+            nvshmemx_float_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_fcollect_on_stream\0",
+            )?,
+            nvshmemx_double_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_fcollect_on_stream\0",
+            )?,
+            nvshmemx_char_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_fcollect_on_stream\0",
+            )?,
+            nvshmemx_short_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_fcollect_on_stream\0",
+            )?,
+            nvshmemx_schar_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_fcollect_on_stream\0",
+            )?,
+            nvshmemx_int_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_fcollect_on_stream\0",
+            )?,
+            nvshmemx_long_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_fcollect_on_stream\0",
+            )?,
+            nvshmemx_longlong_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_fcollect_on_stream\0",
+            )?,
+            nvshmemx_uchar_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_fcollect_on_stream\0",
+            )?,
+            nvshmemx_ushort_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_fcollect_on_stream\0",
+            )?,
+            nvshmemx_uint_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_fcollect_on_stream\0",
+            )?,
+            nvshmemx_ulong_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_fcollect_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_fcollect_on_stream\0",
+            )?,
+            nvshmemx_int8_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_fcollect_on_stream\0",
+            )?,
+            nvshmemx_int16_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_fcollect_on_stream\0",
+            )?,
+            nvshmemx_int32_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_fcollect_on_stream\0",
+            )?,
+            nvshmemx_int64_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_fcollect_on_stream\0",
+            )?,
+            nvshmemx_uint8_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_fcollect_on_stream\0",
+            )?,
+            nvshmemx_uint16_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_fcollect_on_stream\0",
+            )?,
+            nvshmemx_uint32_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_fcollect_on_stream\0",
+            )?,
+            nvshmemx_uint64_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_fcollect_on_stream\0",
+            )?,
+            nvshmemx_size_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_fcollect_on_stream\0",
+            )?,
+            nvshmemx_ptrdiff_fcollect_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_fcollect_on_stream\0",
+            )?,
+            nvshmemx_fcollectmem_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_fcollectmem_on_stream\0",
+            )?,
+            nvshmemx_uchar_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_ushort_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulong_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_int8_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_int16_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_int32_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_int64_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint8_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint16_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint32_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint64_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_size_and_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_and_reduce_on_stream\0",
+            )?,
+            nvshmemx_uchar_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_ushort_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulong_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_int8_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_int16_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_int32_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_int64_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint8_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint16_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint32_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint64_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_size_or_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_or_reduce_on_stream\0",
+            )?,
+            nvshmemx_uchar_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_ushort_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulong_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_int8_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_int16_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_int32_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_int64_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint8_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint16_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint32_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint64_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_size_xor_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_xor_reduce_on_stream\0",
+            )?,
+            nvshmemx_uchar_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_ushort_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulong_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_int8_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_int16_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_int32_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_int64_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint8_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint16_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint32_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint64_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_size_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_char_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_schar_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_short_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_int_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_long_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_longlong_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_half_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_float_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_double_max_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_max_reduce_on_stream\0",
+            )?,
+            nvshmemx_uchar_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_ushort_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulong_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_int8_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_int16_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_int32_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_int64_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint8_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint16_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint32_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint64_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_size_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_char_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_schar_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_short_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_int_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_long_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_longlong_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_half_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_float_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_double_min_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_min_reduce_on_stream\0",
+            )?,
+            nvshmemx_uchar_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_ushort_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulong_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_int8_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_int16_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_int32_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_int64_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint8_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint16_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint32_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint64_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_size_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_char_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_schar_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_short_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_int_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_long_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_longlong_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_half_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_float_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_double_sum_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_sum_reduce_on_stream\0",
+            )?,
+            nvshmemx_uchar_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_ushort_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulong_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_int8_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_int16_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_int32_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_int64_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint8_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint16_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint32_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_uint64_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_size_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_char_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_schar_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_short_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_int_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_long_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_longlong_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_half_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_float_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_double_prod_reduce_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_prod_reduce_on_stream\0",
+            )?,
+            nvshmemx_uchar_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ushort_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulong_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int8_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int16_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int32_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int64_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint8_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint16_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint32_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint64_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_size_and_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_and_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uchar_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ushort_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulong_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int8_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int16_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int32_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int64_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint8_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint16_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint32_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint64_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_size_or_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_or_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uchar_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ushort_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulong_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int8_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int16_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int32_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int64_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint8_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint16_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint32_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint64_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_size_xor_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_xor_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uchar_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ushort_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulong_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int8_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int16_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int32_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int64_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint8_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint16_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint32_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint64_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_size_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_char_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_schar_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_short_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_long_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_longlong_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_half_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_float_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_double_max_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_max_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uchar_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ushort_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulong_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int8_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int16_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int32_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int64_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint8_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint16_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint32_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint64_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_size_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_char_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_schar_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_short_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_long_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_longlong_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_half_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_float_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_double_min_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_min_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uchar_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ushort_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulong_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int8_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int16_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int32_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int64_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint8_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint16_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint32_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint64_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_size_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_char_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_schar_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_short_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_long_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_longlong_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_half_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_float_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_double_sum_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_sum_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uchar_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ushort_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulong_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int8_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int16_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int32_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int64_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint8_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint16_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint32_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_uint64_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_size_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_char_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_schar_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_short_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_int_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_long_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_longlong_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_half_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_float_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_double_prod_reducescatter_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_prod_reducescatter_on_stream\0",
+            )?,
+            nvshmemx_buffer_register: __symbol(&__library, b"nvshmemx_buffer_register\0")?,
+            nvshmemx_buffer_unregister: __symbol(&__library, b"nvshmemx_buffer_unregister\0")?,
+            nvshmemx_buffer_unregister_all: __symbol(
+                &__library,
+                b"nvshmemx_buffer_unregister_all\0",
+            )?,
+            nvshmemx_hostlib_init_attr: __symbol(&__library, b"nvshmemx_hostlib_init_attr\0")?,
+            nvshmemx_hostlib_finalize: __symbol(&__library, b"nvshmemx_hostlib_finalize\0")?,
+            nvshmemx_set_attr_uniqueid_args: __symbol(
+                &__library,
+                b"nvshmemx_set_attr_uniqueid_args\0",
+            )?,
+            nvshmemx_set_attr_mpi_comm_args: __symbol(
+                &__library,
+                b"nvshmemx_set_attr_mpi_comm_args\0",
+            )?,
+            nvshmemx_get_uniqueid: __symbol(&__library, b"nvshmemx_get_uniqueid\0")?,
+            nvshmemx_cumodule_init: __symbol(&__library, b"nvshmemx_cumodule_init\0")?,
+            nvshmemx_cumodule_finalize: __symbol(&__library, b"nvshmemx_cumodule_finalize\0")?,
+            nvshmemx_buffer_register_symmetric: __symbol(
+                &__library,
+                b"nvshmemx_buffer_register_symmetric\0",
+            )?,
+            nvshmemx_buffer_unregister_symmetric: __symbol(
+                &__library,
+                b"nvshmemx_buffer_unregister_symmetric\0",
+            )?,
+            nvshmemx_culibrary_init: __symbol(&__library, b"nvshmemx_culibrary_init\0")?,
+            nvshmemx_culibrary_finalize: __symbol(&__library, b"nvshmemx_culibrary_finalize\0")?,
+            nvshmemx_bfloat16_p_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_p_on_stream\0",
+            )?,
+            nvshmemx_half_p_on_stream: __symbol(&__library, b"nvshmemx_half_p_on_stream\0")?,
+            nvshmemx_float_p_on_stream: __symbol(&__library, b"nvshmemx_float_p_on_stream\0")?,
+            nvshmemx_double_p_on_stream: __symbol(&__library, b"nvshmemx_double_p_on_stream\0")?,
+            nvshmemx_char_p_on_stream: __symbol(&__library, b"nvshmemx_char_p_on_stream\0")?,
+            nvshmemx_short_p_on_stream: __symbol(&__library, b"nvshmemx_short_p_on_stream\0")?,
+            nvshmemx_schar_p_on_stream: __symbol(&__library, b"nvshmemx_schar_p_on_stream\0")?,
+            nvshmemx_int_p_on_stream: __symbol(&__library, b"nvshmemx_int_p_on_stream\0")?,
+            nvshmemx_long_p_on_stream: __symbol(&__library, b"nvshmemx_long_p_on_stream\0")?,
+            nvshmemx_longlong_p_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_p_on_stream\0",
+            )?,
+            nvshmemx_uchar_p_on_stream: __symbol(&__library, b"nvshmemx_uchar_p_on_stream\0")?,
+            nvshmemx_ushort_p_on_stream: __symbol(&__library, b"nvshmemx_ushort_p_on_stream\0")?,
+            nvshmemx_uint_p_on_stream: __symbol(&__library, b"nvshmemx_uint_p_on_stream\0")?,
+            nvshmemx_ulong_p_on_stream: __symbol(&__library, b"nvshmemx_ulong_p_on_stream\0")?,
+            nvshmemx_ulonglong_p_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_p_on_stream\0",
+            )?,
+            nvshmemx_int8_p_on_stream: __symbol(&__library, b"nvshmemx_int8_p_on_stream\0")?,
+            nvshmemx_int16_p_on_stream: __symbol(&__library, b"nvshmemx_int16_p_on_stream\0")?,
+            nvshmemx_int32_p_on_stream: __symbol(&__library, b"nvshmemx_int32_p_on_stream\0")?,
+            nvshmemx_int64_p_on_stream: __symbol(&__library, b"nvshmemx_int64_p_on_stream\0")?,
+            nvshmemx_uint8_p_on_stream: __symbol(&__library, b"nvshmemx_uint8_p_on_stream\0")?,
+            nvshmemx_uint16_p_on_stream: __symbol(&__library, b"nvshmemx_uint16_p_on_stream\0")?,
+            nvshmemx_uint32_p_on_stream: __symbol(&__library, b"nvshmemx_uint32_p_on_stream\0")?,
+            nvshmemx_uint64_p_on_stream: __symbol(&__library, b"nvshmemx_uint64_p_on_stream\0")?,
+            nvshmemx_size_p_on_stream: __symbol(&__library, b"nvshmemx_size_p_on_stream\0")?,
+            nvshmemx_ptrdiff_p_on_stream: __symbol(&__library, b"nvshmemx_ptrdiff_p_on_stream\0")?,
+            nvshmemx_bfloat16_put_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_put_on_stream\0",
+            )?,
+            nvshmemx_half_put_on_stream: __symbol(&__library, b"nvshmemx_half_put_on_stream\0")?,
+            nvshmemx_float_put_on_stream: __symbol(&__library, b"nvshmemx_float_put_on_stream\0")?,
+            nvshmemx_double_put_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_put_on_stream\0",
+            )?,
+            nvshmemx_char_put_on_stream: __symbol(&__library, b"nvshmemx_char_put_on_stream\0")?,
+            nvshmemx_short_put_on_stream: __symbol(&__library, b"nvshmemx_short_put_on_stream\0")?,
+            nvshmemx_schar_put_on_stream: __symbol(&__library, b"nvshmemx_schar_put_on_stream\0")?,
+            nvshmemx_int_put_on_stream: __symbol(&__library, b"nvshmemx_int_put_on_stream\0")?,
+            nvshmemx_long_put_on_stream: __symbol(&__library, b"nvshmemx_long_put_on_stream\0")?,
+            nvshmemx_longlong_put_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_put_on_stream\0",
+            )?,
+            nvshmemx_uchar_put_on_stream: __symbol(&__library, b"nvshmemx_uchar_put_on_stream\0")?,
+            nvshmemx_ushort_put_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_put_on_stream\0",
+            )?,
+            nvshmemx_uint_put_on_stream: __symbol(&__library, b"nvshmemx_uint_put_on_stream\0")?,
+            nvshmemx_ulong_put_on_stream: __symbol(&__library, b"nvshmemx_ulong_put_on_stream\0")?,
+            nvshmemx_ulonglong_put_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_put_on_stream\0",
+            )?,
+            nvshmemx_int8_put_on_stream: __symbol(&__library, b"nvshmemx_int8_put_on_stream\0")?,
+            nvshmemx_int16_put_on_stream: __symbol(&__library, b"nvshmemx_int16_put_on_stream\0")?,
+            nvshmemx_int32_put_on_stream: __symbol(&__library, b"nvshmemx_int32_put_on_stream\0")?,
+            nvshmemx_int64_put_on_stream: __symbol(&__library, b"nvshmemx_int64_put_on_stream\0")?,
+            nvshmemx_uint8_put_on_stream: __symbol(&__library, b"nvshmemx_uint8_put_on_stream\0")?,
+            nvshmemx_uint16_put_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_put_on_stream\0",
+            )?,
+            nvshmemx_uint32_put_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_put_on_stream\0",
+            )?,
+            nvshmemx_uint64_put_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_put_on_stream\0",
+            )?,
+            nvshmemx_size_put_on_stream: __symbol(&__library, b"nvshmemx_size_put_on_stream\0")?,
+            nvshmemx_ptrdiff_put_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_put_on_stream\0",
+            )?,
+            nvshmemx_put8_on_stream: __symbol(&__library, b"nvshmemx_put8_on_stream\0")?,
+            nvshmemx_put16_on_stream: __symbol(&__library, b"nvshmemx_put16_on_stream\0")?,
+            nvshmemx_put32_on_stream: __symbol(&__library, b"nvshmemx_put32_on_stream\0")?,
+            nvshmemx_put64_on_stream: __symbol(&__library, b"nvshmemx_put64_on_stream\0")?,
+            nvshmemx_put128_on_stream: __symbol(&__library, b"nvshmemx_put128_on_stream\0")?,
+            nvshmemx_putmem_on_stream: __symbol(&__library, b"nvshmemx_putmem_on_stream\0")?,
+            nvshmemx_bfloat16_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_put_signal_on_stream\0",
+            )?,
+            nvshmemx_half_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_put_signal_on_stream\0",
+            )?,
+            nvshmemx_float_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_put_signal_on_stream\0",
+            )?,
+            nvshmemx_double_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_put_signal_on_stream\0",
+            )?,
+            nvshmemx_char_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_put_signal_on_stream\0",
+            )?,
+            nvshmemx_short_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_put_signal_on_stream\0",
+            )?,
+            nvshmemx_schar_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_put_signal_on_stream\0",
+            )?,
+            nvshmemx_int_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_put_signal_on_stream\0",
+            )?,
+            nvshmemx_long_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_put_signal_on_stream\0",
+            )?,
+            nvshmemx_longlong_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_put_signal_on_stream\0",
+            )?,
+            nvshmemx_uchar_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_put_signal_on_stream\0",
+            )?,
+            nvshmemx_ushort_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_put_signal_on_stream\0",
+            )?,
+            nvshmemx_uint_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_put_signal_on_stream\0",
+            )?,
+            nvshmemx_ulong_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_put_signal_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_put_signal_on_stream\0",
+            )?,
+            nvshmemx_int8_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_put_signal_on_stream\0",
+            )?,
+            nvshmemx_int16_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_put_signal_on_stream\0",
+            )?,
+            nvshmemx_int32_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_put_signal_on_stream\0",
+            )?,
+            nvshmemx_int64_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_put_signal_on_stream\0",
+            )?,
+            nvshmemx_uint8_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_put_signal_on_stream\0",
+            )?,
+            nvshmemx_uint16_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_put_signal_on_stream\0",
+            )?,
+            nvshmemx_uint32_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_put_signal_on_stream\0",
+            )?,
+            nvshmemx_uint64_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_put_signal_on_stream\0",
+            )?,
+            nvshmemx_size_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_put_signal_on_stream\0",
+            )?,
+            nvshmemx_ptrdiff_put_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_put_signal_on_stream\0",
+            )?,
+            nvshmemx_put8_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_put8_signal_on_stream\0",
+            )?,
+            nvshmemx_put16_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_put16_signal_on_stream\0",
+            )?,
+            nvshmemx_put32_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_put32_signal_on_stream\0",
+            )?,
+            nvshmemx_put64_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_put64_signal_on_stream\0",
+            )?,
+            nvshmemx_put128_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_put128_signal_on_stream\0",
+            )?,
+            nvshmemx_putmem_signal_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_putmem_signal_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_half_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_float_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_double_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_char_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_short_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_schar_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_int_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_long_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_longlong_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_uchar_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_ushort_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_ulong_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_int8_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_int16_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_int32_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_int64_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint8_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint16_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint32_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint64_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_size_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_ptrdiff_put_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_put_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_put8_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_put8_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_put16_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_put16_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_put32_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_put32_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_put64_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_put64_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_put128_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_put128_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_putmem_signal_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_putmem_signal_nbi_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_iput_on_stream\0",
+            )?,
+            nvshmemx_half_iput_on_stream: __symbol(&__library, b"nvshmemx_half_iput_on_stream\0")?,
+            nvshmemx_float_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_iput_on_stream\0",
+            )?,
+            nvshmemx_double_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_iput_on_stream\0",
+            )?,
+            nvshmemx_char_iput_on_stream: __symbol(&__library, b"nvshmemx_char_iput_on_stream\0")?,
+            nvshmemx_short_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_iput_on_stream\0",
+            )?,
+            nvshmemx_schar_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_iput_on_stream\0",
+            )?,
+            nvshmemx_int_iput_on_stream: __symbol(&__library, b"nvshmemx_int_iput_on_stream\0")?,
+            nvshmemx_long_iput_on_stream: __symbol(&__library, b"nvshmemx_long_iput_on_stream\0")?,
+            nvshmemx_longlong_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_iput_on_stream\0",
+            )?,
+            nvshmemx_uchar_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_iput_on_stream\0",
+            )?,
+            nvshmemx_ushort_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_iput_on_stream\0",
+            )?,
+            nvshmemx_uint_iput_on_stream: __symbol(&__library, b"nvshmemx_uint_iput_on_stream\0")?,
+            nvshmemx_ulong_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_iput_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_iput_on_stream\0",
+            )?,
+            nvshmemx_int8_iput_on_stream: __symbol(&__library, b"nvshmemx_int8_iput_on_stream\0")?,
+            nvshmemx_int16_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_iput_on_stream\0",
+            )?,
+            nvshmemx_int32_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_iput_on_stream\0",
+            )?,
+            nvshmemx_int64_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_iput_on_stream\0",
+            )?,
+            nvshmemx_uint8_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_iput_on_stream\0",
+            )?,
+            nvshmemx_uint16_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_iput_on_stream\0",
+            )?,
+            nvshmemx_uint32_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_iput_on_stream\0",
+            )?,
+            nvshmemx_uint64_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_iput_on_stream\0",
+            )?,
+            nvshmemx_size_iput_on_stream: __symbol(&__library, b"nvshmemx_size_iput_on_stream\0")?,
+            nvshmemx_ptrdiff_iput_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_iput_on_stream\0",
+            )?,
+            nvshmemx_iput8_on_stream: __symbol(&__library, b"nvshmemx_iput8_on_stream\0")?,
+            nvshmemx_iput16_on_stream: __symbol(&__library, b"nvshmemx_iput16_on_stream\0")?,
+            nvshmemx_iput32_on_stream: __symbol(&__library, b"nvshmemx_iput32_on_stream\0")?,
+            nvshmemx_iput64_on_stream: __symbol(&__library, b"nvshmemx_iput64_on_stream\0")?,
+            nvshmemx_iput128_on_stream: __symbol(&__library, b"nvshmemx_iput128_on_stream\0")?,
+            nvshmemx_bfloat16_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_half_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_float_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_double_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_char_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_short_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_schar_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_int_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_long_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_longlong_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_uchar_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_ushort_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_ulong_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_int8_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_int16_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_int32_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_int64_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint8_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint16_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint32_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint64_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_size_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_ptrdiff_put_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_put_nbi_on_stream\0",
+            )?,
+            nvshmemx_put8_nbi_on_stream: __symbol(&__library, b"nvshmemx_put8_nbi_on_stream\0")?,
+            nvshmemx_put16_nbi_on_stream: __symbol(&__library, b"nvshmemx_put16_nbi_on_stream\0")?,
+            nvshmemx_put32_nbi_on_stream: __symbol(&__library, b"nvshmemx_put32_nbi_on_stream\0")?,
+            nvshmemx_put64_nbi_on_stream: __symbol(&__library, b"nvshmemx_put64_nbi_on_stream\0")?,
+            nvshmemx_put128_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_put128_nbi_on_stream\0",
+            )?,
+            nvshmemx_putmem_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_putmem_nbi_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_g_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_g_on_stream\0",
+            )?,
+            nvshmemx_half_g_on_stream: __symbol(&__library, b"nvshmemx_half_g_on_stream\0")?,
+            nvshmemx_float_g_on_stream: __symbol(&__library, b"nvshmemx_float_g_on_stream\0")?,
+            nvshmemx_double_g_on_stream: __symbol(&__library, b"nvshmemx_double_g_on_stream\0")?,
+            nvshmemx_char_g_on_stream: __symbol(&__library, b"nvshmemx_char_g_on_stream\0")?,
+            nvshmemx_short_g_on_stream: __symbol(&__library, b"nvshmemx_short_g_on_stream\0")?,
+            nvshmemx_schar_g_on_stream: __symbol(&__library, b"nvshmemx_schar_g_on_stream\0")?,
+            nvshmemx_int_g_on_stream: __symbol(&__library, b"nvshmemx_int_g_on_stream\0")?,
+            nvshmemx_long_g_on_stream: __symbol(&__library, b"nvshmemx_long_g_on_stream\0")?,
+            nvshmemx_longlong_g_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_g_on_stream\0",
+            )?,
+            nvshmemx_uchar_g_on_stream: __symbol(&__library, b"nvshmemx_uchar_g_on_stream\0")?,
+            nvshmemx_ushort_g_on_stream: __symbol(&__library, b"nvshmemx_ushort_g_on_stream\0")?,
+            nvshmemx_uint_g_on_stream: __symbol(&__library, b"nvshmemx_uint_g_on_stream\0")?,
+            nvshmemx_ulong_g_on_stream: __symbol(&__library, b"nvshmemx_ulong_g_on_stream\0")?,
+            nvshmemx_ulonglong_g_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_g_on_stream\0",
+            )?,
+            nvshmemx_int8_g_on_stream: __symbol(&__library, b"nvshmemx_int8_g_on_stream\0")?,
+            nvshmemx_int16_g_on_stream: __symbol(&__library, b"nvshmemx_int16_g_on_stream\0")?,
+            nvshmemx_int32_g_on_stream: __symbol(&__library, b"nvshmemx_int32_g_on_stream\0")?,
+            nvshmemx_int64_g_on_stream: __symbol(&__library, b"nvshmemx_int64_g_on_stream\0")?,
+            nvshmemx_uint8_g_on_stream: __symbol(&__library, b"nvshmemx_uint8_g_on_stream\0")?,
+            nvshmemx_uint16_g_on_stream: __symbol(&__library, b"nvshmemx_uint16_g_on_stream\0")?,
+            nvshmemx_uint32_g_on_stream: __symbol(&__library, b"nvshmemx_uint32_g_on_stream\0")?,
+            nvshmemx_uint64_g_on_stream: __symbol(&__library, b"nvshmemx_uint64_g_on_stream\0")?,
+            nvshmemx_size_g_on_stream: __symbol(&__library, b"nvshmemx_size_g_on_stream\0")?,
+            nvshmemx_ptrdiff_g_on_stream: __symbol(&__library, b"nvshmemx_ptrdiff_g_on_stream\0")?,
+            nvshmemx_bfloat16_get_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_get_on_stream\0",
+            )?,
+            nvshmemx_half_get_on_stream: __symbol(&__library, b"nvshmemx_half_get_on_stream\0")?,
+            nvshmemx_float_get_on_stream: __symbol(&__library, b"nvshmemx_float_get_on_stream\0")?,
+            nvshmemx_double_get_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_get_on_stream\0",
+            )?,
+            nvshmemx_char_get_on_stream: __symbol(&__library, b"nvshmemx_char_get_on_stream\0")?,
+            nvshmemx_short_get_on_stream: __symbol(&__library, b"nvshmemx_short_get_on_stream\0")?,
+            nvshmemx_schar_get_on_stream: __symbol(&__library, b"nvshmemx_schar_get_on_stream\0")?,
+            nvshmemx_int_get_on_stream: __symbol(&__library, b"nvshmemx_int_get_on_stream\0")?,
+            nvshmemx_long_get_on_stream: __symbol(&__library, b"nvshmemx_long_get_on_stream\0")?,
+            nvshmemx_longlong_get_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_get_on_stream\0",
+            )?,
+            nvshmemx_uchar_get_on_stream: __symbol(&__library, b"nvshmemx_uchar_get_on_stream\0")?,
+            nvshmemx_ushort_get_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_get_on_stream\0",
+            )?,
+            nvshmemx_uint_get_on_stream: __symbol(&__library, b"nvshmemx_uint_get_on_stream\0")?,
+            nvshmemx_ulong_get_on_stream: __symbol(&__library, b"nvshmemx_ulong_get_on_stream\0")?,
+            nvshmemx_ulonglong_get_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_get_on_stream\0",
+            )?,
+            nvshmemx_int8_get_on_stream: __symbol(&__library, b"nvshmemx_int8_get_on_stream\0")?,
+            nvshmemx_int16_get_on_stream: __symbol(&__library, b"nvshmemx_int16_get_on_stream\0")?,
+            nvshmemx_int32_get_on_stream: __symbol(&__library, b"nvshmemx_int32_get_on_stream\0")?,
+            nvshmemx_int64_get_on_stream: __symbol(&__library, b"nvshmemx_int64_get_on_stream\0")?,
+            nvshmemx_uint8_get_on_stream: __symbol(&__library, b"nvshmemx_uint8_get_on_stream\0")?,
+            nvshmemx_uint16_get_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_get_on_stream\0",
+            )?,
+            nvshmemx_uint32_get_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_get_on_stream\0",
+            )?,
+            nvshmemx_uint64_get_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_get_on_stream\0",
+            )?,
+            nvshmemx_size_get_on_stream: __symbol(&__library, b"nvshmemx_size_get_on_stream\0")?,
+            nvshmemx_ptrdiff_get_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_get_on_stream\0",
+            )?,
+            nvshmemx_bfloat16_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_iget_on_stream\0",
+            )?,
+            nvshmemx_half_iget_on_stream: __symbol(&__library, b"nvshmemx_half_iget_on_stream\0")?,
+            nvshmemx_float_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_iget_on_stream\0",
+            )?,
+            nvshmemx_double_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_iget_on_stream\0",
+            )?,
+            nvshmemx_char_iget_on_stream: __symbol(&__library, b"nvshmemx_char_iget_on_stream\0")?,
+            nvshmemx_short_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_iget_on_stream\0",
+            )?,
+            nvshmemx_schar_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_iget_on_stream\0",
+            )?,
+            nvshmemx_int_iget_on_stream: __symbol(&__library, b"nvshmemx_int_iget_on_stream\0")?,
+            nvshmemx_long_iget_on_stream: __symbol(&__library, b"nvshmemx_long_iget_on_stream\0")?,
+            nvshmemx_longlong_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_iget_on_stream\0",
+            )?,
+            nvshmemx_uchar_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_iget_on_stream\0",
+            )?,
+            nvshmemx_ushort_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_iget_on_stream\0",
+            )?,
+            nvshmemx_uint_iget_on_stream: __symbol(&__library, b"nvshmemx_uint_iget_on_stream\0")?,
+            nvshmemx_ulong_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_iget_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_iget_on_stream\0",
+            )?,
+            nvshmemx_int8_iget_on_stream: __symbol(&__library, b"nvshmemx_int8_iget_on_stream\0")?,
+            nvshmemx_int16_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_iget_on_stream\0",
+            )?,
+            nvshmemx_int32_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_iget_on_stream\0",
+            )?,
+            nvshmemx_int64_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_iget_on_stream\0",
+            )?,
+            nvshmemx_uint8_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_iget_on_stream\0",
+            )?,
+            nvshmemx_uint16_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_iget_on_stream\0",
+            )?,
+            nvshmemx_uint32_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_iget_on_stream\0",
+            )?,
+            nvshmemx_uint64_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_iget_on_stream\0",
+            )?,
+            nvshmemx_size_iget_on_stream: __symbol(&__library, b"nvshmemx_size_iget_on_stream\0")?,
+            nvshmemx_ptrdiff_iget_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_iget_on_stream\0",
+            )?,
+            nvshmemx_get8_on_stream: __symbol(&__library, b"nvshmemx_get8_on_stream\0")?,
+            nvshmemx_get16_on_stream: __symbol(&__library, b"nvshmemx_get16_on_stream\0")?,
+            nvshmemx_get32_on_stream: __symbol(&__library, b"nvshmemx_get32_on_stream\0")?,
+            nvshmemx_get64_on_stream: __symbol(&__library, b"nvshmemx_get64_on_stream\0")?,
+            nvshmemx_get128_on_stream: __symbol(&__library, b"nvshmemx_get128_on_stream\0")?,
+            nvshmemx_getmem_on_stream: __symbol(&__library, b"nvshmemx_getmem_on_stream\0")?,
+            nvshmemx_iget8_on_stream: __symbol(&__library, b"nvshmemx_iget8_on_stream\0")?,
+            nvshmemx_iget16_on_stream: __symbol(&__library, b"nvshmemx_iget16_on_stream\0")?,
+            nvshmemx_iget32_on_stream: __symbol(&__library, b"nvshmemx_iget32_on_stream\0")?,
+            nvshmemx_iget64_on_stream: __symbol(&__library, b"nvshmemx_iget64_on_stream\0")?,
+            nvshmemx_iget128_on_stream: __symbol(&__library, b"nvshmemx_iget128_on_stream\0")?,
+            nvshmemx_bfloat16_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_bfloat16_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_half_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_half_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_float_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_float_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_double_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_double_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_char_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_char_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_short_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_schar_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_schar_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_int_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_long_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_longlong_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_uchar_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uchar_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_ushort_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_ulong_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_int8_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int8_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_int16_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int16_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_int32_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_int64_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint8_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint8_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint16_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint16_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint32_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_uint64_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_size_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_ptrdiff_get_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_get_nbi_on_stream\0",
+            )?,
+            nvshmemx_get8_nbi_on_stream: __symbol(&__library, b"nvshmemx_get8_nbi_on_stream\0")?,
+            nvshmemx_get16_nbi_on_stream: __symbol(&__library, b"nvshmemx_get16_nbi_on_stream\0")?,
+            nvshmemx_get32_nbi_on_stream: __symbol(&__library, b"nvshmemx_get32_nbi_on_stream\0")?,
+            nvshmemx_get64_nbi_on_stream: __symbol(&__library, b"nvshmemx_get64_nbi_on_stream\0")?,
+            nvshmemx_get128_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_get128_nbi_on_stream\0",
+            )?,
+            nvshmemx_getmem_nbi_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_getmem_nbi_on_stream\0",
+            )?,
+            nvshmemx_quiet_on_stream: __symbol(&__library, b"nvshmemx_quiet_on_stream\0")?,
+            nvshmemx_signal_op_on_stream: __symbol(&__library, b"nvshmemx_signal_op_on_stream\0")?,
+            nvshmemx_short_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_wait_until_on_stream\0",
+            )?,
+            nvshmemx_int_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_wait_until_on_stream\0",
+            )?,
+            nvshmemx_long_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_wait_until_on_stream\0",
+            )?,
+            nvshmemx_longlong_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_wait_until_on_stream\0",
+            )?,
+            nvshmemx_ushort_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_wait_until_on_stream\0",
+            )?,
+            nvshmemx_uint_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_wait_until_on_stream\0",
+            )?,
+            nvshmemx_ulong_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_wait_until_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_wait_until_on_stream\0",
+            )?,
+            nvshmemx_int32_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_wait_until_on_stream\0",
+            )?,
+            nvshmemx_int64_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_wait_until_on_stream\0",
+            )?,
+            nvshmemx_uint32_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_wait_until_on_stream\0",
+            )?,
+            nvshmemx_uint64_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_wait_until_on_stream\0",
+            )?,
+            nvshmemx_size_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_wait_until_on_stream\0",
+            )?,
+            nvshmemx_ptrdiff_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_wait_until_on_stream\0",
+            )?,
+            nvshmemx_short_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_int_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_long_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_longlong_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_ushort_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_uint_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_ulong_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_int32_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_int64_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_uint32_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_uint64_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_size_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_ptrdiff_wait_until_all_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_wait_until_all_on_stream\0",
+            )?,
+            nvshmemx_short_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_short_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_int_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_long_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_long_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_longlong_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_longlong_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_ushort_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ushort_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_uint_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_ulong_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulong_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_ulonglong_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ulonglong_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_int32_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int32_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_int64_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_int64_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_uint32_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint32_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_uint64_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_uint64_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_size_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_size_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_ptrdiff_wait_until_all_vector_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_ptrdiff_wait_until_all_vector_on_stream\0",
+            )?,
+            nvshmemx_signal_wait_until_on_stream: __symbol(
+                &__library,
+                b"nvshmemx_signal_wait_until_on_stream\0",
+            )?,
             __library,
-            nvshmemid_hostlib_init_attr,
-            nvshmemid_hostlib_finalize,
-            nvshmemid_init_status,
-            nvshmemx_init_status,
-            nvshmem_query_thread,
-            nvshmem_global_exit,
-            nvshmem_my_pe,
-            nvshmem_n_pes,
-            nvshmem_info_get_version,
-            nvshmem_info_get_name,
-            nvshmemx_vendor_get_version_info,
-            nvshmem_malloc,
-            nvshmem_calloc,
-            nvshmem_align,
-            nvshmem_free,
-            nvshmem_ptr,
-            nvshmem_uint_atomic_inc,
-            nvshmem_ulong_atomic_inc,
-            nvshmem_ulonglong_atomic_inc,
-            nvshmem_int32_atomic_inc,
-            nvshmem_uint32_atomic_inc,
-            nvshmem_int64_atomic_inc,
-            nvshmem_uint64_atomic_inc,
-            nvshmem_int_atomic_inc,
-            nvshmem_long_atomic_inc,
-            nvshmem_longlong_atomic_inc,
-            nvshmem_size_atomic_inc,
-            nvshmem_ptrdiff_atomic_inc,
-            nvshmem_uint_atomic_fetch_inc,
-            nvshmem_ulong_atomic_fetch_inc,
-            nvshmem_ulonglong_atomic_fetch_inc,
-            nvshmem_int32_atomic_fetch_inc,
-            nvshmem_uint32_atomic_fetch_inc,
-            nvshmem_int64_atomic_fetch_inc,
-            nvshmem_uint64_atomic_fetch_inc,
-            nvshmem_int_atomic_fetch_inc,
-            nvshmem_long_atomic_fetch_inc,
-            nvshmem_longlong_atomic_fetch_inc,
-            nvshmem_size_atomic_fetch_inc,
-            nvshmem_ptrdiff_atomic_fetch_inc,
-            nvshmem_uint_atomic_fetch,
-            nvshmem_ulong_atomic_fetch,
-            nvshmem_ulonglong_atomic_fetch,
-            nvshmem_int32_atomic_fetch,
-            nvshmem_uint32_atomic_fetch,
-            nvshmem_int64_atomic_fetch,
-            nvshmem_uint64_atomic_fetch,
-            nvshmem_int_atomic_fetch,
-            nvshmem_long_atomic_fetch,
-            nvshmem_longlong_atomic_fetch,
-            nvshmem_size_atomic_fetch,
-            nvshmem_ptrdiff_atomic_fetch,
-            nvshmem_float_atomic_fetch,
-            nvshmem_double_atomic_fetch,
-            nvshmem_uint_atomic_add,
-            nvshmem_ulong_atomic_add,
-            nvshmem_ulonglong_atomic_add,
-            nvshmem_int32_atomic_add,
-            nvshmem_uint32_atomic_add,
-            nvshmem_int64_atomic_add,
-            nvshmem_uint64_atomic_add,
-            nvshmem_int_atomic_add,
-            nvshmem_long_atomic_add,
-            nvshmem_longlong_atomic_add,
-            nvshmem_size_atomic_add,
-            nvshmem_ptrdiff_atomic_add,
-            nvshmem_uint_atomic_set,
-            nvshmem_ulong_atomic_set,
-            nvshmem_ulonglong_atomic_set,
-            nvshmem_int32_atomic_set,
-            nvshmem_uint32_atomic_set,
-            nvshmem_int64_atomic_set,
-            nvshmem_uint64_atomic_set,
-            nvshmem_int_atomic_set,
-            nvshmem_long_atomic_set,
-            nvshmem_longlong_atomic_set,
-            nvshmem_size_atomic_set,
-            nvshmem_ptrdiff_atomic_set,
-            nvshmem_float_atomic_set,
-            nvshmem_double_atomic_set,
-            nvshmem_uint_atomic_fetch_add,
-            nvshmem_ulong_atomic_fetch_add,
-            nvshmem_ulonglong_atomic_fetch_add,
-            nvshmem_int32_atomic_fetch_add,
-            nvshmem_uint32_atomic_fetch_add,
-            nvshmem_int64_atomic_fetch_add,
-            nvshmem_uint64_atomic_fetch_add,
-            nvshmem_int_atomic_fetch_add,
-            nvshmem_long_atomic_fetch_add,
-            nvshmem_longlong_atomic_fetch_add,
-            nvshmem_size_atomic_fetch_add,
-            nvshmem_ptrdiff_atomic_fetch_add,
-            nvshmem_uint_atomic_swap,
-            nvshmem_ulong_atomic_swap,
-            nvshmem_ulonglong_atomic_swap,
-            nvshmem_int32_atomic_swap,
-            nvshmem_uint32_atomic_swap,
-            nvshmem_int64_atomic_swap,
-            nvshmem_uint64_atomic_swap,
-            nvshmem_int_atomic_swap,
-            nvshmem_long_atomic_swap,
-            nvshmem_longlong_atomic_swap,
-            nvshmem_size_atomic_swap,
-            nvshmem_ptrdiff_atomic_swap,
-            nvshmem_float_atomic_swap,
-            nvshmem_double_atomic_swap,
-            nvshmem_uint_atomic_compare_swap,
-            nvshmem_ulong_atomic_compare_swap,
-            nvshmem_ulonglong_atomic_compare_swap,
-            nvshmem_int32_atomic_compare_swap,
-            nvshmem_uint32_atomic_compare_swap,
-            nvshmem_int64_atomic_compare_swap,
-            nvshmem_uint64_atomic_compare_swap,
-            nvshmem_int_atomic_compare_swap,
-            nvshmem_long_atomic_compare_swap,
-            nvshmem_longlong_atomic_compare_swap,
-            nvshmem_size_atomic_compare_swap,
-            nvshmem_ptrdiff_atomic_compare_swap,
-            nvshmem_uint_atomic_and,
-            nvshmem_ulong_atomic_and,
-            nvshmem_ulonglong_atomic_and,
-            nvshmem_int32_atomic_and,
-            nvshmem_uint32_atomic_and,
-            nvshmem_int64_atomic_and,
-            nvshmem_uint64_atomic_and,
-            nvshmem_uint_atomic_or,
-            nvshmem_ulong_atomic_or,
-            nvshmem_ulonglong_atomic_or,
-            nvshmem_int32_atomic_or,
-            nvshmem_uint32_atomic_or,
-            nvshmem_int64_atomic_or,
-            nvshmem_uint64_atomic_or,
-            nvshmem_uint_atomic_xor,
-            nvshmem_ulong_atomic_xor,
-            nvshmem_ulonglong_atomic_xor,
-            nvshmem_int32_atomic_xor,
-            nvshmem_uint32_atomic_xor,
-            nvshmem_int64_atomic_xor,
-            nvshmem_uint64_atomic_xor,
-            nvshmem_uint_atomic_fetch_and,
-            nvshmem_ulong_atomic_fetch_and,
-            nvshmem_ulonglong_atomic_fetch_and,
-            nvshmem_int32_atomic_fetch_and,
-            nvshmem_uint32_atomic_fetch_and,
-            nvshmem_int64_atomic_fetch_and,
-            nvshmem_uint64_atomic_fetch_and,
-            nvshmem_uint_atomic_fetch_or,
-            nvshmem_ulong_atomic_fetch_or,
-            nvshmem_ulonglong_atomic_fetch_or,
-            nvshmem_int32_atomic_fetch_or,
-            nvshmem_uint32_atomic_fetch_or,
-            nvshmem_int64_atomic_fetch_or,
-            nvshmem_uint64_atomic_fetch_or,
-            nvshmem_uint_atomic_fetch_xor,
-            nvshmem_ulong_atomic_fetch_xor,
-            nvshmem_ulonglong_atomic_fetch_xor,
-            nvshmem_int32_atomic_fetch_xor,
-            nvshmem_uint32_atomic_fetch_xor,
-            nvshmem_int64_atomic_fetch_xor,
-            nvshmem_uint64_atomic_fetch_xor,
-            nvshmem_bfloat16_p,
-            nvshmem_half_p,
-            nvshmem_float_p,
-            nvshmem_double_p,
-            nvshmem_char_p,
-            nvshmem_short_p,
-            nvshmem_schar_p,
-            nvshmem_int_p,
-            nvshmem_long_p,
-            nvshmem_longlong_p,
-            nvshmem_uchar_p,
-            nvshmem_ushort_p,
-            nvshmem_uint_p,
-            nvshmem_ulong_p,
-            nvshmem_ulonglong_p,
-            nvshmem_int8_p,
-            nvshmem_int16_p,
-            nvshmem_int32_p,
-            nvshmem_int64_p,
-            nvshmem_uint8_p,
-            nvshmem_uint16_p,
-            nvshmem_uint32_p,
-            nvshmem_uint64_p,
-            nvshmem_size_p,
-            nvshmem_ptrdiff_p,
-            nvshmem_bfloat16_put,
-            nvshmem_half_put,
-            nvshmem_float_put,
-            nvshmem_double_put,
-            nvshmem_char_put,
-            nvshmem_short_put,
-            nvshmem_schar_put,
-            nvshmem_int_put,
-            nvshmem_long_put,
-            nvshmem_longlong_put,
-            nvshmem_uchar_put,
-            nvshmem_ushort_put,
-            nvshmem_uint_put,
-            nvshmem_ulong_put,
-            nvshmem_ulonglong_put,
-            nvshmem_int8_put,
-            nvshmem_int16_put,
-            nvshmem_int32_put,
-            nvshmem_int64_put,
-            nvshmem_uint8_put,
-            nvshmem_uint16_put,
-            nvshmem_uint32_put,
-            nvshmem_uint64_put,
-            nvshmem_size_put,
-            nvshmem_ptrdiff_put,
-            nvshmem_put8,
-            nvshmem_put16,
-            nvshmem_put32,
-            nvshmem_put64,
-            nvshmem_put128,
-            nvshmem_putmem,
-            nvshmem_bfloat16_iput,
-            nvshmem_half_iput,
-            nvshmem_float_iput,
-            nvshmem_double_iput,
-            nvshmem_char_iput,
-            nvshmem_short_iput,
-            nvshmem_schar_iput,
-            nvshmem_int_iput,
-            nvshmem_long_iput,
-            nvshmem_longlong_iput,
-            nvshmem_uchar_iput,
-            nvshmem_ushort_iput,
-            nvshmem_uint_iput,
-            nvshmem_ulong_iput,
-            nvshmem_ulonglong_iput,
-            nvshmem_int8_iput,
-            nvshmem_int16_iput,
-            nvshmem_int32_iput,
-            nvshmem_int64_iput,
-            nvshmem_uint8_iput,
-            nvshmem_uint16_iput,
-            nvshmem_uint32_iput,
-            nvshmem_uint64_iput,
-            nvshmem_size_iput,
-            nvshmem_ptrdiff_iput,
-            nvshmem_iput8,
-            nvshmem_iput16,
-            nvshmem_iput32,
-            nvshmem_iput64,
-            nvshmem_iput128,
-            nvshmem_bfloat16_put_nbi,
-            nvshmem_half_put_nbi,
-            nvshmem_float_put_nbi,
-            nvshmem_double_put_nbi,
-            nvshmem_char_put_nbi,
-            nvshmem_short_put_nbi,
-            nvshmem_schar_put_nbi,
-            nvshmem_int_put_nbi,
-            nvshmem_long_put_nbi,
-            nvshmem_longlong_put_nbi,
-            nvshmem_uchar_put_nbi,
-            nvshmem_ushort_put_nbi,
-            nvshmem_uint_put_nbi,
-            nvshmem_ulong_put_nbi,
-            nvshmem_ulonglong_put_nbi,
-            nvshmem_int8_put_nbi,
-            nvshmem_int16_put_nbi,
-            nvshmem_int32_put_nbi,
-            nvshmem_int64_put_nbi,
-            nvshmem_uint8_put_nbi,
-            nvshmem_uint16_put_nbi,
-            nvshmem_uint32_put_nbi,
-            nvshmem_uint64_put_nbi,
-            nvshmem_size_put_nbi,
-            nvshmem_ptrdiff_put_nbi,
-            nvshmem_put8_nbi,
-            nvshmem_put16_nbi,
-            nvshmem_put32_nbi,
-            nvshmem_put64_nbi,
-            nvshmem_put128_nbi,
-            nvshmem_putmem_nbi,
-            nvshmem_bfloat16_g,
-            nvshmem_half_g,
-            nvshmem_float_g,
-            nvshmem_double_g,
-            nvshmem_char_g,
-            nvshmem_short_g,
-            nvshmem_schar_g,
-            nvshmem_int_g,
-            nvshmem_long_g,
-            nvshmem_longlong_g,
-            nvshmem_uchar_g,
-            nvshmem_ushort_g,
-            nvshmem_uint_g,
-            nvshmem_ulong_g,
-            nvshmem_ulonglong_g,
-            nvshmem_int8_g,
-            nvshmem_int16_g,
-            nvshmem_int32_g,
-            nvshmem_int64_g,
-            nvshmem_uint8_g,
-            nvshmem_uint16_g,
-            nvshmem_uint32_g,
-            nvshmem_uint64_g,
-            nvshmem_size_g,
-            nvshmem_ptrdiff_g,
-            nvshmem_bfloat16_get,
-            nvshmem_half_get,
-            nvshmem_float_get,
-            nvshmem_double_get,
-            nvshmem_char_get,
-            nvshmem_short_get,
-            nvshmem_schar_get,
-            nvshmem_int_get,
-            nvshmem_long_get,
-            nvshmem_longlong_get,
-            nvshmem_uchar_get,
-            nvshmem_ushort_get,
-            nvshmem_uint_get,
-            nvshmem_ulong_get,
-            nvshmem_ulonglong_get,
-            nvshmem_int8_get,
-            nvshmem_int16_get,
-            nvshmem_int32_get,
-            nvshmem_int64_get,
-            nvshmem_uint8_get,
-            nvshmem_uint16_get,
-            nvshmem_uint32_get,
-            nvshmem_uint64_get,
-            nvshmem_size_get,
-            nvshmem_ptrdiff_get,
-            nvshmem_get8,
-            nvshmem_get16,
-            nvshmem_get32,
-            nvshmem_get64,
-            nvshmem_get128,
-            nvshmem_getmem,
-            nvshmem_bfloat16_iget,
-            nvshmem_half_iget,
-            nvshmem_float_iget,
-            nvshmem_double_iget,
-            nvshmem_char_iget,
-            nvshmem_short_iget,
-            nvshmem_schar_iget,
-            nvshmem_int_iget,
-            nvshmem_long_iget,
-            nvshmem_longlong_iget,
-            nvshmem_uchar_iget,
-            nvshmem_ushort_iget,
-            nvshmem_uint_iget,
-            nvshmem_ulong_iget,
-            nvshmem_ulonglong_iget,
-            nvshmem_int8_iget,
-            nvshmem_int16_iget,
-            nvshmem_int32_iget,
-            nvshmem_int64_iget,
-            nvshmem_uint8_iget,
-            nvshmem_uint16_iget,
-            nvshmem_uint32_iget,
-            nvshmem_uint64_iget,
-            nvshmem_size_iget,
-            nvshmem_ptrdiff_iget,
-            nvshmem_iget8,
-            nvshmem_iget16,
-            nvshmem_iget32,
-            nvshmem_iget64,
-            nvshmem_iget128,
-            nvshmem_bfloat16_get_nbi,
-            nvshmem_half_get_nbi,
-            nvshmem_float_get_nbi,
-            nvshmem_double_get_nbi,
-            nvshmem_char_get_nbi,
-            nvshmem_short_get_nbi,
-            nvshmem_schar_get_nbi,
-            nvshmem_int_get_nbi,
-            nvshmem_long_get_nbi,
-            nvshmem_longlong_get_nbi,
-            nvshmem_uchar_get_nbi,
-            nvshmem_ushort_get_nbi,
-            nvshmem_uint_get_nbi,
-            nvshmem_ulong_get_nbi,
-            nvshmem_ulonglong_get_nbi,
-            nvshmem_int8_get_nbi,
-            nvshmem_int16_get_nbi,
-            nvshmem_int32_get_nbi,
-            nvshmem_int64_get_nbi,
-            nvshmem_uint8_get_nbi,
-            nvshmem_uint16_get_nbi,
-            nvshmem_uint32_get_nbi,
-            nvshmem_uint64_get_nbi,
-            nvshmem_size_get_nbi,
-            nvshmem_ptrdiff_get_nbi,
-            nvshmem_get8_nbi,
-            nvshmem_get16_nbi,
-            nvshmem_get32_nbi,
-            nvshmem_get64_nbi,
-            nvshmem_get128_nbi,
-            nvshmem_getmem_nbi,
-            nvshmem_signal_fetch,
-            nvshmem_quiet,
-            nvshmem_fence,
-            nvshmem_team_my_pe,
-            nvshmem_team_n_pes,
-            nvshmem_team_get_config,
-            nvshmem_team_translate_pe,
-            nvshmem_team_split_strided,
-            nvshmemx_team_get_uniqueid,
-            nvshmemx_team_init,
-            nvshmem_team_split_2d,
-            nvshmem_team_destroy,
-            nvshmem_bfloat16_alltoall,
-            nvshmem_half_alltoall,
-            nvshmem_float_alltoall,
-            nvshmem_double_alltoall,
-            nvshmem_char_alltoall,
-            nvshmem_short_alltoall,
-            nvshmem_schar_alltoall,
-            nvshmem_int_alltoall,
-            nvshmem_long_alltoall,
-            nvshmem_longlong_alltoall,
-            nvshmem_uchar_alltoall,
-            nvshmem_ushort_alltoall,
-            nvshmem_uint_alltoall,
-            nvshmem_ulong_alltoall,
-            nvshmem_ulonglong_alltoall,
-            nvshmem_int8_alltoall,
-            nvshmem_int16_alltoall,
-            nvshmem_int32_alltoall,
-            nvshmem_int64_alltoall,
-            nvshmem_uint8_alltoall,
-            nvshmem_uint16_alltoall,
-            nvshmem_uint32_alltoall,
-            nvshmem_uint64_alltoall,
-            nvshmem_size_alltoall,
-            nvshmem_ptrdiff_alltoall,
-            nvshmem_alltoallmem,
-            nvshmem_barrier,
-            nvshmem_barrier_all,
-            nvshmem_team_sync,
-            nvshmem_sync_all,
-            nvshmem_bfloat16_broadcast,
-            nvshmem_half_broadcast,
-            nvshmem_float_broadcast,
-            nvshmem_double_broadcast,
-            nvshmem_char_broadcast,
-            nvshmem_short_broadcast,
-            nvshmem_schar_broadcast,
-            nvshmem_int_broadcast,
-            nvshmem_long_broadcast,
-            nvshmem_longlong_broadcast,
-            nvshmem_uchar_broadcast,
-            nvshmem_ushort_broadcast,
-            nvshmem_uint_broadcast,
-            nvshmem_ulong_broadcast,
-            nvshmem_ulonglong_broadcast,
-            nvshmem_int8_broadcast,
-            nvshmem_int16_broadcast,
-            nvshmem_int32_broadcast,
-            nvshmem_int64_broadcast,
-            nvshmem_uint8_broadcast,
-            nvshmem_uint16_broadcast,
-            nvshmem_uint32_broadcast,
-            nvshmem_uint64_broadcast,
-            nvshmem_size_broadcast,
-            nvshmem_ptrdiff_broadcast,
-            nvshmem_broadcastmem,
-            nvshmem_bfloat16_fcollect,
-            nvshmem_half_fcollect,
-            nvshmem_float_fcollect,
-            nvshmem_double_fcollect,
-            nvshmem_char_fcollect,
-            nvshmem_short_fcollect,
-            nvshmem_schar_fcollect,
-            nvshmem_int_fcollect,
-            nvshmem_long_fcollect,
-            nvshmem_longlong_fcollect,
-            nvshmem_uchar_fcollect,
-            nvshmem_ushort_fcollect,
-            nvshmem_uint_fcollect,
-            nvshmem_ulong_fcollect,
-            nvshmem_ulonglong_fcollect,
-            nvshmem_int8_fcollect,
-            nvshmem_int16_fcollect,
-            nvshmem_int32_fcollect,
-            nvshmem_int64_fcollect,
-            nvshmem_uint8_fcollect,
-            nvshmem_uint16_fcollect,
-            nvshmem_uint32_fcollect,
-            nvshmem_uint64_fcollect,
-            nvshmem_size_fcollect,
-            nvshmem_ptrdiff_fcollect,
-            nvshmem_fcollectmem,
-            nvshmem_uchar_and_reduce,
-            nvshmem_ushort_and_reduce,
-            nvshmem_uint_and_reduce,
-            nvshmem_ulong_and_reduce,
-            nvshmem_ulonglong_and_reduce,
-            nvshmem_int8_and_reduce,
-            nvshmem_int16_and_reduce,
-            nvshmem_int32_and_reduce,
-            nvshmem_int64_and_reduce,
-            nvshmem_uint8_and_reduce,
-            nvshmem_uint16_and_reduce,
-            nvshmem_uint32_and_reduce,
-            nvshmem_uint64_and_reduce,
-            nvshmem_size_and_reduce,
-            nvshmem_uchar_or_reduce,
-            nvshmem_ushort_or_reduce,
-            nvshmem_uint_or_reduce,
-            nvshmem_ulong_or_reduce,
-            nvshmem_ulonglong_or_reduce,
-            nvshmem_int8_or_reduce,
-            nvshmem_int16_or_reduce,
-            nvshmem_int32_or_reduce,
-            nvshmem_int64_or_reduce,
-            nvshmem_uint8_or_reduce,
-            nvshmem_uint16_or_reduce,
-            nvshmem_uint32_or_reduce,
-            nvshmem_uint64_or_reduce,
-            nvshmem_size_or_reduce,
-            nvshmem_uchar_xor_reduce,
-            nvshmem_ushort_xor_reduce,
-            nvshmem_uint_xor_reduce,
-            nvshmem_ulong_xor_reduce,
-            nvshmem_ulonglong_xor_reduce,
-            nvshmem_int8_xor_reduce,
-            nvshmem_int16_xor_reduce,
-            nvshmem_int32_xor_reduce,
-            nvshmem_int64_xor_reduce,
-            nvshmem_uint8_xor_reduce,
-            nvshmem_uint16_xor_reduce,
-            nvshmem_uint32_xor_reduce,
-            nvshmem_uint64_xor_reduce,
-            nvshmem_size_xor_reduce,
-            nvshmem_uchar_max_reduce,
-            nvshmem_ushort_max_reduce,
-            nvshmem_uint_max_reduce,
-            nvshmem_ulong_max_reduce,
-            nvshmem_ulonglong_max_reduce,
-            nvshmem_int8_max_reduce,
-            nvshmem_int16_max_reduce,
-            nvshmem_int32_max_reduce,
-            nvshmem_int64_max_reduce,
-            nvshmem_uint8_max_reduce,
-            nvshmem_uint16_max_reduce,
-            nvshmem_uint32_max_reduce,
-            nvshmem_uint64_max_reduce,
-            nvshmem_size_max_reduce,
-            nvshmem_char_max_reduce,
-            nvshmem_schar_max_reduce,
-            nvshmem_short_max_reduce,
-            nvshmem_int_max_reduce,
-            nvshmem_long_max_reduce,
-            nvshmem_longlong_max_reduce,
-            nvshmem_bfloat16_max_reduce,
-            nvshmem_half_max_reduce,
-            nvshmem_float_max_reduce,
-            nvshmem_double_max_reduce,
-            nvshmem_uchar_min_reduce,
-            nvshmem_ushort_min_reduce,
-            nvshmem_uint_min_reduce,
-            nvshmem_ulong_min_reduce,
-            nvshmem_ulonglong_min_reduce,
-            nvshmem_int8_min_reduce,
-            nvshmem_int16_min_reduce,
-            nvshmem_int32_min_reduce,
-            nvshmem_int64_min_reduce,
-            nvshmem_uint8_min_reduce,
-            nvshmem_uint16_min_reduce,
-            nvshmem_uint32_min_reduce,
-            nvshmem_uint64_min_reduce,
-            nvshmem_size_min_reduce,
-            nvshmem_char_min_reduce,
-            nvshmem_schar_min_reduce,
-            nvshmem_short_min_reduce,
-            nvshmem_int_min_reduce,
-            nvshmem_long_min_reduce,
-            nvshmem_longlong_min_reduce,
-            nvshmem_bfloat16_min_reduce,
-            nvshmem_half_min_reduce,
-            nvshmem_float_min_reduce,
-            nvshmem_double_min_reduce,
-            nvshmem_uchar_sum_reduce,
-            nvshmem_ushort_sum_reduce,
-            nvshmem_uint_sum_reduce,
-            nvshmem_ulong_sum_reduce,
-            nvshmem_ulonglong_sum_reduce,
-            nvshmem_int8_sum_reduce,
-            nvshmem_int16_sum_reduce,
-            nvshmem_int32_sum_reduce,
-            nvshmem_int64_sum_reduce,
-            nvshmem_uint8_sum_reduce,
-            nvshmem_uint16_sum_reduce,
-            nvshmem_uint32_sum_reduce,
-            nvshmem_uint64_sum_reduce,
-            nvshmem_size_sum_reduce,
-            nvshmem_char_sum_reduce,
-            nvshmem_schar_sum_reduce,
-            nvshmem_short_sum_reduce,
-            nvshmem_int_sum_reduce,
-            nvshmem_long_sum_reduce,
-            nvshmem_longlong_sum_reduce,
-            nvshmem_bfloat16_sum_reduce,
-            nvshmem_half_sum_reduce,
-            nvshmem_float_sum_reduce,
-            nvshmem_double_sum_reduce,
-            nvshmem_uchar_prod_reduce,
-            nvshmem_ushort_prod_reduce,
-            nvshmem_uint_prod_reduce,
-            nvshmem_ulong_prod_reduce,
-            nvshmem_ulonglong_prod_reduce,
-            nvshmem_int8_prod_reduce,
-            nvshmem_int16_prod_reduce,
-            nvshmem_int32_prod_reduce,
-            nvshmem_int64_prod_reduce,
-            nvshmem_uint8_prod_reduce,
-            nvshmem_uint16_prod_reduce,
-            nvshmem_uint32_prod_reduce,
-            nvshmem_uint64_prod_reduce,
-            nvshmem_size_prod_reduce,
-            nvshmem_char_prod_reduce,
-            nvshmem_schar_prod_reduce,
-            nvshmem_short_prod_reduce,
-            nvshmem_int_prod_reduce,
-            nvshmem_long_prod_reduce,
-            nvshmem_longlong_prod_reduce,
-            nvshmem_bfloat16_prod_reduce,
-            nvshmem_half_prod_reduce,
-            nvshmem_float_prod_reduce,
-            nvshmem_double_prod_reduce,
-            nvshmem_uchar_and_reducescatter,
-            nvshmem_ushort_and_reducescatter,
-            nvshmem_uint_and_reducescatter,
-            nvshmem_ulong_and_reducescatter,
-            nvshmem_ulonglong_and_reducescatter,
-            nvshmem_int8_and_reducescatter,
-            nvshmem_int16_and_reducescatter,
-            nvshmem_int32_and_reducescatter,
-            nvshmem_int64_and_reducescatter,
-            nvshmem_uint8_and_reducescatter,
-            nvshmem_uint16_and_reducescatter,
-            nvshmem_uint32_and_reducescatter,
-            nvshmem_uint64_and_reducescatter,
-            nvshmem_size_and_reducescatter,
-            nvshmem_uchar_or_reducescatter,
-            nvshmem_ushort_or_reducescatter,
-            nvshmem_uint_or_reducescatter,
-            nvshmem_ulong_or_reducescatter,
-            nvshmem_ulonglong_or_reducescatter,
-            nvshmem_int8_or_reducescatter,
-            nvshmem_int16_or_reducescatter,
-            nvshmem_int32_or_reducescatter,
-            nvshmem_int64_or_reducescatter,
-            nvshmem_uint8_or_reducescatter,
-            nvshmem_uint16_or_reducescatter,
-            nvshmem_uint32_or_reducescatter,
-            nvshmem_uint64_or_reducescatter,
-            nvshmem_size_or_reducescatter,
-            nvshmem_uchar_xor_reducescatter,
-            nvshmem_ushort_xor_reducescatter,
-            nvshmem_uint_xor_reducescatter,
-            nvshmem_ulong_xor_reducescatter,
-            nvshmem_ulonglong_xor_reducescatter,
-            nvshmem_int8_xor_reducescatter,
-            nvshmem_int16_xor_reducescatter,
-            nvshmem_int32_xor_reducescatter,
-            nvshmem_int64_xor_reducescatter,
-            nvshmem_uint8_xor_reducescatter,
-            nvshmem_uint16_xor_reducescatter,
-            nvshmem_uint32_xor_reducescatter,
-            nvshmem_uint64_xor_reducescatter,
-            nvshmem_size_xor_reducescatter,
-            nvshmem_uchar_max_reducescatter,
-            nvshmem_ushort_max_reducescatter,
-            nvshmem_uint_max_reducescatter,
-            nvshmem_ulong_max_reducescatter,
-            nvshmem_ulonglong_max_reducescatter,
-            nvshmem_int8_max_reducescatter,
-            nvshmem_int16_max_reducescatter,
-            nvshmem_int32_max_reducescatter,
-            nvshmem_int64_max_reducescatter,
-            nvshmem_uint8_max_reducescatter,
-            nvshmem_uint16_max_reducescatter,
-            nvshmem_uint32_max_reducescatter,
-            nvshmem_uint64_max_reducescatter,
-            nvshmem_size_max_reducescatter,
-            nvshmem_char_max_reducescatter,
-            nvshmem_schar_max_reducescatter,
-            nvshmem_short_max_reducescatter,
-            nvshmem_int_max_reducescatter,
-            nvshmem_long_max_reducescatter,
-            nvshmem_longlong_max_reducescatter,
-            nvshmem_bfloat16_max_reducescatter,
-            nvshmem_half_max_reducescatter,
-            nvshmem_float_max_reducescatter,
-            nvshmem_double_max_reducescatter,
-            nvshmem_uchar_min_reducescatter,
-            nvshmem_ushort_min_reducescatter,
-            nvshmem_uint_min_reducescatter,
-            nvshmem_ulong_min_reducescatter,
-            nvshmem_ulonglong_min_reducescatter,
-            nvshmem_int8_min_reducescatter,
-            nvshmem_int16_min_reducescatter,
-            nvshmem_int32_min_reducescatter,
-            nvshmem_int64_min_reducescatter,
-            nvshmem_uint8_min_reducescatter,
-            nvshmem_uint16_min_reducescatter,
-            nvshmem_uint32_min_reducescatter,
-            nvshmem_uint64_min_reducescatter,
-            nvshmem_size_min_reducescatter,
-            nvshmem_char_min_reducescatter,
-            nvshmem_schar_min_reducescatter,
-            nvshmem_short_min_reducescatter,
-            nvshmem_int_min_reducescatter,
-            nvshmem_long_min_reducescatter,
-            nvshmem_longlong_min_reducescatter,
-            nvshmem_bfloat16_min_reducescatter,
-            nvshmem_half_min_reducescatter,
-            nvshmem_float_min_reducescatter,
-            nvshmem_double_min_reducescatter,
-            nvshmem_uchar_sum_reducescatter,
-            nvshmem_ushort_sum_reducescatter,
-            nvshmem_uint_sum_reducescatter,
-            nvshmem_ulong_sum_reducescatter,
-            nvshmem_ulonglong_sum_reducescatter,
-            nvshmem_int8_sum_reducescatter,
-            nvshmem_int16_sum_reducescatter,
-            nvshmem_int32_sum_reducescatter,
-            nvshmem_int64_sum_reducescatter,
-            nvshmem_uint8_sum_reducescatter,
-            nvshmem_uint16_sum_reducescatter,
-            nvshmem_uint32_sum_reducescatter,
-            nvshmem_uint64_sum_reducescatter,
-            nvshmem_size_sum_reducescatter,
-            nvshmem_char_sum_reducescatter,
-            nvshmem_schar_sum_reducescatter,
-            nvshmem_short_sum_reducescatter,
-            nvshmem_int_sum_reducescatter,
-            nvshmem_long_sum_reducescatter,
-            nvshmem_longlong_sum_reducescatter,
-            nvshmem_bfloat16_sum_reducescatter,
-            nvshmem_half_sum_reducescatter,
-            nvshmem_float_sum_reducescatter,
-            nvshmem_double_sum_reducescatter,
-            nvshmem_uchar_prod_reducescatter,
-            nvshmem_ushort_prod_reducescatter,
-            nvshmem_uint_prod_reducescatter,
-            nvshmem_ulong_prod_reducescatter,
-            nvshmem_ulonglong_prod_reducescatter,
-            nvshmem_int8_prod_reducescatter,
-            nvshmem_int16_prod_reducescatter,
-            nvshmem_int32_prod_reducescatter,
-            nvshmem_int64_prod_reducescatter,
-            nvshmem_uint8_prod_reducescatter,
-            nvshmem_uint16_prod_reducescatter,
-            nvshmem_uint32_prod_reducescatter,
-            nvshmem_uint64_prod_reducescatter,
-            nvshmem_size_prod_reducescatter,
-            nvshmem_char_prod_reducescatter,
-            nvshmem_schar_prod_reducescatter,
-            nvshmem_short_prod_reducescatter,
-            nvshmem_int_prod_reducescatter,
-            nvshmem_long_prod_reducescatter,
-            nvshmem_longlong_prod_reducescatter,
-            nvshmem_bfloat16_prod_reducescatter,
-            nvshmem_half_prod_reducescatter,
-            nvshmem_float_prod_reducescatter,
-            nvshmem_double_prod_reducescatter,
-            nvshmemx_bfloat16_alltoall_on_stream,
-            nvshmemx_half_alltoall_on_stream,
-            nvshmemx_float_alltoall_on_stream,
-            nvshmemx_double_alltoall_on_stream,
-            nvshmemx_char_alltoall_on_stream,
-            nvshmemx_short_alltoall_on_stream,
-            nvshmemx_schar_alltoall_on_stream,
-            nvshmemx_int_alltoall_on_stream,
-            nvshmemx_long_alltoall_on_stream,
-            nvshmemx_longlong_alltoall_on_stream,
-            nvshmemx_uchar_alltoall_on_stream,
-            nvshmemx_ushort_alltoall_on_stream,
-            nvshmemx_uint_alltoall_on_stream,
-            nvshmemx_ulong_alltoall_on_stream,
-            nvshmemx_ulonglong_alltoall_on_stream,
-            nvshmemx_int8_alltoall_on_stream,
-            nvshmemx_int16_alltoall_on_stream,
-            nvshmemx_int32_alltoall_on_stream,
-            nvshmemx_int64_alltoall_on_stream,
-            nvshmemx_uint8_alltoall_on_stream,
-            nvshmemx_uint16_alltoall_on_stream,
-            nvshmemx_uint32_alltoall_on_stream,
-            nvshmemx_uint64_alltoall_on_stream,
-            nvshmemx_size_alltoall_on_stream,
-            nvshmemx_ptrdiff_alltoall_on_stream,
-            nvshmemx_alltoallmem_on_stream,
-            nvshmemx_barrier_on_stream,
-            nvshmemx_barrier_all_on_stream,
-            nvshmemx_team_sync_on_stream,
-            nvshmemx_sync_all_on_stream,
-            nvshmemx_bfloat16_broadcast_on_stream,
-            nvshmemx_half_broadcast_on_stream,
-            nvshmemx_float_broadcast_on_stream,
-            nvshmemx_double_broadcast_on_stream,
-            nvshmemx_char_broadcast_on_stream,
-            nvshmemx_short_broadcast_on_stream,
-            nvshmemx_schar_broadcast_on_stream,
-            nvshmemx_int_broadcast_on_stream,
-            nvshmemx_long_broadcast_on_stream,
-            nvshmemx_longlong_broadcast_on_stream,
-            nvshmemx_uchar_broadcast_on_stream,
-            nvshmemx_ushort_broadcast_on_stream,
-            nvshmemx_uint_broadcast_on_stream,
-            nvshmemx_ulong_broadcast_on_stream,
-            nvshmemx_ulonglong_broadcast_on_stream,
-            nvshmemx_int8_broadcast_on_stream,
-            nvshmemx_int16_broadcast_on_stream,
-            nvshmemx_int32_broadcast_on_stream,
-            nvshmemx_int64_broadcast_on_stream,
-            nvshmemx_uint8_broadcast_on_stream,
-            nvshmemx_uint16_broadcast_on_stream,
-            nvshmemx_uint32_broadcast_on_stream,
-            nvshmemx_uint64_broadcast_on_stream,
-            nvshmemx_size_broadcast_on_stream,
-            nvshmemx_ptrdiff_broadcast_on_stream,
-            nvshmemx_broadcastmem_on_stream,
-            nvshmemx_bfloat16_fcollect_on_stream,
-            nvshmemx_half_fcollect_on_stream,
-            nvshmemx_float_fcollect_on_stream,
-            nvshmemx_double_fcollect_on_stream,
-            nvshmemx_char_fcollect_on_stream,
-            nvshmemx_short_fcollect_on_stream,
-            nvshmemx_schar_fcollect_on_stream,
-            nvshmemx_int_fcollect_on_stream,
-            nvshmemx_long_fcollect_on_stream,
-            nvshmemx_longlong_fcollect_on_stream,
-            nvshmemx_uchar_fcollect_on_stream,
-            nvshmemx_ushort_fcollect_on_stream,
-            nvshmemx_uint_fcollect_on_stream,
-            nvshmemx_ulong_fcollect_on_stream,
-            nvshmemx_ulonglong_fcollect_on_stream,
-            nvshmemx_int8_fcollect_on_stream,
-            nvshmemx_int16_fcollect_on_stream,
-            nvshmemx_int32_fcollect_on_stream,
-            nvshmemx_int64_fcollect_on_stream,
-            nvshmemx_uint8_fcollect_on_stream,
-            nvshmemx_uint16_fcollect_on_stream,
-            nvshmemx_uint32_fcollect_on_stream,
-            nvshmemx_uint64_fcollect_on_stream,
-            nvshmemx_size_fcollect_on_stream,
-            nvshmemx_ptrdiff_fcollect_on_stream,
-            nvshmemx_fcollectmem_on_stream,
-            nvshmemx_uchar_and_reduce_on_stream,
-            nvshmemx_ushort_and_reduce_on_stream,
-            nvshmemx_uint_and_reduce_on_stream,
-            nvshmemx_ulong_and_reduce_on_stream,
-            nvshmemx_ulonglong_and_reduce_on_stream,
-            nvshmemx_int8_and_reduce_on_stream,
-            nvshmemx_int16_and_reduce_on_stream,
-            nvshmemx_int32_and_reduce_on_stream,
-            nvshmemx_int64_and_reduce_on_stream,
-            nvshmemx_uint8_and_reduce_on_stream,
-            nvshmemx_uint16_and_reduce_on_stream,
-            nvshmemx_uint32_and_reduce_on_stream,
-            nvshmemx_uint64_and_reduce_on_stream,
-            nvshmemx_size_and_reduce_on_stream,
-            nvshmemx_uchar_or_reduce_on_stream,
-            nvshmemx_ushort_or_reduce_on_stream,
-            nvshmemx_uint_or_reduce_on_stream,
-            nvshmemx_ulong_or_reduce_on_stream,
-            nvshmemx_ulonglong_or_reduce_on_stream,
-            nvshmemx_int8_or_reduce_on_stream,
-            nvshmemx_int16_or_reduce_on_stream,
-            nvshmemx_int32_or_reduce_on_stream,
-            nvshmemx_int64_or_reduce_on_stream,
-            nvshmemx_uint8_or_reduce_on_stream,
-            nvshmemx_uint16_or_reduce_on_stream,
-            nvshmemx_uint32_or_reduce_on_stream,
-            nvshmemx_uint64_or_reduce_on_stream,
-            nvshmemx_size_or_reduce_on_stream,
-            nvshmemx_uchar_xor_reduce_on_stream,
-            nvshmemx_ushort_xor_reduce_on_stream,
-            nvshmemx_uint_xor_reduce_on_stream,
-            nvshmemx_ulong_xor_reduce_on_stream,
-            nvshmemx_ulonglong_xor_reduce_on_stream,
-            nvshmemx_int8_xor_reduce_on_stream,
-            nvshmemx_int16_xor_reduce_on_stream,
-            nvshmemx_int32_xor_reduce_on_stream,
-            nvshmemx_int64_xor_reduce_on_stream,
-            nvshmemx_uint8_xor_reduce_on_stream,
-            nvshmemx_uint16_xor_reduce_on_stream,
-            nvshmemx_uint32_xor_reduce_on_stream,
-            nvshmemx_uint64_xor_reduce_on_stream,
-            nvshmemx_size_xor_reduce_on_stream,
-            nvshmemx_uchar_max_reduce_on_stream,
-            nvshmemx_ushort_max_reduce_on_stream,
-            nvshmemx_uint_max_reduce_on_stream,
-            nvshmemx_ulong_max_reduce_on_stream,
-            nvshmemx_ulonglong_max_reduce_on_stream,
-            nvshmemx_int8_max_reduce_on_stream,
-            nvshmemx_int16_max_reduce_on_stream,
-            nvshmemx_int32_max_reduce_on_stream,
-            nvshmemx_int64_max_reduce_on_stream,
-            nvshmemx_uint8_max_reduce_on_stream,
-            nvshmemx_uint16_max_reduce_on_stream,
-            nvshmemx_uint32_max_reduce_on_stream,
-            nvshmemx_uint64_max_reduce_on_stream,
-            nvshmemx_size_max_reduce_on_stream,
-            nvshmemx_char_max_reduce_on_stream,
-            nvshmemx_schar_max_reduce_on_stream,
-            nvshmemx_short_max_reduce_on_stream,
-            nvshmemx_int_max_reduce_on_stream,
-            nvshmemx_long_max_reduce_on_stream,
-            nvshmemx_longlong_max_reduce_on_stream,
-            nvshmemx_bfloat16_max_reduce_on_stream,
-            nvshmemx_half_max_reduce_on_stream,
-            nvshmemx_float_max_reduce_on_stream,
-            nvshmemx_double_max_reduce_on_stream,
-            nvshmemx_uchar_min_reduce_on_stream,
-            nvshmemx_ushort_min_reduce_on_stream,
-            nvshmemx_uint_min_reduce_on_stream,
-            nvshmemx_ulong_min_reduce_on_stream,
-            nvshmemx_ulonglong_min_reduce_on_stream,
-            nvshmemx_int8_min_reduce_on_stream,
-            nvshmemx_int16_min_reduce_on_stream,
-            nvshmemx_int32_min_reduce_on_stream,
-            nvshmemx_int64_min_reduce_on_stream,
-            nvshmemx_uint8_min_reduce_on_stream,
-            nvshmemx_uint16_min_reduce_on_stream,
-            nvshmemx_uint32_min_reduce_on_stream,
-            nvshmemx_uint64_min_reduce_on_stream,
-            nvshmemx_size_min_reduce_on_stream,
-            nvshmemx_char_min_reduce_on_stream,
-            nvshmemx_schar_min_reduce_on_stream,
-            nvshmemx_short_min_reduce_on_stream,
-            nvshmemx_int_min_reduce_on_stream,
-            nvshmemx_long_min_reduce_on_stream,
-            nvshmemx_longlong_min_reduce_on_stream,
-            nvshmemx_bfloat16_min_reduce_on_stream,
-            nvshmemx_half_min_reduce_on_stream,
-            nvshmemx_float_min_reduce_on_stream,
-            nvshmemx_double_min_reduce_on_stream,
-            nvshmemx_uchar_sum_reduce_on_stream,
-            nvshmemx_ushort_sum_reduce_on_stream,
-            nvshmemx_uint_sum_reduce_on_stream,
-            nvshmemx_ulong_sum_reduce_on_stream,
-            nvshmemx_ulonglong_sum_reduce_on_stream,
-            nvshmemx_int8_sum_reduce_on_stream,
-            nvshmemx_int16_sum_reduce_on_stream,
-            nvshmemx_int32_sum_reduce_on_stream,
-            nvshmemx_int64_sum_reduce_on_stream,
-            nvshmemx_uint8_sum_reduce_on_stream,
-            nvshmemx_uint16_sum_reduce_on_stream,
-            nvshmemx_uint32_sum_reduce_on_stream,
-            nvshmemx_uint64_sum_reduce_on_stream,
-            nvshmemx_size_sum_reduce_on_stream,
-            nvshmemx_char_sum_reduce_on_stream,
-            nvshmemx_schar_sum_reduce_on_stream,
-            nvshmemx_short_sum_reduce_on_stream,
-            nvshmemx_int_sum_reduce_on_stream,
-            nvshmemx_long_sum_reduce_on_stream,
-            nvshmemx_longlong_sum_reduce_on_stream,
-            nvshmemx_bfloat16_sum_reduce_on_stream,
-            nvshmemx_half_sum_reduce_on_stream,
-            nvshmemx_float_sum_reduce_on_stream,
-            nvshmemx_double_sum_reduce_on_stream,
-            nvshmemx_uchar_prod_reduce_on_stream,
-            nvshmemx_ushort_prod_reduce_on_stream,
-            nvshmemx_uint_prod_reduce_on_stream,
-            nvshmemx_ulong_prod_reduce_on_stream,
-            nvshmemx_ulonglong_prod_reduce_on_stream,
-            nvshmemx_int8_prod_reduce_on_stream,
-            nvshmemx_int16_prod_reduce_on_stream,
-            nvshmemx_int32_prod_reduce_on_stream,
-            nvshmemx_int64_prod_reduce_on_stream,
-            nvshmemx_uint8_prod_reduce_on_stream,
-            nvshmemx_uint16_prod_reduce_on_stream,
-            nvshmemx_uint32_prod_reduce_on_stream,
-            nvshmemx_uint64_prod_reduce_on_stream,
-            nvshmemx_size_prod_reduce_on_stream,
-            nvshmemx_char_prod_reduce_on_stream,
-            nvshmemx_schar_prod_reduce_on_stream,
-            nvshmemx_short_prod_reduce_on_stream,
-            nvshmemx_int_prod_reduce_on_stream,
-            nvshmemx_long_prod_reduce_on_stream,
-            nvshmemx_longlong_prod_reduce_on_stream,
-            nvshmemx_bfloat16_prod_reduce_on_stream,
-            nvshmemx_half_prod_reduce_on_stream,
-            nvshmemx_float_prod_reduce_on_stream,
-            nvshmemx_double_prod_reduce_on_stream,
-            nvshmemx_uchar_and_reducescatter_on_stream,
-            nvshmemx_ushort_and_reducescatter_on_stream,
-            nvshmemx_uint_and_reducescatter_on_stream,
-            nvshmemx_ulong_and_reducescatter_on_stream,
-            nvshmemx_ulonglong_and_reducescatter_on_stream,
-            nvshmemx_int8_and_reducescatter_on_stream,
-            nvshmemx_int16_and_reducescatter_on_stream,
-            nvshmemx_int32_and_reducescatter_on_stream,
-            nvshmemx_int64_and_reducescatter_on_stream,
-            nvshmemx_uint8_and_reducescatter_on_stream,
-            nvshmemx_uint16_and_reducescatter_on_stream,
-            nvshmemx_uint32_and_reducescatter_on_stream,
-            nvshmemx_uint64_and_reducescatter_on_stream,
-            nvshmemx_size_and_reducescatter_on_stream,
-            nvshmemx_uchar_or_reducescatter_on_stream,
-            nvshmemx_ushort_or_reducescatter_on_stream,
-            nvshmemx_uint_or_reducescatter_on_stream,
-            nvshmemx_ulong_or_reducescatter_on_stream,
-            nvshmemx_ulonglong_or_reducescatter_on_stream,
-            nvshmemx_int8_or_reducescatter_on_stream,
-            nvshmemx_int16_or_reducescatter_on_stream,
-            nvshmemx_int32_or_reducescatter_on_stream,
-            nvshmemx_int64_or_reducescatter_on_stream,
-            nvshmemx_uint8_or_reducescatter_on_stream,
-            nvshmemx_uint16_or_reducescatter_on_stream,
-            nvshmemx_uint32_or_reducescatter_on_stream,
-            nvshmemx_uint64_or_reducescatter_on_stream,
-            nvshmemx_size_or_reducescatter_on_stream,
-            nvshmemx_uchar_xor_reducescatter_on_stream,
-            nvshmemx_ushort_xor_reducescatter_on_stream,
-            nvshmemx_uint_xor_reducescatter_on_stream,
-            nvshmemx_ulong_xor_reducescatter_on_stream,
-            nvshmemx_ulonglong_xor_reducescatter_on_stream,
-            nvshmemx_int8_xor_reducescatter_on_stream,
-            nvshmemx_int16_xor_reducescatter_on_stream,
-            nvshmemx_int32_xor_reducescatter_on_stream,
-            nvshmemx_int64_xor_reducescatter_on_stream,
-            nvshmemx_uint8_xor_reducescatter_on_stream,
-            nvshmemx_uint16_xor_reducescatter_on_stream,
-            nvshmemx_uint32_xor_reducescatter_on_stream,
-            nvshmemx_uint64_xor_reducescatter_on_stream,
-            nvshmemx_size_xor_reducescatter_on_stream,
-            nvshmemx_uchar_max_reducescatter_on_stream,
-            nvshmemx_ushort_max_reducescatter_on_stream,
-            nvshmemx_uint_max_reducescatter_on_stream,
-            nvshmemx_ulong_max_reducescatter_on_stream,
-            nvshmemx_ulonglong_max_reducescatter_on_stream,
-            nvshmemx_int8_max_reducescatter_on_stream,
-            nvshmemx_int16_max_reducescatter_on_stream,
-            nvshmemx_int32_max_reducescatter_on_stream,
-            nvshmemx_int64_max_reducescatter_on_stream,
-            nvshmemx_uint8_max_reducescatter_on_stream,
-            nvshmemx_uint16_max_reducescatter_on_stream,
-            nvshmemx_uint32_max_reducescatter_on_stream,
-            nvshmemx_uint64_max_reducescatter_on_stream,
-            nvshmemx_size_max_reducescatter_on_stream,
-            nvshmemx_char_max_reducescatter_on_stream,
-            nvshmemx_schar_max_reducescatter_on_stream,
-            nvshmemx_short_max_reducescatter_on_stream,
-            nvshmemx_int_max_reducescatter_on_stream,
-            nvshmemx_long_max_reducescatter_on_stream,
-            nvshmemx_longlong_max_reducescatter_on_stream,
-            nvshmemx_bfloat16_max_reducescatter_on_stream,
-            nvshmemx_half_max_reducescatter_on_stream,
-            nvshmemx_float_max_reducescatter_on_stream,
-            nvshmemx_double_max_reducescatter_on_stream,
-            nvshmemx_uchar_min_reducescatter_on_stream,
-            nvshmemx_ushort_min_reducescatter_on_stream,
-            nvshmemx_uint_min_reducescatter_on_stream,
-            nvshmemx_ulong_min_reducescatter_on_stream,
-            nvshmemx_ulonglong_min_reducescatter_on_stream,
-            nvshmemx_int8_min_reducescatter_on_stream,
-            nvshmemx_int16_min_reducescatter_on_stream,
-            nvshmemx_int32_min_reducescatter_on_stream,
-            nvshmemx_int64_min_reducescatter_on_stream,
-            nvshmemx_uint8_min_reducescatter_on_stream,
-            nvshmemx_uint16_min_reducescatter_on_stream,
-            nvshmemx_uint32_min_reducescatter_on_stream,
-            nvshmemx_uint64_min_reducescatter_on_stream,
-            nvshmemx_size_min_reducescatter_on_stream,
-            nvshmemx_char_min_reducescatter_on_stream,
-            nvshmemx_schar_min_reducescatter_on_stream,
-            nvshmemx_short_min_reducescatter_on_stream,
-            nvshmemx_int_min_reducescatter_on_stream,
-            nvshmemx_long_min_reducescatter_on_stream,
-            nvshmemx_longlong_min_reducescatter_on_stream,
-            nvshmemx_bfloat16_min_reducescatter_on_stream,
-            nvshmemx_half_min_reducescatter_on_stream,
-            nvshmemx_float_min_reducescatter_on_stream,
-            nvshmemx_double_min_reducescatter_on_stream,
-            nvshmemx_uchar_sum_reducescatter_on_stream,
-            nvshmemx_ushort_sum_reducescatter_on_stream,
-            nvshmemx_uint_sum_reducescatter_on_stream,
-            nvshmemx_ulong_sum_reducescatter_on_stream,
-            nvshmemx_ulonglong_sum_reducescatter_on_stream,
-            nvshmemx_int8_sum_reducescatter_on_stream,
-            nvshmemx_int16_sum_reducescatter_on_stream,
-            nvshmemx_int32_sum_reducescatter_on_stream,
-            nvshmemx_int64_sum_reducescatter_on_stream,
-            nvshmemx_uint8_sum_reducescatter_on_stream,
-            nvshmemx_uint16_sum_reducescatter_on_stream,
-            nvshmemx_uint32_sum_reducescatter_on_stream,
-            nvshmemx_uint64_sum_reducescatter_on_stream,
-            nvshmemx_size_sum_reducescatter_on_stream,
-            nvshmemx_char_sum_reducescatter_on_stream,
-            nvshmemx_schar_sum_reducescatter_on_stream,
-            nvshmemx_short_sum_reducescatter_on_stream,
-            nvshmemx_int_sum_reducescatter_on_stream,
-            nvshmemx_long_sum_reducescatter_on_stream,
-            nvshmemx_longlong_sum_reducescatter_on_stream,
-            nvshmemx_bfloat16_sum_reducescatter_on_stream,
-            nvshmemx_half_sum_reducescatter_on_stream,
-            nvshmemx_float_sum_reducescatter_on_stream,
-            nvshmemx_double_sum_reducescatter_on_stream,
-            nvshmemx_uchar_prod_reducescatter_on_stream,
-            nvshmemx_ushort_prod_reducescatter_on_stream,
-            nvshmemx_uint_prod_reducescatter_on_stream,
-            nvshmemx_ulong_prod_reducescatter_on_stream,
-            nvshmemx_ulonglong_prod_reducescatter_on_stream,
-            nvshmemx_int8_prod_reducescatter_on_stream,
-            nvshmemx_int16_prod_reducescatter_on_stream,
-            nvshmemx_int32_prod_reducescatter_on_stream,
-            nvshmemx_int64_prod_reducescatter_on_stream,
-            nvshmemx_uint8_prod_reducescatter_on_stream,
-            nvshmemx_uint16_prod_reducescatter_on_stream,
-            nvshmemx_uint32_prod_reducescatter_on_stream,
-            nvshmemx_uint64_prod_reducescatter_on_stream,
-            nvshmemx_size_prod_reducescatter_on_stream,
-            nvshmemx_char_prod_reducescatter_on_stream,
-            nvshmemx_schar_prod_reducescatter_on_stream,
-            nvshmemx_short_prod_reducescatter_on_stream,
-            nvshmemx_int_prod_reducescatter_on_stream,
-            nvshmemx_long_prod_reducescatter_on_stream,
-            nvshmemx_longlong_prod_reducescatter_on_stream,
-            nvshmemx_bfloat16_prod_reducescatter_on_stream,
-            nvshmemx_half_prod_reducescatter_on_stream,
-            nvshmemx_float_prod_reducescatter_on_stream,
-            nvshmemx_double_prod_reducescatter_on_stream,
-            nvshmemx_buffer_register,
-            nvshmemx_buffer_unregister,
-            nvshmemx_buffer_unregister_all,
-            nvshmemx_hostlib_init_attr,
-            nvshmemx_hostlib_finalize,
-            nvshmemx_set_attr_uniqueid_args,
-            nvshmemx_set_attr_mpi_comm_args,
-            nvshmemx_get_uniqueid,
-            nvshmemx_cumodule_init,
-            nvshmemx_cumodule_finalize,
-            nvshmemx_buffer_register_symmetric,
-            nvshmemx_buffer_unregister_symmetric,
-            nvshmemx_culibrary_init,
-            nvshmemx_culibrary_finalize,
-            nvshmemx_bfloat16_p_on_stream,
-            nvshmemx_half_p_on_stream,
-            nvshmemx_float_p_on_stream,
-            nvshmemx_double_p_on_stream,
-            nvshmemx_char_p_on_stream,
-            nvshmemx_short_p_on_stream,
-            nvshmemx_schar_p_on_stream,
-            nvshmemx_int_p_on_stream,
-            nvshmemx_long_p_on_stream,
-            nvshmemx_longlong_p_on_stream,
-            nvshmemx_uchar_p_on_stream,
-            nvshmemx_ushort_p_on_stream,
-            nvshmemx_uint_p_on_stream,
-            nvshmemx_ulong_p_on_stream,
-            nvshmemx_ulonglong_p_on_stream,
-            nvshmemx_int8_p_on_stream,
-            nvshmemx_int16_p_on_stream,
-            nvshmemx_int32_p_on_stream,
-            nvshmemx_int64_p_on_stream,
-            nvshmemx_uint8_p_on_stream,
-            nvshmemx_uint16_p_on_stream,
-            nvshmemx_uint32_p_on_stream,
-            nvshmemx_uint64_p_on_stream,
-            nvshmemx_size_p_on_stream,
-            nvshmemx_ptrdiff_p_on_stream,
-            nvshmemx_bfloat16_put_on_stream,
-            nvshmemx_half_put_on_stream,
-            nvshmemx_float_put_on_stream,
-            nvshmemx_double_put_on_stream,
-            nvshmemx_char_put_on_stream,
-            nvshmemx_short_put_on_stream,
-            nvshmemx_schar_put_on_stream,
-            nvshmemx_int_put_on_stream,
-            nvshmemx_long_put_on_stream,
-            nvshmemx_longlong_put_on_stream,
-            nvshmemx_uchar_put_on_stream,
-            nvshmemx_ushort_put_on_stream,
-            nvshmemx_uint_put_on_stream,
-            nvshmemx_ulong_put_on_stream,
-            nvshmemx_ulonglong_put_on_stream,
-            nvshmemx_int8_put_on_stream,
-            nvshmemx_int16_put_on_stream,
-            nvshmemx_int32_put_on_stream,
-            nvshmemx_int64_put_on_stream,
-            nvshmemx_uint8_put_on_stream,
-            nvshmemx_uint16_put_on_stream,
-            nvshmemx_uint32_put_on_stream,
-            nvshmemx_uint64_put_on_stream,
-            nvshmemx_size_put_on_stream,
-            nvshmemx_ptrdiff_put_on_stream,
-            nvshmemx_put8_on_stream,
-            nvshmemx_put16_on_stream,
-            nvshmemx_put32_on_stream,
-            nvshmemx_put64_on_stream,
-            nvshmemx_put128_on_stream,
-            nvshmemx_putmem_on_stream,
-            nvshmemx_bfloat16_put_signal_on_stream,
-            nvshmemx_half_put_signal_on_stream,
-            nvshmemx_float_put_signal_on_stream,
-            nvshmemx_double_put_signal_on_stream,
-            nvshmemx_char_put_signal_on_stream,
-            nvshmemx_short_put_signal_on_stream,
-            nvshmemx_schar_put_signal_on_stream,
-            nvshmemx_int_put_signal_on_stream,
-            nvshmemx_long_put_signal_on_stream,
-            nvshmemx_longlong_put_signal_on_stream,
-            nvshmemx_uchar_put_signal_on_stream,
-            nvshmemx_ushort_put_signal_on_stream,
-            nvshmemx_uint_put_signal_on_stream,
-            nvshmemx_ulong_put_signal_on_stream,
-            nvshmemx_ulonglong_put_signal_on_stream,
-            nvshmemx_int8_put_signal_on_stream,
-            nvshmemx_int16_put_signal_on_stream,
-            nvshmemx_int32_put_signal_on_stream,
-            nvshmemx_int64_put_signal_on_stream,
-            nvshmemx_uint8_put_signal_on_stream,
-            nvshmemx_uint16_put_signal_on_stream,
-            nvshmemx_uint32_put_signal_on_stream,
-            nvshmemx_uint64_put_signal_on_stream,
-            nvshmemx_size_put_signal_on_stream,
-            nvshmemx_ptrdiff_put_signal_on_stream,
-            nvshmemx_put8_signal_on_stream,
-            nvshmemx_put16_signal_on_stream,
-            nvshmemx_put32_signal_on_stream,
-            nvshmemx_put64_signal_on_stream,
-            nvshmemx_put128_signal_on_stream,
-            nvshmemx_putmem_signal_on_stream,
-            nvshmemx_bfloat16_put_signal_nbi_on_stream,
-            nvshmemx_half_put_signal_nbi_on_stream,
-            nvshmemx_float_put_signal_nbi_on_stream,
-            nvshmemx_double_put_signal_nbi_on_stream,
-            nvshmemx_char_put_signal_nbi_on_stream,
-            nvshmemx_short_put_signal_nbi_on_stream,
-            nvshmemx_schar_put_signal_nbi_on_stream,
-            nvshmemx_int_put_signal_nbi_on_stream,
-            nvshmemx_long_put_signal_nbi_on_stream,
-            nvshmemx_longlong_put_signal_nbi_on_stream,
-            nvshmemx_uchar_put_signal_nbi_on_stream,
-            nvshmemx_ushort_put_signal_nbi_on_stream,
-            nvshmemx_uint_put_signal_nbi_on_stream,
-            nvshmemx_ulong_put_signal_nbi_on_stream,
-            nvshmemx_ulonglong_put_signal_nbi_on_stream,
-            nvshmemx_int8_put_signal_nbi_on_stream,
-            nvshmemx_int16_put_signal_nbi_on_stream,
-            nvshmemx_int32_put_signal_nbi_on_stream,
-            nvshmemx_int64_put_signal_nbi_on_stream,
-            nvshmemx_uint8_put_signal_nbi_on_stream,
-            nvshmemx_uint16_put_signal_nbi_on_stream,
-            nvshmemx_uint32_put_signal_nbi_on_stream,
-            nvshmemx_uint64_put_signal_nbi_on_stream,
-            nvshmemx_size_put_signal_nbi_on_stream,
-            nvshmemx_ptrdiff_put_signal_nbi_on_stream,
-            nvshmemx_put8_signal_nbi_on_stream,
-            nvshmemx_put16_signal_nbi_on_stream,
-            nvshmemx_put32_signal_nbi_on_stream,
-            nvshmemx_put64_signal_nbi_on_stream,
-            nvshmemx_put128_signal_nbi_on_stream,
-            nvshmemx_putmem_signal_nbi_on_stream,
-            nvshmemx_bfloat16_iput_on_stream,
-            nvshmemx_half_iput_on_stream,
-            nvshmemx_float_iput_on_stream,
-            nvshmemx_double_iput_on_stream,
-            nvshmemx_char_iput_on_stream,
-            nvshmemx_short_iput_on_stream,
-            nvshmemx_schar_iput_on_stream,
-            nvshmemx_int_iput_on_stream,
-            nvshmemx_long_iput_on_stream,
-            nvshmemx_longlong_iput_on_stream,
-            nvshmemx_uchar_iput_on_stream,
-            nvshmemx_ushort_iput_on_stream,
-            nvshmemx_uint_iput_on_stream,
-            nvshmemx_ulong_iput_on_stream,
-            nvshmemx_ulonglong_iput_on_stream,
-            nvshmemx_int8_iput_on_stream,
-            nvshmemx_int16_iput_on_stream,
-            nvshmemx_int32_iput_on_stream,
-            nvshmemx_int64_iput_on_stream,
-            nvshmemx_uint8_iput_on_stream,
-            nvshmemx_uint16_iput_on_stream,
-            nvshmemx_uint32_iput_on_stream,
-            nvshmemx_uint64_iput_on_stream,
-            nvshmemx_size_iput_on_stream,
-            nvshmemx_ptrdiff_iput_on_stream,
-            nvshmemx_iput8_on_stream,
-            nvshmemx_iput16_on_stream,
-            nvshmemx_iput32_on_stream,
-            nvshmemx_iput64_on_stream,
-            nvshmemx_iput128_on_stream,
-            nvshmemx_bfloat16_put_nbi_on_stream,
-            nvshmemx_half_put_nbi_on_stream,
-            nvshmemx_float_put_nbi_on_stream,
-            nvshmemx_double_put_nbi_on_stream,
-            nvshmemx_char_put_nbi_on_stream,
-            nvshmemx_short_put_nbi_on_stream,
-            nvshmemx_schar_put_nbi_on_stream,
-            nvshmemx_int_put_nbi_on_stream,
-            nvshmemx_long_put_nbi_on_stream,
-            nvshmemx_longlong_put_nbi_on_stream,
-            nvshmemx_uchar_put_nbi_on_stream,
-            nvshmemx_ushort_put_nbi_on_stream,
-            nvshmemx_uint_put_nbi_on_stream,
-            nvshmemx_ulong_put_nbi_on_stream,
-            nvshmemx_ulonglong_put_nbi_on_stream,
-            nvshmemx_int8_put_nbi_on_stream,
-            nvshmemx_int16_put_nbi_on_stream,
-            nvshmemx_int32_put_nbi_on_stream,
-            nvshmemx_int64_put_nbi_on_stream,
-            nvshmemx_uint8_put_nbi_on_stream,
-            nvshmemx_uint16_put_nbi_on_stream,
-            nvshmemx_uint32_put_nbi_on_stream,
-            nvshmemx_uint64_put_nbi_on_stream,
-            nvshmemx_size_put_nbi_on_stream,
-            nvshmemx_ptrdiff_put_nbi_on_stream,
-            nvshmemx_put8_nbi_on_stream,
-            nvshmemx_put16_nbi_on_stream,
-            nvshmemx_put32_nbi_on_stream,
-            nvshmemx_put64_nbi_on_stream,
-            nvshmemx_put128_nbi_on_stream,
-            nvshmemx_putmem_nbi_on_stream,
-            nvshmemx_bfloat16_g_on_stream,
-            nvshmemx_half_g_on_stream,
-            nvshmemx_float_g_on_stream,
-            nvshmemx_double_g_on_stream,
-            nvshmemx_char_g_on_stream,
-            nvshmemx_short_g_on_stream,
-            nvshmemx_schar_g_on_stream,
-            nvshmemx_int_g_on_stream,
-            nvshmemx_long_g_on_stream,
-            nvshmemx_longlong_g_on_stream,
-            nvshmemx_uchar_g_on_stream,
-            nvshmemx_ushort_g_on_stream,
-            nvshmemx_uint_g_on_stream,
-            nvshmemx_ulong_g_on_stream,
-            nvshmemx_ulonglong_g_on_stream,
-            nvshmemx_int8_g_on_stream,
-            nvshmemx_int16_g_on_stream,
-            nvshmemx_int32_g_on_stream,
-            nvshmemx_int64_g_on_stream,
-            nvshmemx_uint8_g_on_stream,
-            nvshmemx_uint16_g_on_stream,
-            nvshmemx_uint32_g_on_stream,
-            nvshmemx_uint64_g_on_stream,
-            nvshmemx_size_g_on_stream,
-            nvshmemx_ptrdiff_g_on_stream,
-            nvshmemx_bfloat16_get_on_stream,
-            nvshmemx_half_get_on_stream,
-            nvshmemx_float_get_on_stream,
-            nvshmemx_double_get_on_stream,
-            nvshmemx_char_get_on_stream,
-            nvshmemx_short_get_on_stream,
-            nvshmemx_schar_get_on_stream,
-            nvshmemx_int_get_on_stream,
-            nvshmemx_long_get_on_stream,
-            nvshmemx_longlong_get_on_stream,
-            nvshmemx_uchar_get_on_stream,
-            nvshmemx_ushort_get_on_stream,
-            nvshmemx_uint_get_on_stream,
-            nvshmemx_ulong_get_on_stream,
-            nvshmemx_ulonglong_get_on_stream,
-            nvshmemx_int8_get_on_stream,
-            nvshmemx_int16_get_on_stream,
-            nvshmemx_int32_get_on_stream,
-            nvshmemx_int64_get_on_stream,
-            nvshmemx_uint8_get_on_stream,
-            nvshmemx_uint16_get_on_stream,
-            nvshmemx_uint32_get_on_stream,
-            nvshmemx_uint64_get_on_stream,
-            nvshmemx_size_get_on_stream,
-            nvshmemx_ptrdiff_get_on_stream,
-            nvshmemx_bfloat16_iget_on_stream,
-            nvshmemx_half_iget_on_stream,
-            nvshmemx_float_iget_on_stream,
-            nvshmemx_double_iget_on_stream,
-            nvshmemx_char_iget_on_stream,
-            nvshmemx_short_iget_on_stream,
-            nvshmemx_schar_iget_on_stream,
-            nvshmemx_int_iget_on_stream,
-            nvshmemx_long_iget_on_stream,
-            nvshmemx_longlong_iget_on_stream,
-            nvshmemx_uchar_iget_on_stream,
-            nvshmemx_ushort_iget_on_stream,
-            nvshmemx_uint_iget_on_stream,
-            nvshmemx_ulong_iget_on_stream,
-            nvshmemx_ulonglong_iget_on_stream,
-            nvshmemx_int8_iget_on_stream,
-            nvshmemx_int16_iget_on_stream,
-            nvshmemx_int32_iget_on_stream,
-            nvshmemx_int64_iget_on_stream,
-            nvshmemx_uint8_iget_on_stream,
-            nvshmemx_uint16_iget_on_stream,
-            nvshmemx_uint32_iget_on_stream,
-            nvshmemx_uint64_iget_on_stream,
-            nvshmemx_size_iget_on_stream,
-            nvshmemx_ptrdiff_iget_on_stream,
-            nvshmemx_get8_on_stream,
-            nvshmemx_get16_on_stream,
-            nvshmemx_get32_on_stream,
-            nvshmemx_get64_on_stream,
-            nvshmemx_get128_on_stream,
-            nvshmemx_getmem_on_stream,
-            nvshmemx_iget8_on_stream,
-            nvshmemx_iget16_on_stream,
-            nvshmemx_iget32_on_stream,
-            nvshmemx_iget64_on_stream,
-            nvshmemx_iget128_on_stream,
-            nvshmemx_bfloat16_get_nbi_on_stream,
-            nvshmemx_half_get_nbi_on_stream,
-            nvshmemx_float_get_nbi_on_stream,
-            nvshmemx_double_get_nbi_on_stream,
-            nvshmemx_char_get_nbi_on_stream,
-            nvshmemx_short_get_nbi_on_stream,
-            nvshmemx_schar_get_nbi_on_stream,
-            nvshmemx_int_get_nbi_on_stream,
-            nvshmemx_long_get_nbi_on_stream,
-            nvshmemx_longlong_get_nbi_on_stream,
-            nvshmemx_uchar_get_nbi_on_stream,
-            nvshmemx_ushort_get_nbi_on_stream,
-            nvshmemx_uint_get_nbi_on_stream,
-            nvshmemx_ulong_get_nbi_on_stream,
-            nvshmemx_ulonglong_get_nbi_on_stream,
-            nvshmemx_int8_get_nbi_on_stream,
-            nvshmemx_int16_get_nbi_on_stream,
-            nvshmemx_int32_get_nbi_on_stream,
-            nvshmemx_int64_get_nbi_on_stream,
-            nvshmemx_uint8_get_nbi_on_stream,
-            nvshmemx_uint16_get_nbi_on_stream,
-            nvshmemx_uint32_get_nbi_on_stream,
-            nvshmemx_uint64_get_nbi_on_stream,
-            nvshmemx_size_get_nbi_on_stream,
-            nvshmemx_ptrdiff_get_nbi_on_stream,
-            nvshmemx_get8_nbi_on_stream,
-            nvshmemx_get16_nbi_on_stream,
-            nvshmemx_get32_nbi_on_stream,
-            nvshmemx_get64_nbi_on_stream,
-            nvshmemx_get128_nbi_on_stream,
-            nvshmemx_getmem_nbi_on_stream,
-            nvshmemx_quiet_on_stream,
-            nvshmemx_signal_op_on_stream,
-            nvshmemx_short_wait_until_on_stream,
-            nvshmemx_int_wait_until_on_stream,
-            nvshmemx_long_wait_until_on_stream,
-            nvshmemx_longlong_wait_until_on_stream,
-            nvshmemx_ushort_wait_until_on_stream,
-            nvshmemx_uint_wait_until_on_stream,
-            nvshmemx_ulong_wait_until_on_stream,
-            nvshmemx_ulonglong_wait_until_on_stream,
-            nvshmemx_int32_wait_until_on_stream,
-            nvshmemx_int64_wait_until_on_stream,
-            nvshmemx_uint32_wait_until_on_stream,
-            nvshmemx_uint64_wait_until_on_stream,
-            nvshmemx_size_wait_until_on_stream,
-            nvshmemx_ptrdiff_wait_until_on_stream,
-            nvshmemx_short_wait_until_all_on_stream,
-            nvshmemx_int_wait_until_all_on_stream,
-            nvshmemx_long_wait_until_all_on_stream,
-            nvshmemx_longlong_wait_until_all_on_stream,
-            nvshmemx_ushort_wait_until_all_on_stream,
-            nvshmemx_uint_wait_until_all_on_stream,
-            nvshmemx_ulong_wait_until_all_on_stream,
-            nvshmemx_ulonglong_wait_until_all_on_stream,
-            nvshmemx_int32_wait_until_all_on_stream,
-            nvshmemx_int64_wait_until_all_on_stream,
-            nvshmemx_uint32_wait_until_all_on_stream,
-            nvshmemx_uint64_wait_until_all_on_stream,
-            nvshmemx_size_wait_until_all_on_stream,
-            nvshmemx_ptrdiff_wait_until_all_on_stream,
-            nvshmemx_short_wait_until_all_vector_on_stream,
-            nvshmemx_int_wait_until_all_vector_on_stream,
-            nvshmemx_long_wait_until_all_vector_on_stream,
-            nvshmemx_longlong_wait_until_all_vector_on_stream,
-            nvshmemx_ushort_wait_until_all_vector_on_stream,
-            nvshmemx_uint_wait_until_all_vector_on_stream,
-            nvshmemx_ulong_wait_until_all_vector_on_stream,
-            nvshmemx_ulonglong_wait_until_all_vector_on_stream,
-            nvshmemx_int32_wait_until_all_vector_on_stream,
-            nvshmemx_int64_wait_until_all_vector_on_stream,
-            nvshmemx_uint32_wait_until_all_vector_on_stream,
-            nvshmemx_uint64_wait_until_all_vector_on_stream,
-            nvshmemx_size_wait_until_all_vector_on_stream,
-            nvshmemx_ptrdiff_wait_until_all_vector_on_stream,
-            nvshmemx_signal_wait_until_on_stream,
         })
     }
     pub unsafe fn nvshmemid_hostlib_init_attr(

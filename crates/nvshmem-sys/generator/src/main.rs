@@ -7,7 +7,7 @@
 //! the library are bound: the headers also declare inline-only functions (`nvshmem_init`,
 //! `nvshmem_finalize`, ...) that the shared library does not export, and binding those would
 //! make loading fail on a symbol that can never be there.
-use std::{collections::BTreeSet, env, fs};
+use std::{collections::BTreeSet, env, fs, process::Command};
 
 /// Exported, but never to be used by this project: NVLink multicast can take a shared host's
 /// GPUs down (DEVELOPERS.md), so the binding is left out altogether.
@@ -16,7 +16,10 @@ const FORBIDDEN: &[&str] = &["nvshmemx_mc_ptr"];
 fn main() {
     let args: Vec<String> = env::args().collect();
     let [_, nvshmem_inc, cuda_inc, symbols, out] = args.as_slice() else {
-        eprintln!("usage: {} NVSHMEM_INCLUDE CUDA_INCLUDE EXPORTED_SYMBOLS OUT", args[0]);
+        eprintln!(
+            "usage: {} NVSHMEM_INCLUDE CUDA_INCLUDE EXPORTED_SYMBOLS OUT",
+            args[0]
+        );
         std::process::exit(2);
     };
     let exported: BTreeSet<String> = fs::read_to_string(symbols)
@@ -52,4 +55,82 @@ fn main() {
         .generate()
         .expect("bindgen failed");
     bindings.write_to_file(out).expect("write bindings");
+    let text = fs::read_to_string(out).expect("read the bindings back");
+    fs::write(out, typed_loader(&text)).expect("write bindings");
+    let fmt = Command::new("rustfmt")
+        .args(["--edition", "2021", out])
+        .status();
+    assert!(fmt.is_ok_and(|s| s.success()), "rustfmt {out} failed");
+}
+
+/// Rewrites bindgen's `NvshmemLib::from_library` so that rustc checks it quickly.
+///
+/// bindgen binds each symbol to a `let` (`let f = __library.get(b"f\0").map(|sym| *sym)?;`)
+/// whose type rustc learns only from the struct literal at the end, so type inference holds
+/// all ~1500 of them open at once: that one function took ~35 s of the crate's ~40 s to
+/// type-check, twice in a workspace test build (the library and its unit tests). Here every
+/// field of the literal loads its own symbol through a typed helper, in the same order and
+/// with the same error on the first missing symbol, and takes its type from its field at once
+/// (the crate then builds in ~4 s). `Symbol`s are not kept across fields, which would make
+/// the borrow checker as slow.
+fn typed_loader(src: &str) -> String {
+    const LETS: &str = "        let __library = library.into();\n";
+    const LITERAL: &str = "        Ok(NvshmemLib {\n";
+    const END: &str = "        })\n";
+    const IMPL: &str = "impl NvshmemLib {\n";
+    let start = src.find(LETS).expect("bindgen's from_library") + LETS.len();
+    let literal = start
+        + src[start..]
+            .find(LITERAL)
+            .expect("from_library's struct literal");
+    let end = literal + src[literal..].find(END).expect("the literal's end") + END.len();
+    let mut names = Vec::new();
+    let mut fields = String::from(LITERAL);
+    for stmt in src[start..literal]
+        .split(";\n")
+        .filter(|s| !s.trim().is_empty())
+    {
+        let flat: String = stmt.chars().filter(|c| !c.is_whitespace()).collect();
+        let name = flat
+            .strip_prefix("let")
+            .and_then(|s| s.split_once('='))
+            .map(|(n, _)| n.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            flat,
+            format!("let{name}=__library.get(b\"{name}\\0\").map(|sym|*sym)?"),
+            "bindgen's loader has changed: update typed_loader"
+        );
+        fields += &format!("            {name}: __symbol(&__library, b\"{name}\\0\")?,\n");
+        names.push(name);
+    }
+    let mut listed: Vec<String> = src[literal + LITERAL.len()..end - END.len()]
+        .split(',')
+        .map(|f| f.trim().to_string())
+        .filter(|f| !f.is_empty() && f != "__library")
+        .collect();
+    listed.sort();
+    names.sort();
+    assert_eq!(
+        listed, names,
+        "the literal's fields are not the loaded symbols"
+    );
+    fields += "            __library,\n";
+    fields += END;
+    let helper =
+        "/// One symbol of the library, copied out of its `Symbol` (a function pointer).\n\
+                  unsafe fn __symbol<T: Copy>(\n\
+                  library: &::libloading::Library,\n\
+                  name: &[u8],\n\
+                  ) -> Result<T, ::libloading::Error> {\n\
+                  Ok(*library.get::<T>(name)?)\n\
+                  }\n";
+    let at = src.find(IMPL).expect("impl NvshmemLib");
+    assert!(at < start, "the loader is not in the first impl NvshmemLib");
+    format!(
+        "{}{helper}{}{fields}{}",
+        &src[..at],
+        &src[at..start],
+        &src[end..]
+    )
 }
