@@ -870,23 +870,23 @@ fn graph_replay_one(
                 &src.view(..m)?,
                 &mut dst.view_mut(..m)?,
                 ReduceOp::Max,
-                &stream,
+                stream,
             ),
             Coll::Broadcast => {
-                world.broadcast(root, &src.view(..m)?, &mut dst.view_mut(..m)?, &stream)
+                world.broadcast(root, &src.view(..m)?, &mut dst.view_mut(..m)?, stream)
             }
-            Coll::Fcollect => world.fcollect(&src.view(..m)?, dst, &stream),
-            Coll::Alltoall => world.alltoall(src, dst, &stream),
+            Coll::Fcollect => world.fcollect(&src.view(..m)?, dst, stream),
+            Coll::Alltoall => world.alltoall(src, dst, stream),
             Coll::ReduceScatter => {
-                world.reduce_scatter(src, &mut dst.view_mut(..m)?, ReduceOp::Sum, &stream)
+                world.reduce_scatter(src, &mut dst.view_mut(..m)?, ReduceOp::Sum, stream)
             }
-            Coll::Gather => world.gather(root, &src.view(..m)?, dst, &stream),
-            Coll::Scatter => world.scatter(root, src, &mut dst.view_mut(..m)?, &stream),
+            Coll::Gather => world.gather(root, &src.view(..m)?, dst, stream),
+            Coll::Scatter => world.scatter(root, src, &mut dst.view_mut(..m)?, stream),
         };
         // Once outside the capture: the kernels compile and the stream gets its channel.
         queue(&src, &mut dst)?;
         stream.synchronize()?;
-        rt.barrier_all(&stream)?;
+        rt.barrier_all(stream)?;
         stream.begin_capture(
             cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
         )?;
@@ -906,7 +906,7 @@ fn graph_replay_one(
                 .collect();
             src.copy_from_host(&data)?;
             dst.copy_from_host(&vec![-1.0; n * m])?;
-            rt.barrier_all(&stream)?;
+            rt.barrier_all(stream)?;
             for _ in 0..times {
                 graph.launch()?;
             }
