@@ -29,7 +29,8 @@ run() {
     -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \
     -x NVSHMEM_DISABLE_NVLS -x NCCL_NVLS_ENABLE -x NVSHMEM_LIBRARY -x NCCL_HOME \
     -x NVSHMEM_SYMMETRIC_SIZE -x LD_LIBRARY_PATH -x NCCL_DEBUG=WARN \
-    "$BIN" all -b 8 -e 256M -f 2 -n 50 -w 5 --reps 5 -c 1 -C 1 \
+    ${NVSHMEM_RS_KERNEL_CACHE:+-x NVSHMEM_RS_KERNEL_CACHE} ${RUST_LOG:+-x RUST_LOG} \
+    "$BIN" all -b 8 -e 256M -f 2 -n 50 -w 5 --reps 5 -c 1 -C 1 --no-progress --ceiling 361 \
       --json "$OUT/$name.jsonl" --csv "$OUT/$name.csv" --plot "$OUT/$name.svg" \
       --markdown "$OUT/$name.md" "$@" "${EXTRA[@]}" | tee "$OUT/$name.txt"
 }

@@ -740,12 +740,15 @@ __device__ void nvr_d_scatter(const nvr_team &t, int root, const char *src, char
         else if (local)
             nvr_d_copy1(src + (nvr_d_u64)t.me * bytes, dst, bytes);
     } else if (is_root) {
+        // Member j's output: dst, the same symmetric address everywhere; in place (every member
+        // alike, so the root's own case says it) member j's own block j of the buffer.
         const char *s[K];
         char *d[K];
 #pragma unroll
         for (int j = 0; j < K; ++j) {
             s[j] = src + (nvr_d_u64)j * bytes;
-            d[j] = dst + (j < t.n ? t.off[j] : 0);
+            char *out = local ? dst : (char *)src + (nvr_d_u64)j * bytes;
+            d[j] = out + (j < t.n ? t.off[j] : 0);
         }
         unsigned act = (1u << t.n) - 1u;
         if (!local)
