@@ -128,6 +128,13 @@ collectives() {
 examples() {
   case_ hello-nvshmem-run-2pe pass .gpu/bin/nvshmem-run -n 2 .gpu/bin/hello
   case_ hello-mpirun-1pe pass mpi 1 .gpu/bin/hello
+  # The other examples, each checking its own result: with 2 PEs, and with 1 (its own ring,
+  # team and neighbour).
+  local e
+  for e in halo train_step teams timing; do
+    case_ $e-nvshmem-run-2pe pass .gpu/bin/nvshmem-run -n 2 .gpu/bin/$e
+    case_ $e-mpirun-1pe pass mpi 1 .gpu/bin/$e
+  done
   case_ host-overhead-2pe pass mpi 2 .gpu/bin/host_overhead
   grep -h "host time\|  " "$out/host-overhead-2pe.log" | head -5
 }
