@@ -232,9 +232,7 @@ mod tests {
         );
         let e = unsupported_reduction(DataType::I32, ReduceOp::PreMulSum(0.5)).unwrap();
         assert!(e.contains("whole number"), "{e}");
-        assert_eq!(
-            unsupported_reduction(DataType::F8E4M3, ReduceOp::Prod).unwrap(),
-            "nvshmem-rs has no prod reduction of f8e4m3"
-        );
+        // The library's own kernels compute fp8 products (in f32).
+        assert_eq!(unsupported_reduction(DataType::F8E4M3, ReduceOp::Prod), None);
     }
 }

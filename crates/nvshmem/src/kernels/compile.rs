@@ -134,7 +134,10 @@ pub(crate) fn compile(key: KernelKey, arch: &str) -> Result<Ptx> {
     let cached = cache_dir().map(|dir| {
         // The include path is left out: where the CUDA headers are found differs between a
         // build machine and a GPU machine, not what they say (NVRTC's version pins them).
-        let code_opts: Vec<&String> = opts.iter().filter(|o| !o.starts_with("--include-path")).collect();
+        let code_opts: Vec<&String> = opts
+            .iter()
+            .filter(|o| !o.starts_with("--include-path"))
+            .collect();
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (&source, code_opts, nvrtc_version()).hash(&mut h);
         let ext = if machine_code { "cubin" } else { "ptx" };
@@ -154,7 +157,11 @@ fn image(bytes: Vec<u8>, machine_code: bool) -> Ptx {
     if machine_code {
         Ptx::from_binary(bytes)
     } else {
-        Ptx::from_src(String::from_utf8_lossy(&bytes).trim_end_matches('\0').to_string())
+        Ptx::from_src(
+            String::from_utf8_lossy(&bytes)
+                .trim_end_matches('\0')
+                .to_string(),
+        )
     }
 }
 
@@ -174,7 +181,12 @@ fn store(path: &Path, bytes: &[u8]) {
 }
 
 /// One NVRTC compilation: the PTX or the machine code (cubin).
-fn nvrtc_compile(key: KernelKey, source: &str, opts: &[String], machine_code: bool) -> Result<Vec<u8>> {
+fn nvrtc_compile(
+    key: KernelKey,
+    source: &str,
+    opts: &[String],
+    machine_code: bool,
+) -> Result<Vec<u8>> {
     let failed = |log: String| Error::Compile {
         kernel: key.name(),
         log,
@@ -192,7 +204,9 @@ fn nvrtc_compile(key: KernelKey, source: &str, opts: &[String], machine_code: bo
                 let log = nvrtc::get_program_log(prog)
                     .map(|l| {
                         let bytes: Vec<u8> = l.iter().map(|&c| c as u8).collect();
-                        String::from_utf8_lossy(&bytes).trim_end_matches('\0').to_string()
+                        String::from_utf8_lossy(&bytes)
+                            .trim_end_matches('\0')
+                            .to_string()
                     })
                     .unwrap_or_default();
                 Err(failed(format!(

@@ -468,7 +468,10 @@ mod tests {
     }
 
     /// Compiles every kernel for `arch` on every core; the errors.
-    fn compile_all(arch: &str, each: impl Fn(KernelKey, &cudarc::nvrtc::Ptx) + Sync) -> Vec<String> {
+    fn compile_all(
+        arch: &str,
+        each: impl Fn(KernelKey, &cudarc::nvrtc::Ptx) + Sync,
+    ) -> Vec<String> {
         let keys = KernelKey::all();
         let next = std::sync::atomic::AtomicUsize::new(0);
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -489,7 +492,10 @@ mod tests {
                     })
                 })
                 .collect();
-            workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap())
+                .collect()
         })
     }
 

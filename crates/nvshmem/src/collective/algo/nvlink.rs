@@ -195,7 +195,10 @@ impl Algorithm for Direct {
             return Some(why);
         }
         if matches!(call.coll, Collective::Barrier | Collective::Sync) {
-            return Some(format!("it has no {}; the nvlink algorithm does", call.coll));
+            return Some(format!(
+                "it has no {}; the nvlink algorithm does",
+                call.coll
+            ));
         }
         if call.is_reduction() && !kernels::reduces(call.dtype, call.op) {
             return Some(format!(

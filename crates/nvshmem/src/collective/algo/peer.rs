@@ -177,7 +177,8 @@ impl Algorithm for PeerCopy {
                     } else {
                         call.dst.ptr
                     };
-                    call.peer(dst, j).expect("checked: every member is peer-mapped")
+                    call.peer(dst, j)
+                        .expect("checked: every member is peer-mapped")
                 };
                 steps.push(Step::Kernel(Launch::Scatter {
                     src: call.src.ptr,
