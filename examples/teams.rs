@@ -54,8 +54,8 @@ fn teams() -> anyhow::Result<()> {
             bail!("PE {me}: the split gave me a team, but I am not in {name} {members:?}");
         };
         ensure!(
-            team.my_pe() == Some(index) && team.n_pes() == members.len(),
-            "PE {me}: {name} has {} PEs and I am its PE {:?}; expected {members:?}",
+            team.my_pe() == index && team.n_pes() == members.len(),
+            "PE {me}: {name} has {} PEs and I am its PE {}; expected {members:?}",
             team.n_pes(),
             team.my_pe()
         );

@@ -131,7 +131,7 @@ examples() {
   # The other examples, each checking its own result: with 2 PEs, and with 1 (its own ring,
   # team and neighbour).
   local e
-  for e in halo train_step teams timing; do
+  for e in quick_start halo train_step teams timing; do
     case_ $e-nvshmem-run-2pe pass .gpu/bin/nvshmem-run -n 2 .gpu/bin/$e
     case_ $e-mpirun-1pe pass mpi 1 .gpu/bin/$e
   done

@@ -202,7 +202,7 @@ impl Ctx<'_> {
     }
     /// This PE's team index, when it is a member.
     fn rank(&self) -> Option<usize> {
-        self.team.and_then(|t| t.my_pe())
+        self.team.map(|t| t.my_pe())
     }
 }
 

@@ -267,7 +267,7 @@ fn teams(rt: &Runtime, c: &mut Checks) {
     let stream = rt.stream().clone();
     c.run("predefined_teams", || {
         let world = rt.world();
-        ensure_eq!((world.n_pes(), world.my_pe()), (n, Some(me)));
+        ensure_eq!((world.n_pes(), world.my_pe()), (n, me));
         ensure_eq!(rt.shared().n_pes(), n);
         ensure_eq!(rt.node().n_pes(), n);
         Ok(())
@@ -279,7 +279,7 @@ fn teams(rt: &Runtime, c: &mut Checks) {
         let evens = world.split_strided(0, 2, n.div_ceil(2))?;
         ensure_eq!(evens.is_some(), me % 2 == 0);
         if let Some(t) = &evens {
-            ensure_eq!((t.n_pes(), t.my_pe()), (n.div_ceil(2), Some(me / 2)));
+            ensure_eq!((t.n_pes(), t.my_pe()), (n.div_ceil(2), me / 2));
             for k in 0..t.n_pes() {
                 ensure_eq!(t.translate_pe(k, &world)?, Some(2 * k));
             }
@@ -288,7 +288,7 @@ fn teams(rt: &Runtime, c: &mut Checks) {
         let last = world.split_strided(n - 1, 1, 1)?;
         ensure_eq!(
             last.as_ref().map(|t| (t.n_pes(), t.my_pe())),
-            (me == n - 1).then_some((1, Some(0)))
+            (me == n - 1).then_some((1, 0))
         );
         stream.synchronize()?;
         Ok(())
@@ -301,9 +301,9 @@ fn teams(rt: &Runtime, c: &mut Checks) {
             x.context("every PE is in an x team")?,
             y.context("every PE is in a y team")?,
         );
-        ensure_eq!(x.my_pe(), Some(me % xr));
+        ensure_eq!(x.my_pe(), me % xr);
         ensure_eq!(x.n_pes(), xr.min(n - (me / xr) * xr));
-        ensure_eq!(y.my_pe(), Some(me / xr));
+        ensure_eq!(y.my_pe(), me / xr);
         ensure_eq!(y.n_pes(), (0..n).filter(|p| p % xr == me % xr).count());
         // An xrange beyond the team is clamped, as NVSHMEM does: one x team of everyone.
         let (wide, _) = world.split_2d(n + 5)?;
@@ -315,7 +315,7 @@ fn teams(rt: &Runtime, c: &mut Checks) {
         let reversed: Vec<usize> = (0..n).rev().collect();
         // Not an increasing progression for n > 1: made through NVSHMEM's team unique id.
         let rev = world.from_pes(&reversed)?.context("every PE is listed")?;
-        ensure_eq!((rev.n_pes(), rev.my_pe()), (n, Some(n - 1 - me)));
+        ensure_eq!((rev.n_pes(), rev.my_pe()), (n, n - 1 - me));
         ensure_eq!(world.translate_pe(me, &rev)?, Some(n - 1 - me));
         ensure_eq!(rev.translate_pe(0, &world)?, Some(n - 1));
         rev.barrier(&stream)?;

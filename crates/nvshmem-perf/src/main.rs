@@ -68,7 +68,7 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
         TeamKind::Shared => rt.shared(),
         TeamKind::Node => rt.node(),
     };
-    let (team_me, team_n) = (team.my_pe().unwrap_or(me), team.n_pes());
+    let (team_me, team_n) = (team.my_pe(), team.n_pes());
     if plan.collectives.iter().any(|c| c.has_root()) && args.root >= team_n {
         bail!("-r {} is not below the team's {team_n} PEs", args.root);
     }

@@ -9,7 +9,19 @@ use std::fmt;
 /// let e = Error::InvalidArgument { call: "split_strided", arg: "stride", reason: "must not be 0".into() };
 /// assert_eq!(e.to_string(), "split_strided: invalid stride: must not be 0");
 /// ```
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the same sentence as `Display`, so that `fn main() -> Result<(), Error>`
+/// ends with a message a person can read rather than the variant's fields. cudarc's driver
+/// errors convert into it, so `?` works on a program's own cudarc calls:
+///
+/// ```no_run
+/// fn main() -> Result<(), nvshmem::Error> {
+///     let rt = nvshmem::Runtime::init()?;
+///     rt.stream().synchronize()?; // a cudarc call
+///     Ok(())
+/// }
+/// ```
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// NVSHMEM's host library could not be found or loaded.
@@ -191,6 +203,23 @@ fn describe_status(status: i32) -> &'static str {
         nvshmem_sys::NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED => " (collective launch failed)",
         nvshmem_sys::NVSHMEMX_ERROR_INTERNAL => " (internal error)",
         _ => "",
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// A cudarc driver call of the user's own, outside this crate: `?` turns it into
+/// [`Error::Cuda`].
+impl From<cudarc::driver::DriverError> for Error {
+    fn from(source: cudarc::driver::DriverError) -> Self {
+        Error::Cuda {
+            call: "a CUDA driver call",
+            source,
+        }
     }
 }
 

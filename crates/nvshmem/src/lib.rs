@@ -45,6 +45,18 @@ pub use nvshmem_sys as sys;
 /// The `half` crate, whose `f16` and `bf16` are element types.
 pub use half;
 
+/// The `cudarc` crate this one is built on, with the features it needs: streams
+/// ([`Runtime::stream`]), events, kernel launches and copies on symmetric arrays all use its
+/// types, so a program needs only `nvshmem` in its `Cargo.toml`.
+///
+/// ```no_run
+/// use nvshmem::cudarc::driver::CudaStream;
+/// # let rt = nvshmem::Runtime::init()?;
+/// let stream: std::sync::Arc<CudaStream> = rt.context().new_stream()?;
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
+pub use cudarc;
+
 /// How a runtime is put together: each layer above [`runtime`] attaches its per-runtime state
 /// when a runtime starts, in this order (each may use those before it), and closes it, in the
 /// reverse order, before NVSHMEM is finalised.

@@ -233,6 +233,9 @@ mod tests {
         let e = unsupported_reduction(DataType::I32, ReduceOp::PreMulSum(0.5)).unwrap();
         assert!(e.contains("whole number"), "{e}");
         // The library's own kernels compute fp8 products (in f32).
-        assert_eq!(unsupported_reduction(DataType::F8E4M3, ReduceOp::Prod), None);
+        assert_eq!(
+            unsupported_reduction(DataType::F8E4M3, ReduceOp::Prod),
+            None
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! must make the same call, with the same symmetric arrays (so of the same lengths and
 //! shapes), in the same order.
 //!
-//! Every argument is checked before anything is queued; a bad one is an [`Error`] naming the
+//! Every argument is checked before anything is queued; a bad one is an [`Error`](crate::Error) naming the
 //! argument and the numbers, and leaves the stream untouched (so a PE that gets an error must
 //! not expect the others to complete the collective: they will be refused alike, since the
 //! checks depend only on what every PE passes alike).
@@ -21,7 +21,7 @@
 //! | [`Team::alltoall`] | `nvshmemx_alltoallmem_on_stream` | never |
 //! | [`Team::reduce_scatter`] | `nvshmemx_<T>_<op>_reducescatter_on_stream` | [`Team::reduce_scatter_in_place`] |
 //! | [`Team::gather`], [`Team::scatter`] | gets on stream between two team syncs (the receiving PE copies) | [`Team::gather_in_place`], [`Team::scatter_in_place`] |
-//! | [`Team::barrier`], [`Team::sync`], [`Runtime::barrier_all`], [`Runtime::sync_all`] | `nvshmemx_*barrier*/*sync*_on_stream` | |
+//! | [`Team::barrier`], [`Team::sync`], [`Runtime::barrier_all`](crate::Runtime::barrier_all), [`Runtime::sync_all`](crate::Runtime::sync_all) | `nvshmemx_*barrier*/*sync*_on_stream` | |
 //!
 //! Each collective goes through one internal function that chooses an algorithm per call,
 //! so the public API does not change with the algorithm.
@@ -36,16 +36,16 @@
 //! | `f32` `f64` `f16` `bf16`, integers | sum, prod, min, max (and, or, xor: integers) | NVSHMEM's typed reduction |
 //! | the same | avg | NVSHMEM's sum, then a kernel divides by the team size (integers: the sum wraps in the type, then truncates toward zero, as NCCL) |
 //! | the same | premul_sum(s) | a kernel scales the input (into the output or the scratch, never over the input), then NVSHMEM's sum; integers need a whole `s` |
-//! | [`Bool8`](crate::element_ext::Bool8) | and, or, min (= and), max (= or) | NVSHMEM's `uint8` min / max, right for any non-zero byte as true |
-//! | [`F8E4M3`](crate::element_ext::F8E4M3), [`F8E5M2`](crate::element_ext::F8E5M2) | sum, min, max, avg, premul_sum(s) | this crate's kernel reading every member's input through peer-mapped memory, between two team barriers, computing in `f32` with one rounding |
+//! | [`Bool8`](crate::element::Bool8) | and, or, min (= and), max (= or) | NVSHMEM's `uint8` min / max, right for any non-zero byte as true |
+//! | [`F8E4M3`](crate::element::F8E4M3), [`F8E5M2`](crate::element::F8E5M2) | sum, min, max, avg, premul_sum(s) | this crate's kernel reading every member's input through peer-mapped memory, between two team barriers, computing in `f32` with one rounding |
 //!
 //! The kernels are compiled with NVRTC on their first use in a process (a
 //! one-off cost per kernel; nothing synchronises): make one call before capturing a graph with
 //! `CU_STREAM_CAPTURE_MODE_GLOBAL`, which may refuse loading a module during capture. fp8
 //! reductions need every PE of the team on one node with peer access (else
-//! [`Error::Unsupported`]).
+//! [`Error::Unsupported`](crate::Error::Unsupported)).
 //!
-//! Collective scratch ([`Runtime::reserve_scratch`]) needed per call, with `B` the bytes of
+//! Collective scratch ([`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch)) needed per call, with `B` the bytes of
 //! the input array:
 //!
 //! | call | scratch |
@@ -73,7 +73,7 @@
 //!
 //! The in-place forms of fcollect, gather, reduce-scatter and scatter need their buffer's
 //! leading dimension to be a multiple of `n` (one block of whole rows per PE). A broken rule
-//! is [`Error::InvalidArgument`] naming the argument, the shapes and the team size.
+//! is [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the argument, the shapes and the team size.
 //!
 //! Where only one buffer carries a shape, the other is a flat run: the element counts are
 //! checked as for unshaped arrays, and the shaped buffer keeps only its own rule (a leading
@@ -156,7 +156,7 @@ impl Team {
     /// and nothing is queued.
     fn collective(&self, a: Args, stream: &CudaStream) -> Result<()> {
         let (call, n) = (a.name, self.n_pes());
-        let me = self.require_member(call)?;
+        let me = self.my_pe();
         if let Some(root) = a.root {
             check::root(call, root, n)?;
         }
@@ -268,7 +268,7 @@ impl Team {
     ///
     /// Every operator [`ReduceOp::supports`] for `T` (module docs, "Reductions"); an operator
     /// the type does not define, or a `premul_sum` scale that is not a whole number for an
-    /// integer type, is [`Error::InvalidArgument`] naming `op`. Needs no scratch. `src` is
+    /// integer type, is [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `op`. Needs no scratch. `src` is
     /// never written (`premul_sum` scales into `dst`, then sums there).
     ///
     /// ```no_run
@@ -279,6 +279,13 @@ impl Team {
     /// team.all_reduce(&src, &mut dst, ReduceOp::Max, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias(
+        "allreduce",
+        "AllReduce",
+        "MPI_Allreduce",
+        "ncclAllReduce",
+        "nvshmem_reduce"
+    ))]
     pub fn all_reduce<T: Element>(
         &self,
         src: &impl SymBuffer<T>,
@@ -301,8 +308,8 @@ impl Team {
 
     /// All-reduce in place: `buf` is both input and output. Operators as
     /// [`Team::all_reduce`]; on fp8 it needs `buf.len()` bytes of collective scratch
-    /// ([`Runtime::reserve_scratch`]: the result is reduced there while the other PEs still
-    /// read `buf`, then copied back), else [`Error::ScratchTooSmall`].
+    /// ([`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch): the result is reduced there while the other PEs still
+    /// read `buf`, then copied back), else [`Error::ScratchTooSmall`](crate::Error::ScratchTooSmall).
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
@@ -311,6 +318,7 @@ impl Team {
     /// team.all_reduce_in_place(&mut grads, ReduceOp::Sum, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("allreduce", "MPI_Allreduce", "ncclAllReduce"))]
     pub fn all_reduce_in_place<T: Element>(
         &self,
         buf: &mut impl SymBufferMut<T>,
@@ -327,8 +335,8 @@ impl Team {
     /// NVSHMEM has no rooted reduction: the result is reduced into the runtime's collective
     /// scratch, then copied to `dst` on the root (for `avg`, divided into it; `premul_sum`
     /// scales `src` into the scratch and sums it there in place, so it needs no more). Reserve
-    /// the scratch first, collectively, with [`Runtime::reserve_scratch`]
-    /// (`len * size_of::<T>()` bytes, else [`Error::ScratchTooSmall`]); fp8 needs none (the
+    /// the scratch first, collectively, with [`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch)
+    /// (`len * size_of::<T>()` bytes, else [`Error::ScratchTooSmall`](crate::Error::ScratchTooSmall)); fp8 needs none (the
     /// root reduces the peers' `src` straight into its `dst`). Calls that use the scratch
     /// share it, so do not run two at once on different streams. Operators as
     /// [`Team::all_reduce`].
@@ -342,6 +350,7 @@ impl Team {
     /// team.reduce(0, &src, &mut dst, ReduceOp::Sum, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("MPI_Reduce", "ncclReduce"))]
     pub fn reduce<T: Element>(
         &self,
         root: usize,
@@ -375,6 +384,7 @@ impl Team {
     /// team.reduce_in_place(0, &mut buf, ReduceOp::Min, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("MPI_Reduce", "ncclReduce"))]
     pub fn reduce_in_place<T: Element>(
         &self,
         root: usize,
@@ -397,6 +407,7 @@ impl Team {
     /// team.broadcast(0, &src, &mut dst, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("bcast", "Bcast", "MPI_Bcast", "ncclBroadcast", "ncclBcast"))]
     pub fn broadcast<T: Element>(
         &self,
         root: usize,
@@ -426,6 +437,7 @@ impl Team {
     /// team.broadcast_in_place(0, &mut weights, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("bcast", "MPI_Bcast", "ncclBroadcast"))]
     pub fn broadcast_in_place<T: Element>(
         &self,
         root: usize,
@@ -442,11 +454,18 @@ impl Team {
     /// ```no_run
     /// # use nvshmem::Runtime;
     /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
-    /// let src = rt.alloc_from(&[team.my_pe().unwrap() as i32; 8])?;
+    /// let src = rt.alloc_from(&[team.my_pe() as i32; 8])?;
     /// let mut dst = rt.alloc_zeroed::<i32>(8 * team.n_pes())?;
     /// team.fcollect(&src, &mut dst, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias(
+        "all_gather",
+        "allgather",
+        "AllGather",
+        "MPI_Allgather",
+        "ncclAllGather"
+    ))]
     pub fn fcollect<T: Element>(
         &self,
         src: &impl SymBuffer<T>,
@@ -467,6 +486,7 @@ impl Team {
     /// team.fcollect_in_place(&mut buf, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("all_gather", "allgather", "MPI_Allgather", "ncclAllGather"))]
     pub fn fcollect_in_place<T: Element>(
         &self,
         buf: &mut impl SymBufferMut<T>,
@@ -488,6 +508,7 @@ impl Team {
     /// team.alltoall(&src, &mut dst, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("all_to_all", "AllToAll", "MPI_Alltoall", "ncclAlltoAll"))]
     pub fn alltoall<T: Element>(
         &self,
         src: &impl SymBuffer<T>,
@@ -503,8 +524,8 @@ impl Team {
     ///
     /// Operators as [`Team::all_reduce`]. `premul_sum` scales all of `src` into the
     /// collective scratch (so `src` is left as it was) and reduce-scatters from there: it
-    /// needs `src.len() * size_of::<T>()` bytes reserved with [`Runtime::reserve_scratch`],
-    /// else [`Error::ScratchTooSmall`] (not on fp8, whose kernel reads the peers' blocks
+    /// needs `src.len() * size_of::<T>()` bytes reserved with [`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch),
+    /// else [`Error::ScratchTooSmall`](crate::Error::ScratchTooSmall) (not on fp8, whose kernel reads the peers' blocks
     /// directly). Other operators need no scratch.
     ///
     /// ```no_run
@@ -515,6 +536,12 @@ impl Team {
     /// team.reduce_scatter(&src, &mut dst, ReduceOp::Sum, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias(
+        "reducescatter",
+        "ReduceScatter",
+        "MPI_Reduce_scatter_block",
+        "ncclReduceScatter"
+    ))]
     pub fn reduce_scatter<T: Element>(
         &self,
         src: &impl SymBuffer<T>,
@@ -547,6 +574,7 @@ impl Team {
     /// team.reduce_scatter_in_place(&mut buf, ReduceOp::Sum, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("reducescatter", "MPI_Reduce_scatter_block", "ncclReduceScatter"))]
     pub fn reduce_scatter_in_place<T: Element>(
         &self,
         buf: &mut impl SymBufferMut<T>,
@@ -569,6 +597,7 @@ impl Team {
     /// team.gather(0, &src, &mut dst, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("MPI_Gather", "ncclGather"))]
     pub fn gather<T: Element>(
         &self,
         root: usize,
@@ -599,6 +628,7 @@ impl Team {
     /// team.gather_in_place(0, &mut buf, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("MPI_Gather", "ncclGather"))]
     pub fn gather_in_place<T: Element>(
         &self,
         root: usize,
@@ -622,6 +652,7 @@ impl Team {
     /// team.scatter(0, &src, &mut dst, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("MPI_Scatter", "ncclScatter"))]
     pub fn scatter<T: Element>(
         &self,
         root: usize,
@@ -652,6 +683,7 @@ impl Team {
     /// team.scatter_in_place(0, &mut buf, &stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("MPI_Scatter", "ncclScatter"))]
     pub fn scatter_in_place<T: Element>(
         &self,
         root: usize,
@@ -673,7 +705,7 @@ impl Team {
         self.runtime().check_same(call, "buf", buf.sym_runtime())?;
         let n = self.n_pes();
         check::shape::blocks(call, "buf", n, buf.sym_shape())?;
-        let me = self.require_member(call)?;
+        let me = self.my_pe();
         let all = span(buf);
         let count = check::divisible(call, "buf", all.len, n)?;
         Ok((all, Span::new(all.at(me * count), count, all.elem)))
@@ -687,6 +719,7 @@ impl Team {
     /// rt.world().barrier(&stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("MPI_Barrier", "nvshmem_barrier"))]
     pub fn barrier(&self, stream: &CudaStream) -> Result<()> {
         self.rootless(Collective::Barrier, "barrier", stream)
     }
@@ -699,6 +732,7 @@ impl Team {
     /// rt.world().sync(&stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("nvshmem_sync", "team_sync"))]
     pub fn sync(&self, stream: &CudaStream) -> Result<()> {
         self.rootless(Collective::Sync, "sync", stream)
     }
@@ -727,6 +761,7 @@ impl crate::Runtime {
     /// rt.barrier_all(rt.stream())?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("MPI_Barrier", "nvshmem_barrier_all"))]
     pub fn barrier_all(&self, stream: &CudaStream) -> Result<()> {
         self.world()
             .rootless(Collective::Barrier, "barrier_all", stream)
@@ -739,6 +774,7 @@ impl crate::Runtime {
     /// rt.sync_all(rt.stream())?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[doc(alias("nvshmem_sync_all"))]
     pub fn sync_all(&self, stream: &CudaStream) -> Result<()> {
         self.world().rootless(Collective::Sync, "sync_all", stream)
     }

@@ -7,7 +7,7 @@
 //!
 //! This is the bottom layer of the crate: it starts and stops NVSHMEM and knows nothing of the
 //! layers above it (memory, teams, collectives). Those keep their per-runtime state here as
-//! [`Layer`]s, attached at start-up in the order of [`crate::LAYERS`] and closed, newest first,
+//! layers, attached at start-up in the order of the crate's `LAYERS` list and closed, newest first,
 //! before NVSHMEM is finalised.
 //!
 //! # Threads

@@ -28,35 +28,39 @@ use plan::Strided;
 #[derive(Debug)]
 pub(crate) struct TeamShape {
     pub(crate) handle: TeamHandle,
-    pub(crate) my_pe: Option<usize>,
+    /// This PE's index: a `Team` exists only on its members.
+    pub(crate) my_pe: usize,
     pub(crate) n_pes: usize,
     /// World number of each member, in team order.
     pub(crate) world: Box<[usize]>,
     /// For each member, what to add to a local symmetric address to reach that member's copy
     /// of it by load and store; `None` unless every member is reachable so (one node, peer
-    /// access) and this PE is a member.
+    /// access).
     pub(crate) peer_offsets: Option<Box<[i64]>>,
 }
 
 impl TeamShape {
     /// Reads a valid handle's shape from NVSHMEM. `probe` is any symmetric address (used to
-    /// find each member's mapping).
+    /// find each member's mapping). Only members hold a handle (a split gives the others
+    /// `NVSHMEM_TEAM_INVALID`), so a handle this PE is not in is NVSHMEM's error.
     fn read(rt: &Runtime, handle: TeamHandle, probe: u64) -> Result<Self> {
         let nv = rt.nv();
         // SAFETY: the handle is a predefined team or came from a successful split of this
         // runtime; both calls only read NVSHMEM's team table.
         let (my_pe, n_pes) = unsafe { nv.team_shape(handle) };
+        let my_pe = my_pe.ok_or(Error::Nvshmem {
+            call: "nvshmem_team_my_pe",
+            status: -1,
+        })?;
         let world = (0..n_pes)
             // SAFETY: as above; i is below the team's size.
             .map(|i| unsafe { nv.world_pe(handle, i) })
             .collect::<Result<Box<[usize]>>>()?;
-        let peer_offsets = my_pe.and_then(|_| {
-            world
-                .iter()
-                // SAFETY: probe is a symmetric address of this runtime's heap; w a world PE.
-                .map(|&w| unsafe { nv.ptr(probe, w) }.map(|p| p.wrapping_sub(probe) as i64))
-                .collect::<Option<Box<[i64]>>>()
-        });
+        let peer_offsets = world
+            .iter()
+            // SAFETY: probe is a symmetric address of this runtime's heap; w a world PE.
+            .map(|&w| unsafe { nv.ptr(probe, w) }.map(|p| p.wrapping_sub(probe) as i64))
+            .collect::<Option<Box<[i64]>>>();
         Ok(TeamShape {
             handle,
             my_pe,
@@ -101,7 +105,7 @@ impl Layer for Predefined {
 /// # let rt = nvshmem::Runtime::init()?;
 /// let world = rt.world();
 /// assert_eq!(world.n_pes(), rt.n_pes());
-/// assert_eq!(world.my_pe(), Some(rt.my_pe()));
+/// assert_eq!(world.my_pe(), rt.my_pe());
 /// # Ok::<(), nvshmem::Error>(())
 /// ```
 pub struct Team {
@@ -179,27 +183,18 @@ impl Team {
         self.shape.n_pes
     }
 
-    /// This PE's index in the team (`None` if it is not a member).
+    /// This PE's index in the team, from 0 to [`n_pes`](Team::n_pes) - 1. A `Team` exists
+    /// only on its members (a split gives the others `None`), so there always is one, as
+    /// with [`Runtime::my_pe`].
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
     /// let node = rt.node();
-    /// println!("I am PE {:?} of the {} on my node", node.my_pe(), node.n_pes());
+    /// println!("I am PE {} of the {} on my node", node.my_pe(), node.n_pes());
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
-    pub fn my_pe(&self) -> Option<usize> {
+    pub fn my_pe(&self) -> usize {
         self.shape.my_pe
-    }
-
-    /// Whether this PE is a member of the team.
-    ///
-    /// ```no_run
-    /// # let rt = nvshmem::Runtime::init()?;
-    /// assert!(rt.world().is_member());
-    /// # Ok::<(), nvshmem::Error>(())
-    /// ```
-    pub fn is_member(&self) -> bool {
-        self.shape.my_pe.is_some()
     }
 
     /// The index in `to` of the PE that has index `pe` in this team: `None` when that PE is
@@ -234,7 +229,7 @@ impl Team {
     /// collectively over its members, when dropped.
     ///
     /// Errors: `stride` or `size` 0, `start` or the last PE (`start + (size - 1) * stride`)
-    /// outside this team, this PE not a member of this team ([`Error::InvalidArgument`]);
+    /// outside this team ([`Error::InvalidArgument`]);
     /// NVSHMEM refusing, for example when all its team slots (`NVSHMEM_MAX_TEAMS`) are in
     /// use ([`Error::Nvshmem`]).
     ///
@@ -243,7 +238,7 @@ impl Team {
     /// // The odd PEs of the world.
     /// let odds = rt.world().split_strided(1, 2, rt.n_pes() / 2)?;
     /// match &odds {
-    ///     Some(team) => println!("odd PE {} of {}", team.my_pe().unwrap(), team.n_pes()),
+    ///     Some(team) => println!("odd PE {} of {}", team.my_pe(), team.n_pes()),
     ///     None => println!("even PE {}", rt.my_pe()),
     /// }
     /// # Ok::<(), nvshmem::Error>(())
@@ -256,7 +251,6 @@ impl Team {
             size,
         };
         plan::check_strided(CALL, self.n_pes(), s)?;
-        self.require_member(CALL)?;
         self.split_checked(CALL, s)
     }
 
@@ -274,8 +268,8 @@ impl Team {
         }
         .map_err(|e| e.in_call(call))?;
         let team = self.owned_team(handle)?;
-        let expected = self.my_pe().and_then(|me| s.index_of(me));
-        if team.as_ref().and_then(|t| t.my_pe()) != expected {
+        let expected = s.index_of(self.my_pe());
+        if team.as_ref().map(|t| t.my_pe()) != expected {
             tracing::warn!(
                 ?expected, got = ?team.as_ref().map(|t| t.my_pe()), ?s,
                 "NVSHMEM numbered the split team differently from the strided arithmetic"
@@ -292,7 +286,7 @@ impl Team {
     /// (one x team of everyone, y teams of one PE). Collective over this team; both teams
     /// are destroyed, collectively over their members, when dropped.
     ///
-    /// Errors: `xrange` 0 or this PE not a member ([`Error::InvalidArgument`]); NVSHMEM
+    /// Errors: `xrange` 0 ([`Error::InvalidArgument`]); NVSHMEM
     /// refusing ([`Error::Nvshmem`]).
     ///
     /// ```no_run
@@ -300,8 +294,8 @@ impl Team {
     /// // 8 PEs as 2 rows of 4: rows are x teams, columns are y teams.
     /// let (row, column) = rt.world().split_2d(4)?;
     /// let (row, column) = (row.unwrap(), column.unwrap());
-    /// assert_eq!(row.my_pe(), Some(rt.my_pe() % 4));
-    /// assert_eq!(column.my_pe(), Some(rt.my_pe() / 4));
+    /// assert_eq!(row.my_pe(), rt.my_pe() % 4);
+    /// assert_eq!(column.my_pe(), rt.my_pe() / 4);
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn split_2d(&self, xrange: usize) -> Result<(Option<Team>, Option<Team>)> {
@@ -309,7 +303,7 @@ impl Team {
         if xrange == 0 {
             return Err(Error::arg(CALL, "xrange", "must be at least 1"));
         }
-        let me = self.require_member(CALL)?;
+        let me = self.my_pe();
         // Checks the arithmetic the same way on every PE (and documents NVSHMEM's layout).
         plan::split_2d_layout(CALL, self.n_pes(), xrange, me)?;
         let xrange = xrange.min(self.n_pes());
@@ -333,22 +327,22 @@ impl Team {
     /// member's copy of a small symmetric slot the runtime keeps for this, between two
     /// barriers over this team, and the members then initialise the team from it.
     ///
-    /// Errors: an empty list, a PE outside this team, a PE listed twice, this PE not a member
-    /// of this team ([`Error::InvalidArgument`]); NVSHMEM refusing ([`Error::Nvshmem`]).
+    /// Errors: an empty list, a PE outside this team, a PE listed twice
+    /// ([`Error::InvalidArgument`]); NVSHMEM refusing ([`Error::Nvshmem`]).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
     /// // World PEs 3, 0 and 2, numbered 0, 1, 2 in the new team.
     /// let team = rt.world().from_pes(&[3, 0, 2])?;
     /// if rt.my_pe() == 0 {
-    ///     assert_eq!(team.unwrap().my_pe(), Some(1));
+    ///     assert_eq!(team.unwrap().my_pe(), 1);
     /// }
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn from_pes(&self, pes: &[usize]) -> Result<Option<Team>> {
         const CALL: &str = "Team::from_pes";
         plan::check_pes(CALL, self.n_pes(), pes)?;
-        let me = self.require_member(CALL)?;
+        let me = self.my_pe();
         match plan::as_progression(pes) {
             Some(s) => self.split_checked(CALL, s),
             None => explicit::team_from_list(self, me, pes),
@@ -389,7 +383,7 @@ impl Team {
             rt: self.rt.clone(),
             shape: Arc::new(TeamShape {
                 handle,
-                my_pe: None,
+                my_pe: 0,
                 n_pes: 0,
                 world: Box::default(),
                 peer_offsets: None,
@@ -402,13 +396,6 @@ impl Team {
             self.rt.heap().team_slot(),
         )?);
         Ok(Some(team))
-    }
-
-    /// This PE's index, or an error naming `call` when it is not a member.
-    pub(crate) fn require_member(&self, call: &'static str) -> Result<usize> {
-        self.shape
-            .my_pe
-            .ok_or_else(|| Error::arg(call, "team", "this PE is not a member of the team"))
     }
 
     /// What the team is (shared by its handles; the collectives key their state by it).

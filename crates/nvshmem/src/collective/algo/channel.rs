@@ -168,7 +168,7 @@ impl Channels {
     /// on some member. Every member gets the same answer.
     pub(crate) fn team_view(&self, team: &Team, stream: &CudaStream) -> Result<Option<NvrTeam>> {
         let shape = team.shape();
-        let (Some(offsets), Some(me)) = (&shape.peer_offsets, shape.my_pe) else {
+        let (Some(offsets), me) = (&shape.peer_offsets, shape.my_pe) else {
             return Ok(None);
         };
         if shape.n_pes > MAX_TEAM {

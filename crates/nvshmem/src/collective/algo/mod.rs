@@ -587,7 +587,7 @@ impl ReduceOp {
         // A two-PE, peer-mapped all-reduce: the most any algorithm could be offered.
         let team = TeamShape {
             handle: 0,
-            my_pe: Some(0),
+            my_pe: 0,
             n_pes: 2,
             world: Box::new([0, 1]),
             peer_offsets: Some(Box::new([0, 1 << 40])),

@@ -13,7 +13,7 @@ const PEER: u64 = 1 << 40;
 fn team(n: usize, me: usize, mapped: bool) -> TeamShape {
     TeamShape {
         handle: 7,
-        my_pe: Some(me),
+        my_pe: me,
         n_pes: n,
         world: (0..n).map(|i| 10 + i).collect(),
         peer_offsets: mapped.then(|| {
@@ -36,7 +36,7 @@ fn call<'a>(
     root: usize,
 ) -> Call<'a> {
     let n = team.n_pes;
-    let me = team.my_pe.unwrap();
+    let me = team.my_pe;
     let el = dtype.size();
     let (src_len, dst_len) = match coll {
         Collective::Fcollect | Collective::Gather => (count, n * count),
