@@ -446,6 +446,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn both_nvlink_files_name_a_kernel_for_every_collective() {
+        let reductions = ["all_reduce", "reduce", "reduce_scatter"];
+        let moves = ["broadcast", "fcollect", "alltoall", "gather", "scatter"];
+        for file in NvrFile::ALL {
+            for (names, reducing) in [(&reductions[..], true), (&moves[..], false)] {
+                for name in names {
+                    let f = file.function(name, reducing);
+                    assert_eq!(f.map(|f| f.ends_with(name)), Some(true), "{file:?} {name}");
+                }
+            }
+            assert_eq!(file.function("fcollect", true), None);
+            assert_eq!(file.function("reduce", false), None);
+        }
+    }
+
+    #[test]
     fn copy_word_follows_alignment() {
         assert_eq!(word_size(64, [0x1000, 0x2000]), 16);
         assert_eq!(word_size(64, [0x1000, 0x2004]), 4);

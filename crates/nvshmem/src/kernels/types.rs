@@ -123,7 +123,7 @@ pub(crate) enum NvrFile {
 impl NvrFile {
     /// Every source.
     #[cfg(test)]
-    const ALL: [NvrFile; 2] = [NvrFile::Ll, NvrFile::Direct];
+    pub(crate) const ALL: [NvrFile; 2] = [NvrFile::Ll, NvrFile::Direct];
 
     fn source(self) -> &'static str {
         match self {
@@ -137,6 +137,17 @@ impl NvrFile {
             NvrFile::Ll => "ll",
             NvrFile::Direct => "direct",
         }
+    }
+
+    /// The kernel of `collective` (its name: `all_reduce`, `fcollect`...) in this file,
+    /// `nvr_<file>_<collective>`, among its reductions or its type-free kernels.
+    pub(crate) fn function(self, collective: &str, reducing: bool) -> Option<&'static str> {
+        self.functions(reducing).iter().copied().find(|f| {
+            f.strip_prefix("nvr_")
+                .and_then(|f| f.strip_prefix(self.name()))
+                .and_then(|f| f.strip_prefix('_'))
+                == Some(collective)
+        })
     }
 
     /// The functions of the file: its reductions (compiled with a type and operator), or its

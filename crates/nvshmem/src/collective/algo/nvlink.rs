@@ -105,23 +105,10 @@ impl Algorithm for Ll {
     }
 
     fn refuses(&self, call: &Call) -> Option<String> {
-        let team = match team_view(call) {
+        let team = match kernel_view(call) {
             Ok(t) => t,
             Err(why) => return Some(why),
         };
-        if matches!(call.coll, Collective::Barrier | Collective::Sync) {
-            return Some(format!(
-                "it has no {}; the nvlink algorithm does",
-                call.coll
-            ));
-        }
-        if call.is_reduction() && !kernels::reduces(call.dtype, call.op) {
-            return Some(format!(
-                "the NVLink kernels have no {} reduction of {}",
-                call.op.name(),
-                call.dtype
-            ));
-        }
         let cap = 4 * team.ll_bytes as usize;
         if call.block_bytes() > cap {
             return Some(format!(
@@ -137,35 +124,8 @@ impl Algorithm for Ll {
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
-        let team = *call.nvr.as_ref().expect("accepted: the team has a channel");
-        let x = call.block_bytes();
-        let (grid, block) = ll_shape(x, call.n());
-        let root = Some(call.root as i32);
-        let (src, dst) = (call.src.ptr, call.dst.ptr);
-        let (function, args) = match call.coll {
-            Collective::AllReduce => ("nvr_ll_all_reduce", reduce(call, None)),
-            Collective::Reduce => ("nvr_ll_reduce", reduce(call, root)),
-            Collective::ReduceScatter => ("nvr_ll_reduce_scatter", reduce(call, None)),
-            Collective::Broadcast => ("nvr_ll_broadcast", moving(root, src, dst, x)),
-            Collective::Fcollect => ("nvr_ll_fcollect", moving(None, src, dst, x)),
-            Collective::Alltoall => ("nvr_ll_alltoall", moving(None, src, dst, x)),
-            Collective::Gather => ("nvr_ll_gather", moving(root, src, dst, x)),
-            Collective::Scatter => ("nvr_ll_scatter", moving(root, src, dst, x)),
-            Collective::Barrier | Collective::Sync => unreachable!("refused"),
-        };
-        let key = if call.is_reduction() {
-            KernelKey::Nvr(NvrFile::Ll, Some((call.dtype, call.op)))
-        } else {
-            KernelKey::Nvr(NvrFile::Ll, None)
-        };
-        steps.push(Step::Kernel(Launch::Nvr(NvrLaunch {
-            key,
-            function,
-            grid,
-            block,
-            team,
-            args,
-        })));
+        let (grid, block) = ll_shape(call.block_bytes(), call.n());
+        steps.push(launch(call, NvrFile::Ll, grid, block));
     }
 }
 
@@ -191,55 +151,58 @@ impl Algorithm for Direct {
     }
 
     fn refuses(&self, call: &Call) -> Option<String> {
-        if let Err(why) = team_view(call) {
-            return Some(why);
-        }
-        if matches!(call.coll, Collective::Barrier | Collective::Sync) {
-            return Some(format!(
-                "it has no {}; the nvlink algorithm does",
-                call.coll
-            ));
-        }
-        if call.is_reduction() && !kernels::reduces(call.dtype, call.op) {
-            return Some(format!(
-                "the NVLink kernels have no {} reduction of {}",
-                call.op.name(),
-                call.dtype
-            ));
-        }
-        None
+        kernel_view(call).err()
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
-        let team = *call.nvr.as_ref().expect("accepted: the team has a channel");
-        let x = call.block_bytes();
-        let root = Some(call.root as i32);
-        let (src, dst) = (call.src.ptr, call.dst.ptr);
-        let (function, args) = match call.coll {
-            Collective::AllReduce => ("nvr_direct_all_reduce", reduce(call, None)),
-            Collective::Reduce => ("nvr_direct_reduce", reduce(call, root)),
-            Collective::ReduceScatter => ("nvr_direct_reduce_scatter", reduce(call, None)),
-            Collective::Broadcast => ("nvr_direct_broadcast", moving(root, src, dst, x)),
-            Collective::Fcollect => ("nvr_direct_fcollect", moving(None, src, dst, x)),
-            Collective::Alltoall => ("nvr_direct_alltoall", moving(None, src, dst, x)),
-            Collective::Gather => ("nvr_direct_gather", moving(root, src, dst, x)),
-            Collective::Scatter => ("nvr_direct_scatter", moving(root, src, dst, x)),
-            Collective::Barrier | Collective::Sync => unreachable!("refused"),
-        };
-        let key = if call.is_reduction() {
-            KernelKey::Nvr(NvrFile::Direct, Some((call.dtype, call.op)))
-        } else {
-            KernelKey::Nvr(NvrFile::Direct, None)
-        };
-        steps.push(Step::Kernel(Launch::Nvr(NvrLaunch {
-            key,
-            function,
-            grid: direct_grid(call),
-            block: 512,
-            team,
-            args,
-        })));
+        steps.push(launch(call, NvrFile::Direct, direct_grid(call), 512));
     }
+}
+
+/// What both kernel files refuse: a team without a channel, barrier and sync (the `nvlink`
+/// algorithm's), a reduction they have no code for. The team's channel view otherwise.
+fn kernel_view<'a>(call: &'a Call) -> Result<&'a NvrTeam, String> {
+    let team = team_view(call)?;
+    if matches!(call.coll, Collective::Barrier | Collective::Sync) {
+        return Err(format!(
+            "it has no {}; the nvlink algorithm does",
+            call.coll
+        ));
+    }
+    if call.is_reduction() && !kernels::reduces(call.dtype, call.op) {
+        return Err(format!(
+            "the NVLink kernels have no {} reduction of {}",
+            call.op.name(),
+            call.dtype
+        ));
+    }
+    Ok(team)
+}
+
+/// The one launch of an accepted call: `file`'s kernel for the collective, named alike in both
+/// files (`nvr_<file>_<collective>`), with the arguments of `kernels/PROTOCOL.md`.
+fn launch(call: &Call, file: NvrFile, grid: u32, block: u32) -> Step {
+    let team = *call.nvr.as_ref().expect("accepted: the team has a channel");
+    let root = Some(call.root as i32);
+    let move_ = |root| moving(root, call.src.ptr, call.dst.ptr, call.block_bytes());
+    let args = match call.coll {
+        Collective::AllReduce | Collective::ReduceScatter => reduce(call, None),
+        Collective::Reduce => reduce(call, root),
+        Collective::Broadcast | Collective::Gather | Collective::Scatter => move_(root),
+        Collective::Fcollect | Collective::Alltoall => move_(None),
+        Collective::Barrier | Collective::Sync => unreachable!("refused"),
+    };
+    let reduction = call.is_reduction().then_some((call.dtype, call.op));
+    Step::Kernel(Launch::Nvr(NvrLaunch {
+        key: KernelKey::Nvr(file, reduction),
+        function: file
+            .function(call.coll.name(), reduction.is_some())
+            .expect("each file has a kernel for every collective it accepts"),
+        grid,
+        block,
+        team,
+        args,
+    }))
 }
 
 /// A reduction's arguments.
