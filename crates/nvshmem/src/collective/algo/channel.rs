@@ -168,9 +168,10 @@ impl Channels {
     /// on some member. Every member gets the same answer.
     pub(crate) fn team_view(&self, team: &Team, stream: &CudaStream) -> Result<Option<NvrTeam>> {
         let shape = team.shape();
-        let (Some(offsets), me) = (&shape.peer_offsets, shape.my_pe) else {
+        let Some(offsets) = &shape.peer_offsets else {
             return Ok(None);
         };
+        let me = shape.my_pe;
         if shape.n_pes > MAX_TEAM {
             return Ok(None);
         }

@@ -196,6 +196,22 @@ impl Call<'_> {
         self.count * self.dtype.size()
     }
 
+    /// Member `j`'s own block of a gather (its input) or a scatter (its output), as a
+    /// symmetric address: the same array on every member, so the same number names it
+    /// everywhere. Not in place that is the `src` (gather) or `dst` (scatter) every member
+    /// passes; in place, block `j` of the whole buffer.
+    pub(crate) fn member_block(&self, j: usize) -> u64 {
+        let (whole, own) = match self.coll {
+            Collective::Scatter => (&self.src, &self.dst),
+            _ => (&self.dst, &self.src),
+        };
+        if self.in_place {
+            whole.ptr + (j * self.block_bytes()) as u64
+        } else {
+            own.ptr
+        }
+    }
+
     /// The address of `addr` (a symmetric address) on team member `j`, as this GPU loads and
     /// stores it; `None` unless every member is peer-mapped.
     pub(crate) fn peer(&self, addr: u64, j: usize) -> Option<u64> {

@@ -107,67 +107,57 @@ fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
             steps.push(map(dtype, true, from, to, len, n));
         }
     };
+    // premul_sum scales the input into `to` and NVSHMEM reduces from there; the address
+    // NVSHMEM reduces from.
+    let scaled = |to, steps: &mut Vec<Step>| match around.scale {
+        Some(s) => {
+            steps.push(map(dtype, false, src, to, len, s));
+            to
+        }
+        None => src,
+    };
+    // A result taken out of the scratch: divided on the way for avg, else copied.
+    let take_out = |from, count: usize, steps: &mut Vec<Step>| {
+        if around.divide {
+            steps.push(map(dtype, true, from, dst, count, n));
+        } else {
+            steps.push(Step::Copy {
+                dst,
+                src: from,
+                bytes: count * dtype.size(),
+            });
+        }
+    };
     match call.coll {
         Collective::AllReduce => {
             // premul_sum scales into dst (the input itself when in place, which the caller
             // gave up), and NVSHMEM sums dst in place: src stays as it was.
-            let from = match around.scale {
-                Some(s) => {
-                    steps.push(map(dtype, false, src, dst, len, s));
-                    dst
-                }
-                None => src,
-            };
+            let from = scaled(dst, steps);
             all_reduce(call, around.op, dst, from, len, steps);
             divide(dst, dst, len, steps);
         }
         Collective::Reduce => {
             // NVSHMEM writes its result on every PE: into the scratch, which the root takes
             // it out of (dividing on the way for avg).
-            let from = match around.scale {
-                Some(s) => {
-                    steps.push(map(dtype, false, src, scratch, len, s));
-                    scratch
-                }
-                None => src,
-            };
+            let from = scaled(scratch, steps);
             all_reduce(call, around.op, scratch, from, len, steps);
             if call.me == call.root {
-                if around.divide {
-                    steps.push(map(dtype, true, scratch, dst, len, n));
-                } else {
-                    steps.push(Step::Copy {
-                        dst,
-                        src: scratch,
-                        bytes: len * dtype.size(),
-                    });
-                }
+                take_out(scratch, len, steps);
             }
         }
         Collective::ReduceScatter => {
             // premul_sum scales all n blocks into the scratch, and reduces from there.
-            let from = match around.scale {
-                Some(s) => {
-                    steps.push(map(dtype, false, src, scratch, len, s));
-                    scratch
-                }
-                None => src,
-            };
+            let from = scaled(scratch, steps);
             if long_blocks(call) {
                 // All of it reduced into the scratch; this PE keeps its block. In place,
                 // its block is written only after the all-reduce, which NVSHMEM completes
                 // before any PE may reuse its input.
                 all_reduce(call, around.op, scratch, from, len, steps);
-                let mine = scratch + (call.me * count * dtype.size()) as u64;
-                if around.divide {
-                    steps.push(map(dtype, true, mine, dst, count, n));
-                } else {
-                    steps.push(Step::Copy {
-                        dst,
-                        src: mine,
-                        bytes: count * dtype.size(),
-                    });
-                }
+                take_out(
+                    scratch + (call.me * count * dtype.size()) as u64,
+                    count,
+                    steps,
+                );
             } else {
                 steps.push(Step::Reduce {
                     kind: Reduction::ReduceScatter,

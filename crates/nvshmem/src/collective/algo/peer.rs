@@ -150,14 +150,8 @@ impl Algorithm for PeerCopy {
         steps.push(Step::Sync { always: false });
         match call.coll {
             Collective::Gather if call.me == call.root => {
-                // Every PE's input is its own block: in place, that is its block of dst.
                 let from = |j: usize| {
-                    let src = if call.in_place {
-                        call.dst.ptr + (j * bytes) as u64
-                    } else {
-                        call.src.ptr
-                    };
-                    call.peer(src, j)
+                    call.peer(call.member_block(j), j)
                         .expect("checked: every member is peer-mapped")
                 };
                 steps.push(Step::Kernel(Launch::Gather {
@@ -170,14 +164,8 @@ impl Algorithm for PeerCopy {
             // The root writes every member's block into its dst (its own too: in place that
             // copies a block onto itself, which changes nothing).
             Collective::Scatter if call.me == call.root => {
-                // Member j's output is its dst, or in place its own block j of the buffer.
                 let dst_of = |j: usize| {
-                    let dst = if call.in_place {
-                        call.src.ptr + (j * bytes) as u64
-                    } else {
-                        call.dst.ptr
-                    };
-                    call.peer(dst, j)
+                    call.peer(call.member_block(j), j)
                         .expect("checked: every member is peer-mapped")
                 };
                 steps.push(Step::Kernel(Launch::Scatter {

@@ -33,14 +33,9 @@ impl Algorithm for RootedGet {
                     if k == me && call.in_place {
                         continue; // the root's own block is already where it belongs
                     }
-                    let from = if call.in_place {
-                        block(call.dst.ptr, k)
-                    } else {
-                        call.src.ptr
-                    };
                     steps.push(Step::Get {
                         dst: block(call.dst.ptr, k),
-                        src: from,
+                        src: call.member_block(k),
                         bytes,
                         pe: world(k),
                     });

@@ -589,3 +589,59 @@ fn supports_combines_kind_scale_and_algorithm() {
     }
     assert!(!ReduceOp::PreMulSum(1.0).supports::<Bool8>());
 }
+
+/// Where each member's own block is read from (gather) or written to (scatter), in place and
+/// not, through peer pointers (peer_copy) and through gets (rooted_get).
+#[test]
+fn gather_and_scatter_address_each_members_own_block() {
+    let steps = |a: &dyn Algorithm, coll, me, in_place| {
+        let t = team(3, me, true);
+        let mut steps = Vec::new();
+        a.plan(
+            &call(&t, coll, DataType::U8, ReduceOp::Sum, 5, in_place, 1),
+            &mut steps,
+        );
+        steps
+    };
+    // peer_copy, root 1: peer j of the root is at offset (j - 1) * PEER.
+    let at = |addr: u64, j: u64| addr.wrapping_add(j.wrapping_sub(1).wrapping_mul(PEER));
+    for (in_place, want) in [
+        (false, [at(SRC, 0), at(SRC, 1), at(SRC, 2)]),
+        (true, [at(DST, 0), at(DST + 5, 1), at(DST + 10, 2)]),
+    ] {
+        match &steps(&peer::PeerCopy, Collective::Gather, 1, in_place)[1] {
+            Step::Kernel(Launch::Gather { src_peers, dst, .. }) => {
+                assert_eq!(
+                    (src_peers.as_slice(), *dst),
+                    (&want[..], DST),
+                    "in place {in_place}"
+                );
+            }
+            s => panic!("{s:?}"),
+        }
+    }
+    for (in_place, want) in [
+        (false, [at(DST, 0), at(DST, 1), at(DST, 2)]),
+        (true, [at(SRC, 0), at(SRC + 5, 1), at(SRC + 10, 2)]),
+    ] {
+        match &steps(&peer::PeerCopy, Collective::Scatter, 1, in_place)[1] {
+            Step::Kernel(Launch::Scatter { src, dst_peers, .. }) => {
+                assert_eq!(
+                    (*src, dst_peers.as_slice()),
+                    (SRC, &want[..]),
+                    "in place {in_place}"
+                );
+            }
+            s => panic!("{s:?}"),
+        }
+    }
+    // rooted_get, root 1, in place: the root gets block k of member k's dst into its block k.
+    let gets: Vec<(u64, u64, usize)> = steps(&rooted::RootedGet, Collective::Gather, 1, true)
+        .iter()
+        .filter_map(|s| match s {
+            Step::Get { dst, src, pe, .. } => Some((*dst, *src, *pe)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(gets, [(DST, DST, 10), (DST + 10, DST + 10, 12)]);
+}
