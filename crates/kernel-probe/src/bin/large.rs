@@ -2743,7 +2743,7 @@ mod tests {
     /// Host time of the reference side of the largest checks (run with --release --ignored):
     /// what `check` spends besides the GPUs.
     #[test]
-    #[ignore]
+    #[ignore = "a timing, not a check: run with --release --ignored"]
     fn host_time_of_64_mib_cases() {
         let mut rng = Rng::new(1);
         let lay = lay(2);
@@ -2774,7 +2774,7 @@ mod tests {
     /// NVRTC makes SASS of a reduction and of the data-movement module (needs libnvrtc: run
     /// with --ignored after `. scripts/setup.sh`).
     #[test]
-    #[ignore]
+    #[ignore = "needs libnvrtc: run with --ignored after . scripts/setup.sh"]
     fn sass_of_two_modules() {
         for m in [
             Module::Reduce(Ty::BF16, Op::Avg, Knob::Default),
