@@ -12,7 +12,7 @@
 #                                         a summary last. SUITES default to "foundation"; others:
 #                                         foundation_hydra (its Hydra legs alone), examples,
 #                                         faults, soak, collectives, perf, perfgraph, perfiso,
-#                                         reddiag, probe, probelarge. Each of collectives, perf
+#                                         reddiag, probe, probelarge, perfpoints, pdl. Each of collectives, perf
 #                                         and perfgraph needs most of one 10-minute call; probe
 #                                         (small, then probelarge) most of one too, probelarge
 #                                         about 4 min; soak up to 9 min.
@@ -131,7 +131,7 @@ mpi() {
   local np=$1; shift
   local pass=() v
   for v in NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE RUST_BACKTRACE RUST_LOG GPU_TEST_INIT \
-    NVSHMEM_RS_BOOTSTRAP NVSHMEM_RS_ALGORITHMS NVSHMEM_RS_KERNEL_CACHE NVSHMEM_RS_TIMEOUT NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL GPU_TEST_SEED GPU_TEST_SKIP \
+    NVSHMEM_RS_BOOTSTRAP NVSHMEM_RS_ALGORITHMS NVSHMEM_RS_KERNEL_CACHE NVSHMEM_RS_TIMEOUT NVSHMEM_RS_PDL NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL GPU_TEST_SEED GPU_TEST_SKIP \
     MATRIX_MEDIUM_TEAMS MATRIX_FORCE PATH LD_LIBRARY_PATH; do
     [ -n "${!v+x}" ] && pass+=(-x "$v")
   done
@@ -404,6 +404,28 @@ perfpoints() {
     grep -hE '^ *(8|134217728) ' "$out/points-$mode-auto.log" "$out/points-$mode-forced-nvshmem.log" | head -60
   done
   tar -czf "$final/points.tgz" -C "$final" points && rm -rf "$dir"
+}
+
+# Programmatic dependent launch (kernels/PROTOCOL.md, "Launch") on and off, alternately, in
+# stream and graph mode: small calls of every collective (PDL_SIZES, default 8 B and 4 KiB)
+# against raw NVSHMEM (and NCCL in the first run of each mode). JSON into $final/pdl/.
+pdl() {
+  local w=/opt/torch/.venv/lib/python3.12/site-packages
+  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=1G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  local dir="$final/pdl" mode g on run=0 impl
+  mkdir -p "$dir"
+  for mode in stream graph; do
+    g=0; [ $mode = graph ] && g=1
+    for on in 1 0 1 0; do
+      run=$((run + 1)); impl=nvshmem-rs,nvshmem; [ $run -le 1 ] || [ $run -eq 5 ] && impl+=,nccl
+      # shellcheck disable=SC2086
+      NVSHMEM_RS_PDL=$on CASE_TIMEOUT=${PDL_TIMEOUT:-120} case_ pdl-$mode-$on-run$run pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+        .gpu/bin/nvshmem-perf all ${PDL_SIZES:--b 8 -e 4K -f 512} -n 200 -w 20 --reps 3 -c $((1 - g)) -G $g --impl $impl \
+        --no-progress --json "$dir/$mode-pdl$on-run$run.jsonl"
+      awk -v r="$mode pdl=$on" '/^# [a-z_]+ +type/ {c=$2} /^ *[0-9]+ +[0-9]+ / {printf "%s %-15s %6s  rs %7s  nvshmem %7s  nccl %s\n", r, c, $1, $6, $11, $15}' "$out/pdl-$mode-$on-run$run.log"
+    done
+  done
+  tar -czf "$final/pdl.tgz" -C "$final" pdl && rm -rf "$dir"
 }
 
 # The crate's own NVLink collective kernels (crates/nvshmem/src/kernels/ll.cu), checked and then

@@ -110,6 +110,22 @@ __device__ __forceinline__ nvr_u64 nvr_globaltimer() {
     return v;
 }
 
+// ---- programmatic dependent launch ----------------------------------------------------------
+
+// The first statement of every kernel of these files (PROTOCOL.md, "Launch"). The host launches
+// them with programmatic stream serialization (sm_90 and later), which lets a kernel be
+// scheduled while the kernel before it on the stream still runs. griddepcontrol.wait then holds
+// every thread until that kernel has finished and its writes are visible, so nothing after it
+// reads or writes sooner than plain stream order allows; launch_dependents lets the next kernel
+// be scheduled now, so its launch latency is spent while this one waits for its peers. Without
+// the attribute (or on an older GPU) both are no-ops.
+__device__ __forceinline__ void nvr_launch_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // ---- failures and the wait helper -----------------------------------------------------------
 
 // Records the first failure of this PE: status[0] = code by atomicCAS, then the team PE waited

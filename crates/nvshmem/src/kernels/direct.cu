@@ -345,6 +345,7 @@ __device__ void nvr_d_reduce(const nvr_team &t, int root, const NVR_T *src, NVR_
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     nvr_direct_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                           nvr_d_u64 count, double scale) {
+    nvr_launch_begin();
     const unsigned all = nvr_all_peers(t);
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
@@ -358,6 +359,7 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     nvr_direct_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                               nvr_d_u64 count, double scale) {
+    nvr_launch_begin();
     const unsigned all = nvr_all_peers(t);
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
@@ -374,6 +376,7 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     nvr_direct_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
                       nvr_d_u64 count, double scale) {
+    nvr_launch_begin();
     if (!nvr_d_root_ok(t, root))
         return;
     const unsigned all = nvr_all_peers(t);
@@ -395,6 +398,7 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     nvr_direct_combine2(const NVR_T *a, const NVR_T *b, NVR_T *dst, nvr_d_u64 count,
                         double scale) {
+    nvr_launch_begin();
     const NVR_ACC sc = (NVR_ACC)scale;
     const char *s[2] = {(const char *)a, (const char *)b};
     char *d[2] = {(char *)dst, (char *)dst};
@@ -586,6 +590,7 @@ __device__ void nvr_d_broadcast(const nvr_team &t, int root, const char *src, ch
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     nvr_direct_broadcast(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                          nvr_d_u64 bytes) {
+    nvr_launch_begin();
     if (!nvr_d_root_ok(t, root))
         return;
     const unsigned all = nvr_all_peers(t);
@@ -643,6 +648,7 @@ __device__ void nvr_d_fcollect(const nvr_team &t, const char *src, char *dst, nv
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     nvr_direct_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
                         nvr_d_u64 bytes) {
+    nvr_launch_begin();
     const unsigned all = nvr_all_peers(t);
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
@@ -673,6 +679,7 @@ __device__ void nvr_d_alltoall(const nvr_team &t, const char *src, char *dst, nv
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     nvr_direct_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
                         nvr_d_u64 bytes) {
+    nvr_launch_begin();
     const unsigned all = nvr_all_peers(t);
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
@@ -713,6 +720,7 @@ __device__ void nvr_d_gather(const nvr_team &t, int root, const char *src, char 
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     nvr_direct_gather(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                       nvr_d_u64 bytes) {
+    nvr_launch_begin();
     if (!nvr_d_root_ok(t, root))
         return;
     const unsigned all = nvr_all_peers(t);
@@ -760,6 +768,7 @@ __device__ void nvr_d_scatter(const nvr_team &t, int root, const char *src, char
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     nvr_direct_scatter(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                        nvr_d_u64 bytes) {
+    nvr_launch_begin();
     if (!nvr_d_root_ok(t, root))
         return;
     const unsigned all = nvr_all_peers(t);
@@ -796,11 +805,13 @@ __device__ __forceinline__ void nvr_d_ce_barrier(const nvr_team &t) {
 
 extern "C" __global__ void __launch_bounds__(32)
     nvr_ce_enter(const __grid_constant__ nvr_team t) {
+    nvr_launch_begin();
     nvr_d_ce_barrier(t);
 }
 
 extern "C" __global__ void __launch_bounds__(32)
     nvr_ce_exit(const __grid_constant__ nvr_team t) {
+    nvr_launch_begin();
     nvr_d_ce_barrier(t);
 }
 

@@ -279,6 +279,7 @@ __device__ __forceinline__ bool nvr_ll_reduce_recv(const nvr_team &t, const nvr_
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                       unsigned long long count, double scale) {
+    nvr_launch_begin();
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
@@ -294,6 +295,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
                   unsigned long long count, double scale) {
+    nvr_launch_begin();
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
@@ -313,6 +315,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                           unsigned long long count, double scale) {
+    nvr_launch_begin();
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
@@ -331,6 +334,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_broadcast(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                      unsigned long long bytes) {
+    nvr_launch_begin();
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e);
@@ -351,6 +355,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
+    nvr_launch_begin();
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e);
@@ -367,6 +372,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
+    nvr_launch_begin();
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e);
@@ -386,6 +392,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_gather(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                   unsigned long long bytes) {
+    nvr_launch_begin();
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e);
@@ -406,6 +413,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_scatter(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                    unsigned long long bytes) {
+    nvr_launch_begin();
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e);
@@ -427,6 +435,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 // has arrived at the same epoch. Grid 1, block 32.
 extern "C" __global__ void __launch_bounds__(32)
     nvr_barrier(const __grid_constant__ nvr_team t, int fence) {
+    nvr_launch_begin();
     const bool fits = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n &&
                       gridDim.x == 1 && blockDim.x == 32;
     if (!fits) {

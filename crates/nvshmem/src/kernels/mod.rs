@@ -14,7 +14,7 @@
 mod compile;
 mod types;
 
-use std::ffi::c_void;
+use std::{ffi::c_void, sync::OnceLock};
 
 use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
@@ -251,7 +251,32 @@ pub(crate) fn resolve_nvr(stream: &CudaStream, l: &NvrLaunch) -> Result<sys::CUf
     Ok(fns[index].cu_function())
 }
 
-/// One `cuLaunchKernel` of `l`, whose function is `f`.
+/// The environment variable that turns programmatic dependent launch of the NVLink kernels off
+/// (`0`, `off`, `false` or `no`) or on (`1`, `on`, `true`, `yes`, the default): see
+/// `kernels/PROTOCOL.md`, "Launch". It exists to measure what the overlap gains and to rule
+/// it out when chasing a problem; results are the same either way.
+pub(crate) const PDL_VAR: &str = "NVSHMEM_RS_PDL";
+
+/// [`PDL_VAR`]'s value as a switch, or why it is not one.
+pub(crate) fn parse_pdl(value: &str) -> std::result::Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" | "1" | "on" | "true" | "yes" => Ok(true),
+        "0" | "off" | "false" | "no" => Ok(false),
+        _ => Err("expected 1/on/true/yes or 0/off/false/no".into()),
+    }
+}
+
+/// Whether NVLink kernels are launched with programmatic stream serialization: read once per
+/// process (the runtime refuses a value [`parse_pdl`] refuses before any launch, so the
+/// fallback is never taken by a running program).
+fn pdl() -> bool {
+    static PDL: OnceLock<bool> = OnceLock::new();
+    *PDL.get_or_init(|| std::env::var(PDL_VAR).map_or(true, |v| parse_pdl(&v).unwrap_or(true)))
+}
+
+/// One launch of `l`, whose function is `f`: `cuLaunchKernelEx` with programmatic stream
+/// serialization unless [`PDL_VAR`] turns it off (the driver ignores the attribute where the
+/// GPU cannot overlap launches, before sm_90).
 ///
 /// # Safety
 /// `f` is `l`'s function from [`resolve_nvr`] in the stream's context, which is current and
@@ -304,29 +329,36 @@ pub(crate) unsafe fn fire_nvr(
     params[used..used + tail].copy_from_slice(&rest[..tail]);
     used += tail;
     debug_assert!(used <= params.len());
+    let mut attr = sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value: sys::CUlaunchAttributeValue {
+            programmaticStreamSerializationAllowed: 1,
+        },
+    };
+    let config = sys::CUlaunchConfig {
+        gridDimX: l.grid,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: l.block,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr,
+        numAttrs: pdl() as u32,
+    };
     // SAFETY: `f` is the named function of its module (loaded in this context, which the
     // caller made current); the parameters are, in order, exactly those of its signature in
     // PROTOCOL.md (nvr_team by value, then int root where the function has one, pointers and
     // 64-bit counts, a double scale or an int fence), each pointing at a live local of the
-    // right type and size, which the driver copies before returning; the caller guarantees
-    // the addresses they name hold what the kernel reads and writes.
-    unsafe {
-        sys::cuLaunchKernel(
-            f,
-            l.grid,
-            1,
-            1,
-            l.block,
-            1,
-            1,
-            0,
-            stream.cu_stream(),
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-    }
-    .result()
-    .map_err(Error::cuda("cuLaunchKernel (NVLink collective)"))
+    // right type and size, which the driver copies before returning (as it copies `config`
+    // and the attribute it points at); the caller guarantees the addresses they name hold
+    // what the kernel reads and writes. Every kernel launched here begins with
+    // `nvr_launch_begin`, which keeps it in stream order under the attribute.
+    unsafe { sys::cuLaunchKernelEx(&config, f, params.as_mut_ptr(), std::ptr::null_mut()) }
+        .result()
+        .map_err(Error::cuda("cuLaunchKernelEx (NVLink collective)"))
 }
 
 /// Enqueues `launch` on `stream`. The caller guarantees that every address it names holds

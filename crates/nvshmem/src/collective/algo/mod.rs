@@ -28,7 +28,7 @@ use cudarc::driver::CudaStream;
 
 use super::check::Span;
 use crate::{
-    kernels::NvrTeam,
+    kernels::{self, NvrTeam},
     runtime::{Closing, Identity, Layer, Settings},
     team::TeamShape,
     DataType, Error, ReduceOp, Result, Runtime, RuntimeBuilder, Team,
@@ -503,6 +503,13 @@ pub(crate) fn attach(rt: &Runtime, settings: &Settings) -> Result<Box<dyn Layer>
         forced.apply(&list).map_err(|reason| Error::Environment {
             var: ALGORITHMS_VAR.into(),
             value: list.clone(),
+            reason,
+        })?;
+    }
+    if let Ok(value) = std::env::var(kernels::PDL_VAR) {
+        kernels::parse_pdl(&value).map_err(|reason| Error::Environment {
+            var: kernels::PDL_VAR.into(),
+            value: value.clone(),
             reason,
         })?;
     }
