@@ -100,6 +100,14 @@ __device__ __forceinline__ void nvr_st_relaxed(unsigned int *p, unsigned int v) 
     asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+__device__ __forceinline__ void nvr_red_add_release(unsigned int *p, unsigned int v) {
+    asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void nvr_red_add_relaxed(unsigned int *p, unsigned int v) {
+    asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ void nvr_fence_sc_sys() {
     asm volatile("fence.sc.sys;" ::: "memory");
 }
@@ -214,19 +222,44 @@ __device__ __forceinline__ int nvr_flag_peer(const nvr_team &t) {
     return (j >= 0 && j < t.n && j != t.me) ? j : -1;
 }
 
-// Arrive: store e into arrive[b][me] of every peer (system-scope release). With `fence`,
-// fence.sc.sys first (barrier's meaning: this PE's earlier writes are visible system-wide
-// before any peer sees the arrival); the fence makes the following relaxed store a release.
-__device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e, bool fence = false) {
+// How an arrival is ordered before the peers see it (PROTOCOL.md, "Arrive and depart").
+#define NVR_ARRIVE_RELEASE 0 // system-scope release: direct kernels (peers then use this PE's
+                             // buffers) and sync
+#define NVR_ARRIVE_FENCE 1   // fence.sc.sys first: barrier's meaning (this PE's earlier writes,
+                             // RMA included, are visible system-wide before any peer passes)
+#define NVR_ARRIVE_RELAXED 2 // no ordering: LL kernels, whose arrival only tells a writer that
+                             // this PE has finished reading its packets of two runs ago
+
+// The flag lanes' part of an arrival on peer j's word w = arrive[b][me]: a store of e, or
+// (add) adding 1, which needs no epoch and leaves the same value there, since every run of a
+// block arrives once at every peer (arrive counts runs: PROTOCOL.md).
+__device__ __forceinline__ void nvr_arrive_signal(unsigned int *w, unsigned int e, int order,
+                                                  bool add) {
+    if (order == NVR_ARRIVE_FENCE) nvr_fence_sc_sys();
+    const bool release = order == NVR_ARRIVE_RELEASE;
+    if (add) {
+        if (release) nvr_red_add_release(w, 1u);
+        else nvr_red_add_relaxed(w, 1u);
+    } else {
+        if (release) nvr_st_release(w, e);
+        else nvr_st_relaxed(w, e);
+    }
+}
+
+// Arrive: store e into arrive[b][me] of every peer, ordered as `order` says.
+__device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e,
+                                           int order = NVR_ARRIVE_RELEASE) {
     const int j = nvr_flag_peer(t);
     if (j < 0) return;
-    unsigned int *w = nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j);
-    if (fence) {
-        nvr_fence_sc_sys();
-        nvr_st_relaxed(w, e);
-    } else {
-        nvr_st_release(w, e);
-    }
+    nvr_arrive_signal(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e, order, false);
+}
+
+// Arrive before knowing the epoch: add 1 to arrive[b][me] of every peer, so the flag can
+// travel while the epoch is read.
+__device__ __forceinline__ void nvr_arrive_add(const nvr_team &t, int order) {
+    const int j = nvr_flag_peer(t);
+    if (j < 0) return;
+    nvr_arrive_signal(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), 0u, order, true);
 }
 
 // Waits (by the flag lanes) until every peer in `peers` (bit j for team PE j) has arrived at

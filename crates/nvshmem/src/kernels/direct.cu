@@ -799,7 +799,7 @@ __device__ __forceinline__ void nvr_d_ce_barrier(const nvr_team &t) {
     const unsigned e = nvr_begin(t);
     // fence.sc.sys before the arrival: the copies that ran before this kernel on the stream
     // (copy engine) and earlier kernels' writes are ordered before the flag system-wide.
-    nvr_arrive(t, e, true);
+    nvr_arrive(t, e, NVR_ARRIVE_FENCE);
     nvr_end(t, e, nvr_wait_arrivals(t, e, e, nvr_all_peers(t)));
 }
 

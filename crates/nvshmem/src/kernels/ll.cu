@@ -118,7 +118,7 @@ __device__ __forceinline__ bool nvr_ll_check(const nvr_team &t, nvr_u64 x, int r
     const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
                     root < t.n && gridDim.x <= NVR_LL_BLOCKS && (blockDim.x & 31u) == 0 &&
                     (t.ll_bytes & 15u) == 0 &&
-                    nvr_ll_ppb(x) * NVR_LL_PACKET <= (nvr_u64)t.ll_bytes;
+                    x <= (nvr_u64)gridDim.x * (t.ll_bytes / 2); // ppb * 16 <= ll_bytes
     if (!ok && threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
     return ok;
 }
@@ -283,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
-    nvr_arrive(t, c.e);
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
@@ -299,7 +299,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
-    nvr_arrive(t, c.e);
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok;
     if (t.me == root) {
@@ -319,7 +319,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
-    nvr_arrive(t, c.e);
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * x);
@@ -337,7 +337,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_launch_begin();
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
-    nvr_arrive(t, c.e);
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
@@ -358,7 +358,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_launch_begin();
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
-    nvr_arrive(t, c.e);
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
@@ -375,7 +375,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_launch_begin();
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
-    nvr_arrive(t, c.e);
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
@@ -395,7 +395,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_launch_begin();
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
-    nvr_arrive(t, c.e);
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
@@ -416,7 +416,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_launch_begin();
     if (!nvr_ll_check(t, bytes, root)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
-    nvr_arrive(t, c.e);
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
@@ -442,8 +442,10 @@ extern "C" __global__ void __launch_bounds__(32)
         if (threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
         return;
     }
+    // The flag leaves before the epoch is read (it is an add, not a store of the epoch), so
+    // the epoch's load is not on the way to the peer.
+    nvr_arrive_add(t, fence != 0 ? NVR_ARRIVE_FENCE : NVR_ARRIVE_RELEASE);
     const unsigned int e = nvr_begin(t);
-    nvr_arrive(t, e, fence != 0);
     const bool ok = nvr_wait_arrivals(t, e, e, nvr_all_peers(t));
     nvr_end(t, e, ok);
 }
