@@ -45,7 +45,9 @@ for line in sys.stdin:
   for b in nvshmem-run nvshmem-perf small large; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
   strip --strip-debug .gpu/bin/*   # the device tool carries at most 64 MiB
   # Every kernel compiled here to sm_90 machine code (H100, H200), so the PEs there compile
-  # nothing; kept between stages (the cache's file names change with the sources).
+  # nothing; emptied first, since the cache's file names change with the sources and old
+  # entries would only fill the carry.
+  rm -rf .gpu-kernel-cache
   NVSHMEM_RS_KERNEL_CACHE=$PWD/.gpu-kernel-cache cargo test --release -p nvshmem --lib \
     kernels::tests::fill_the_kernel_cache -- --ignored --nocapture | grep -E "kernels in|FAILED|panicked"
   # Packed: the cubins shrink about fourfold, and .gpu must stay under the carry limit.
