@@ -12,7 +12,7 @@
 #                                         a summary last. SUITES default to "foundation"; others:
 #                                         foundation_hydra (its Hydra legs alone), examples,
 #                                         faults, soak, collectives, perf, perfgraph, perfiso,
-#                                         reddiag, probe, probelarge, perfpoints, pdl. Each of collectives, perf
+#                                         reddiag, probe, probelarge, perfpoints, pdl, cepoints. Each of collectives, perf
 #                                         and perfgraph needs most of one 10-minute call; probe
 #                                         (small, then probelarge) most of one too, probelarge
 #                                         about 4 min; soak up to 9 min.
@@ -428,6 +428,28 @@ pdl() {
     done
   done
   tar -czf "$final/pdl.tgz" -C "$final" pdl && rm -rf "$dir"
+}
+
+# Data movement by copy engine (nvlink_ce) against the automatic choice, raw NVSHMEM and NCCL,
+# 1 MiB to 256 MiB, stream then graph mode: where it wins (the crossovers of ce.rs).
+cepoints() {
+  local w=/opt/torch/.venv/lib/python3.12/site-packages
+  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  local colls=broadcast,fcollect,alltoall,gather,scatter dir="$final/ce" mode g
+  local forced=broadcast=nvlink_ce,fcollect=nvlink_ce,alltoall=nvlink_ce,gather=nvlink_ce,scatter=nvlink_ce
+  mkdir -p "$dir"
+  for mode in stream graph; do
+    g=0; [ $mode = graph ] && g=1
+    # shellcheck disable=SC2086
+    local args=($colls ${CE_SIZES:--b 1M -e 256M -f 2} -n 20 -w 3 --reps 3 -c $((1 - g)) -G $g --no-progress)
+    CASE_TIMEOUT=${CE_TIMEOUT:-200} case_ ce-$mode-auto pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+      .gpu/bin/nvshmem-perf "${args[@]}" --json "$dir/$mode-auto.jsonl"
+    CASE_TIMEOUT=${CE_TIMEOUT:-200} case_ ce-$mode-forced pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+      .gpu/bin/nvshmem-perf "${args[@]}" --impl nvshmem-rs --algo "$forced" --json "$dir/$mode-ce.jsonl"
+    paste <(awk '/^# [a-z_]+ +type/ {c=$2} /^ *[0-9]+ +[0-9]+ / {printf "%s %-10s %10s auto %8s %-14s nccl %8s\n", m, c, $1, $6, $10, ($11=="skip" ? $12 : $15)}' m=$mode "$out/ce-$mode-auto.log") \
+          <(awk '/^ *[0-9]+ +[0-9]+ / {printf "ce %8s\n", $6}' "$out/ce-$mode-forced.log")
+  done
+  tar -czf "$final/ce.tgz" -C "$final" ce && rm -rf "$dir"
 }
 
 # The crate's own NVLink collective kernels (crates/nvshmem/src/kernels/ll.cu), checked and then

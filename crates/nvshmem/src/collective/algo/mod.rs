@@ -11,6 +11,7 @@
 //! Every input of the choice (collective, element type, operator, sizes, team size, whether
 //! every member is peer-mapped, in place, root) is the same on every PE of the team, so every
 //! PE chooses alike and queues matching steps: no PE is left waiting for another.
+mod ce;
 pub(crate) mod channel;
 mod nvlink;
 mod nvshmem;
@@ -265,6 +266,7 @@ impl fmt::Debug for dyn Algorithm {
 
 /// The algorithms of a collective, in the order the automatic choice tries them.
 pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
+    use ce::Ce;
     use nvlink::{Direct, Flags, Ll};
     use nvshmem::{Native, ScaleThenSum, SumThenDiv};
     use peer::{PeerCopy, PeerKernel};
@@ -279,10 +281,10 @@ pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
             &PeerKernel,
         ],
         Collective::Broadcast | Collective::Fcollect | Collective::Alltoall => {
-            &[&Ll, &Direct, &Native]
+            &[&Ll, &Ce, &Direct, &Native]
         }
         Collective::Barrier | Collective::Sync => &[&Flags, &Native],
-        Collective::Gather | Collective::Scatter => &[&Ll, &Direct, &RootedGet, &PeerCopy],
+        Collective::Gather | Collective::Scatter => &[&Ll, &Ce, &Direct, &RootedGet, &PeerCopy],
     }
 }
 
@@ -343,11 +345,16 @@ pub(crate) fn run(team: &Team, mut call: Call, stream: &CudaStream) -> Result<()
     call.scratch = lease.as_ref().map_or(0, |l| l.ptr());
     let mut steps = Vec::with_capacity(4);
     alg.plan(&call, &mut steps);
+    let side = match steps.contains(&Step::Fork) {
+        true => Some(rt.collectives().side(&call, stream)?),
+        false => None,
+    };
     let mut device = queue::Device {
         nv: rt.nv(),
         team: team.handle(),
         stream,
         cu,
+        side,
     };
     let done = queue::execute(&steps, &mut device);
     // The scratch is held until everything using it is queued.
@@ -422,6 +429,23 @@ pub(crate) fn bare(team: &Team, mut call: Call, stream: &CudaStream) -> Result<B
 pub(crate) struct Collectives {
     forced: Forced,
     channels: Channels,
+    /// The side streams of the channels that have needed one, by channel address (made on
+    /// first use, kept for the runtime's life: few, since channels are).
+    sides: std::sync::Mutex<Vec<(u64, std::sync::Arc<queue::Side>)>>,
+}
+
+impl Collectives {
+    /// The side stream of `call`'s channel (its stream's), made on first use.
+    fn side(&self, call: &Call, stream: &CudaStream) -> Result<std::sync::Arc<queue::Side>> {
+        let chan = call.nvr.as_ref().map_or(0, |t| t.chan);
+        let mut sides = self.sides.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, s)) = sides.iter().find(|(c, _)| *c == chan) {
+            return Ok(s.clone());
+        }
+        let side = std::sync::Arc::new(queue::Side::new(stream)?);
+        sides.push((chan, side.clone()));
+        Ok(side)
+    }
 }
 
 /// The algorithm forced for each collective: an index into its registry, plus one; 0 for the
@@ -515,7 +539,11 @@ pub(crate) fn attach(rt: &Runtime, settings: &Settings) -> Result<Box<dyn Layer>
     }
     let channels = Channels::new(rt, sizing)?;
     exchange_identities(rt)?;
-    Ok(Box::new(Collectives { forced, channels }))
+    Ok(Box::new(Collectives {
+        forced,
+        channels,
+        sides: Default::default(),
+    }))
 }
 
 /// Hands every PE's process identity to the runtime's watchdog, so that it can tell when a

@@ -64,7 +64,7 @@ fn direct_preferred(call: &Call) -> bool {
 pub(super) struct Flags;
 
 /// Why a call cannot use the NVLink kernels at all, or its team descriptor.
-fn team_view<'a>(call: &'a Call) -> Result<&'a NvrTeam, String> {
+pub(super) fn team_view<'a>(call: &'a Call) -> Result<&'a NvrTeam, String> {
     call.nvr.as_ref().ok_or_else(|| {
         if !call.peer_mapped() {
             "it needs every PE of the team reachable by load and store from this GPU (one \

@@ -46,10 +46,23 @@ pub(crate) enum Step {
         bytes: usize,
         pe: usize,
     },
-    /// A device-to-device copy on this GPU (`dst` and `src` disjoint).
+    /// A device-to-device copy on the stream (`dst` and `src` disjoint; either may be a
+    /// peer's memory through its mapping, which the copy engines then move over the link).
     Copy { dst: u64, src: u64, bytes: usize },
+    /// The channel's side stream starts waiting for everything queued on the stream so far.
+    Fork,
+    /// A device-to-device copy on the side stream (after a [`Step::Fork`]), so that it runs
+    /// beside the stream's own copies.
+    SideCopy { dst: u64, src: u64, bytes: usize },
+    /// The stream waits for everything queued on the side stream. Queued even after an
+    /// earlier step failed, so nothing is left running apart from the stream (or outside a
+    /// graph being captured).
+    Join,
     /// One of this crate's kernels.
     Kernel(Launch),
+    /// One of this crate's kernels that the other PEs wait in (a closing flag barrier):
+    /// queued even after an earlier step of the same call failed.
+    ClosingKernel(Launch),
 }
 
 impl Step {
@@ -57,7 +70,10 @@ impl Step {
     fn always(&self) -> bool {
         matches!(
             self,
-            Step::Barrier { always: true } | Step::Sync { always: true }
+            Step::Barrier { always: true }
+                | Step::Sync { always: true }
+                | Step::Join
+                | Step::ClosingKernel(_)
         )
     }
 }
@@ -76,7 +92,7 @@ pub(crate) trait Queue {
 /// and the first error is returned.
 pub(crate) fn execute(steps: &[Step], q: &mut dyn Queue) -> Result<()> {
     for step in steps {
-        if let Step::Kernel(launch) = step {
+        if let Step::Kernel(launch) | Step::ClosingKernel(launch) = step {
             q.prepare(launch)?;
         }
     }
@@ -93,12 +109,49 @@ pub(crate) fn execute(steps: &[Step], q: &mut dyn Queue) -> Result<()> {
 }
 
 /// The queue of a PE: NVSHMEM, copies and kernels on `stream`, over `team`.
+/// A stream beside a channel's stream, for the part of a call that runs alongside
+/// ([`Step::Fork`], [`Step::SideCopy`], [`Step::Join`]), with the two events that order it.
+pub(crate) struct Side {
+    pub(crate) stream: std::sync::Arc<CudaStream>,
+    pub(crate) fork: cudarc::driver::CudaEvent,
+    pub(crate) join: cudarc::driver::CudaEvent,
+}
+
+impl Side {
+    /// A side stream and its events in `stream`'s context.
+    pub(crate) fn new(stream: &CudaStream) -> Result<Self> {
+        let ctx = stream.context();
+        Ok(Side {
+            stream: ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?,
+            fork: ctx.new_event(None).map_err(Error::cuda("cuEventCreate"))?,
+            join: ctx.new_event(None).map_err(Error::cuda("cuEventCreate"))?,
+        })
+    }
+}
+
+impl std::fmt::Debug for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Side").finish_non_exhaustive()
+    }
+}
+
 pub(crate) struct Device<'a> {
     pub(crate) nv: Nvshmem,
     pub(crate) team: TeamHandle,
     pub(crate) stream: &'a CudaStream,
     /// `stream`, already checked to be on the runtime's context, which is current.
     pub(crate) cu: CUstream,
+    /// The side stream of the call's channel, when the plan forks.
+    pub(crate) side: Option<std::sync::Arc<Side>>,
+}
+
+impl Device<'_> {
+    fn side(&self) -> Result<&Side> {
+        self.side.as_deref().ok_or_else(|| Error::Unsupported {
+            call: "collective",
+            what: "a side-stream step without the channel's side stream".into(),
+        })
+    }
 }
 
 impl Queue for Device<'_> {
@@ -172,7 +225,42 @@ impl Queue for Device<'_> {
                 unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, cu) }
                     .map_err(Error::cuda("cuMemcpyDtoDAsync"))
             }
-            Step::Kernel(ref launch) => kernels::launch(self.stream, launch),
+            Step::Fork => {
+                let side = self.side()?;
+                side.fork
+                    .record(self.stream)
+                    .map_err(Error::cuda("cuEventRecord"))?;
+                side.stream
+                    .wait(&side.fork)
+                    .map_err(Error::cuda("cuStreamWaitEvent"))
+            }
+            Step::SideCopy { dst, src, bytes } => {
+                let side = self.side()?;
+                // SAFETY: as for `Copy`; the side stream belongs to the same context and
+                // waits (Fork) for the work before this call, and the stream waits for it
+                // (Join) before anything after.
+                unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(
+                        dst,
+                        src,
+                        bytes,
+                        side.stream.cu_stream(),
+                    )
+                }
+                .map_err(Error::cuda("cuMemcpyDtoDAsync (side stream)"))
+            }
+            Step::Join => {
+                let side = self.side()?;
+                side.join
+                    .record(&side.stream)
+                    .map_err(Error::cuda("cuEventRecord"))?;
+                self.stream
+                    .wait(&side.join)
+                    .map_err(Error::cuda("cuStreamWaitEvent"))
+            }
+            Step::Kernel(ref launch) | Step::ClosingKernel(ref launch) => {
+                kernels::launch(self.stream, launch)
+            }
         }
     }
 }
