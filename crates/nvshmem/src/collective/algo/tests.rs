@@ -780,8 +780,27 @@ fn copy_engines_refuse_what_they_cannot_move() {
     let mut no_channel = c(Collective::Broadcast, false);
     no_channel.nvr = None;
     assert!(ce::Ce.refuses(&no_channel).is_some());
-    // Not chosen automatically until measured, but accepted when forced.
+    // Chosen only for large messages on two PEs (the measured crossovers), but accepted
+    // whenever forced.
     assert!(!ce::Ce.prefers(&c(Collective::Broadcast, false)));
+    let big = |n, coll, bytes: usize| {
+        let t = team(n, 0, true);
+        ce::Ce.prefers(&with_channel(call(
+            &t,
+            coll,
+            DataType::U8,
+            ReduceOp::Sum,
+            bytes,
+            false,
+            0,
+        )))
+    };
+    assert!(big(2, Collective::Broadcast, 32 << 20));
+    assert!(!big(2, Collective::Broadcast, 16 << 20));
+    assert!(!big(3, Collective::Broadcast, 32 << 20));
+    assert!(big(2, Collective::Gather, 32 << 20));
+    assert!(!big(2, Collective::Fcollect, 64 << 20));
+    assert!(big(2, Collective::Alltoall, 128 << 20));
 }
 
 #[test]
