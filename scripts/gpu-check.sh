@@ -134,7 +134,7 @@ mpi() {
   local pass=() v
   for v in NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE RUST_BACKTRACE RUST_LOG GPU_TEST_INIT \
     NVSHMEM_RS_BOOTSTRAP NVSHMEM_RS_ALGORITHMS NVSHMEM_RS_KERNEL_CACHE NVSHMEM_RS_TIMEOUT NVSHMEM_RS_PDL NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL GPU_TEST_SEED GPU_TEST_SKIP \
-    MATRIX_MEDIUM_TEAMS MATRIX_FORCE PATH LD_LIBRARY_PATH; do
+    MATRIX_MEDIUM_TEAMS MATRIX_FORCE NCCL_GRAPH_REGISTER PATH LD_LIBRARY_PATH; do
     [ -n "${!v+x}" ] && pass+=(-x "$v")
   done
   mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "${pass[@]}" "$@"
@@ -392,6 +392,21 @@ perfgraphsplit() {
   done
   tar -czf "$final/perf-graph.tgz" -C "$final" perf-graph && rm -rf "$dir"
 }
+# The graph-mode hang of a fresh nvshmem-perf process whose first collective is alltoall: the
+# same after a barrier, then alltoall alone with each implementation apart (which one hangs).
+graphhang() {
+  local w=/opt/torch/.venv/lib/python3.12/site-packages impl dir="$final/perf-graph"
+  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  mkdir -p "$dir"
+  CASE_TIMEOUT=45 case_ perf-graph-barrier-then-alltoall pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+    .gpu/bin/nvshmem-perf barrier,alltoall -b 8 -e 256M -f 2 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress --json "$dir/alltoall-after-barrier.jsonl"
+  for impl in nccl nvshmem nvshmem-rs; do
+    CASE_TIMEOUT=30 case_ hang-alltoall-graph-$impl pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+      .gpu/bin/nvshmem-perf alltoall -b 8 -e 8 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress --impl $impl
+  done
+  tar -czf "$final/perf-graph.tgz" -C "$final" perf-graph && rm -rf "$dir"
+}
+
 perf_mode() {
   # PERF_EXTRA: nvshmem-perf flags appended (later flags win), e.g. fewer sizes.
   # shellcheck disable=SC2086

@@ -36,6 +36,7 @@
 //! | **Forcing algorithms** | | |
 //! | an unknown algorithm name ([`Runtime::set_algorithm`](crate::Runtime::set_algorithm), [`RuntimeBuilder::algorithm`](crate::RuntimeBuilder::algorithm)) | [`InvalidArgument`](Error::InvalidArgument) `algorithm` | "{collective} has no algorithm \"{name}\"; it has auto, {names}" |
 //! | the same, or a pair that is not `collective=algorithm`, in `NVSHMEM_RS_ALGORITHMS` | [`Environment`](Error::Environment) | the variable, its value, and the reason above, or "\"{pair}\" is not collective=algorithm", or the unknown collective |
+//! | `NVSHMEM_RS_PDL` other than `1`/`on`/`true`/`yes` or `0`/`off`/`false`/`no` | [`Environment`](Error::Environment) | the variable, its value, and what it expects |
 //! | an unknown collective name ([`Collective`](crate::collective::Collective)'s `from_str`) | [`InvalidArgument`](Error::InvalidArgument) `collective` | "\"{name}\": expected one of all_reduce, reduce, ..." |
 //! | **Memory** | | |
 //! | heap exhausted (allocating, [`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch)) | [`OutOfHeap`](Error::OutOfHeap) | "symmetric heap exhausted: {n} bytes requested, {used} of {size} bytes in use" |

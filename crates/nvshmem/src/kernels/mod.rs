@@ -499,6 +499,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_pdl_switch_reads_the_usual_words_and_refuses_others() {
+        for on in ["", "1", "on", "TRUE", " yes "] {
+            assert_eq!(parse_pdl(on), Ok(true), "{on:?}");
+        }
+        for off in ["0", "off", "False", "no"] {
+            assert_eq!(parse_pdl(off), Ok(false), "{off:?}");
+        }
+        assert!(parse_pdl("2").unwrap_err().contains("expected"));
+    }
+
+    #[test]
     fn both_nvlink_files_name_a_kernel_for_every_collective() {
         let reductions = ["all_reduce", "reduce", "reduce_scatter"];
         let moves = ["broadcast", "fcollect", "alltoall", "gather", "scatter"];
