@@ -111,7 +111,10 @@ impl Collective {
     ///
     /// ```
     /// use nvshmem::collective::Collective;
-    /// assert_eq!(Collective::Broadcast.algorithms(), ["nvlink_ll", "nvlink_direct", "nvshmem"]);
+    /// assert_eq!(
+    ///     Collective::Broadcast.algorithms(),
+    ///     ["nvlink_ll", "nvlink_ce", "nvlink_direct", "nvshmem"]
+    /// );
     /// ```
     pub fn algorithms(self) -> Vec<&'static str> {
         registry(self).iter().map(|a| a.name()).collect()

@@ -718,7 +718,7 @@ fn ce_copies(coll: Collective, me: usize, in_place: bool) -> Vec<(char, u64, u64
 fn copy_engines_move_each_block_once_between_two_barriers() {
     // Peer j's copy of address a is a + (j - me) * PEER.
     let up = |a: u64| a + PEER;
-    let down = |a: u64| a - PEER;
+    let down = |a: u64| a.wrapping_sub(PEER);
     use Collective::*;
     // Broadcast: the root (1) copies to PE 0 and locally beside it; PE 0 only waits.
     assert_eq!(
