@@ -13,8 +13,10 @@
 //! A copy engine moves about 390 GB/s one way over an H200's NVLink, where SM stores reach
 //! about 365 (`../shared/anchors.md`), but each call pays two barriers and a copy launch, so
 //! it wins only for large messages: [`ce_preferred`] holds the crossovers measured.
-use super::{nvlink::team_view, Algorithm, Call, Collective, Step};
-use crate::kernels::{KernelKey, Launch, NvrArgs, NvrFile, NvrLaunch};
+use super::{
+    nvlink::{flag_barrier, team_view},
+    Algorithm, Call, Collective, Step,
+};
 
 /// Data movement by copy engine.
 pub(super) struct Ce;
@@ -50,14 +52,7 @@ fn ce_preferred(call: &Call) -> bool {
 /// The flag barrier that frames the copies (`nvr_barrier` with its fence), queued even after
 /// a failed step when `closing`.
 fn barrier(call: &Call, closing: bool) -> Step {
-    let launch = Launch::Nvr(NvrLaunch {
-        key: KernelKey::Nvr(NvrFile::Ll, None),
-        function: "nvr_barrier",
-        grid: 1,
-        block: 32,
-        team: *call.nvr.as_ref().expect("accepted: the team has a channel"),
-        args: NvrArgs::Barrier { fence: 1 },
-    });
+    let launch = flag_barrier(call, true);
     if closing {
         Step::ClosingKernel(launch)
     } else {

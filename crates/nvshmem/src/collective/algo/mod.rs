@@ -348,10 +348,10 @@ pub(crate) fn run(team: &Team, mut call: Call, stream: &CudaStream) -> Result<()
     call.scratch = lease.as_ref().map_or(0, |l| l.ptr());
     let mut steps = Vec::with_capacity(4);
     alg.plan(&call, &mut steps);
-    let side = match steps.contains(&Step::Fork) {
-        true => Some(rt.collectives().side(&call, stream)?),
-        false => None,
-    };
+    let side = steps
+        .contains(&Step::Fork)
+        .then(|| rt.collectives().side(&call, stream))
+        .transpose()?;
     let mut device = queue::Device {
         nv: rt.nv(),
         team: team.handle(),

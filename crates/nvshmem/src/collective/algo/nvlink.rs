@@ -254,19 +254,28 @@ impl Algorithm for Flags {
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
-        let team = *call.nvr.as_ref().expect("accepted: the team has a channel");
         // A barrier also completes this PE's earlier RMA at its targets (NVSHMEM's meaning):
         // the kernel fences system-wide before it arrives.
-        let fence = (call.coll == Collective::Barrier) as i32;
-        steps.push(Step::Kernel(Launch::Nvr(NvrLaunch {
-            key: KernelKey::Nvr(NvrFile::Ll, None),
-            function: "nvr_barrier",
-            grid: 1,
-            block: 32,
-            team,
-            args: NvrArgs::Barrier { fence },
-        })));
+        steps.push(Step::Kernel(flag_barrier(
+            call,
+            call.coll == Collective::Barrier,
+        )));
     }
+}
+
+/// The launch of `nvr_barrier` on `call`'s channel: with `fence`, a barrier (this PE's
+/// earlier writes visible system-wide before any peer passes), else a sync.
+pub(super) fn flag_barrier(call: &Call, fence: bool) -> Launch {
+    Launch::Nvr(NvrLaunch {
+        key: KernelKey::Nvr(NvrFile::Ll, None),
+        function: "nvr_barrier",
+        grid: 1,
+        block: 32,
+        team: *call.nvr.as_ref().expect("accepted: the team has a channel"),
+        args: NvrArgs::Barrier {
+            fence: fence as i32,
+        },
+    })
 }
 
 #[cfg(test)]

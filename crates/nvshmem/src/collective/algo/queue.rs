@@ -108,7 +108,6 @@ pub(crate) fn execute(steps: &[Step], q: &mut dyn Queue) -> Result<()> {
     failed.map_or(Ok(()), Err)
 }
 
-/// The queue of a PE: NVSHMEM, copies and kernels on `stream`, over `team`.
 /// A stream beside a channel's stream, for the part of a call that runs alongside
 /// ([`Step::Fork`], [`Step::SideCopy`], [`Step::Join`]), with the two events that order it.
 pub(crate) struct Side {
@@ -135,6 +134,7 @@ impl std::fmt::Debug for Side {
     }
 }
 
+/// The queue of a PE: NVSHMEM, copies and kernels on `stream`, over `team`.
 pub(crate) struct Device<'a> {
     pub(crate) nv: Nvshmem,
     pub(crate) team: TeamHandle,

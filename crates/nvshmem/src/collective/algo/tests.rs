@@ -841,3 +841,18 @@ fn a_failed_copy_still_joins_the_side_stream_and_queues_the_closing_barrier() {
         2
     );
 }
+
+#[test]
+fn barrier_fences_and_sync_does_not() {
+    let t = team(2, 0, true);
+    for (coll, fence) in [(Collective::Barrier, 1), (Collective::Sync, 0)] {
+        let c = with_channel(call(&t, coll, DataType::U8, ReduceOp::Sum, 0, false, 0));
+        let (name, steps) = plan(&c);
+        assert_eq!(name, "nvlink");
+        assert!(
+            matches!(&steps[..], [Step::Kernel(Launch::Nvr(l))]
+                if l.function == "nvr_barrier" && l.args == crate::kernels::NvrArgs::Barrier { fence }),
+            "{coll}: {steps:?}"
+        );
+    }
+}
