@@ -64,12 +64,18 @@ fn main() -> anyhow::Result<()> {
                     unsafe { lib.nvshmemx_barrier_on_stream(0, stream.cu_stream()) };
                     Ok(())
                 })?,
+                // SAFETY (both): src and dst live until the end of `main`, after the stream is
+                // synchronised, and the team's calls all run on this one stream.
                 match bare_ar.as_ref().filter(|_| with_bare) {
-                    Some(b) => per_call(&stream, || b.fire(&stream).map_err(Into::into))?,
+                    Some(b) => {
+                        per_call(&stream, || unsafe { b.fire(&stream) }.map_err(Into::into))?
+                    }
                     None => 0.0,
                 },
                 match bare_bar.as_ref().filter(|_| with_bare) {
-                    Some(b) => per_call(&stream, || b.fire(&stream).map_err(Into::into))?,
+                    Some(b) => {
+                        per_call(&stream, || unsafe { b.fire(&stream) }.map_err(Into::into))?
+                    }
                     None => 0.0,
                 },
             ];

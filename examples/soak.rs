@@ -51,7 +51,7 @@
 //! Each PE prints its table, then PE 0 the verdict over all PEs (`soak: ok on every PE` or
 //! `soak: FAILED on ...`); the exit status is non-zero on every PE when anything grew past its
 //! tolerance or a check failed on any PE.
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use anyhow::{bail, ensure, Context};
 use nvshmem::{
@@ -375,7 +375,7 @@ impl<T: Element> Pair<T> {
     }
 
     /// Queues `call` on `stream`.
-    fn issue(&mut self, team: &Team, call: Call, stream: &CudaStream) -> nvshmem::Result<()> {
+    fn issue(&mut self, team: &Team, call: Call, stream: &Arc<CudaStream>) -> nvshmem::Result<()> {
         let (n, len, root) = (team.n_pes(), call.len, call.root);
         let Pair { src, dst } = self;
         match call.kind {
@@ -435,7 +435,7 @@ impl<T: Element> Pair<T> {
         &mut self,
         team: &Team,
         call: Call,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
         host: &mut [u64],
     ) -> nvshmem::Result<Option<String>> {
         let (me, n) = (team.my_pe(), team.n_pes());

@@ -718,7 +718,7 @@ fn launch<T: Element>(
     let mut dst = bufs.dst.view_mut(..out_len)?;
     let root = case.root;
     let op = case.op.unwrap_or(ReduceOp::Sum);
-    let cs: &CudaStream = s;
+    let cs = s;
     match (case.coll, case.in_place) {
         (Coll::AllReduce, false) => team.all_reduce(&src, &mut dst, op, cs)?,
         (Coll::AllReduce, true) => team.all_reduce_in_place(&mut dst, op, cs)?,
@@ -886,17 +886,11 @@ fn graph_replay_one(
             Coll::Gather => world.gather(root, &src.view(..m)?, dst, stream),
             Coll::Scatter => world.scatter(root, src, &mut dst.view_mut(..m)?, stream),
         };
-        // Once outside the capture: the kernels compile and the stream gets its channel.
+        // Once outside the capture: the kernels compile.
         queue(&src, &mut dst)?;
         stream.synchronize()?;
         rt.barrier_all(stream)?;
-        stream.begin_capture(
-            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-        )?;
-        let queued = queue(&src, &mut dst);
-        let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?;
-        queued?;
-        let graph = graph.ok_or_else(|| anyhow::anyhow!("{coll:?}: the capture made no graph"))?;
+        let graph = rt.capture(stream, |_| queue(&src, &mut dst))?;
         for replay in 0..3u64 {
             // The third round replays the second's inputs REPLAYS times, then checks.
             let (replay, times) = if replay == 2 {
@@ -979,7 +973,7 @@ fn graph_replay_kernels(
                  f_src: &SymArray<f32>,
                  f_dst: &mut SymArray<f32>,
                  q: &mut SymArray<F8E4M3>,
-                 s: &CudaStream|
+                 s: &std::sync::Arc<CudaStream>|
      -> nvshmem::Result<()> {
         match case {
             0 => world.all_reduce(
@@ -1001,14 +995,7 @@ fn graph_replay_kernels(
         queue(case, &f_src, &mut f_dst, &mut q, &stream)?;
         stream.synchronize()?;
         rt.barrier_all(&stream)?;
-        stream.begin_capture(
-            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-        )?;
-        let queued = queue(case, &f_src, &mut f_dst, &mut q, &stream);
-        let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))?;
-        queued?;
-        let graph =
-            graph.ok_or_else(|| anyhow::anyhow!("case {case}: the capture made no graph"))?;
+        let graph = rt.capture(&stream, |s| queue(case, &f_src, &mut f_dst, &mut q, s))?;
         for replay in 0..2u64 {
             let data: Vec<f32> = (0..n * m).map(|i| of(me, i, replay) as f32).collect();
             f_src.copy_from_host(&data)?;
@@ -1277,7 +1264,11 @@ fn from_threads(rt: &Runtime, world: &Team, listed: Option<&Team>) -> anyhow::Re
 /// Forcing an algorithm that cannot run a call is a typed refusal on every PE (the choice
 /// depends only on what every PE passes), which queues nothing; an unknown name is refused
 /// when forcing.
-fn forced_refusal(rt: &Runtime, world: &Team, s: &CudaStream) -> anyhow::Result<()> {
+fn forced_refusal(
+    rt: &Runtime,
+    world: &Team,
+    s: &std::sync::Arc<CudaStream>,
+) -> anyhow::Result<()> {
     let src = rt.alloc_from(&[1.0f32; 16])?;
     let mut dst = rt.alloc_zeroed::<f32>(16)?;
     ensure!(rt

@@ -542,7 +542,7 @@ fn check_team(
     team: &Team,
     members: &[usize],
     a: &mut TeamArrays,
-    stream: &cudarc::driver::CudaStream,
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
 ) -> anyhow::Result<()> {
     let (me, count) = (rt.my_pe(), TeamArrays::COUNT);
     let world = rt.world();

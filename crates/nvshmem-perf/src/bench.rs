@@ -2,7 +2,7 @@
 use std::{sync::Arc, time::Instant};
 
 use anyhow::{Context, Result};
-use cudarc::driver::{sys, CudaContext, CudaGraph, CudaStream};
+use cudarc::driver::{sys, CudaContext, CudaStream};
 
 use crate::{
     check::{count_wrong, make_input},
@@ -39,23 +39,28 @@ pub struct Measured {
     pub wrong: Option<u64>,
 }
 
+/// `calls` calls of `imp` captured into one graph, through the runtime's capture (which every
+/// implementation's calls go into alike, and which keeps what nvshmem-rs's calls use alive).
 fn capture(
     imp: &mut dyn Implementation,
+    rt: &nvshmem::Runtime,
     stream: &Arc<CudaStream>,
     calls: usize,
-) -> Result<CudaGraph> {
-    stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-    let mut result = Ok(());
-    for _ in 0..calls {
-        result = imp.run_once(stream);
-        if result.is_err() {
-            break;
+) -> Result<nvshmem::Graph> {
+    let mut failed = None;
+    let graph = rt.capture(stream, |s| {
+        for _ in 0..calls {
+            if let Err(e) = imp.run_once(s) {
+                failed = Some(e);
+                break;
+            }
         }
+        Ok(())
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
-    // End the capture even after an error, so the stream is usable again.
-    let graph = stream.end_capture(sys::CUgraphInstantiate_flags(0));
-    result?;
-    let graph = graph?.context("the captured graph is empty")?;
+    let graph = graph.context("capturing the calls")?;
     graph.upload()?;
     Ok(graph)
 }
@@ -99,8 +104,8 @@ fn time_prepared(
     stream.synchronize().context("warm-up")?;
     let (graph_n, graph_1) = if t.graph {
         (
-            Some(capture(imp, stream, t.iters)?),
-            Some(capture(imp, stream, 1)?),
+            Some(capture(imp, rt, stream, t.iters)?),
+            Some(capture(imp, rt, stream, 1)?),
         )
     } else {
         (None, None)

@@ -80,4 +80,16 @@ pub mod teams {
     /// # Ok::<(), nvshmem_sys::LoadError>(())
     /// ```
     pub const NVSHMEMX_TEAM_NODE: nvshmem_team_t = 2;
+    /// `NVSHMEMI_TEAM_SAME_GPU`: the PEs that use this PE's GPU (NVSHMEM's internal name; its
+    /// index is part of the same enum).
+    ///
+    /// ```no_run
+    /// use nvshmem_sys::teams::NVSHMEMI_TEAM_SAME_GPU;
+    /// let nvshmem = nvshmem_sys::lib()?;
+    /// // SAFETY: NVSHMEM is initialised; the call only reads its state.
+    /// let sharing = unsafe { nvshmem.nvshmem_team_n_pes(NVSHMEMI_TEAM_SAME_GPU) };
+    /// println!("{sharing} PEs on this GPU");
+    /// # Ok::<(), nvshmem_sys::LoadError>(())
+    /// ```
+    pub const NVSHMEMI_TEAM_SAME_GPU: nvshmem_team_t = 4;
 }

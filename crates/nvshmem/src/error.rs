@@ -241,6 +241,51 @@ pub enum Error {
         epoch: u32,
     },
 
+    /// The PEs did not make the same collective call at the same point (one allocated where
+    /// another made a team, or with another size), or their symmetric heaps came apart. Every
+    /// PE of the call gets it alike. Where the heaps came apart the runtime fails too.
+    #[error("{call}: the PEs are out of step: {detail}")]
+    OutOfStep {
+        /// The call.
+        call: &'static str,
+        /// Which PE did what.
+        detail: String,
+    },
+
+    /// A host-side wait for other PEs (an allocation, a team being made, finalising) lasted
+    /// longer than the runtime's timeout ([`RuntimeBuilder::timeout`](crate::RuntimeBuilder::timeout)).
+    /// The runtime has failed: every later call returns this.
+    #[error("{call}: timed out after {after:.1?} waiting for {waiting_for}; this runtime cannot run collectives any more")]
+    WaitTimedOut {
+        /// The call that waited.
+        call: &'static str,
+        /// What it waited for.
+        waiting_for: String,
+        /// How long it waited.
+        after: std::time::Duration,
+    },
+
+    /// A call was queued on a stream being captured into a CUDA graph that this crate did not
+    /// start. Such a graph could run after the arrays, teams or scratch it uses are gone; capture
+    /// with [`Runtime::capture`](crate::Runtime::capture), whose [`Graph`](crate::Graph) keeps
+    /// them alive.
+    #[error("{call}: the stream is being captured into a CUDA graph that nvshmem did not start: capture with Runtime::capture, whose graph keeps alive what its calls use")]
+    CaptureNotTracked {
+        /// The call.
+        call: &'static str,
+    },
+
+    /// Several PEs share this PE's GPU without CUDA MPS: NVSHMEM then runs in a limited mode
+    /// in which collectives end the process. Start the MPS control daemon and give each PE a
+    /// share (the README's "Launching"), or run one PE per GPU.
+    #[error("{pes} PEs share CUDA device {device} without CUDA MPS, where NVSHMEM cannot run collectives: start the MPS control daemon (nvidia-cuda-mps-control -d) with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE at most 100/{pes} for each PE, or run one PE per GPU")]
+    GpuSharedWithoutMps {
+        /// PEs on the device.
+        pes: usize,
+        /// The device.
+        device: usize,
+    },
+
     /// NVRTC, or the CUDA headers its kernels include, could not be found.
     #[error("run-time kernel compilation is unavailable: {0}")]
     Nvrtc(String),

@@ -15,6 +15,12 @@ use crate::{DataType, Error, ReduceOp, Result};
 /// NVSHMEM's handle of a team.
 pub(crate) type TeamHandle = nvshmem_team_t;
 
+/// `nvshmemx_init_status()` before NVSHMEM is initialised (`NVSHMEM_STATUS_NOT_INITIALIZED`).
+pub(crate) const STATUS_NOT_INITIALIZED: c_int = 0;
+/// `nvshmemx_init_status()` when PEs share a GPU without MPS (`NVSHMEM_STATUS_LIMITED_MPG`):
+/// every collective but barrier and sync ends the process.
+pub(crate) const STATUS_LIMITED_MPG: c_int = 3;
+
 /// Turns an NVSHMEM status into a `Result`.
 pub(crate) fn check(call: &'static str, status: c_int) -> Result<()> {
     if status == 0 {
@@ -206,6 +212,15 @@ impl Nvshmem {
         // SAFETY: NVSHMEM is initialised (this handle's invariant); both only read its state.
         let (me, n) = unsafe { (self.lib.nvshmem_my_pe(), self.lib.nvshmem_n_pes()) };
         (me.max(0) as usize, n.max(0) as usize)
+    }
+
+    /// How many PEs use this PE's GPU (NVSHMEM's own team of them, `NVSHMEMI_TEAM_SAME_GPU`;
+    /// 1 when it does not say).
+    pub(crate) fn pes_on_this_gpu(&self) -> usize {
+        // SAFETY: NVSHMEM is initialised and makes its predefined teams at start-up; the call
+        // only reads its state.
+        let n = unsafe { self.lib.nvshmem_team_n_pes(teams::NVSHMEMI_TEAM_SAME_GPU) };
+        usize::try_from(n).unwrap_or(1).max(1)
     }
 
     /// The thread level NVSHMEM provides (`NVSHMEM_THREAD_*`).
@@ -401,7 +416,8 @@ impl Nvshmem {
         Ok(handle)
     }
 
-    /// Destroys a team (collective over its members).
+    /// Destroys a team. In NVSHMEM 3.4 this is local to the PE (its barrier is commented out)
+    /// and synchronises the whole device (`cudaDeviceSynchronize`).
     ///
     /// # Safety
     /// `team` came from a split of this runtime, is destroyed once, and no queued work uses it.

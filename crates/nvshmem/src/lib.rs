@@ -23,6 +23,7 @@ pub mod collective;
 pub mod element;
 pub mod error;
 mod ffi;
+mod graph;
 pub(crate) mod kernels;
 pub mod memory;
 mod op;
@@ -36,6 +37,7 @@ pub mod timing;
 pub use collective::ReduceOp;
 pub use element::{DataType, Element, ElementKind};
 pub use error::{Error, Result};
+pub use graph::Graph;
 pub use memory::{
     HeapUsage, LocalBuffer, LocalBufferMut, Registered, SymArray, SymBuffer, SymBufferMut, SymView,
     SymViewMut,
@@ -62,12 +64,6 @@ pub use half;
 /// ```
 pub use cudarc;
 
-/// How a runtime is put together: each layer above [`runtime`] attaches its per-runtime state
-/// when a runtime starts, in this order (each may use those before it), and closes it, in the
-/// reverse order, before NVSHMEM is finalised.
-pub(crate) const LAYERS: [runtime::Attach; 3] =
-    [memory::attach, team::attach, collective::algo::attach];
-
 /// What nearly every program names: `use nvshmem::prelude::*;`.
 ///
 /// ```no_run
@@ -84,7 +80,7 @@ pub mod prelude {
     pub use crate::collective::Collective;
     pub use crate::rma::{Cmp, SignalArray, SignalOp, SignalWord};
     pub use crate::{
-        DataType, Element, Error, LocalBuffer, LocalBufferMut, ReduceOp, Registered, Runtime,
-        SymArray, SymBuffer, SymBufferMut, Team, Timing,
+        DataType, Element, Error, Graph, LocalBuffer, LocalBufferMut, ReduceOp, Registered,
+        Runtime, SymArray, SymBuffer, SymBufferMut, Team, Timing,
     };
 }

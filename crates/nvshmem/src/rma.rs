@@ -32,12 +32,13 @@
 //! rt.signal_wait_until(arrived.signal(0)?, Cmp::Ge, 1, &stream)?;
 //! # Ok::<(), nvshmem::Error>(())
 //! ```
-use std::{fmt, os::raw::c_int, str::FromStr};
+use std::{fmt, os::raw::c_int, str::FromStr, sync::Arc};
 
 use cudarc::driver::CudaStream;
 
 use crate::{
     error::{check_len, check_pe, Error},
+    memory::Alloc,
     Element, LocalBuffer, LocalBufferMut, Result, Runtime, SymBuffer, SymBufferMut,
 };
 
@@ -160,6 +161,7 @@ impl FromStr for Cmp {
 #[derive(Debug, Clone, Copy)]
 pub struct SignalWord<'a> {
     rt: &'a Runtime,
+    alloc: &'a Arc<Alloc>,
     ptr: u64,
     index: usize,
 }
@@ -203,6 +205,7 @@ pub trait SignalArray: SymBuffer<u64> {
         signal_index(index, self.sym_len())?;
         Ok(SignalWord {
             rt: self.sym_runtime(),
+            alloc: self.alloc(),
             ptr: self.sym_ptr() + 8 * index as u64,
             index,
         })
@@ -232,14 +235,17 @@ impl Runtime {
         src: &impl LocalBuffer<T>,
         dst: &mut impl SymBufferMut<T>,
         pe: usize,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         const CALL: &str = "put";
         self.rma_checks(CALL, src, dst, pe)?;
-        let cu = self.enter(CALL, stream)?;
+        let q = self.enqueue(CALL, stream)?;
         if src.local_len() == 0 {
             return Ok(());
         }
+        src.note(&q)?;
+        q.uses(dst.alloc())?;
+        let cu = q.cu;
         // Dropped once the put is queued: cudarc then records it as a read of `src`.
         let (src_ptr, _record) = src.local_ptr(stream);
         // SAFETY: dst is symmetric memory of this runtime and src this PE's symmetric or
@@ -277,14 +283,17 @@ impl Runtime {
         src: &impl SymBuffer<T>,
         dst: &mut impl LocalBufferMut<T>,
         pe: usize,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         const CALL: &str = "get";
         self.rma_checks(CALL, src, dst, pe)?;
-        let cu = self.enter(CALL, stream)?;
+        let q = self.enqueue(CALL, stream)?;
         if src.sym_len() == 0 {
             return Ok(());
         }
+        q.uses(src.alloc())?;
+        dst.note(&q)?;
+        let cu = q.cu;
         let bytes = src.sym_len() * std::mem::size_of::<T>();
         // Dropped once the get is queued: cudarc then records it as a write of `dst`.
         let (dst_ptr, _record) = dst.local_ptr_mut(stream);
@@ -315,12 +324,16 @@ impl Runtime {
         signal: SignalWord<'_>,
         op: SignalOp,
         pe: usize,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         const CALL: &str = "put_with_signal";
         self.rma_checks(CALL, src, dst, pe)?;
         self.check_same(CALL, "signal", signal.rt)?;
-        let cu = self.enter(CALL, stream)?;
+        let q = self.enqueue(CALL, stream)?;
+        src.note(&q)?;
+        q.uses(dst.alloc())?;
+        q.uses(signal.alloc)?;
+        let cu = q.cu;
         let (op, value) = op.raw();
         let (src_ptr, _record) = src.local_ptr(stream);
         // SAFETY: as in `put`; the signal word is a symmetric u64 of this runtime (checked).
@@ -353,12 +366,14 @@ impl Runtime {
         signal: SignalWord<'_>,
         op: SignalOp,
         pe: usize,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         const CALL: &str = "signal_op";
         self.check_same(CALL, "signal", signal.rt)?;
         check_pe(CALL, "pe", pe, self.n_pes(), "the job")?;
-        let cu = self.enter(CALL, stream)?;
+        let q = self.enqueue(CALL, stream)?;
+        q.uses(signal.alloc)?;
+        let cu = q.cu;
         let (op, value) = op.raw();
         // SAFETY: the signal word is a symmetric u64 of this runtime (checked); pe valid;
         // stream checked and current.
@@ -381,11 +396,13 @@ impl Runtime {
         signal: SignalWord<'_>,
         cmp: Cmp,
         value: u64,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         const CALL: &str = "signal_wait_until";
         self.check_same(CALL, "signal", signal.rt)?;
-        let cu = self.enter(CALL, stream)?;
+        let q = self.enqueue(CALL, stream)?;
+        q.uses(signal.alloc)?;
+        let cu = q.cu;
         // SAFETY: the signal word is a symmetric u64 of this PE (checked); the stream is
         // checked and current.
         unsafe { self.nv().signal_wait(signal.ptr, cmp.raw(), value, cu) };
@@ -400,7 +417,7 @@ impl Runtime {
     /// rt.quiet(&stream)?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
-    pub fn quiet(&self, stream: &CudaStream) -> Result<()> {
+    pub fn quiet(&self, stream: &Arc<CudaStream>) -> Result<()> {
         let cu = self.enter("quiet", stream)?;
         // SAFETY: NVSHMEM is initialised; the stream is checked and current.
         unsafe { self.nv().quiet(cu) };

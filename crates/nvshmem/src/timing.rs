@@ -16,7 +16,7 @@
 //! println!("all_reduce took {:?}", t.wait()?);
 //! # Ok::<(), nvshmem::Error>(())
 //! ```
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
 
@@ -100,7 +100,7 @@ impl Runtime {
     /// ```
     pub fn timed<R>(
         &self,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<(R, Timing)> {
         self.enter("timed", stream)?;
@@ -138,7 +138,7 @@ impl Team {
     /// ```
     pub fn timed<R>(
         &self,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<(R, Timing)> {
         self.runtime().timed(stream, f)

@@ -119,9 +119,13 @@ pub use crate::op::ReduceOp;
 pub use algo::BareLaunch;
 pub use algo::{Collective, ALGORITHMS_VAR};
 
+use std::sync::Arc;
+
 use cudarc::driver::CudaStream;
 
-use crate::{team::TeamShape, DataType, Element, Result, SymBuffer, SymBufferMut, Team};
+use crate::{
+    memory::Alloc, team::TeamShape, DataType, Element, Result, SymBuffer, SymBufferMut, Team,
+};
 use algo::Call;
 use check::{shape::Rule, Span};
 
@@ -246,15 +250,15 @@ fn describe<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
         count,
         in_place,
         scratch: 0,
-        nvr: None,
+        nvr: team.nvr,
     })
 }
 
 impl Team {
     /// Checks a call's arguments ([`describe`]) and runs it through the algorithm layer.
     /// Nothing is queued when a check refuses.
-    fn collective(&self, a: Args, stream: &CudaStream) -> Result<()> {
-        algo::run(self, describe(&a, self.shape())?, stream)
+    fn collective(&self, a: Args, arrays: &[&Arc<Alloc>], stream: &Arc<CudaStream>) -> Result<()> {
+        algo::run(self, describe(&a, self.shape())?, arrays, stream)
     }
 
     /// For the host-overhead bench only, not part of the API: what [`Team::barrier`]
@@ -305,7 +309,7 @@ impl Team {
         root: Option<usize>,
         src: &impl SymBuffer<T>,
         dst: &impl SymBuffer<T>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let rt = self.runtime();
         rt.check_same(name, "src", src.sym_runtime())?;
@@ -319,7 +323,7 @@ impl Team {
             root,
             bufs,
         };
-        self.collective(args, stream)
+        self.collective(args, &[src.alloc(), dst.alloc()], stream)
     }
 
     /// An in-place call on `buf`, of this runtime: input and output are all of it
@@ -332,7 +336,7 @@ impl Team {
         op: Option<ReduceOp>,
         root: Option<usize>,
         buf: &impl SymBufferMut<T>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         self.runtime().check_same(name, "buf", buf.sym_runtime())?;
         let bufs = Bufs::InPlace {
@@ -347,7 +351,7 @@ impl Team {
             root,
             bufs,
         };
-        self.collective(args, stream)
+        self.collective(args, &[buf.alloc()], stream)
     }
 
     /// All-reduce: every PE's `dst` gets the element-wise reduction of all PEs' `src`
@@ -379,7 +383,7 @@ impl Team {
         src: &impl SymBuffer<T>,
         dst: &mut impl SymBufferMut<T>,
         op: ReduceOp,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::AllReduce;
         self.two(c, "all_reduce", Some(op), None, src, dst, stream)
@@ -402,7 +406,7 @@ impl Team {
         &self,
         buf: &mut impl SymBufferMut<T>,
         op: ReduceOp,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::AllReduce;
         self.in_place(c, "all_reduce_in_place", Some(op), None, buf, stream)
@@ -436,7 +440,7 @@ impl Team {
         src: &impl SymBuffer<T>,
         dst: &mut impl SymBufferMut<T>,
         op: ReduceOp,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::Reduce;
         self.two(c, "reduce", Some(op), Some(root), src, dst, stream)
@@ -460,7 +464,7 @@ impl Team {
         root: usize,
         buf: &mut impl SymBufferMut<T>,
         op: ReduceOp,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::Reduce;
         self.in_place(c, "reduce_in_place", Some(op), Some(root), buf, stream)
@@ -483,7 +487,7 @@ impl Team {
         root: usize,
         src: &impl SymBuffer<T>,
         dst: &mut impl SymBufferMut<T>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::Broadcast;
         self.two(c, "broadcast", None, Some(root), src, dst, stream)
@@ -503,7 +507,7 @@ impl Team {
         &self,
         root: usize,
         buf: &mut impl SymBufferMut<T>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::Broadcast;
         self.in_place(c, "broadcast_in_place", None, Some(root), buf, stream)
@@ -531,7 +535,7 @@ impl Team {
         &self,
         src: &impl SymBuffer<T>,
         dst: &mut impl SymBufferMut<T>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::Fcollect;
         self.two(c, "fcollect", None, None, src, dst, stream)
@@ -551,7 +555,7 @@ impl Team {
     pub fn fcollect_in_place<T: Element>(
         &self,
         buf: &mut impl SymBufferMut<T>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::Fcollect;
         self.in_place(c, "fcollect_in_place", None, None, buf, stream)
@@ -574,7 +578,7 @@ impl Team {
         &self,
         src: &impl SymBuffer<T>,
         dst: &mut impl SymBufferMut<T>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::Alltoall;
         self.two(c, "alltoall", None, None, src, dst, stream)
@@ -608,7 +612,7 @@ impl Team {
         src: &impl SymBuffer<T>,
         dst: &mut impl SymBufferMut<T>,
         op: ReduceOp,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::ReduceScatter;
         self.two(c, "reduce_scatter", Some(op), None, src, dst, stream)
@@ -631,7 +635,7 @@ impl Team {
         &self,
         buf: &mut impl SymBufferMut<T>,
         op: ReduceOp,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::ReduceScatter;
         self.in_place(c, "reduce_scatter_in_place", Some(op), None, buf, stream)
@@ -655,7 +659,7 @@ impl Team {
         root: usize,
         src: &impl SymBuffer<T>,
         dst: &mut impl SymBufferMut<T>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::Gather;
         self.two(c, "gather", None, Some(root), src, dst, stream)
@@ -676,7 +680,7 @@ impl Team {
         &self,
         root: usize,
         buf: &mut impl SymBufferMut<T>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         // Every PE's input is its own block: on the root that is the in-place block; on the
         // others `dst` is not written, so its overlap with `src` is harmless.
@@ -701,7 +705,7 @@ impl Team {
         root: usize,
         src: &impl SymBuffer<T>,
         dst: &mut impl SymBufferMut<T>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::Scatter;
         self.two(c, "scatter", None, Some(root), src, dst, stream)
@@ -722,7 +726,7 @@ impl Team {
         &self,
         root: usize,
         buf: &mut impl SymBufferMut<T>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let c = Collective::Scatter;
         self.in_place(c, "scatter_in_place", None, Some(root), buf, stream)
@@ -737,7 +741,7 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     #[doc(alias("MPI_Barrier", "nvshmem_barrier"))]
-    pub fn barrier(&self, stream: &CudaStream) -> Result<()> {
+    pub fn barrier(&self, stream: &Arc<CudaStream>) -> Result<()> {
         self.rootless(Collective::Barrier, "barrier", stream)
     }
 
@@ -750,12 +754,17 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     #[doc(alias("nvshmem_sync", "team_sync"))]
-    pub fn sync(&self, stream: &CudaStream) -> Result<()> {
+    pub fn sync(&self, stream: &Arc<CudaStream>) -> Result<()> {
         self.rootless(Collective::Sync, "sync", stream)
     }
 
     /// A call with no buffers (barrier, sync).
-    fn rootless(&self, coll: Collective, name: &'static str, stream: &CudaStream) -> Result<()> {
+    fn rootless(
+        &self,
+        coll: Collective,
+        name: &'static str,
+        stream: &Arc<CudaStream>,
+    ) -> Result<()> {
         let args = Args {
             coll,
             name,
@@ -764,7 +773,7 @@ impl Team {
             root: None,
             bufs: Bufs::None,
         };
-        self.collective(args, stream)
+        self.collective(args, &[], stream)
     }
 }
 
@@ -777,7 +786,7 @@ impl crate::Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     #[doc(alias("MPI_Barrier", "nvshmem_barrier_all"))]
-    pub fn barrier_all(&self, stream: &CudaStream) -> Result<()> {
+    pub fn barrier_all(&self, stream: &Arc<CudaStream>) -> Result<()> {
         self.world()
             .rootless(Collective::Barrier, "barrier_all", stream)
     }
@@ -790,7 +799,7 @@ impl crate::Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     #[doc(alias("nvshmem_sync_all"))]
-    pub fn sync_all(&self, stream: &CudaStream) -> Result<()> {
+    pub fn sync_all(&self, stream: &Arc<CudaStream>) -> Result<()> {
         self.world().rootless(Collective::Sync, "sync_all", stream)
     }
 }

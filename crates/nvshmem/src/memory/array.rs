@@ -6,19 +6,21 @@ use cudarc::driver::{
     SyncOnDrop,
 };
 
-use super::Block;
+use super::{Alloc, Block};
 use crate::{error::check_len, Element, Error, Result, Runtime};
 
 /// A typed array in the symmetric heap, present at the same address offset on every PE.
 ///
 /// Made by [`Runtime::alloc_zeroed`], [`Runtime::alloc_from`] or [`Runtime::alloc_uninit`];
-/// retired on drop and freed, once the GPU has finished with it, at the next allocation (see
-/// [`crate::memory`]). It holds the runtime alive.
+/// retired on drop and freed, once every PE has dropped it and the work queued on it is done,
+/// at a later allocation (see [`crate::memory`]). It holds the runtime alive.
 ///
-/// It works with cudarc: pass `&array` (or a [`SymView`]) to a kernel launch with
-/// `launch_builder(..).arg(&array)`, or to cudarc's copy functions. Symmetric memory is
-/// ordered by streams, as NVSHMEM orders it: cudarc's per-buffer event tracking does not
-/// apply, so order work on different streams with events yourself.
+/// It works with cudarc: pass `&array` (or a [`SymView`]) to cudarc's copy functions, which
+/// record their use of it (so it is not freed under them), or to a kernel launch with
+/// `launch_builder(..).arg(&array)`; such a launch is `unsafe`, and part of what it promises is
+/// that the array outlives the kernel: call [`SymArray::track_use`] after it (or keep the array
+/// until the stream is synchronised). Symmetric memory is ordered by streams, as NVSHMEM orders
+/// it: order work on different streams with events yourself.
 ///
 /// ```no_run
 /// # let rt = nvshmem::Runtime::init()?;
@@ -29,8 +31,12 @@ use crate::{error::check_len, Element, Error, Result, Runtime};
 /// # Ok::<(), nvshmem::Error>(())
 /// ```
 pub struct SymArray<T: Element> {
+    /// The allocation, shared with whatever must keep it alive (a graph that captured work on
+    /// it); an empty array has one of address 0, which owns no memory. Dropped before `rt`, so
+    /// that it retires into a live runtime.
+    alloc: Arc<Alloc>,
     rt: Runtime,
-    /// Device address of element 0; 0 for an empty array, which owns no allocation.
+    /// Device address of element 0; 0 for an empty array.
     ptr: CUdeviceptr,
     len: usize,
     /// The shape given by [`SymArray::with_shape`]; `None`: 1-D of `len`. Boxed so an
@@ -97,14 +103,16 @@ impl Runtime {
 
     fn allocate<T: Element>(&self, len: usize, zeroed: bool) -> Result<SymArray<T>> {
         let bytes = alloc_bytes(len, std::mem::size_of::<T>(), T::NAME)?;
-        let block = if len == 0 {
-            Block::default()
+        // An empty array owns no memory, and making one is not collective.
+        let alloc = if len == 0 {
+            Alloc::new(self.downgrade(), Block::default(), u64::MAX)
         } else {
-            self.heap().alloc(self, bytes, zeroed)?
+            self.heap().alloc(self, "alloc", bytes, zeroed)?
         };
         Ok(SymArray {
+            ptr: alloc.block.ptr,
+            alloc,
             rt: self.clone(),
-            ptr: block.ptr,
             len,
             shape: None,
             _t: std::marker::PhantomData,
@@ -159,17 +167,37 @@ impl<T: Element> SymArray<T> {
         &self.rt
     }
 
+    /// Notes that work queued on `stream` uses this array, so that its memory is freed only
+    /// once that work is done (and, if `stream` is being captured through
+    /// [`Runtime::capture`], that the graph keeps the array alive). This crate's own calls do
+    /// it; call it after launching a kernel of your own that takes the array, or a view of
+    /// it, as an argument.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// let stream = rt.stream().clone();
+    /// let a = rt.alloc_zeroed::<f32>(1024)?;
+    /// // ... an unsafe launch of a kernel of yours with `&a` on `stream` ...
+    /// a.track_use(&stream)?;
+    /// drop(a); // freed only once that kernel has finished, on every PE
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn track_use(&self, stream: &Arc<CudaStream>) -> Result<()> {
+        self.runtime()
+            .enqueue("track_use", stream)?
+            .uses(&self.alloc)
+    }
+
     /// This array with a shape: `shape` (row-major, leading dimension first) has at least
     /// one dimension and exactly `len()` elements (so a zero dimension fits only an empty
     /// array). The memory is untouched: the shape is this handle's metadata, which the
     /// collectives check as TensorRT's DistCollective does (the module docs of
     /// [`crate::collective`], "Shapes"). Give every PE the same shape, as the same length.
     ///
-    /// A wrong shape is [`Error::InvalidArgument`] naming the shape and the lengths. The
-    /// array is then gone, but its memory is *not* freed: freeing is collective, and a shape
-    /// refused on some PEs only must not leave the heaps of the PEs out of step. It stays
-    /// allocated (and counted in [`Runtime::heap_in_use`]) until the runtime finalises. Where
-    /// a shape may be wrong, use [`SymArray::reshape`], which keeps the array.
+    /// A wrong shape is [`Error::InvalidArgument`] naming the shape and the lengths, and the
+    /// array is dropped (freed once every PE has dropped it: a shape refused on some PEs only
+    /// leaves the heaps in step). Where a shape may be wrong, use [`SymArray::reshape`], which
+    /// keeps the array.
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -180,11 +208,7 @@ impl<T: Element> SymArray<T> {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn with_shape(mut self, shape: &[usize]) -> Result<Self> {
-        if let Err(e) = self.set_shape("with_shape", shape) {
-            // Dropped without retiring: see above.
-            self.ptr = 0;
-            return Err(e);
-        }
+        self.set_shape("with_shape", shape)?;
         Ok(self)
     }
 
@@ -306,7 +330,7 @@ impl<T: Element> SymArray<T> {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
-        let stream = self.rt.stream().clone();
+        let stream = self.runtime().stream().clone();
         self.copy_from_host_on(src, &stream)?;
         stream.synchronize().map_err(Error::cuda("copy_from_host"))
     }
@@ -322,7 +346,7 @@ impl<T: Element> SymArray<T> {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
-        let stream = self.rt.stream().clone();
+        let stream = self.runtime().stream().clone();
         self.copy_to_host_on(dst, &stream)?;
         stream.synchronize().map_err(Error::cuda("copy_to_host"))
     }
@@ -340,8 +364,12 @@ impl<T: Element> SymArray<T> {
         Ok(v)
     }
 
-    /// Queues a copy of `src` into this PE's array on `stream`. `src` is pageable memory, so
-    /// CUDA has staged it before this returns and it may be reused at once.
+    /// Queues a copy of `src` into this PE's array on `stream`; `src` may be reused as soon as
+    /// this returns. Pageable memory (a `Vec`, an array on the stack) is staged by CUDA before
+    /// the call returns, so the copy stays asynchronous; page-locked memory (registered with
+    /// CUDA, or cudarc's pinned buffers seen as slices) would be read later by the copy engine,
+    /// so for it this waits for the stream before returning. Refused while `stream` is being
+    /// captured (a graph would read the host memory at every launch).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -351,15 +379,18 @@ impl<T: Element> SymArray<T> {
     /// stream.synchronize().unwrap();
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
-    pub fn copy_from_host_on(&mut self, src: &[T], stream: &CudaStream) -> Result<()> {
+    pub fn copy_from_host_on(&mut self, src: &[T], stream: &Arc<CudaStream>) -> Result<()> {
         const CALL: &str = "copy_from_host";
         check_len(CALL, "src", src.len(), self.len, "the array's length")?;
-        self.rt
+        self.host_copy_use(CALL, stream)?;
+        self.runtime()
             .copy_in(CALL, self.ptr, bytemuck::cast_slice(src), stream)
     }
 
-    /// Queues a copy of this PE's array into `dst` on `stream`. Read `dst` only after the
-    /// stream has been synchronised.
+    /// Copies this PE's array into `dst` on `stream`, in stream order. CUDA finishes a copy
+    /// into pageable memory before the call returns; one into page-locked memory is waited for
+    /// here too, so `dst` holds the data when this returns either way. Refused while `stream`
+    /// is being captured (a graph would write the host memory at every launch).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -371,11 +402,27 @@ impl<T: Element> SymArray<T> {
     /// assert_eq!(host, [3, 4]);
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
-    pub fn copy_to_host_on(&self, dst: &mut [T], stream: &CudaStream) -> Result<()> {
+    pub fn copy_to_host_on(&self, dst: &mut [T], stream: &Arc<CudaStream>) -> Result<()> {
         const CALL: &str = "copy_to_host";
         check_len(CALL, "dst", dst.len(), self.len, "the array's length")?;
-        self.rt
+        self.host_copy_use(CALL, stream)?;
+        self.runtime()
             .copy_out(CALL, bytemuck::cast_slice_mut(dst), self.ptr, stream)
+    }
+
+    /// Notes a host copy's use of the array on `stream`, refusing a capture.
+    fn host_copy_use(&self, call: &'static str, stream: &Arc<CudaStream>) -> Result<()> {
+        let q = self.runtime().enqueue(call, stream)?;
+        if q.capturing() {
+            return Err(Error::Unsupported {
+                call,
+                what:
+                    "a copy between host memory and a symmetric array in a CUDA graph (the graph \
+                       would touch the host memory at every launch)"
+                        .into(),
+            });
+        }
+        q.uses(&self.alloc)
     }
 
     /// The address of this array on PE `pe`, when this PE can load and store it directly
@@ -391,12 +438,13 @@ impl<T: Element> SymArray<T> {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn peer_ptr(&self, pe: usize) -> Result<Option<CUdeviceptr>> {
-        crate::error::check_pe("peer_ptr", "pe", pe, self.rt.n_pes(), "the job")?;
+        let rt = self.runtime();
+        crate::error::check_pe("peer_ptr", "pe", pe, rt.n_pes(), "the job")?;
         if self.len == 0 {
             return Ok(None);
         }
         // SAFETY: ptr is a live symmetric address of this runtime's heap, pe a valid PE.
-        Ok(unsafe { self.rt.nv().ptr(self.ptr, pe) })
+        Ok(unsafe { rt.nv().ptr(self.ptr, pe) })
     }
 
     fn elem_ptr(&self, offset: usize) -> CUdeviceptr {
@@ -477,18 +525,6 @@ pub(super) fn check_shape(call: &'static str, shape: &[usize], len: usize) -> Re
     }
 }
 
-impl<T: Element> Drop for SymArray<T> {
-    fn drop(&mut self) {
-        if self.ptr != 0 {
-            // Freed later, after the GPU has finished with it (see `crate::memory`).
-            self.rt.heap().retire(Block {
-                ptr: self.ptr,
-                bytes: self.num_bytes(),
-            });
-        }
-    }
-}
-
 /// A read-only view of part of a [`SymArray`]; symmetric like the array.
 ///
 /// ```no_run
@@ -524,8 +560,17 @@ pub struct SymViewMut<'a, T: Element> {
     len: usize,
 }
 
-mod sealed {
-    pub trait Sealed {}
+pub(crate) mod sealed {
+    use super::Alloc;
+    use std::sync::Arc;
+
+    /// Sealing [`SymBuffer`](super::SymBuffer) (only this crate's types name symmetric memory),
+    /// and what the crate reaches through it: the allocation behind the memory, whose uses a
+    /// call notes.
+    pub trait Sealed {
+        /// The allocation the memory is part of.
+        fn alloc(&self) -> &Arc<Alloc>;
+    }
 }
 
 /// Anything that names symmetric memory: a [`SymArray`] or a view of one. Collectives and
@@ -611,8 +656,13 @@ pub trait SymBuffer<T: Element>: sealed::Sealed {
 pub trait SymBufferMut<T: Element>: SymBuffer<T> {}
 
 macro_rules! sym_buffer {
-    ($ty:ty $(, $shape:ident)?) => {
-        impl<T: Element> sealed::Sealed for $ty {}
+    ($ty:ty, $alloc:expr $(, $shape:ident)?) => {
+        impl<T: Element> sealed::Sealed for $ty {
+            fn alloc(&self) -> &Arc<Alloc> {
+                let f: fn(&Self) -> &Arc<Alloc> = $alloc;
+                f(self)
+            }
+        }
         impl<T: Element> SymBuffer<T> for $ty {
             fn sym_ptr(&self) -> CUdeviceptr {
                 self.ptr
@@ -638,15 +688,15 @@ macro_rules! sym_buffer {
             }
         }
         impl<T: Element> DevicePtr<T> for $ty {
-            fn device_ptr<'s>(&'s self, _stream: &'s CudaStream) -> (CUdeviceptr, SyncOnDrop<'s>) {
-                (self.ptr, SyncOnDrop::Sync(None))
+            fn device_ptr<'s>(&'s self, stream: &'s CudaStream) -> (CUdeviceptr, SyncOnDrop<'s>) {
+                (self.ptr, sealed::Sealed::alloc(self).cudarc_use(stream))
             }
         }
     };
 }
-sym_buffer!(SymArray<T>, shape);
-sym_buffer!(SymView<'_, T>);
-sym_buffer!(SymViewMut<'_, T>);
+sym_buffer!(SymArray<T>, |a| &a.alloc, shape);
+sym_buffer!(SymView<'_, T>, |v| &v.array.alloc);
+sym_buffer!(SymViewMut<'_, T>, |v| &v.array.alloc);
 
 impl<T: Element> SymView<'_, T> {
     /// The runtime the viewed array belongs to.
@@ -658,7 +708,7 @@ impl<T: Element> SymView<'_, T> {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn runtime(&self) -> &Runtime {
-        &self.array.rt
+        self.array.runtime()
     }
 }
 
@@ -672,7 +722,7 @@ impl<T: Element> SymViewMut<'_, T> {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn runtime(&self) -> &Runtime {
-        &self.array.rt
+        self.array.runtime()
     }
 }
 
@@ -684,9 +734,10 @@ macro_rules! device_ptr_mut {
         impl<T: Element> DevicePtrMut<T> for $ty {
             fn device_ptr_mut<'s>(
                 &'s mut self,
-                _stream: &'s CudaStream,
+                stream: &'s CudaStream,
             ) -> (CUdeviceptr, SyncOnDrop<'s>) {
-                (self.ptr, SyncOnDrop::Sync(None))
+                let ptr = self.ptr;
+                (ptr, sealed::Sealed::alloc(&*self).cudarc_use(stream))
             }
         }
     };

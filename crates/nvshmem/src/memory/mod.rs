@@ -1,40 +1,48 @@
 //! The symmetric heap: typed arrays ([`SymArray`]), and this crate's own symmetric memory (the
-//! collective scratch, the team layer's exchange memory, the collectives' channels), with one ledger
-//! of what is in use.
+//! collective scratch, the teams' channels), with one ledger of what is in use.
 //!
-//! **Allocation and freeing are collective.** Every PE must allocate the same arrays, of the
-//! same lengths, in the same order, and drop them in the same order: NVSHMEM gives each
-//! allocation the same offset on every PE, which is what makes `array` on PE 0 and `array`
-//! on PE 1 the same symmetric object.
+//! **Allocation is collective.** Every PE must allocate the same arrays, of the same lengths, in
+//! the same order: NVSHMEM gives each allocation the same offset on every PE, which is what
+//! makes `array` on PE 0 and `array` on PE 1 the same symmetric object. Each allocation is an
+//! agreement between the PEs (waited for at most the runtime's timeout): every PE checks that
+//! every other is allocating the same size at the same point ([`Error::OutOfStep`] names the
+//! first that is not), and, once NVSHMEM has placed the array, that every PE got the same
+//! offset (if not, the heaps have come apart and the runtime fails).
 //!
-//! **Freeing is stream-ordered.** Dropping an array only *retires* it: nothing is freed, nothing
-//! waits, nothing collective happens in `drop`. Retired memory is freed at the next point
-//! where every PE is anyway together on the heap (the next allocation, scratch reservation, or
-//! [`Runtime::free_retired`]): the PE first waits for all work queued on its GPU (every
-//! stream of the runtime's context), then frees the retired blocks in the order they were
-//! dropped. So work queued on an array, on any stream, finishes before its memory can be
-//! handed out again, and safe code cannot make the GPU use freed memory. The cost is one
-//! `cuCtxSynchronize` per allocation that follows drops (none when nothing was retired); the
-//! GPU check measures it against a plain `nvshmem_malloc`/`nvshmem_free` pair.
+//! **Freeing is stream-ordered and agreed.** Dropping an array frees nothing, waits for
+//! nothing and calls nothing collective: it records an event on each stream the array was
+//! used on (this crate's calls note them; cudarc's copies record their own), and retires it.
+//! At the next allocation (or [`Runtime::free_retired`]) every PE offers the retired arrays
+//! whose events have completed, and the arrays that every PE offers are freed, in allocation
+//! order, on every PE alike. So nothing is freed while queued work (on any PE) may still use
+//! it, no PE ever synchronises its device for it, a drop on one thread never waits for an
+//! allocation on another, and PEs whose drops land at different moments (threads) still free
+//! the same arrays at the same point: the heaps never come apart. An array that work captured
+//! into a graph uses is kept alive by the [`Graph`](crate::Graph) until the graph is dropped.
 //!
 //! **A program's own memory** (a cudarc allocation) can be the local side of a put or a get
 //! once registered with NVSHMEM: [`Runtime::register`] gives a [`Registered`] handle, which
 //! unregisters it when dropped, after the GPU has finished with it. Puts and gets take any
 //! [`LocalBuffer`] (symmetric or registered) as their local side.
-mod array;
+pub(crate) mod alloc;
+pub(crate) mod array;
 #[cfg(test)]
 mod props;
-mod registered;
+pub(crate) mod registered;
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::CudaStream;
 
+pub(crate) use alloc::Alloc;
 pub use array::{SymArray, SymBuffer, SymBufferMut, SymView, SymViewMut};
 pub use registered::{LocalBuffer, LocalBufferMut, Registered};
 
 use crate::{
-    runtime::{Closing, Layer, Settings},
+    runtime::{
+        exchange::{entry, same_call, tag, Entry, WORDS},
+        streams::{Ordered, Pending, Resource, Uses},
+    },
     Error, Result, Runtime,
 };
 
@@ -64,43 +72,41 @@ pub struct HeapUsage {
     pub in_use: usize,
     /// The most that was in use at once since the runtime started.
     pub peak: usize,
-    /// Dropped but not yet given back to NVSHMEM: freed at the next allocation or
-    /// [`Runtime::free_retired`] (the module docs say why). Not part of `in_use`.
+    /// Dropped but not yet given back to NVSHMEM: freed at an allocation or
+    /// [`Runtime::free_retired`] once every PE has dropped them and their work is done (the
+    /// module docs say why). Not part of `in_use`.
     pub retired: usize,
     /// The heap's size ([`RuntimeInfo::heap_size`](crate::RuntimeInfo::heap_size)).
     pub heap_size: usize,
 }
 
+/// A dropped allocation, waiting for its work and for every PE to drop it too.
+#[derive(Debug)]
+pub(crate) struct Retired {
+    pub(crate) block: Block,
+    pub(crate) serial: u64,
+    pub(crate) pending: Pending,
+}
+
+/// Retired allocations a PE offers to free in one agreement, at most (the rest wait for the
+/// next): what fits in an entry after its header.
+const OFFER: usize = WORDS - 8;
+
 /// The memory layer's state in a runtime.
 #[derive(Debug)]
 pub(crate) struct Heap {
     heap_size: usize,
+    /// The address of the heap's first allocation (the runtime's exchange), at the same
+    /// offset on every PE: allocations are compared between PEs by their offset from it.
+    origin: u64,
     ledger: Mutex<Ledger>,
-    /// The collective scratch ([`Runtime::reserve_scratch`]); its own lock, held by a call for
-    /// as long as it queues work on the scratch ([`Heap::scratch`]). Lock order: scratch, then
-    /// ledger.
-    scratch: Mutex<Block>,
-    /// The symmetric memory the team layer exchanges through when it makes teams: one `u64`
-    /// slot that [`Team::from_pes`](crate::Team::from_pes) passes a team id through, then the
-    /// table [`Team::split`](crate::Team::split) gathers every member's choice into (this PE's
-    /// own entry, then one entry per PE of the job). Allocated at start-up because allocating
-    /// is collective over every PE, while making a team is collective only over its parent.
-    team_exchange: Block,
-}
-
-/// Bytes of one entry of the team layer's table ([`Heap::team_table`]): what
-/// [`Team::split`](crate::Team::split) exchanges per PE (a colour, a key and a team id, three
-/// `u64`s).
-pub(crate) const TEAM_ENTRY_BYTES: usize = 3 * std::mem::size_of::<u64>();
-
-/// Where [`Team::split`](crate::Team::split) gathers its table: `entry` holds this PE's entry
-/// (the source of the gather), `table` room for `capacity` entries (one per PE of the job),
-/// all symmetric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TeamTable {
-    pub(crate) entry: u64,
-    pub(crate) table: u64,
-    pub(crate) capacity: usize,
+    /// Dropped allocations, in the order dropped. Locked only briefly, so a drop never waits
+    /// for an allocation in progress.
+    retired: Mutex<Vec<Retired>>,
+    /// Held through an allocation or a free: one collective section at a time on this PE.
+    section: Mutex<()>,
+    /// The collective scratch ([`Runtime::reserve_scratch`]).
+    scratch: Mutex<Option<Arc<Scratch>>>,
 }
 
 #[derive(Debug, Default)]
@@ -109,113 +115,202 @@ struct Ledger {
     in_use: usize,
     /// The most `in_use` has been.
     peak: usize,
-    /// Dropped arrays, freed in this order at the next collective point.
-    retired: Vec<Block>,
+    /// The serial number the next allocation gets (the same on every PE).
+    serial: u64,
 }
 
-/// Attaches the memory layer to a starting runtime: the ledger and the team layer's exchange
-/// memory.
-pub(crate) fn attach(rt: &Runtime, _: &Settings) -> Result<Box<dyn Layer>> {
-    let heap = Heap {
-        heap_size: rt.info().heap_size,
-        ledger: Mutex::default(),
-        scratch: Mutex::default(),
-        team_exchange: Block::default(),
-    };
-    let bytes = team_exchange_bytes(rt.n_pes());
-    let team_exchange = heap.alloc(rt, bytes, true)?;
-    Ok(Box::new(Heap {
-        team_exchange,
-        ..heap
-    }))
+/// The collective scratch: one allocation, and the order of the calls that use it (calls on
+/// different streams or teams take turns, so they never share it at once).
+pub(crate) struct Scratch {
+    pub(crate) alloc: Arc<Alloc>,
+    order: Ordered,
 }
 
-/// The team layer's exchange memory for a job of `n_pes`: the `u64` slot, this PE's table
-/// entry, and one entry per PE (24 bytes a PE: 24 KiB for a thousand PEs).
-fn team_exchange_bytes(n_pes: usize) -> usize {
-    std::mem::size_of::<u64>() + (n_pes + 1) * TEAM_ENTRY_BYTES
-}
-
-impl Layer for Heap {
-    fn close(&self, rt: &Closing<'_>) {
-        // (Never called on a failed runtime: it is left as it is.)
-        // NVSHMEM releases the whole heap when it finalises; what matters here is that no
-        // queued work still uses it when that happens.
-        if let Err(e) = rt.ctx.synchronize() {
-            tracing::warn!(%e, "waiting for the GPU before finalising NVSHMEM");
-        }
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scratch")
+            .field("alloc", &self.alloc)
+            .finish()
     }
 }
 
-/// The collective scratch, held by a call while it queues work on it: a concurrent
-/// [`Runtime::reserve_scratch`] waits until the lease is dropped.
-pub(crate) struct ScratchLease<'a>(MutexGuard<'a, Block>);
-
-impl ScratchLease<'_> {
-    /// The scratch's address (0 when none is reserved).
+impl Scratch {
+    /// Its address.
     pub(crate) fn ptr(&self) -> u64 {
-        self.0.ptr
+        self.alloc.block.ptr
     }
+}
+
+impl Resource for Scratch {
+    fn uses(&self) -> Option<&Uses> {
+        self.alloc.uses()
+    }
+    fn ordered(&self) -> Option<&Ordered> {
+        Some(&self.order)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Heap {
-    fn ledger(&self) -> MutexGuard<'_, Ledger> {
-        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+    /// The heap of a starting runtime whose first allocation, `origin_bytes` at `origin`, the
+    /// runtime made itself.
+    pub(crate) fn new(heap_size: usize, origin: u64, origin_bytes: usize) -> Self {
+        Heap {
+            heap_size,
+            origin,
+            ledger: Mutex::new(Ledger {
+                in_use: origin_bytes,
+                peak: origin_bytes,
+                serial: 0,
+            }),
+            retired: Mutex::default(),
+            section: Mutex::default(),
+            scratch: Mutex::default(),
+        }
     }
 
-    /// Allocates `bytes` on every PE (collective), zeroed if asked. Retired blocks are freed
-    /// first, after the GPU has finished with them. Refused, on every PE alike, when the
-    /// ledger says the heap has no room (NVSHMEM keeps part of the heap for itself, so it can
-    /// also refuse first: then too `OutOfHeap`).
-    pub(crate) fn alloc(&self, rt: &Runtime, bytes: usize, zeroed: bool) -> Result<Block> {
-        // Allocation and the frees before it are collective: a failed job never reaches them.
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        lock(&self.ledger)
+    }
+
+    /// Allocates `bytes` on every PE (collective), zeroed if asked, for the public call
+    /// `call`; returns the allocation. Dropped arrays that every PE has finished with are freed
+    /// first. Refused, on every PE alike, when another PE allocates another size at this
+    /// point, or when the ledger says the heap has no room (NVSHMEM keeps part of the heap for
+    /// itself, so it can also refuse first: then too `OutOfHeap`).
+    pub(crate) fn alloc(
+        &self,
+        rt: &Runtime,
+        call: &'static str,
+        bytes: usize,
+        zeroed: bool,
+    ) -> Result<Arc<Alloc>> {
+        let _section = lock(&self.section);
         rt.check_health()?;
-        let mut ledger = self.ledger();
-        self.flush(rt, &mut ledger)?;
-        check_room(bytes, ledger.in_use, 0, self.heap_size)?;
         rt.bind()?;
-        // SAFETY: the runtime's context is current; every PE makes this call alike.
-        let ptr = unsafe { rt.nv().malloc(bytes, zeroed) }.ok_or(Error::OutOfHeap {
-            requested: bytes,
-            in_use: ledger.in_use,
-            heap_size: self.heap_size,
-        })?;
+        let serial = self.ledger().serial;
+        self.agree_and_free(rt, call, tag::ALLOC, &[serial, bytes as u64, zeroed as u64])?;
+        let in_use = self.ledger().in_use;
+        let room = check_room(bytes, in_use, 0, self.heap_size);
+        let ptr = match room {
+            // SAFETY: the runtime's context is current; every PE makes this call alike (agreed
+            // above, and the ledger that judged the room is the same everywhere).
+            Ok(()) => unsafe { rt.nv().malloc(bytes, zeroed) },
+            Err(_) => None,
+        };
+        // Every PE checks that every PE got the memory, at the same offset.
+        let offset = ptr.map_or(u64::MAX, |p| p.wrapping_sub(self.origin));
+        let placed = rt.agree_world(call, &entry(tag::PLACED, &[serial, offset]))?;
+        same_call(call, &placed, tag::PLACED)?;
+        if let Some(pe) = placed.iter().position(|e| e[2] == u64::MAX) {
+            // NVSHMEM refused somewhere; what it gave elsewhere stays allocated (freeing is
+            // collective and the PEs without it would not take part), counted as in use.
+            if let Some(p) = ptr {
+                tracing::warn!(
+                    ptr = p,
+                    bytes,
+                    "an allocation refused on another PE is kept"
+                );
+                self.charge(bytes);
+            }
+            return Err(room.err().unwrap_or(Error::OutOfHeap {
+                requested: bytes,
+                in_use,
+                heap_size: self.heap_size,
+            }))
+            .map_err(|e| note_refusal(e, pe));
+        }
+        if let Some(pe) = placed.iter().position(|e| e[2] != offset) {
+            return Err(rt.health().diverged(
+                call,
+                format!(
+                    "allocation {serial} ({bytes} bytes) is at offset {:#x} on PE {pe} but {offset:#x} \
+                     here: the symmetric heaps differ",
+                    placed[pe][2]
+                ),
+            ));
+        }
+        let ptr = ptr.expect("every PE got memory");
+        let mut ledger = self.ledger();
+        ledger.serial += 1;
         ledger.in_use += bytes;
         ledger.peak = ledger.peak.max(ledger.in_use);
-        Ok(Block { ptr, bytes })
+        drop(ledger);
+        Ok(Alloc::new(rt.downgrade(), Block { ptr, bytes }, serial))
     }
 
-    /// Retires a block whose owner was dropped: it is freed at the next collective point, once
-    /// the GPU has finished with it. Never blocks and never calls NVSHMEM, so it is safe in
-    /// `Drop`, on one PE alone, or while unwinding.
-    pub(crate) fn retire(&self, block: Block) {
+    /// Counts `bytes` as in use.
+    fn charge(&self, bytes: usize) {
         let mut ledger = self.ledger();
-        ledger.in_use = ledger.in_use.saturating_sub(block.bytes);
-        ledger.retired.push(block);
+        ledger.in_use += bytes;
+        ledger.peak = ledger.peak.max(ledger.in_use);
     }
 
-    /// Frees the retired blocks (collective: every PE retires the same blocks in the same
-    /// order, since they drop the same arrays alike), after waiting for every stream of the
-    /// runtime's context.
-    fn flush(&self, rt: &Runtime, ledger: &mut Ledger) -> Result<()> {
-        if ledger.retired.is_empty() {
-            return Ok(());
+    /// The agreement that opens an allocation or a free: every PE says what it is doing
+    /// (`tag` and `words`, which must match) and which retired allocations it has finished
+    /// with; those that every PE offers are freed, in allocation order, on every PE.
+    fn agree_and_free(
+        &self,
+        rt: &Runtime,
+        call: &'static str,
+        kind: u64,
+        words: &[u64],
+    ) -> Result<()> {
+        let mut held = std::mem::take(&mut *lock(&self.retired));
+        let offer = offer(&mut held);
+        let mut mine = words.to_vec();
+        mine.push(offer.len() as u64);
+        mine.extend(&offer);
+        let agreed = rt.agree_world(call, &entry(kind, &mine)).and_then(|table| {
+            same_call(call, &table, kind)?;
+            same_words(call, &table, words)?;
+            Ok(agreed_frees(&table, words.len()))
+        });
+        let result = agreed.map(|frees| {
+            for serial in frees {
+                let i = held
+                    .iter()
+                    .position(|r| r.serial == serial)
+                    .expect("this PE offered it");
+                let r = held.remove(i);
+                // SAFETY: every PE dropped this allocation and finished the work queued on it
+                // (each offered it only then); every PE frees it here, in the same order; the
+                // context is current.
+                unsafe { rt.nv().free(r.block.ptr) };
+            }
+        });
+        // What was not freed goes back, before anything dropped meanwhile.
+        let mut retired = lock(&self.retired);
+        held.append(&mut retired);
+        *retired = held;
+        result
+    }
+
+    /// Retires an allocation whose owners are gone: freed at an agreement once every PE has
+    /// retired it and its work is done. Never blocks and never calls NVSHMEM, so it is safe
+    /// in `Drop`, on one PE alone, or while unwinding.
+    pub(crate) fn retire(&self, r: Retired) {
+        {
+            let mut ledger = self.ledger();
+            ledger.in_use = ledger.in_use.saturating_sub(r.block.bytes);
         }
-        rt.bind()?;
-        rt.context().synchronize().map_err(Error::cuda(
-            "cuCtxSynchronize (waiting for the GPU before freeing dropped arrays)",
-        ))?;
-        for block in ledger.retired.drain(..) {
-            // SAFETY: each block came from `alloc`, is retired once, and the GPU has finished
-            // all work queued before now (synchronised above); nothing can queue work on it
-            // since its owner is gone. The context is current.
-            unsafe { rt.nv().free(block.ptr) };
-        }
-        Ok(())
+        lock(&self.retired).push(r);
+    }
+
+    /// The work still queued on the scratch (waited for before finalising).
+    pub(crate) fn live_pending(&self) -> Vec<Pending> {
+        lock(&self.scratch)
+            .iter()
+            .map(|s| Pending::after(s.alloc.uses().map_or_else(Vec::new, Uses::snapshot)))
+            .collect()
+    }
+
+    /// Whether the work of every retired allocation is done (waited for before finalising).
+    pub(crate) fn settled(&self) -> bool {
+        lock(&self.retired).iter_mut().all(|r| r.pending.done())
     }
 
     /// Bytes in use (not retired).
@@ -225,60 +320,103 @@ impl Heap {
 
     /// The ledger's figures.
     fn usage(&self) -> HeapUsage {
-        let ledger = self.ledger();
+        let (in_use, peak) = {
+            let l = self.ledger();
+            (l.in_use, l.peak)
+        };
         HeapUsage {
-            in_use: ledger.in_use,
-            peak: ledger.peak,
-            retired: ledger.retired.iter().map(|b| b.bytes).sum(),
+            in_use,
+            peak,
+            retired: lock(&self.retired).iter().map(|r| r.block.bytes).sum(),
             heap_size: self.heap_size,
         }
     }
 
-    /// The team-id exchange slot (one `u64`, symmetric).
-    pub(crate) fn team_slot(&self) -> u64 {
-        self.team_exchange.ptr
-    }
-
-    /// The table [`Team::split`](crate::Team::split) gathers into, after the slot.
-    pub(crate) fn team_table(&self) -> TeamTable {
-        let entry = self.team_exchange.ptr + std::mem::size_of::<u64>() as u64;
-        TeamTable {
-            entry,
-            table: entry + TEAM_ENTRY_BYTES as u64,
-            capacity: (self.team_exchange.bytes - std::mem::size_of::<u64>()) / TEAM_ENTRY_BYTES
-                - 1,
-        }
-    }
-
-    /// The scratch, if at least `bytes` are reserved, held until the lease drops.
-    pub(crate) fn scratch(&self, call: &'static str, bytes: usize) -> Result<ScratchLease<'_>> {
-        let scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
-        check_scratch(call, bytes, scratch.bytes)?;
-        Ok(ScratchLease(scratch))
+    /// The scratch, if at least `bytes` are reserved: a lease the call notes as a use.
+    pub(crate) fn scratch(&self, call: &'static str, bytes: usize) -> Result<Arc<Scratch>> {
+        let scratch = lock(&self.scratch);
+        let reserved = scratch.as_ref().map_or(0, |s| s.alloc.block.bytes);
+        check_scratch(call, bytes, reserved)?;
+        Ok(scratch.clone().expect("reserved"))
     }
 
     fn reserve_scratch(&self, rt: &Runtime, bytes: usize) -> Result<()> {
-        let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
-        if bytes <= scratch.bytes {
+        let mut scratch = lock(&self.scratch);
+        if scratch
+            .as_ref()
+            .is_some_and(|s| bytes <= s.alloc.block.bytes)
+        {
             return Ok(());
         }
-        // The old scratch is freed first, so it counts as available. Checked against the
-        // ledger so every PE refuses alike and none is left waiting inside NVSHMEM.
-        check_room(bytes, self.in_use(), scratch.bytes, self.heap_size)?;
-        if scratch.bytes > 0 {
-            // Freed with the retired blocks, after the GPU is done with it.
-            self.retire(*scratch);
-            *scratch = Block::default();
-        }
-        *scratch = self.alloc(rt, bytes, false)?;
+        // The old scratch is retired first, so that this allocation's agreement can free it
+        // once its users are done (a graph that captured a call on it keeps it until then).
+        *scratch = None;
+        let alloc = self.alloc(rt, "Runtime::reserve_scratch", bytes, false)?;
+        *scratch = Some(Arc::new(Scratch {
+            alloc,
+            order: Ordered::default(),
+        }));
         Ok(())
     }
 }
 
+/// The serials of the retired allocations whose work is done, oldest first, at most [`OFFER`].
+fn offer(held: &mut [Retired]) -> Vec<u64> {
+    let mut ready: Vec<u64> = held
+        .iter_mut()
+        .filter_map(|r| r.pending.done().then_some(r.serial))
+        .collect();
+    ready.sort_unstable();
+    ready.truncate(OFFER);
+    ready
+}
+
+/// The words after the tag that every entry must share (what is being allocated).
+fn same_words(call: &'static str, table: &[Entry], words: &[u64]) -> Result<()> {
+    let n = words.len();
+    match table.iter().position(|e| e[1..=n] != *words) {
+        None => Ok(()),
+        Some(pe) => Err(Error::OutOfStep {
+            call,
+            detail: format!(
+                "PE {pe} made allocation {} of {} bytes where this PE made allocation {} of {} \
+                 bytes: every PE must allocate the same arrays in the same order",
+                table[pe][1],
+                table[pe].get(2).copied().unwrap_or(0),
+                words[0],
+                words.get(1).copied().unwrap_or(0)
+            ),
+        }),
+    }
+}
+
+/// The serials that every entry offers (after `header` words and the count), ascending.
+fn agreed_frees(table: &[Entry], header: usize) -> Vec<u64> {
+    let offered = |e: &Entry| -> Vec<u64> {
+        let count = (e[1 + header] as usize).min(OFFER);
+        e[2 + header..2 + header + count].to_vec()
+    };
+    let Some(first) = table.first() else {
+        return Vec::new();
+    };
+    let mut agreed = offered(first);
+    for e in &table[1..] {
+        let theirs = offered(e);
+        agreed.retain(|s| theirs.contains(s));
+    }
+    agreed.sort_unstable();
+    agreed
+}
+
+/// An `OutOfHeap` that NVSHMEM gave on PE `pe` rather than this one.
+fn note_refusal(e: Error, pe: usize) -> Error {
+    tracing::debug!(pe, "NVSHMEM refused an allocation");
+    e
+}
+
 /// Refuses `requested` bytes on a heap of `heap_size` with `in_use` allocated, `freed` of
-/// which are freed first (the old scratch, when the scratch grows). Judged from the ledger,
-/// which every PE keeps alike (they allocate and drop alike), so every PE refuses alike and
-/// none is left waiting inside NVSHMEM's collective allocation.
+/// which are freed first. Judged from the ledger, which every PE keeps alike (they allocate
+/// and free alike), so every PE refuses alike.
 pub(crate) fn check_room(
     requested: usize,
     in_use: usize,
@@ -309,14 +447,8 @@ pub(crate) fn check_scratch(call: &'static str, needed: usize, reserved: usize) 
 }
 
 impl Runtime {
-    /// The memory layer.
-    pub(crate) fn heap(&self) -> &Heap {
-        self.layer::<Heap>()
-    }
-
     /// Bytes allocated from the symmetric heap through this runtime and in use: arrays not
-    /// dropped, the collective scratch, and this crate's own small allocations (made at
-    /// start-up).
+    /// dropped, the collective scratch, and this crate's own allocations (made at start-up).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -333,8 +465,8 @@ impl Runtime {
 
     /// The heap ledger's figures: in use, the peak, and what was dropped but not yet freed.
     /// A program that frees what it allocates comes back to the same `in_use`, and to
-    /// `retired` 0 after [`Runtime::free_retired`] (`examples/soak.rs` checks both over
-    /// thousands of allocations).
+    /// `retired` 0 after [`Runtime::free_retired`] once the GPU is done with the dropped arrays
+    /// (`examples/soak.rs` checks both over thousands of allocations).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -343,6 +475,7 @@ impl Runtime {
     /// assert!(rt.heap_usage().peak >= before.in_use + (4 << 20));
     /// drop(a);
     /// assert_eq!(rt.heap_usage().retired, 4 << 20);
+    /// rt.stream().synchronize()?; // the allocation's zeroing is done
     /// rt.free_retired()?;
     /// assert_eq!(rt.heap_usage().retired, 0);
     /// assert_eq!(rt.heap_usage().in_use, before.in_use);
@@ -352,10 +485,12 @@ impl Runtime {
         self.heap().usage()
     }
 
-    /// Frees the arrays dropped since the last allocation, now (collective, like allocating:
-    /// every PE calls it at the same point). Allocating does this by itself; call it to give
-    /// memory back to NVSHMEM without allocating, for example before handing the GPU to other
-    /// work. Waits for all work queued on this PE's GPU first (see the module docs).
+    /// Frees, now, the dropped arrays that every PE has dropped and whose queued work is
+    /// done (collective, like allocating: every PE calls it at the same point). Allocating does
+    /// this by itself; call it to give memory back to NVSHMEM without allocating. It never
+    /// waits for the GPU: an array whose work is still queued somewhere stays retired until a
+    /// later allocation or call (the module docs say why). It also destroys the teams dropped
+    /// since the last team was made, whose work is done.
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -365,24 +500,27 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn free_retired(&self) -> Result<()> {
-        self.check_health()?;
+        const CALL: &str = "Runtime::free_retired";
         let heap = self.heap();
-        let mut ledger = heap.ledger();
-        heap.flush(self, &mut ledger)
+        let _section = lock(&heap.section);
+        self.check_health()?;
+        self.bind()?;
+        let serial = heap.ledger().serial;
+        heap.agree_and_free(self, CALL, tag::FREE, &[serial])?;
+        self.teams().destroy_retired(self);
+        Ok(())
     }
 
-    /// Makes sure at least `bytes` of collective scratch are reserved: rooted reductions,
-    /// [`Team::reduce`](crate::Team::reduce), need as many bytes as their arrays;
-    /// [`Team::reduce_scatter`](crate::Team::reduce_scatter) with `premul_sum` as many as its
-    /// whole input; an in-place fp8 all-reduce as many as its buffer (the table in
-    /// [`crate::collective`]'s docs).
+    /// Makes sure at least `bytes` of collective scratch are reserved: rooted reductions on
+    /// teams that are not peer-mapped, [`Team::reduce_scatter`](crate::Team::reduce_scatter)
+    /// with `premul_sum` there, 16-bit integer reduce-scatters there, an in-place fp8
+    /// all-reduce (the table in [`crate::collective`]'s docs).
     ///
     /// **Collective over all PEs**, like allocating: every PE calls it with the same size.
-    /// Growing the scratch retires the old one (freed once the GPU is done with it) and
-    /// allocates a new one; call it once at start-up, outside graph capture, with the largest
-    /// size you need. A size not above the current one does nothing. A collective that uses
-    /// the scratch holds it while it queues its work, so growing it from another thread waits
-    /// for that.
+    /// Growing the scratch retires the old one (freed once every call and graph that used it is
+    /// done with it) and allocates a new one; call it once at start-up with the largest size
+    /// you need. A size not above the current one does nothing. Calls that use the scratch take
+    /// turns on the GPU, whatever their streams and teams.
     ///
     /// ```no_run
     /// let rt = nvshmem::Runtime::init()?;
@@ -402,14 +540,34 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn scratch_bytes(&self) -> usize {
-        self.heap()
-            .scratch
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .bytes
+        lock(&self.heap().scratch)
+            .as_ref()
+            .map_or(0, |s| s.alloc.block.bytes)
     }
+}
 
-    /// Queues a copy of `bytes` from host memory to device address `dst` on `stream`.
+/// How a host slice is backed, for asynchronous copies: CUDA stages pageable memory before an
+/// upload returns and finishes a download before it returns, so the slice may be reused at
+/// once; page-locked (or managed) memory is read or written by the copy engine later, so the
+/// copy must be waited for before the borrow of the slice ends.
+pub(crate) fn is_page_locked(host: *const u8) -> bool {
+    use cudarc::driver::sys;
+    let mut kind = 0u32;
+    // SAFETY: the attribute query reads nothing through the pointer; `kind` is a valid place
+    // for a CUmemorytype. For pageable memory the driver answers CUDA_ERROR_INVALID_VALUE.
+    let r = unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut kind as *mut u32).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            host as sys::CUdeviceptr,
+        )
+    };
+    r == sys::CUresult::CUDA_SUCCESS
+}
+
+impl Runtime {
+    /// Queues a copy of `src` (host) to device address `dst` on `stream`; if `src` is
+    /// page-locked, waits for it before returning (see [`is_page_locked`]).
     pub(crate) fn copy_in(
         &self,
         call: &'static str,
@@ -422,13 +580,21 @@ impl Runtime {
             return Ok(());
         }
         // SAFETY: the caller passes a device address of this runtime with room for `src`;
-        // `src` is pageable host memory, which CUDA stages before the call returns.
+        // `src` outlives the copy: CUDA stages pageable memory before the call returns, and
+        // page-locked memory is waited for below, before the borrow ends.
         unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, cu) }
-            .map_err(Error::cuda("cuMemcpyHtoDAsync"))
+            .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
+        if is_page_locked(src.as_ptr()) {
+            stream
+                .synchronize()
+                .map_err(Error::cuda("waiting for a copy from page-locked memory"))?;
+        }
+        Ok(())
     }
 
-    /// Queues a copy from device address `src` into `dst` (host) on `stream`; `dst` holds the
-    /// data once the stream has been synchronised.
+    /// Queues a copy from device address `src` into `dst` (host) on `stream`; if `dst` is
+    /// page-locked, waits for it before returning (pageable memory is written before the call
+    /// returns anyway).
     pub(crate) fn copy_out(
         &self,
         call: &'static str,
@@ -440,10 +606,18 @@ impl Runtime {
         if dst.is_empty() {
             return Ok(());
         }
+        let locked = is_page_locked(dst.as_ptr());
         // SAFETY: the caller passes a device address of this runtime holding `dst.len()`
-        // bytes, and keeps `dst` borrowed until the stream is synchronised.
+        // bytes; `dst` outlives the copy: CUDA finishes a copy into pageable memory before the
+        // call returns, and one into page-locked memory is waited for below.
         unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, cu) }
-            .map_err(Error::cuda("cuMemcpyDtoHAsync"))
+            .map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
+        if locked {
+            stream
+                .synchronize()
+                .map_err(Error::cuda("waiting for a copy into page-locked memory"))?;
+        }
+        Ok(())
     }
 }
 
@@ -451,28 +625,61 @@ impl Runtime {
 mod tests {
     use super::*;
 
+    fn table(rows: &[&[u64]]) -> Vec<Entry> {
+        rows.iter().map(|r| entry(tag::ALLOC, r)).collect()
+    }
+
     #[test]
-    fn the_team_table_follows_the_slot_with_one_entry_per_pe() {
-        for n in [1, 2, 7, 1000] {
-            let heap = Heap {
-                heap_size: 1 << 30,
-                ledger: Mutex::default(),
-                scratch: Mutex::default(),
-                team_exchange: Block {
-                    ptr: 0x1000,
-                    bytes: team_exchange_bytes(n),
+    fn only_what_every_pe_offers_is_freed_in_allocation_order() {
+        // Header words: serial, bytes, zeroed; then the count and the serials.
+        let t = table(&[
+            &[9, 64, 0, 3, 4, 2, 7],
+            &[9, 64, 0, 2, 7, 4],
+            &[9, 64, 0, 4, 1, 4, 7, 8],
+        ]);
+        assert_eq!(agreed_frees(&t, 3), vec![4, 7]);
+        // A PE that offers nothing blocks every free.
+        let t = table(&[&[9, 64, 0, 2, 4, 7], &[9, 64, 0, 0]]);
+        assert!(agreed_frees(&t, 3).is_empty());
+        // One PE: what it offers.
+        let t = table(&[&[1, 8, 1, 2, 5, 3]]);
+        assert_eq!(agreed_frees(&t, 3), vec![3, 5]);
+    }
+
+    #[test]
+    fn a_count_past_the_entry_is_cut_to_what_fits() {
+        let mut e = entry(tag::ALLOC, &[0, 8, 0, u64::MAX]);
+        e[5] = 1;
+        assert_eq!(agreed_frees(&[e], 3).len(), OFFER);
+    }
+
+    #[test]
+    fn an_allocation_of_another_size_or_order_is_named() {
+        let t = table(&[&[3, 64, 0], &[3, 64, 0], &[3, 128, 0]]);
+        assert!(same_words("alloc", &t[..2], &[3, 64, 0]).is_ok());
+        let e = same_words("alloc", &t, &[3, 64, 0]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "alloc: the PEs are out of step: PE 2 made allocation 3 of 128 bytes where this PE made \
+             allocation 3 of 64 bytes: every PE must allocate the same arrays in the same order"
+        );
+        let t = table(&[&[3, 64, 0], &[4, 64, 0]]);
+        assert!(same_words("alloc", &t, &[3, 64, 0]).is_err());
+    }
+
+    #[test]
+    fn the_oldest_finished_allocations_are_offered_first() {
+        let mut held: Vec<Retired> = [5u64, 2, 9]
+            .into_iter()
+            .map(|serial| Retired {
+                block: Block {
+                    ptr: 0x1000 * serial,
+                    bytes: 8,
                 },
-            };
-            assert_eq!(heap.team_slot(), 0x1000);
-            let t = heap.team_table();
-            assert_eq!(t.entry, 0x1008, "{n} PEs");
-            assert_eq!(t.table, 0x1008 + 24, "{n} PEs");
-            assert_eq!(t.capacity, n, "{n} PEs");
-            // The last entry ends where the block does.
-            assert_eq!(
-                t.table + (n * TEAM_ENTRY_BYTES) as u64,
-                0x1000 + team_exchange_bytes(n) as u64
-            );
-        }
+                serial,
+                pending: Pending::default(),
+            })
+            .collect();
+        assert_eq!(offer(&mut held), vec![2, 5, 9]);
     }
 }

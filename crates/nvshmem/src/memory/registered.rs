@@ -8,7 +8,13 @@ use cudarc::driver::{
 };
 
 use super::{SymBuffer, SymBufferMut};
-use crate::{Element, Error, Result, Runtime};
+use crate::{
+    runtime::{
+        streams::{Pending, Uses},
+        Enqueue,
+    },
+    Element, Error, Result, Runtime,
+};
 
 /// A cudarc allocation of the program's own (a [`CudaSlice`]), registered with NVSHMEM
 /// (`nvshmemx_buffer_register`) while this handle lives: it can be the local side of a
@@ -24,16 +30,16 @@ use crate::{Element, Error, Result, Runtime};
 /// Puts and gets on it take part in cudarc's tracking of the slice's uses across streams (each
 /// waits for the slice's last write, and is recorded as its last read or write).
 ///
-/// **Dropping it unregisters the memory** (`nvshmemx_buffer_unregister`), after waiting for all
-/// work queued on this PE's GPU (`cuCtxSynchronize`, as dropping a team does): a put or get
-/// queued on any stream may still read or write the memory through NVSHMEM, which, on a
-/// network transport, reaches it through the registration. So the slice is never unregistered,
-/// and never handed back to its owner to be freed, while queued work can still use it. Drop
-/// never panics: an error is logged (`tracing`), and if the wait fails the memory stays
-/// registered (NVSHMEM releases it when it finalises) rather than be unregistered under queued
-/// work; while the thread unwinds from a panic, nothing is waited for and the memory stays
-/// registered too. [`Registered::unregister`] does the same and returns the error. A CUDA graph
-/// that captured a put or get on it must not be launched once the handle is gone.
+/// **Dropping it unregisters the memory** (`nvshmemx_buffer_unregister`), after waiting for the
+/// puts and gets queued on it (on each stream they used, for at most the runtime's timeout):
+/// they may still read or write the memory through NVSHMEM, which, on a network transport,
+/// reaches it through the registration. So the slice is never unregistered, and never handed
+/// back to its owner to be freed, while queued work can still use it. Drop never panics: an
+/// error is logged (`tracing`), and if the wait fails or times out the memory stays registered
+/// (NVSHMEM releases it when it finalises) rather than be unregistered under queued work; while
+/// the thread unwinds from a panic, nothing is waited for and the memory stays registered too.
+/// [`Registered::unregister`] does the same and returns the error. A put or get on it cannot be
+/// captured into a graph (the graph would outlive the registration): it is refused.
 ///
 /// ```no_run
 /// use nvshmem::prelude::*;
@@ -53,6 +59,8 @@ pub struct Registered<'a, T: Element> {
     /// The slice's address, as registered; 0 once unregistered, and for an empty slice, which
     /// is not registered (NVSHMEM refuses zero bytes, and no put or get of nothing reads it).
     ptr: CUdeviceptr,
+    /// The streams puts and gets on it were queued on.
+    uses: Uses,
 }
 
 impl<T: Element> std::fmt::Debug for Registered<'_, T> {
@@ -124,6 +132,7 @@ impl Runtime {
             rt: self.clone(),
             slice,
             ptr,
+            uses: Uses::default(),
         })
     }
 }
@@ -214,13 +223,25 @@ impl<T: Element> Registered<'_, T> {
             return Ok(());
         }
         self.rt.bind()?;
-        // Work queued on the memory, on any stream, must be done before NVSHMEM forgets it.
-        self.rt.context().synchronize().map_err(Error::cuda(
-            "cuCtxSynchronize (waiting for the GPU before unregistering memory; it stays registered)",
-        ))?;
+        // The puts and gets queued on the memory must be done before NVSHMEM forgets it.
+        let mut pending = Pending::after(self.uses.take());
+        let start = std::time::Instant::now();
+        while !pending.done() {
+            self.rt.check_health()?;
+            if let Some(limit) = self.rt.timeout().filter(|t| start.elapsed() >= *t) {
+                return Err(Error::WaitTimedOut {
+                    call: "unregister",
+                    waiting_for: "the puts and gets queued on the registered memory (it stays \
+                                  registered)"
+                        .into(),
+                    after: limit,
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
         // SAFETY: ptr was registered by `Runtime::register` and is unregistered once (taken
-        // above); the GPU has finished all work queued before now, and no more can be queued
-        // on it through this handle; the context is current.
+        // above); the puts and gets queued on it are done, and no more can be queued on it
+        // through this handle; the context is current.
         unsafe { self.rt.nv().buffer_unregister(ptr) }.map_err(|e| e.in_call("unregister"))
     }
 }
@@ -259,8 +280,15 @@ impl<T: Element> DevicePtrMut<T> for Registered<'_, T> {
     }
 }
 
-mod sealed {
-    pub trait Sealed<T> {}
+pub(crate) mod sealed {
+    use crate::{runtime::Enqueue, Result};
+
+    /// Sealing [`LocalBuffer`](super::LocalBuffer), and what a put or get notes of its local
+    /// side: its use on the stream.
+    pub trait Sealed<T> {
+        /// Notes the call's use of the memory.
+        fn note(&self, q: &Enqueue<'_>) -> Result<()>;
+    }
 }
 
 /// Memory that can be the local side of a one-sided call: the source of a put, which this PE
@@ -352,7 +380,11 @@ pub trait LocalBufferMut<T: Element>: LocalBuffer<T> {
     fn local_ptr_mut<'s>(&'s mut self, stream: &'s CudaStream) -> (CUdeviceptr, SyncOnDrop<'s>);
 }
 
-impl<T: Element, B: SymBuffer<T>> sealed::Sealed<T> for B {}
+impl<T: Element, B: SymBuffer<T>> sealed::Sealed<T> for B {
+    fn note(&self, q: &Enqueue<'_>) -> Result<()> {
+        q.uses(self.alloc())
+    }
+}
 
 // Symmetric memory is ordered by streams alone (see `SymArray`): no cudarc record to keep.
 impl<T: Element, B: SymBuffer<T>> LocalBuffer<T> for B {
@@ -373,7 +405,20 @@ impl<T: Element, B: SymBufferMut<T>> LocalBufferMut<T> for B {
     }
 }
 
-impl<T: Element> sealed::Sealed<T> for Registered<'_, T> {}
+impl<T: Element> sealed::Sealed<T> for Registered<'_, T> {
+    fn note(&self, q: &Enqueue<'_>) -> Result<()> {
+        if q.capturing() {
+            return Err(Error::Unsupported {
+                call: "put or get",
+                what: "registered memory in a CUDA graph (the graph could run after the memory is \
+                       unregistered)"
+                    .into(),
+            });
+        }
+        self.uses.add(q.stream);
+        Ok(())
+    }
+}
 
 impl<T: Element> LocalBuffer<T> for Registered<'_, T> {
     fn local_len(&self) -> usize {

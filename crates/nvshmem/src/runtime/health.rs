@@ -268,6 +268,15 @@ enum Failure {
     Kernel([u32; 4]),
     /// [`Runtime::abort`](crate::Runtime::abort) was called.
     Aborted,
+    /// A host-side wait for the other PEs (an agreement: allocating, making a team, ...)
+    /// lasted longer than the timeout.
+    HostWait {
+        call: &'static str,
+        team: String,
+        after: Duration,
+    },
+    /// The PEs' symmetric heaps or calls diverged in a way that cannot be undone.
+    Diverged { call: &'static str, detail: String },
 }
 
 impl Failure {
@@ -304,6 +313,19 @@ impl Failure {
                 team_pe: None,
                 waiting_for: "it",
                 epoch: 0,
+            },
+            Failure::HostWait {
+                call,
+                ref team,
+                after,
+            } => Error::WaitTimedOut {
+                call,
+                waiting_for: format!("the other PEs of {team}"),
+                after,
+            },
+            Failure::Diverged { call, ref detail } => Error::OutOfStep {
+                call,
+                detail: format!("{detail}; this runtime cannot run collectives any more"),
             },
         }
     }
@@ -397,6 +419,41 @@ impl Health {
             let (f, _) = self.failure.get().expect("just set");
             tracing::error!(pe = self.my_pe, "{}", f.error());
         }
+    }
+
+    /// Fails the runtime because a host-side wait for the PEs of `team` in `call` lasted
+    /// `after`: the error to return.
+    pub(crate) fn host_wait_timed_out(
+        &self,
+        call: &'static str,
+        team: &str,
+        after: Duration,
+    ) -> Error {
+        self.delivered.store(true, Ordering::Relaxed);
+        self.fail(Failure::HostWait {
+            call,
+            team: team.to_string(),
+            after,
+        });
+        self.failure.get().map_or_else(
+            || Error::WaitTimedOut {
+                call,
+                waiting_for: format!("the other PEs of {team}"),
+                after,
+            },
+            |(f, _)| f.error(),
+        )
+    }
+
+    /// Fails the runtime because the PEs diverged in `call` beyond repair (their heaps differ):
+    /// the error to return.
+    pub(crate) fn diverged(&self, call: &'static str, detail: String) -> Error {
+        self.delivered.store(true, Ordering::Relaxed);
+        self.fail(Failure::Diverged { call, detail });
+        self.failure
+            .get()
+            .map(|(f, _)| f.error())
+            .expect("just failed")
     }
 
     /// Stops the watchdog (the runtime is closing).

@@ -5,32 +5,47 @@
 //! holds it alive, and NVSHMEM is finalised when the last one drops or by
 //! [`Runtime::finalize`].
 //!
-//! This is the bottom layer of the crate: it starts and stops NVSHMEM and knows nothing of the
-//! layers above it (memory, teams, collectives). Those keep their per-runtime state here as
-//! layers, attached at start-up in the order of the crate's `LAYERS` list and closed, newest first,
-//! before NVSHMEM is finalised.
+//! This is the bottom layer of the crate: it starts and stops NVSHMEM, and holds one field of
+//! state for each layer above it (the memory layer's heap ledger, the teams, the collectives'
+//! settings), made in that order at start-up and closed before NVSHMEM is finalised; it calls
+//! none of their functions but those that make and close that state. Below the layers it
+//! also keeps what they share: the runtime's health, its means of agreement between PEs
+//! ([`exchange`]), and what the GPU may still be using ([`streams`]).
 //!
 //! # Threads
 //!
 //! [`Runtime`], [`Team`](crate::Team), [`SymArray`](crate::SymArray) and
 //! [`Timing`](crate::Timing) are `Send` and `Sync`: they are handles to state behind an `Arc`,
-//! whose mutable parts (the heap's ledger, the collective scratch, the collectives' channels)
+//! whose mutable parts (the heap's ledger, the collective scratch, each team's order of calls)
 //! sit behind locks. Any thread may call any method; each call binds the runtime's CUDA context
 //! to the calling thread first. NVSHMEM is started with its host library's default thread
 //! support, which it reports in [`RuntimeInfo::thread_level`] (`NVSHMEM_THREAD_MULTIPLE` = 3
 //! on NVSHMEM 3.4.5). What threads must still agree on is *order*: collectives, allocations
 //! and frees are collective over PEs, so every PE must issue them in the same order:
-//! - threads of one PE that issue collectives on the *same* team must order them between
-//!   themselves (on one stream or several: NVSHMEM's path, and NCCL beneath it, match calls
-//!   on a team by their order); collectives on *different* teams from different threads are
-//!   independent (see [`crate::collective`]);
-//! - the first call of each (team, stream) pair binds its channel, collectively over the team:
-//!   make those first calls in the same order on every PE (from one thread, say) before
-//!   threads use the pairs freely;
-//! - allocations, frees of arrays, team creation and destruction: from one thread at a time,
-//!   in the same order on every PE.
+//! - calls on the *same* team are matched between PEs by their order, so the threads of a PE
+//!   that make calls on one team must order those calls between themselves. On the GPU the
+//!   library orders them for you: a call on another stream than the team's last one first
+//!   waits for the team's earlier calls (as NCCL orders the calls of one communicator), so
+//!   calls of one team never overlap on the GPU, whatever streams they use;
+//! - calls on *different* teams are independent, from any threads and streams;
+//! - allocations, [`Runtime::free_retired`], team creation: from one thread at a time, in the
+//!   same order on every PE. Dropping arrays and teams is not collective: any thread, any
+//!   time. When the PEs' calls do not match (one allocates where another makes a team, or
+//!   with another size), every PE gets [`Error::OutOfStep`] naming what each did, or, where a
+//!   PE never arrives, [`Error::WaitTimedOut`] after the [timeout](RuntimeBuilder::timeout).
 //!
 //! The GPU test `collectives_from_several_host_threads` runs three threads per PE this way.
+//!
+//! # Several PEs on one GPU
+//!
+//! Running more PEs than GPUs (for correctness checks; it measures no speed) needs CUDA MPS
+//! with a share per PE (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` at most 100 / PEs per GPU): the
+//! README's "Launching" says how. Without MPS, NVSHMEM runs such PEs in a limited mode in
+//! which its collectives end the process, and [`Runtime::init`] refuses to start
+//! ([`Error::GpuSharedWithoutMps`]). [`RuntimeInfo::pes_on_device`] and
+//! [`RuntimeInfo::gpu_sharing`] say what was found. This crate's own kernels then use at most
+//! the blocks each PE's share can keep resident at once, so that the kernels of PEs that
+//! wait for each other can all run.
 //!
 //! # Health
 //!
@@ -46,15 +61,19 @@
 //! heartbeat, are in the source of `runtime/health.rs`.
 //!
 //! A panic on a PE leaves NVSHMEM as it is too (finalising is collective): the process exits
-//! with the panic's message and status 101, and its peers see it gone.
+//! with the panic's message and status 101, and its peers see it gone. Dropping the last
+//! handle of a healthy runtime first agrees with every PE (within the timeout) that all are
+//! finalising, with the watchdog still running, so a peer that dies meanwhile never leaves a
+//! PE waiting in NVSHMEM's finalisation.
+pub(crate) mod exchange;
 mod health;
 mod launch;
 #[cfg(test)]
 mod props;
+pub(crate) mod streams;
 mod uid;
 
 use std::{
-    any::Any,
     path::PathBuf,
     sync::{Arc, Mutex, OnceLock},
     time::Duration,
@@ -69,7 +88,15 @@ pub use health::{DEFAULT_TIMEOUT, GRACE, POLL, TIMEOUT_VAR};
 use launch::{detect, Launch};
 pub use launch::{Bootstrap, BOOTSTRAP_VAR};
 
-use crate::{ffi::Nvshmem, Error, Result};
+use crate::{
+    collective::{algo::Collectives, Collective},
+    ffi::Nvshmem,
+    memory::Heap,
+    team::Teams,
+    Error, Result,
+};
+use exchange::{About, Exchange};
+use streams::{Capture, Captures};
 
 /// NVSHMEM's default symmetric heap size (1 GiB), used when neither the builder nor
 /// `NVSHMEM_SYMMETRIC_SIZE` sets one.
@@ -88,9 +115,34 @@ enum State {
     Fresh,
     Live,
     Finalized,
+    /// Started, then failed before a runtime could be handed out (NVSHMEM is left as it is).
+    Failed,
 }
 
 static STATE: Mutex<State> = Mutex::new(State::Fresh);
+
+/// How this PE's GPU is shared with other PEs of the job.
+///
+/// ```no_run
+/// use nvshmem::runtime::GpuSharing;
+/// let rt = nvshmem::Runtime::init()?;
+/// if rt.info().gpu_sharing != GpuSharing::Exclusive {
+///     println!("{} PEs share this GPU: figures from this run mean nothing", rt.info().pes_on_device);
+/// }
+/// # Ok::<(), nvshmem::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum GpuSharing {
+    /// This PE is the job's only PE on its GPU.
+    Exclusive,
+    /// Several PEs share the GPU through CUDA MPS (NVSHMEM's full mode for that), each with the
+    /// share of the GPU's threads its `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` gives, if set.
+    Mps {
+        /// This PE's `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`, if set.
+        thread_percentage: Option<f64>,
+    },
+}
 
 /// What the runtime chose when it started.
 ///
@@ -121,6 +173,14 @@ pub struct RuntimeInfo {
     /// The thread support NVSHMEM reports (`nvshmem_query_thread`: 0 single, 1 funneled,
     /// 2 serialized, 3 multiple).
     pub thread_level: i32,
+    /// How many PEs of the job use this PE's GPU (this one included).
+    pub pes_on_device: usize,
+    /// How they share it.
+    pub gpu_sharing: GpuSharing,
+    /// The most blocks of this crate's large-message kernels (512 threads each) that this PE
+    /// can keep resident at once: the GPU's multiprocessors, or this PE's share of them when
+    /// PEs share the GPU. A team's kernels use at most its members' smallest figure.
+    pub resident_blocks: u32,
 }
 
 /// A live NVSHMEM runtime: one per process, shared by cloning.
@@ -135,6 +195,21 @@ pub struct Runtime {
     inner: Arc<RuntimeInner>,
 }
 
+/// A runtime that does not keep it alive: for what the runtime itself holds (its scratch,
+/// its teams' channels), which must not keep it alive for ever.
+#[derive(Clone)]
+pub(crate) struct WeakRuntime(std::sync::Weak<RuntimeInner>);
+
+impl WeakRuntime {
+    /// The runtime, if it is still alive.
+    pub(crate) fn upgrade(&self) -> Option<Runtime> {
+        self.0.upgrade().map(|inner| Runtime { inner })
+    }
+}
+
+/// The state of a runtime: NVSHMEM and the CUDA context, its health, its means of agreement,
+/// and the state of each layer above (the heap's ledger, the teams, the collectives), set once
+/// at start-up and closed, newest first, before NVSHMEM is finalised.
 struct RuntimeInner {
     nv: Nvshmem,
     ctx: Arc<CudaContext>,
@@ -144,50 +219,21 @@ struct RuntimeInner {
     info: RuntimeInfo,
     /// The abort word, the watchdog and the first failure seen (see [`health`]).
     health: Arc<Health>,
-    /// The state of the layers above, one slot per entry of [`crate::LAYERS`], each set once
-    /// at start-up (see [`Layer`]).
-    layers: [OnceLock<Box<dyn Layer>>; crate::LAYERS.len()],
+    /// The library's own agreements between PEs, on its own stream and world team. Dropped by
+    /// hand: a runtime that failed leaks it (a copy into its page-locked memory may be in
+    /// flight).
+    exchange: std::mem::ManuallyDrop<Exchange>,
+    /// The duplicate of the world team agreements over every PE run on.
+    agree_team: crate::ffi::TeamHandle,
+    /// The graphs being captured through [`Runtime::capture`].
+    captures: Captures,
+    heap: Heap,
+    collectives: Collectives,
+    /// Set once, right after the runtime is made (making teams needs the runtime).
+    teams: OnceLock<Teams>,
     /// MPI, when this runtime started it; finalised after NVSHMEM.
     #[cfg(feature = "mpi")]
     universe: Option<mpi::environment::Universe>,
-}
-
-/// The state a layer above the runtime keeps per runtime (the memory layer's heap ledger,
-/// the collectives' channels). The runtime holds it without knowing its type, so that nothing
-/// here depends on those layers, and closes it before finalising NVSHMEM.
-///
-/// A layer must not hold a [`Runtime`] (that would keep the runtime alive for ever).
-pub(crate) trait Layer: Any + Send + Sync {
-    /// Releases what the layer holds before NVSHMEM is finalised. Runs once, on the thread
-    /// that drops the last handle, with the runtime's context current; never when the process
-    /// is unwinding from a panic (NVSHMEM is then left as it is, for the launcher to end).
-    fn close(&self, rt: &Closing<'_>);
-    /// `self`, for [`Runtime::layer`]'s downcast.
-    fn as_any(&self) -> &dyn Any;
-}
-
-/// What a closing layer may still use: the runtime's context (NVSHMEM stays initialised until
-/// every layer is closed).
-pub(crate) struct Closing<'a> {
-    pub(crate) ctx: &'a Arc<CudaContext>,
-}
-
-/// Makes one layer's state for a starting runtime, from the builder's settings.
-pub(crate) type Attach = fn(&Runtime, &Settings) -> Result<Box<dyn Layer>>;
-
-/// What the builder was told for the layers above (`(key, value)` pairs they read at start-up,
-/// such as `("algorithm", "all_reduce=nvshmem")`).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Settings(Vec<(&'static str, String)>);
-
-impl Settings {
-    /// Every value given for `key`, in the order given.
-    pub(crate) fn get<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> {
-        self.0
-            .iter()
-            .filter(move |(k, _)| *k == key)
-            .map(|(_, v)| v.as_str())
-    }
 }
 
 impl std::fmt::Debug for Runtime {
@@ -216,7 +262,10 @@ pub struct RuntimeBuilder {
     device: Option<usize>,
     heap_size: Option<usize>,
     timeout: Option<Option<Duration>>,
-    settings: Settings,
+    /// `RuntimeBuilder::channels`.
+    pub(crate) channels: Option<usize>,
+    /// `RuntimeBuilder::algorithm`, in the order given.
+    pub(crate) algorithms: Vec<(Collective, String)>,
 }
 
 impl Runtime {
@@ -393,8 +442,7 @@ impl Runtime {
     }
 
     /// Checks that the job has not failed and that `stream` is on this runtime's GPU context,
-    /// and makes that context current;
-    /// returns the raw stream.
+    /// and makes that context current; returns the raw stream.
     pub(crate) fn enter(&self, call: &'static str, stream: &CudaStream) -> Result<CUstream> {
         if stream.context().cu_ctx() != self.inner.ctx.cu_ctx() {
             return Err(Error::arg(
@@ -410,6 +458,24 @@ impl Runtime {
         self.inner.health.check()?;
         self.bind()?;
         Ok(stream.cu_stream())
+    }
+
+    /// [`Runtime::enter`] for a call that queues work using resources (arrays, a team, the
+    /// scratch), with what it needs to note their use: whether the stream is being captured,
+    /// and into which graph (a capture this crate did not start is refused).
+    pub(crate) fn enqueue<'a>(
+        &'a self,
+        call: &'static str,
+        stream: &'a Arc<CudaStream>,
+    ) -> Result<Enqueue<'a>> {
+        let cu = self.enter(call, stream)?;
+        let capture = self.inner.captures.of(call, stream)?;
+        Ok(Enqueue {
+            rt: self,
+            stream,
+            cu,
+            capture,
+        })
     }
 
     /// The runtime's health: abort word, watchdog, failure.
@@ -442,23 +508,100 @@ impl Runtime {
         }
     }
 
-    /// The state layer `L` attached at start-up.
-    ///
-    /// # Panics
-    /// If `L` is not one of [`crate::LAYERS`] (a bug in this crate: every runtime handed out
-    /// has all its layers).
-    pub(crate) fn layer<L: Layer>(&self) -> &L {
+    /// The memory layer's state.
+    pub(crate) fn heap(&self) -> &Heap {
+        &self.inner.heap
+    }
+
+    /// The team layer's state.
+    pub(crate) fn teams(&self) -> &Teams {
         self.inner
-            .layers
-            .iter()
-            .filter_map(OnceLock::get)
-            .find_map(|l| l.as_any().downcast_ref::<L>())
-            .expect("every layer is attached before the runtime is handed out")
+            .teams
+            .get()
+            .expect("the teams are set up before the runtime is handed out")
+    }
+
+    /// The collectives' state.
+    pub(crate) fn collectives(&self) -> &Collectives {
+        &self.inner.collectives
+    }
+
+    /// The graphs being captured.
+    pub(crate) fn captures(&self) -> &Captures {
+        &self.inner.captures
+    }
+
+    /// Gathers every world PE's `mine` (an agreement of the library's own, on its own stream
+    /// and team, waited for at most the timeout).
+    pub(crate) fn agree_world(
+        &self,
+        call: &'static str,
+        mine: &exchange::Entry,
+    ) -> Result<Vec<exchange::Entry>> {
+        let about = About {
+            call,
+            team: "the world",
+        };
+        self.inner.exchange.gather(
+            self.inner.nv,
+            &self.inner.health,
+            self.inner.agree_team,
+            self.inner.n_pes,
+            about,
+            |_| Ok(*mine),
+        )
+    }
+
+    /// Gathers every member's entry over `team` (`n` members): `make` queues on the
+    /// agreement's stream what must precede the gather (such as waiting for the team's earlier
+    /// calls) and returns this PE's entry.
+    pub(crate) fn agree_over(
+        &self,
+        about: About<'_>,
+        team: crate::ffi::TeamHandle,
+        n: usize,
+        make: impl FnOnce(&Arc<CudaStream>) -> Result<exchange::Entry>,
+    ) -> Result<Vec<exchange::Entry>> {
+        self.inner
+            .exchange
+            .gather(self.inner.nv, &self.inner.health, team, n, about, make)
+    }
+
+    /// A handle that does not keep the runtime alive.
+    pub(crate) fn downgrade(&self) -> WeakRuntime {
+        WeakRuntime(Arc::downgrade(&self.inner))
     }
 
     /// How many handles share this runtime.
     pub(crate) fn handles(&self) -> usize {
         Arc::strong_count(&self.inner)
+    }
+}
+
+/// A call about to queue work on `stream`: the runtime healthy, its context current, the
+/// stream checked, and the graph it is being captured into, if any.
+pub struct Enqueue<'a> {
+    pub(crate) rt: &'a Runtime,
+    pub(crate) stream: &'a Arc<CudaStream>,
+    pub(crate) cu: CUstream,
+    capture: Option<Arc<Capture>>,
+}
+
+impl Enqueue<'_> {
+    /// Notes that the work queued now uses `r` (see [`streams`]): its use on the stream, its
+    /// order after its earlier uses, or, in a capture, the graph keeping it.
+    pub(crate) fn uses(&self, r: &Arc<impl streams::Resource>) -> Result<()> {
+        streams::note(
+            r,
+            self.stream,
+            self.capture.as_deref(),
+            &self.rt.inner.captures,
+        )
+    }
+
+    /// Whether the work is being captured into a graph.
+    pub(crate) fn capturing(&self) -> bool {
+        self.capture.is_some()
     }
 }
 
@@ -516,12 +659,6 @@ impl RuntimeBuilder {
     /// ```
     pub fn timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
         self.timeout = Some(limit.into());
-        self
-    }
-
-    /// Records a setting for a layer above the runtime (see [`Settings`]).
-    pub(crate) fn with_setting(mut self, key: &'static str, value: String) -> Self {
-        self.settings.0.push((key, value));
         self
     }
 
@@ -591,7 +728,8 @@ impl RuntimeBuilder {
         self.start(launch, Some(&mut exchange), universe)
     }
 
-    /// The common start: GPU, library, heap, then NVSHMEM through the launch's bootstrap.
+    /// The common start: settings, GPU, library, heap, then NVSHMEM through the launch's
+    /// bootstrap, then the library's own state (agreed with every PE).
     /// `exchange`, when given, hands rank 0's unique id to every rank.
     /// `universe` is MPI when this runtime started it, to be finalised after NVSHMEM.
     fn start(
@@ -602,15 +740,18 @@ impl RuntimeBuilder {
     ) -> Result<Runtime> {
         let mut state = STATE.lock().unwrap_or_else(|p| p.into_inner());
         ensure_fresh(*state)?;
+        // Everything that can be judged before NVSHMEM starts is judged first, so that a bad
+        // setting or variable never leaves NVSHMEM started.
+        let timeout = choose_timeout(self.timeout)?;
+        let collectives = Collectives::new(&self.algorithms)?;
         // The GPU first: on a machine without one, that is the message that helps.
         let device = pick_device(self.device, launch.local_rank.unwrap_or(0))?;
         let lib = Nvshmem::library()?;
-        if Nvshmem::init_status(lib) != 0 {
+        if Nvshmem::init_status(lib) != crate::ffi::STATUS_NOT_INITIALIZED {
             return Err(Error::AlreadyInitialized(
                 "by another component of this program",
             ));
         }
-
         let heap_size = choose_heap_size(self.heap_size)?;
         let ctx = CudaContext::new(device)
             .map_err(|e| Error::NoGpu(format!("cannot open CUDA device {device}: {e}")))?;
@@ -618,6 +759,10 @@ impl RuntimeBuilder {
             .map_err(Error::cuda("binding the CUDA context"))?;
         debug!(device, heap_size, rank = ?launch.rank, size = ?launch.size, "starting NVSHMEM");
         init_nvshmem(lib, &launch, exchange)?;
+        // NVSHMEM is started. A failure from here on leaves it as it is (finalising is
+        // collective, and the other PEs may be past this point), and no runtime can start again
+        // in this process; a failure every PE sees alike is reported alike.
+        *state = State::Failed;
         // SAFETY: NVSHMEM is now initialised, and the handle lives in the runtime made below,
         // which finalises NVSHMEM only when the last handle to it is gone.
         let nv = unsafe { Nvshmem::assume_initialised(lib) };
@@ -625,6 +770,21 @@ impl RuntimeBuilder {
         if launch.rank.is_some_and(|r| r != my_pe) || launch.size.is_some_and(|s| s != n_pes) {
             warn!(my_pe, n_pes, rank = ?launch.rank, size = ?launch.size, "NVSHMEM numbered the PEs differently from the launcher");
         }
+        let pes_on_device = nv.pes_on_this_gpu();
+        if Nvshmem::init_status(lib) == crate::ffi::STATUS_LIMITED_MPG {
+            // Every collective of NVSHMEM would end the process: refuse to go on.
+            return Err(Error::GpuSharedWithoutMps {
+                pes: pes_on_device.max(2),
+                device,
+            });
+        }
+        let gpu_sharing = if pes_on_device > 1 {
+            GpuSharing::Mps {
+                thread_percentage: mps_thread_percentage(),
+            }
+        } else {
+            GpuSharing::Exclusive
+        };
         let info = RuntimeInfo {
             bootstrap: launch.bootstrap,
             library: nvshmem_sys::loaded_path()
@@ -635,41 +795,98 @@ impl RuntimeBuilder {
             local_rank: launch.local_rank.unwrap_or(0),
             heap_size,
             thread_level: nv.thread_level(),
+            pes_on_device,
+            gpu_sharing,
+            resident_blocks: resident_blocks(&ctx, pes_on_device, gpu_sharing)?,
         };
-        let timeout = choose_timeout(self.timeout)?;
-        *state = State::Live;
-        drop(state);
-        // From here on the runtime exists: if a layer fails to attach, dropping it finalises
-        // NVSHMEM again (every PE fails alike, since attaching depends only on what they share).
         let stream = ctx
             .new_stream()
-            .map_err(Error::cuda("creating the runtime's stream"));
-        let health = Health::start(my_pe, timeout);
+            .map_err(Error::cuda("creating the runtime's stream"))?;
+        let health = Health::start(my_pe, timeout)?;
+        // The library's own agreements: a duplicate of the world team that the program never
+        // uses, and room for one entry per PE (the heap's first allocation, at the same offset
+        // on every PE: the origin the heap measures offsets from).
+        // SAFETY: NVSHMEM is initialised; the world team has n_pes members.
+        let agree_team =
+            unsafe { nv.split_strided(nvshmem_sys::teams::NVSHMEM_TEAM_WORLD, 0, 1, n_pes) }
+                .map_err(|e| e.in_call("nvshmem_team_split_strided (the runtime's own team)"))?;
+        let sym_bytes = exchange::sym_bytes(n_pes);
+        // SAFETY: the context is current; every PE asks for the same size.
+        let sym = unsafe { nv.malloc(sym_bytes, true) }.ok_or(Error::OutOfHeap {
+            requested: sym_bytes,
+            in_use: 0,
+            heap_size,
+        })?;
+        let own = ctx
+            .new_stream()
+            .map_err(Error::cuda("creating the runtime's own stream"))?;
+        let exchange = Exchange::new(own, sym, n_pes)?;
+        let identity = Identity::own();
+        let mut words = identity.words.to_vec();
+        words.push(heap_size as u64);
+        let table = exchange.gather(
+            nv,
+            &health,
+            agree_team,
+            n_pes,
+            About {
+                call: "Runtime::init",
+                team: "the world",
+            },
+            |_| Ok(exchange::entry(exchange::tag::START, &words)),
+        )?;
+        exchange::same_call("Runtime::init", &table, exchange::tag::START)?;
+        let heap_word = 1 + Identity::WORDS;
+        if let Some(pe) = table.iter().position(|e| e[heap_word] != heap_size as u64) {
+            return Err(Error::OutOfStep {
+                call: "Runtime::init",
+                detail: format!(
+                    "PE {pe} has a symmetric heap of {} bytes and PE {my_pe} one of {heap_size}: \
+                     every PE needs the same (NVSHMEM_SYMMETRIC_SIZE, RuntimeBuilder::heap_size)",
+                    table[pe][heap_word]
+                ),
+            });
+        }
+        health.watch_peers(
+            table
+                .iter()
+                .map(|e| Identity {
+                    words: std::array::from_fn(|i| e[1 + i]),
+                })
+                .collect(),
+        );
         let rt = Runtime {
             inner: Arc::new(RuntimeInner {
                 nv,
-                health: health?,
-                stream: stream?,
+                heap: Heap::new(heap_size, sym, sym_bytes),
+                health,
+                stream,
                 ctx,
                 my_pe,
                 n_pes,
                 info,
-                layers: Default::default(),
+                exchange: std::mem::ManuallyDrop::new(exchange),
+                agree_team,
+                captures: Captures::default(),
+                collectives,
+                teams: OnceLock::new(),
                 #[cfg(feature = "mpi")]
                 universe,
             }),
         };
-        for (slot, attach) in rt.inner.layers.iter().zip(crate::LAYERS) {
-            // In order: each layer may use those attached before it.
-            let layer = attach(&rt, &self.settings)?;
-            if slot.set(layer).is_err() {
-                unreachable!("each slot is set once, here");
-            }
+        // A failure here is seen alike by every PE (an allocation refused, an agreement out of
+        // step), or ends their next agreement: dropping the runtime then finalises NVSHMEM
+        // where every PE agrees to, and leaves it otherwise.
+        let teams = Teams::start(&rt, self.channels)?;
+        if rt.inner.teams.set(teams).is_err() {
+            unreachable!("the teams are set once, here");
         }
+        *state = State::Live;
+        drop(state);
         let info = &rt.inner.info;
         info!(
             pe = my_pe, n_pes, bootstrap = %info.bootstrap, library = %info.library.display(),
-            version = %info.version, device, heap_size, "NVSHMEM started"
+            version = %info.version, device, heap_size, pes_on_device, "NVSHMEM started"
         );
         Ok(rt)
     }
@@ -680,7 +897,45 @@ fn ensure_fresh(state: State) -> Result<()> {
         State::Fresh => Ok(()),
         State::Live => Err(Error::AlreadyInitialized("a runtime is live")),
         State::Finalized => Err(Error::AlreadyInitialized("it was finalised earlier")),
+        State::Failed => Err(Error::AlreadyInitialized(
+            "a runtime started and failed earlier",
+        )),
     }
+}
+
+/// This PE's `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`, if set to a number.
+fn mps_thread_percentage() -> Option<f64> {
+    std::env::var("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|p| *p > 0.0 && *p <= 100.0)
+}
+
+/// The most 512-thread blocks this PE can keep resident at once (see
+/// [`RuntimeInfo::resident_blocks`]): one per multiprocessor (the large-message kernels take a
+/// whole one each), or this PE's share of them when PEs share the GPU, by its MPS thread
+/// percentage (which MPS turns into a share of the multiprocessors), else an equal split.
+fn resident_blocks(ctx: &CudaContext, pes_on_device: usize, sharing: GpuSharing) -> Result<u32> {
+    use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
+    let sms = ctx
+        .attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(Error::cuda("cuDeviceGetAttribute (multiprocessors)"))?
+        .max(1) as u32;
+    Ok(share_of_sms(sms, pes_on_device, sharing))
+}
+
+/// [`resident_blocks`]'s arithmetic.
+fn share_of_sms(sms: u32, pes_on_device: usize, sharing: GpuSharing) -> u32 {
+    let share = match sharing {
+        GpuSharing::Exclusive => sms,
+        GpuSharing::Mps {
+            thread_percentage: Some(p),
+        } => (f64::from(sms) * p / 100.0).floor() as u32,
+        GpuSharing::Mps {
+            thread_percentage: None,
+        } => sms / pes_on_device.max(1) as u32,
+    };
+    share.max(1)
 }
 
 /// Hands rank 0's unique id (passed in on rank 0 only) to every rank, returning it.
@@ -926,43 +1181,117 @@ fn mpi_broadcast_uid<C: mpi::traits::Communicator>(
     Ok(bytes)
 }
 
+impl RuntimeInner {
+    /// Whether every PE agrees, within the timeout, that all are finalising (the watchdog
+    /// still running, so a peer that died is seen rather than waited for).
+    fn agree_to_finalize(&self) -> bool {
+        let about = About {
+            call: "finalising",
+            team: "the world",
+        };
+        let mine = exchange::entry(exchange::tag::FINALIZE, &[]);
+        match self.exchange.gather(
+            self.nv,
+            &self.health,
+            self.agree_team,
+            self.n_pes,
+            about,
+            |_| Ok(mine),
+        ) {
+            Ok(table) => match exchange::same_call("finalising", &table, exchange::tag::FINALIZE) {
+                Ok(()) => true,
+                Err(e) => {
+                    warn!(%e, "NVSHMEM left as it is");
+                    false
+                }
+            },
+            Err(e) => {
+                warn!(%e, "NVSHMEM left as it is");
+                false
+            }
+        }
+    }
+
+    /// Waits, at most the timeout, until no queued work can still use the heap: every dropped
+    /// array's and team's work, and the runtime's own streams.
+    fn settle(&self) -> bool {
+        let mut last = Vec::new();
+        for s in [&self.stream, self.exchange.stream()] {
+            match s.record_event(None) {
+                Ok(e) => last.push(e),
+                Err(e) => {
+                    warn!(%e, "recording the runtime's last work");
+                    return false;
+                }
+            }
+        }
+        // What the runtime itself still holds: the scratch, the predefined teams' calls.
+        let mut live = self.heap.live_pending();
+        if let Some(t) = self.teams.get() {
+            live.extend(t.live_pending());
+        }
+        let start = std::time::Instant::now();
+        loop {
+            let streams_done = last.iter().all(|e| e.try_is_complete().unwrap_or(false))
+                && live.iter_mut().all(|p| p.done());
+            let teams_done = self.teams.get().is_none_or(|t| t.settled());
+            if streams_done && teams_done && self.heap.settled() {
+                return true;
+            }
+            if self.health.timeout().is_some_and(|t| start.elapsed() >= t) || self.health.failed() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// Leaves NVSHMEM, MPI, the context and everything the GPU may still use as they are: the
+    /// process exits with them, as `nvshmem_global_exit` would leave them.
+    fn abandon(&mut self) {
+        if let Some(teams) = self.teams.take() {
+            std::mem::forget(teams);
+        }
+        std::mem::forget(Arc::clone(&self.health));
+        std::mem::forget(Arc::clone(&self.stream));
+        std::mem::forget(Arc::clone(self.exchange.stream()));
+        std::mem::forget(Arc::clone(&self.ctx));
+        #[cfg(feature = "mpi")]
+        std::mem::forget(self.universe.take());
+    }
+}
+
 impl Drop for RuntimeInner {
     fn drop(&mut self) {
         let mut state = STATE.lock().unwrap_or_else(|p| p.into_inner());
-        *state = State::Finalized;
-        self.health.stop();
-        if std::thread::panicking() || self.health.failed() {
-            // Finalising is collective, and so is everything the layers release: with this PE
-            // failing, or a peer gone, the others may never arrive. Leave NVSHMEM, MPI, the
-            // context and everything the GPU may still use (a kernel ended by the abort word,
-            // NVSHMEM's own that nothing ends) as they are; the process exits with them, as
-            // `nvshmem_global_exit` would leave them.
-            for slot in self.layers.iter_mut() {
-                std::mem::forget(slot.take());
-            }
-            std::mem::forget(Arc::clone(&self.health));
-            std::mem::forget(Arc::clone(&self.stream));
-            std::mem::forget(Arc::clone(&self.ctx));
-            #[cfg(feature = "mpi")]
-            std::mem::forget(self.universe.take());
-            debug!("NVSHMEM left as it is: this PE is panicking or the job has failed");
-            return;
-        }
         if let Err(e) = self.ctx.bind_to_thread() {
             warn!(%e, "binding the CUDA context before finalising NVSHMEM");
         }
-        let closing = Closing { ctx: &self.ctx };
-        for slot in self.layers.iter_mut().rev() {
-            if let Some(layer) = slot.take() {
-                layer.close(&closing);
-            }
+        // Finalising is collective, and so is everything the layers release: with this PE
+        // failing, a peer gone, or the PEs not all finalising, the others may never arrive.
+        let finalize = !std::thread::panicking()
+            && !self.health.failed()
+            && self.agree_to_finalize()
+            && self.settle();
+        if !finalize {
+            *state = State::Failed;
+            self.health.stop();
+            self.abandon();
+            debug!("NVSHMEM left as it is: this PE is panicking or the job has failed");
+            return;
         }
-        if let Err(e) = self.stream.synchronize() {
-            warn!(%e, "synchronising the runtime's stream before finalising NVSHMEM");
+        *state = State::Finalized;
+        if let Some(teams) = self.teams.take() {
+            teams.close(self.nv);
         }
         // SAFETY: NVSHMEM was initialised by this runtime; every handle that used it held this
-        // runtime alive, so none is left, and the layers have released what they held.
+        // runtime alive, so none is left; the work queued on its memory is done (settled).
         unsafe { self.nv.finalize() };
+        // SAFETY: the exchange is not used again (this is the runtime's end) and nothing is
+        // in flight on its stream (settled).
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.exchange) };
+        // Stopped last: a peer that dies while NVSHMEM finalises is seen, and the process ended
+        // after GRACE, rather than left waiting in NVSHMEM for ever.
+        self.health.stop();
         debug!("NVSHMEM finalised");
         // MPI, if we started it, is finalised when `universe` drops, after this.
     }
@@ -982,6 +1311,20 @@ mod tests {
         assert_eq!(parse_size("G"), None);
         assert_eq!(parse_size("lots"), None);
         assert_eq!(parse_size("99999999999999999999T"), None);
+    }
+
+    #[test]
+    fn a_shared_gpu_gives_each_pe_its_share_of_the_multiprocessors() {
+        assert_eq!(share_of_sms(132, 1, GpuSharing::Exclusive), 132);
+        let mps = |p| GpuSharing::Mps {
+            thread_percentage: p,
+        };
+        assert_eq!(share_of_sms(132, 4, mps(Some(25.0))), 33);
+        assert_eq!(share_of_sms(132, 8, mps(Some(12.5))), 16);
+        assert_eq!(share_of_sms(132, 3, mps(None)), 44);
+        // Never none: a kernel needs one block somewhere.
+        assert_eq!(share_of_sms(4, 8, mps(None)), 1);
+        assert_eq!(share_of_sms(132, 2, mps(Some(0.1))), 1);
     }
 
     #[test]

@@ -1,96 +1,54 @@
 //! Teams of an arbitrary list of PEs, made from NVSHMEM's team unique id.
 //!
-//! The first listed PE creates the id; it reaches the other members through one `u64` of
-//! symmetric memory per PE that the memory layer allocates when the runtime starts
-//! ([`Heap::team_slot`](crate::memory::Heap::team_slot)). It cannot be allocated here:
-//! allocation is collective over *every* PE, and a split is collective only over the parent.
+//! The first listed PE makes the id and hands it to the other members in the agreement that
+//! opens the call (each member's entry carries the list's length and a digest of it, so a
+//! member that passed another list is named); the members then join the team with it.
 use std::os::raw::c_int;
 
-use cudarc::driver::result as cu;
-
-use super::{plan, Team};
+use super::{make, plan, Team};
 use crate::{Error, Result};
 
 /// `NVSHMEMI_TEAM_CONFIG_VERSION_2_IDENTIFIER` (`nvshmem_types.h`).
 const TEAM_CONFIG_VERSION: c_int =
     (2 << 16) + std::mem::size_of::<nvshmem_sys::nvshmem_team_config_t>() as c_int;
 
-/// What an empty exchange slot holds: NVSHMEM's own "invalid team id"
+/// What stands for "no id": NVSHMEM's own "invalid team id"
 /// (`NVSHMEM_TEAM_UNIQUID_INITIALIZER`), which it never hands out.
 pub(super) const NO_ID: u64 = u64::MAX;
 
-/// The leader's part: makes the id and puts it into every other member's slot (queued on the
-/// runtime's stream, completed by a quiet). `id` receives it.
-fn publish(parent: &Team, pes: &[usize], slot: u64, id: &mut u64) -> Result<()> {
-    let (nv, stream) = (parent.rt.nv(), parent.rt.stream().cu_stream());
-    *id = nv.team_unique_id()?;
-    // SAFETY: slot is this runtime's symmetric u64 and the stream is the runtime's; the
-    // pageable source is staged by CUDA before the call returns.
-    unsafe { cu::memcpy_htod_async(slot, std::slice::from_ref(id), stream) }
-        .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
-    for &pe in &pes[1..] {
-        // SAFETY: the parent handle is valid and pe is below its size (checked).
-        let world_pe = unsafe { nv.world_pe(parent.handle(), pe) }?;
-        // SAFETY: slot is symmetric, so it is the same object on world_pe; the copy on this
-        // PE is the source, written above on the same stream, which is live and current.
-        unsafe {
-            nv.copy(
-                false,
-                slot,
-                slot,
-                std::mem::size_of::<u64>(),
-                world_pe,
-                stream,
-            )
-        };
-    }
-    // SAFETY: the stream belongs to the current context.
-    unsafe { nv.quiet(stream) };
-    Ok(())
+/// A digest of the list (FNV-1a over its entries), so members that pass different lists of the
+/// same length are told apart in the agreement.
+fn digest(pes: &[usize]) -> u64 {
+    pes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &pe| {
+        (h ^ pe as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Makes the team of `pes` (checked, not a progression) of `parent`, where this PE has index
 /// `me`. Collective over `parent`.
 pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<Option<Team>> {
-    let rt = &parent.rt;
-    let nv = rt.nv();
-    let slot = rt.heap().team_slot();
-    let stream = rt.stream().cu_stream();
-    rt.check_health()?;
-    rt.bind()?;
-    // SAFETY: the parent handle is valid and the stream belongs to the current context.
-    let barrier = || unsafe { nv.barrier(Some(parent.handle()), stream) };
-    // Each PE marks its slot empty, so a member can tell that the leader failed (NVSHMEM's
-    // ids are never NO_ID: it is its own "invalid id" value).
-    // SAFETY: slot is this runtime's symmetric u64; the pageable source is staged by CUDA
-    // before the call returns.
-    unsafe { cu::memcpy_htod_async(slot, std::slice::from_ref(&NO_ID), stream) }
-        .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
-    // Every member must have finished reading its slot for an earlier split, and marked it
-    // empty, before the leader writes it.
-    barrier()?;
-    let mut id: u64 = NO_ID;
-    // The leader's outcome is returned only after the second barrier: the other members wait
-    // in it, and must not be left there when the leader fails.
-    let published = if me == pes[0] {
-        publish(parent, pes, slot, &mut id)
+    const CALL_WORDS: usize = 3;
+    // The first listed PE makes the id (a PE that cannot offers NO_ID, which every member
+    // then refuses alike).
+    let id = if me == pes[0] {
+        parent.rt.nv().team_unique_id().unwrap_or_else(|e| {
+            tracing::warn!(%e, "making a team unique id for Team::from_pes");
+            NO_ID
+        })
     } else {
-        Ok(())
+        NO_ID
     };
-    // After this barrier every member's slot holds the id (or NO_ID if the leader failed).
-    barrier()?;
-    let index = plan::index_in(pes, me);
-    if index.is_some() && me != pes[0] {
-        // SAFETY: slot is this runtime's symmetric u64; id lives until the stream is
-        // synchronised below.
-        unsafe { cu::memcpy_dtoh_async(std::slice::from_mut(&mut id), slot, stream) }
-            .map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
-    }
-    rt.stream()
-        .synchronize()
-        .map_err(Error::cuda("synchronising the team id exchange"))?;
-    published?;
-    if index.is_some() && id == NO_ID {
+    let args = [make::LIST, pes.len() as u64, digest(pes)];
+    let mut words = args.to_vec();
+    words.push(id);
+    let call = "Team::from_pes";
+    let table = parent.agree_to_make(call, &words)?;
+    make::same_args(call, &table, &args)?;
+    let Some(index) = plan::index_in(pes, me) else {
+        return Ok(None);
+    };
+    let id = table[pes[0]][1 + CALL_WORDS];
+    if id == NO_ID {
         return Err(Error::Bootstrap {
             bootstrap: "team".into(),
             detail: format!(
@@ -99,9 +57,6 @@ pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<
             ),
         });
     }
-    let Some(index) = index else {
-        return Ok(None);
-    };
     join(parent, id, pes.len(), index)
 }
 
@@ -125,7 +80,7 @@ pub(super) fn join(parent: &Team, id: u64, size: usize, index: usize) -> Result<
             index,
         )
     }?;
-    parent.owned_team(handle)
+    parent.finish("Team::from_pes", handle)
 }
 
 #[cfg(test)]
@@ -133,5 +88,13 @@ mod tests {
     #[test]
     fn config_version_is_nvshmems() {
         assert_eq!(super::TEAM_CONFIG_VERSION, (2 << 16) + 64);
+    }
+
+    #[test]
+    fn lists_that_differ_have_different_digests() {
+        use super::digest;
+        assert_ne!(digest(&[3, 0, 2]), digest(&[0, 3, 2]));
+        assert_ne!(digest(&[3, 0, 2]), digest(&[3, 0]));
+        assert_eq!(digest(&[3, 0, 2]), digest(&[3, 0, 2]));
     }
 }

@@ -6,9 +6,14 @@
 //! on the parent (not at the same time as one on another stream). Each takes the same
 //! arguments on every member, except [`Team::split`], to which each member passes its own
 //! colour and key.
-//! Destroying a team (by dropping it) is collective over the team's members; it first waits
-//! for all work queued on this PE's GPU, so that nothing still runs on the team when it is
-//! gone.
+//! Every team-making call is an agreement between the parent's members first (each checks that
+//! every other makes the same call with the same arguments, within the runtime's timeout:
+//! [`Error::OutOfStep`] or [`Error::WaitTimedOut`] otherwise), then NVSHMEM's, then one between
+//! the new team's members, which agree on what the collectives need (whether every member can
+//! load and store every other's memory, the team's channel, the blocks its kernels may use).
+//! Dropping a team is not collective and never waits: the team retires, and NVSHMEM's team is
+//! destroyed at the next team-making call (or [`Runtime::free_retired`]) once the work queued
+//! on it is done. A [`Graph`](crate::Graph) that captured calls on a team keeps it alive.
 //!
 //! A team knows, from when it is made, its members' world numbers and whether this PE can load
 //! and store every member's symmetric memory directly (and at which offset): what the
@@ -47,24 +52,32 @@
 //!
 //! [`Runtime::free_retired`]: crate::Runtime::free_retired
 mod explicit;
+pub(crate) mod lane;
 mod plan;
 #[cfg(test)]
 mod props;
 mod split;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use nvshmem_sys::{nvshmem_team_t, teams as ids};
 
 use crate::{
     ffi::TeamHandle,
-    runtime::{Closing, Layer, Settings},
+    kernels::NvrTeam,
+    runtime::{
+        exchange::{entry, same_call, tag, About},
+        streams::{Ordered, Pending, Resource},
+    },
     Error, Result, Runtime,
 };
+use lane::{agreed_channel, ChannelPool, Lane};
 use plan::Strided;
 
-/// What a team is, shared by every handle of it (the predefined teams are made once per
-/// runtime and shared by every [`Runtime::world`] call).
+/// The most team members this crate's NVLink kernels serve (`NVR_MAX_TEAM`).
+pub(crate) const MAX_NVLINK_TEAM: usize = 8;
+
+/// What a team is, the same on every member once agreed when the team was made.
 #[derive(Debug)]
 pub(crate) struct TeamShape {
     pub(crate) handle: TeamHandle,
@@ -74,72 +87,319 @@ pub(crate) struct TeamShape {
     /// World number of each member, in team order.
     pub(crate) world: Box<[usize]>,
     /// For each member, what to add to a local symmetric address to reach that member's copy
-    /// of it by load and store; `None` unless every member is reachable so (one node, peer
-    /// access).
+    /// of it by load and store; `None` unless every member can reach every other so (agreed:
+    /// each member says whether it reaches all, and all must).
     pub(crate) peer_offsets: Option<Box<[i64]>>,
+    /// The most 512-thread blocks every member can keep resident at once (the smallest of the
+    /// members' [`RuntimeInfo::resident_blocks`](crate::RuntimeInfo::resident_blocks)): the
+    /// NVLink kernels' grids stay within it.
+    pub(crate) max_blocks: u32,
+    /// The NVLink kernels' view of the team (its channel), when it has one.
+    pub(crate) nvr: Option<NvrTeam>,
 }
 
-impl TeamShape {
-    /// Reads a valid handle's shape from NVSHMEM. `probe` is any symmetric address (used to
-    /// find each member's mapping). Only members hold a handle (a split gives the others
-    /// `NVSHMEM_TEAM_INVALID`), so a handle this PE is not in is NVSHMEM's error.
-    fn read(rt: &Runtime, handle: TeamHandle, probe: u64) -> Result<Self> {
-        let nv = rt.nv();
-        // SAFETY: the handle is a predefined team or came from a successful split of this
-        // runtime; both calls only read NVSHMEM's team table.
-        let (my_pe, n_pes) = unsafe { nv.team_shape(handle) };
-        let my_pe = my_pe.ok_or(Error::Nvshmem {
-            call: "nvshmem_team_my_pe",
-            status: -1,
-        })?;
-        let world = (0..n_pes)
-            // SAFETY: as above; i is below the team's size.
-            .map(|i| unsafe { nv.world_pe(handle, i) })
-            .collect::<Result<Box<[usize]>>>()?;
-        let peer_offsets = world
+/// A team's state, shared by its handles (and by graphs that captured calls on it).
+pub(crate) struct TeamInner {
+    pub(crate) shape: TeamShape,
+    pub(crate) lane: Arc<Lane>,
+    /// Where a team made by a split retires to when its last handle drops; `None` for
+    /// NVSHMEM's predefined teams, which live as long as NVSHMEM.
+    retire: Option<Arc<Retired>>,
+}
+
+impl std::fmt::Debug for TeamInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TeamInner")
+            .field("shape", &self.shape)
+            .field("lane", &self.lane)
+            .finish()
+    }
+}
+
+impl Resource for TeamInner {
+    fn ordered(&self) -> Option<&Ordered> {
+        Some(&self.lane.order)
+    }
+}
+
+impl Drop for TeamInner {
+    fn drop(&mut self) {
+        if let Some(retired) = &self.retire {
+            retired.push(self.shape.handle, self.lane.order.pending());
+        }
+    }
+}
+
+/// Dropped teams whose NVSHMEM team is not destroyed yet.
+#[derive(Default)]
+struct Retired(Mutex<Vec<(TeamHandle, Pending)>>);
+
+impl Retired {
+    fn push(&self, handle: TeamHandle, pending: Pending) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((handle, pending));
+    }
+}
+
+/// The team layer's state in a runtime: what making teams needs (the channel pool, the teams
+/// dropped but not yet destroyed), and NVSHMEM's predefined teams.
+pub(crate) struct Teams {
+    core: Core,
+    world: Arc<TeamInner>,
+    shared: Arc<TeamInner>,
+    node: Arc<TeamInner>,
+}
+
+/// What making teams needs.
+struct Core {
+    pool: Arc<ChannelPool>,
+    ll_bytes: u32,
+    retired: Arc<Retired>,
+    /// Whether a peer-mapped team went without a channel (said once).
+    said_no_channel: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Teams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Teams")
+            .field("pool", &self.core.pool)
+            .finish()
+    }
+}
+
+impl Teams {
+    /// The team layer of a starting runtime: the channel pool (`channels` of them, or the
+    /// default for the heap) and NVSHMEM's predefined teams, set up with every PE.
+    pub(crate) fn start(rt: &Runtime, channels: Option<usize>) -> Result<Self> {
+        use crate::collective::algo::channel::{chan_bytes, Sizing};
+        const CALL: &str = "Runtime::init (teams)";
+        let mut sizing = Sizing::for_heap(rt.info().heap_size);
+        if let Some(n) = channels {
+            sizing.channels = n;
+        }
+        let sizing = sizing.checked();
+        let each = chan_bytes(sizing.ll_bytes);
+        let bytes = (sizing.channels * each).max(256);
+        let alloc = rt.heap().alloc(rt, CALL, bytes, true)?;
+        let core = Core {
+            pool: Arc::new(ChannelPool::new(alloc, each, sizing.channels)),
+            ll_bytes: sizing.ll_bytes as u32,
+            retired: Arc::default(),
+            said_no_channel: Default::default(),
+        };
+        let world = Arc::new(core.set_up(rt, CALL, ids::NVSHMEM_TEAM_WORLD, None)?);
+        let shared = core.predefined(rt, CALL, ids::NVSHMEM_TEAM_SHARED, &world)?;
+        let node = core.predefined(rt, CALL, ids::NVSHMEMX_TEAM_NODE, &world)?;
+        Ok(Teams {
+            core,
+            world,
+            shared,
+            node,
+        })
+    }
+
+    /// Destroys the NVSHMEM teams of dropped teams whose work is done (NVSHMEM 3.4's destroy
+    /// is local to the PE and synchronises the device: done only where a call already waits
+    /// for the device, when a team is made or in [`Runtime::free_retired`]).
+    pub(crate) fn destroy_retired(&self, rt: &Runtime) {
+        let mut retired = self
+            .core
+            .retired
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        retired.retain_mut(|(handle, pending)| {
+            if !pending.done() {
+                return true;
+            }
+            // SAFETY: the handle came from a split of this runtime, retired once when its last
+            // handle dropped, and its work is done; the context is current (the caller's).
+            unsafe { rt.nv().team_destroy(*handle) };
+            false
+        });
+    }
+
+    /// Whether the work of every dropped team and released channel is done.
+    pub(crate) fn settled(&self) -> bool {
+        let teams = self
+            .core
+            .retired
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter_mut()
+            .all(|(_, p)| p.done());
+        teams && self.core.pool.settled()
+    }
+
+    /// The work still queued on the predefined teams (waited for before finalising).
+    pub(crate) fn live_pending(&self) -> Vec<Pending> {
+        [&self.world, &self.shared, &self.node]
+            .iter()
+            .map(|t| t.lane.order.pending())
+            .collect()
+    }
+
+    /// Releases the layer before NVSHMEM finalises (which destroys every team itself).
+    pub(crate) fn close(self, _nv: crate::ffi::Nvshmem) {}
+
+    /// Bytes of symmetric memory the channels hold.
+    pub(crate) fn pool_bytes(&self) -> usize {
+        self.core.pool.bytes()
+    }
+}
+
+impl Core {
+    /// A predefined team: the world's lane when it has the world's members, else its own.
+    fn predefined(
+        &self,
+        rt: &Runtime,
+        call: &'static str,
+        handle: TeamHandle,
+        world: &Arc<TeamInner>,
+    ) -> Result<Arc<TeamInner>> {
+        let (_, members) = read_members(rt, handle)?;
+        if members == world.shape.world {
+            let w = &world.shape;
+            return Ok(Arc::new(TeamInner {
+                shape: TeamShape {
+                    handle,
+                    my_pe: w.my_pe,
+                    n_pes: w.n_pes,
+                    world: w.world.clone(),
+                    peer_offsets: w.peer_offsets.clone(),
+                    max_blocks: w.max_blocks,
+                    nvr: w.nvr,
+                },
+                lane: world.lane.clone(),
+                retire: None,
+            }));
+        }
+        Ok(Arc::new(self.set_up(rt, call, handle, None)?))
+    }
+
+    /// The agreement that sets a new team up, over its members: whether each reaches every
+    /// other by load and store, the channels free on each, and how many blocks each can keep
+    /// resident. Every member decides the same from the same table.
+    fn set_up(
+        &self,
+        rt: &Runtime,
+        call: &'static str,
+        handle: TeamHandle,
+        retire: Option<Arc<Retired>>,
+    ) -> Result<TeamInner> {
+        let (my_pe, world) = read_members(rt, handle)?;
+        let n = world.len();
+        let probe = self.pool.probe();
+        let offsets: Option<Box<[i64]>> = world
             .iter()
             // SAFETY: probe is a symmetric address of this runtime's heap; w a world PE.
-            .map(|&w| unsafe { nv.ptr(probe, w) }.map(|p| p.wrapping_sub(probe) as i64))
-            .collect::<Option<Box<[i64]>>>();
-        Ok(TeamShape {
-            handle,
-            my_pe,
-            n_pes,
-            world,
-            peer_offsets,
+            .map(|&w| unsafe { rt.nv().ptr(probe, w) }.map(|p| p.wrapping_sub(probe) as i64))
+            .collect();
+        let description = format!("team {handle} of {n} PEs");
+        let about = About {
+            call,
+            team: &description,
+        };
+        let mine = |free| {
+            entry(
+                tag::SET_UP_TEAM,
+                &[
+                    free,
+                    offsets.is_some() as u64,
+                    u64::from(rt.info().resident_blocks),
+                ],
+            )
+        };
+        // The free channels are found (and the released ones zeroed) on the agreement's stream,
+        // just before this PE's entry goes out.
+        let table = rt.agree_over(about, handle, n, |stream| {
+            Ok(mine(self.pool.free_mask(stream)?))
+        })?;
+        same_call(call, &table, tag::SET_UP_TEAM)?;
+        let mapped = table.iter().all(|e| e[2] == 1);
+        let max_blocks = table
+            .iter()
+            .map(|e| u32::try_from(e[3]).unwrap_or(u32::MAX))
+            .min()
+            .unwrap_or(1)
+            .max(1);
+        let peer_offsets = if mapped { offsets } else { None };
+        let channel = if peer_offsets.is_some() && n <= MAX_NVLINK_TEAM {
+            let index = agreed_channel(table.iter().map(|e| e[1]));
+            if index.is_none()
+                && !self
+                    .said_no_channel
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    team = handle,
+                    "every channel is taken: this team's collectives run NVSHMEM's algorithms \
+                     (RuntimeBuilder::channels gives more)"
+                );
+            }
+            index.map(|i| self.pool.take(i))
+        } else {
+            None
+        };
+        let nvr = channel.map(|c| {
+            let offs = peer_offsets.as_ref().expect("a channel needs peer mapping");
+            let mut off = [0i64; MAX_NVLINK_TEAM];
+            off[..offs.len()].copy_from_slice(offs);
+            let (abort, status) = rt.health().device_words();
+            NvrTeam {
+                off,
+                n: n as i32,
+                me: my_pe as i32,
+                chan: c.addr,
+                ll_bytes: self.ll_bytes,
+                pad: 0,
+                abort,
+                status,
+                timeout_ns: rt.health().timeout_ns(),
+            }
+        });
+        Ok(TeamInner {
+            shape: TeamShape {
+                handle,
+                my_pe,
+                n_pes: n,
+                world,
+                peer_offsets,
+                max_blocks,
+                nvr,
+            },
+            lane: Arc::new(Lane::new(self.pool.clone(), channel)),
+            retire,
         })
     }
 }
 
-/// The team layer's state in a runtime: the predefined teams, made once.
-struct Predefined {
-    world: Arc<TeamShape>,
-    shared: Arc<TeamShape>,
-    node: Arc<TeamShape>,
-}
-
-/// Attaches the team layer to a starting runtime.
-pub(crate) fn attach(rt: &Runtime, _: &Settings) -> Result<Box<dyn Layer>> {
-    let probe = rt.heap().team_slot();
-    let shape = |h| TeamShape::read(rt, h, probe).map(Arc::new);
-    Ok(Box::new(Predefined {
-        world: shape(ids::NVSHMEM_TEAM_WORLD)?,
-        shared: shape(ids::NVSHMEM_TEAM_SHARED)?,
-        node: shape(ids::NVSHMEMX_TEAM_NODE)?,
-    }))
-}
-
-impl Layer for Predefined {
-    fn close(&self, _: &Closing<'_>) {}
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
+/// This PE's index in a valid team and its members' world numbers, from NVSHMEM. Only members
+/// hold a handle (a split gives the others `NVSHMEM_TEAM_INVALID`), so a handle this PE is not
+/// in is NVSHMEM's error.
+fn read_members(rt: &Runtime, handle: TeamHandle) -> Result<(usize, Box<[usize]>)> {
+    let nv = rt.nv();
+    // SAFETY: the handle is a predefined team or came from a successful split of this
+    // runtime; both calls only read NVSHMEM's team table.
+    let (my_pe, n_pes) = unsafe { nv.team_shape(handle) };
+    let my_pe = my_pe.ok_or(Error::Nvshmem {
+        call: "nvshmem_team_my_pe",
+        status: -1,
+    })?;
+    let world = (0..n_pes)
+        // SAFETY: as above; i is below the team's size.
+        .map(|i| unsafe { nv.world_pe(handle, i) })
+        .collect::<Result<Box<[usize]>>>()?;
+    Ok((my_pe, world))
 }
 
 /// A team of PEs. The predefined teams ([`Runtime::world`], [`Runtime::shared`],
-/// [`Runtime::node`]) live as long as the runtime; teams made by splitting are destroyed
-/// (collectively, over their members) when dropped.
+/// [`Runtime::node`]) live as long as the runtime; teams made by splitting are destroyed when
+/// their last handle (clones included, and graphs that captured calls on them) drops.
+/// Cloning is cheap: the handles share the team.
 ///
 /// ```no_run
 /// # let rt = nvshmem::Runtime::init()?;
@@ -148,19 +408,18 @@ impl Layer for Predefined {
 /// assert_eq!(world.my_pe(), rt.my_pe());
 /// # Ok::<(), nvshmem::Error>(())
 /// ```
+#[derive(Clone)]
 pub struct Team {
     rt: Runtime,
-    shape: Arc<TeamShape>,
-    /// Whether dropping the team destroys it (false for NVSHMEM's predefined teams).
-    owned: bool,
+    inner: Arc<TeamInner>,
 }
 
 impl std::fmt::Debug for Team {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Team")
-            .field("handle", &self.shape.handle)
-            .field("my_pe", &self.shape.my_pe)
-            .field("n_pes", &self.shape.n_pes)
+            .field("handle", &self.inner.shape.handle)
+            .field("my_pe", &self.inner.shape.my_pe)
+            .field("n_pes", &self.inner.shape.n_pes)
             .finish()
     }
 }
@@ -175,7 +434,7 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn world(&self) -> Team {
-        self.predefined(|p| &p.world)
+        self.predefined(|t| &t.world)
     }
 
     /// The PEs whose symmetric memory this PE can load and store directly.
@@ -187,7 +446,7 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn shared(&self) -> Team {
-        self.predefined(|p| &p.shared)
+        self.predefined(|t| &t.shared)
     }
 
     /// The PEs on this PE's node.
@@ -199,15 +458,27 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn node(&self) -> Team {
-        self.predefined(|p| &p.node)
+        self.predefined(|t| &t.node)
     }
 
-    fn predefined(&self, which: impl Fn(&Predefined) -> &Arc<TeamShape>) -> Team {
+    fn predefined(&self, which: impl Fn(&Teams) -> &Arc<TeamInner>) -> Team {
         Team {
             rt: self.clone(),
-            shape: which(self.layer::<Predefined>()).clone(),
-            owned: false,
+            inner: which(self.teams()).clone(),
         }
+    }
+
+    /// Bytes of symmetric memory this crate's NVLink collectives hold, whatever the message
+    /// sizes: a fixed pool of channels (one per team that uses the NVLink kernels), allocated
+    /// at start-up.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// println!("{} bytes for the NVLink collectives", rt.collective_memory());
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn collective_memory(&self) -> usize {
+        self.teams().pool_bytes()
     }
 }
 
@@ -220,7 +491,7 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn n_pes(&self) -> usize {
-        self.shape.n_pes
+        self.inner.shape.n_pes
     }
 
     /// This PE's index in the team, from 0 to [`n_pes`](Team::n_pes) - 1. A `Team` exists
@@ -234,7 +505,7 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn my_pe(&self) -> usize {
-        self.shape.my_pe
+        self.inner.shape.my_pe
     }
 
     /// The index in `to` of the PE that has index `pe` in this team: `None` when that PE is
@@ -259,7 +530,7 @@ impl Team {
         Ok(unsafe {
             self.rt
                 .nv()
-                .translate(self.shape.handle, pe, to.shape.handle)
+                .translate(self.inner.shape.handle, pe, to.inner.shape.handle)
         })
     }
 
@@ -294,21 +565,23 @@ impl Team {
         self.split_checked(CALL, s)
     }
 
-    /// [`split_strided`](Team::split_strided) after the checks.
+    /// [`split_strided`](Team::split_strided) after the checks (and [`from_pes`](Team::from_pes)
+    /// for a progression, under its own name).
     fn split_checked(&self, call: &'static str, s: Strided) -> Result<Option<Team>> {
         // A team of one PE is the same whatever the stride; NVSHMEM's stride is a c_int.
         let stride = if s.size == 1 { 1 } else { s.stride };
-        self.rt.check_health()?;
-        self.rt.bind()?;
+        let args = [make::STRIDED, s.start as u64, stride as u64, s.size as u64];
+        let table = self.agree_to_make(call, &args)?;
+        make::same_args(call, &table, &args)?;
         // SAFETY: the parent handle is valid (its runtime is alive); the numbers were checked
-        // against the parent's size.
+        // against the parent's size; every member makes this call (agreed above).
         let handle = unsafe {
             self.rt
                 .nv()
-                .split_strided(self.shape.handle, s.start, stride, s.size)
+                .split_strided(self.handle(), s.start, stride, s.size)
         }
         .map_err(|e| e.in_call(call))?;
-        let team = self.owned_team(handle)?;
+        let team = self.finish(call, handle)?;
         let expected = s.index_of(self.my_pe());
         if team.as_ref().map(|t| t.my_pe()) != expected {
             tracing::warn!(
@@ -317,6 +590,57 @@ impl Team {
             );
         }
         Ok(team)
+    }
+
+    /// The agreement that opens a team-making call, over this (the parent) team, after its
+    /// earlier calls: every member says which call it makes (`args`, whose first word is the
+    /// kind). Returns every member's words. Then the teams dropped earlier whose work is done
+    /// are destroyed (NVSHMEM's team making synchronises the device anyway).
+    pub(super) fn agree_to_make(&self, call: &'static str, args: &[u64]) -> Result<Vec<[u64; 64]>> {
+        self.rt.check_health()?;
+        self.rt.bind()?;
+        let n = self.n_pes();
+        let parent = format!("the parent team (team {} of {n} PEs)", self.handle());
+        let about = About {
+            call,
+            team: &parent,
+        };
+        let table = self.rt.agree_over(about, self.handle(), n, |stream| {
+            // As any call on the team: after its earlier calls, on whatever stream.
+            self.inner.lane.order.enter(stream, self.rt.captures())?;
+            Ok(entry(tag::MAKE_TEAM, args))
+        })?;
+        same_call(call, &table, tag::MAKE_TEAM)?;
+        if let Some(pe) = table.iter().position(|e| e[1] != args[0]) {
+            return Err(Error::OutOfStep {
+                call,
+                detail: format!(
+                    "parent PE {pe} made {} at this point: every member must make the same call",
+                    make::name(table[pe][1])
+                ),
+            });
+        }
+        self.rt.teams().destroy_retired(&self.rt);
+        Ok(table)
+    }
+
+    /// The new team of `handle` (none on PEs NVSHMEM left out), set up with its members. A
+    /// team that fails to set up is still destroyed later.
+    fn finish(&self, call: &'static str, handle: nvshmem_team_t) -> Result<Option<Team>> {
+        if handle == ids::NVSHMEM_TEAM_INVALID {
+            return Ok(None);
+        }
+        let core = &self.rt.teams().core;
+        match core.set_up(&self.rt, call, handle, Some(core.retired.clone())) {
+            Ok(inner) => Ok(Some(Team {
+                rt: self.rt.clone(),
+                inner: Arc::new(inner),
+            })),
+            Err(e) => {
+                core.retired.push(handle, Pending::default());
+                Err(e)
+            }
+        }
     }
 
     /// Splits this team into a 2-D grid: x teams of `xrange` consecutive PEs (indices
@@ -348,13 +672,15 @@ impl Team {
         // Checks the arithmetic the same way on every PE (and documents NVSHMEM's layout).
         plan::split_2d_layout(CALL, self.n_pes(), xrange, me)?;
         let xrange = xrange.min(self.n_pes());
-        self.rt.check_health()?;
-        self.rt.bind()?;
-        // SAFETY: the parent handle is valid; xrange is at most the parent's size.
-        let (x, y, status) = unsafe { self.rt.nv().split_2d(self.shape.handle, xrange) };
-        // NVSHMEM may have made one of the two teams before failing: wrap both so they are
-        // destroyed rather than leaked.
-        let (x, y) = (self.owned_team(x), self.owned_team(y));
+        let args = [make::TWO_D, xrange as u64];
+        let table = self.agree_to_make(CALL, &args)?;
+        make::same_args(CALL, &table, &args)?;
+        // SAFETY: the parent handle is valid; xrange is at most the parent's size; every member
+        // makes this call (agreed above).
+        let (x, y, status) = unsafe { self.rt.nv().split_2d(self.handle(), xrange) };
+        // NVSHMEM may have made one of the two teams before failing: set both up (every PE in
+        // the same order, x teams then y teams) so they are destroyed rather than leaked.
+        let (x, y) = (self.finish(CALL, x), self.finish(CALL, y));
         status.map_err(|e| e.in_call(CALL))?;
         Ok((x?, y?))
     }
@@ -365,9 +691,8 @@ impl Team {
     ///
     /// A list with a constant positive step (`[1, 3, 5]`) becomes a
     /// [`split_strided`](Team::split_strided). Any other order (`[3, 0, 2]`) is made with
-    /// NVSHMEM's team unique id: the first listed PE creates it and puts it into every
-    /// member's copy of a small symmetric slot the runtime keeps for this, between two
-    /// barriers over this team, and the members then initialise the team from it.
+    /// NVSHMEM's team unique id: the first listed PE creates it and hands it to the others in
+    /// the agreement that opens the call, and the members then initialise the team from it.
     ///
     /// Errors: an empty list, a PE outside this team, a PE listed twice
     /// ([`Error::InvalidArgument`]); NVSHMEM refusing ([`Error::Nvshmem`]).
@@ -496,62 +821,75 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn raw(&self) -> nvshmem_team_t {
-        self.shape.handle
+        self.inner.shape.handle
     }
 
-    /// Wraps a handle a split returned: `None` for `NVSHMEM_TEAM_INVALID` (not a member).
-    /// Made owned before its shape is read, so that a failure still destroys it.
-    fn owned_team(&self, handle: nvshmem_team_t) -> Result<Option<Team>> {
-        if handle == ids::NVSHMEM_TEAM_INVALID {
-            return Ok(None);
-        }
-        let mut team = Team {
-            rt: self.rt.clone(),
-            shape: Arc::new(TeamShape {
-                handle,
-                my_pe: 0,
-                n_pes: 0,
-                world: Box::default(),
-                peer_offsets: None,
-            }),
-            owned: true,
-        };
-        team.shape = Arc::new(TeamShape::read(
-            &self.rt,
-            handle,
-            self.rt.heap().team_slot(),
-        )?);
-        Ok(Some(team))
+    /// What the team is.
+    pub(crate) fn shape(&self) -> &TeamShape {
+        &self.inner.shape
     }
 
-    /// What the team is (shared by its handles; the collectives key their state by it).
-    pub(crate) fn shape(&self) -> &Arc<TeamShape> {
-        &self.shape
+    /// The team's state, shared by its handles (a call on it notes it as a use).
+    pub(crate) fn inner(&self) -> &Arc<TeamInner> {
+        &self.inner
     }
 
     /// NVSHMEM's handle of the team.
     pub(crate) fn handle(&self) -> TeamHandle {
-        self.shape.handle
+        self.inner.shape.handle
+    }
+
+    /// Whether this crate's NVLink kernels can run the team's collectives: every member can
+    /// load and store every other's memory, the team has at most 8 members, and it got one of
+    /// the runtime's channels when it was made ([`RuntimeBuilder::channels`]). Every member
+    /// gets the same answer. Otherwise its collectives run NVSHMEM's algorithms.
+    ///
+    /// [`RuntimeBuilder::channels`]: crate::RuntimeBuilder::channels
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// if !rt.world().has_nvlink_kernels() {
+    ///     println!("the world team's collectives run NVSHMEM's algorithms");
+    /// }
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn has_nvlink_kernels(&self) -> bool {
+        self.inner.shape.nvr.is_some()
     }
 }
 
-impl Drop for Team {
-    fn drop(&mut self) {
-        // Destroying is collective: not while this PE panics or after a peer failed.
-        if !self.owned || std::thread::panicking() || self.rt.health().failed() {
-            return;
+/// The kinds of team-making call, as their agreement names them.
+mod make {
+    use crate::{Error, Result};
+
+    pub(super) const STRIDED: u64 = 1;
+    pub(super) const TWO_D: u64 = 2;
+    pub(super) const LIST: u64 = 3;
+    pub(super) const SPLIT: u64 = 4;
+
+    pub(super) fn name(kind: u64) -> &'static str {
+        match kind {
+            STRIDED => "a strided split (split_strided, or from_pes of a progression)",
+            TWO_D => "split_2d",
+            LIST => "from_pes (or shrink)",
+            SPLIT => "split",
+            _ => "another call",
         }
-        if let Err(e) = self.rt.bind() {
-            tracing::warn!(%e, "binding the CUDA context to destroy a team");
+    }
+
+    /// Checks that every member passed the same `args` (kind and arguments).
+    pub(super) fn same_args(call: &'static str, table: &[[u64; 64]], args: &[u64]) -> Result<()> {
+        match table.iter().position(|e| e[1..=args.len()] != *args) {
+            None => Ok(()),
+            Some(pe) => Err(Error::OutOfStep {
+                call,
+                detail: format!(
+                    "parent PE {pe} passed {:?} where this PE passed {:?}: every member must pass \
+                     the same arguments",
+                    &table[pe][2..=args.len()],
+                    &args[1..]
+                ),
+            }),
         }
-        // Work queued on the team (on any stream) must be done on every member before the
-        // team's slots can serve another team: each member waits for its GPU, then NVSHMEM's
-        // destroy, collective over the members, returns once all have.
-        if let Err(e) = self.rt.context().synchronize() {
-            tracing::warn!(%e, "waiting for the GPU before destroying a team");
-        }
-        // SAFETY: an owned handle came from a successful split of this runtime, which is
-        // still alive, and is destroyed once, here; the GPU has finished with it.
-        unsafe { self.rt.nv().team_destroy(self.shape.handle) };
     }
 }

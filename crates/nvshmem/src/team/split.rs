@@ -3,26 +3,23 @@
 //! Every member needs every member's colour and key to know its team and its place in it, and
 //! each team needs one NVSHMEM team unique id that all its members hold. Both travel in one
 //! gather: each member makes an id (a host-side random number, no communication) and puts
-//! `(colour, key, id)` into its entry of a small symmetric table the memory layer keeps
-//! ([`Heap::team_table`](crate::memory::Heap::team_table)); one `nvshmemx_fcollectmem` over the
-//! parent hands every member the whole table. Each member then computes the same teams from
+//! `(colour, key, id)` into its entry of the agreement that opens the call, which hands every
+//! member the whole table. Each member then computes the same teams from
 //! it ([`plan::split_teams`]), and joins its own with the id of that team's first member
 //! (`nvshmemx_team_init`, collective over that team only). The teams of different colours are
 //! therefore made at the same time, each by its own members: no member waits for a team it is
 //! not in, and no order between the colours is needed.
 //!
-//! The gather is NVSHMEM's own, called through [`crate::ffi`] on the runtime's stream (the team
-//! layer sits below this crate's collectives and does not use them); it costs one team sync,
-//! one fcollect of 24 bytes per member and one copy of the table to the host, before
-//! NVSHMEM's own team creation.
-use cudarc::driver::result as cu;
-
+//! The gather is the agreement that opens every team-making call (over the parent, on the
+//! runtime's own stream, waited for at most the runtime's timeout), before NVSHMEM's own team
+//! creation.
 use super::{
     explicit::{self, NO_ID},
+    make,
     plan::{self, Choice},
     Team,
 };
-use crate::{memory::TEAM_ENTRY_BYTES, Error, Result};
+use crate::{Error, Result};
 
 const CALL: &str = "Team::split";
 
@@ -30,11 +27,9 @@ const CALL: &str = "Team::split";
 /// `i64`'s bits) and the team id it made.
 type Entry = [u64; 3];
 
-// The memory layer sizes the table by this.
-const _: () = assert!(std::mem::size_of::<Entry>() == TEAM_ENTRY_BYTES);
-
-/// What each member's entry holds before the gather fills it: not a valid entry (its colour
-/// word is above every colour + 1), so an entry the gather did not write is seen.
+/// Not a valid entry (its colour word is above every colour + 1): what memory nothing wrote
+/// could hold.
+#[cfg(test)]
 const POISON: u64 = u64::MAX;
 
 fn encode(choice: Choice, id: u64) -> Entry {
@@ -100,68 +95,25 @@ pub(super) fn split(parent: &Team, color: Option<u32>, key: i32) -> Result<Optio
     explicit::join(parent, id, members.len(), index).map_err(|e| e.in_call(CALL))
 }
 
-/// Gathers every member's choice and team id, in parent order.
+/// Gathers every member's choice and team id, in parent order: the agreement that opens the
+/// call (see [`Team::agree_to_make`]).
 fn gather(parent: &Team, mine: Choice) -> Result<Vec<(Choice, u64)>> {
-    let rt = &parent.rt;
-    let nv = rt.nv();
-    let n = parent.n_pes();
-    let t = rt.heap().team_table();
-    if n > t.capacity {
-        // A team's members are PEs of the job, and the table has an entry per PE of the job.
-        return Err(exchange_error(format!(
-            "the parent has {n} PEs but the exchange table room for {}",
-            t.capacity
-        )));
-    }
     // Only the first member of each team uses its id, but no PE knows yet who that is. A PE
     // that cannot make one offers NO_ID, which its team's members then refuse alike.
-    let id = nv.team_unique_id().unwrap_or_else(|e| {
+    let id = parent.rt.nv().team_unique_id().unwrap_or_else(|e| {
         tracing::warn!(%e, "making a team unique id for Team::split");
         NO_ID
     });
-    let entry = encode(mine, id);
-    let poison = vec![POISON; 3 * n];
-    let mut all = vec![0u64; 3 * n];
-    let stream = rt.stream();
-    let cu_stream = stream.cu_stream();
-    rt.check_health()?;
-    rt.bind()?;
-    // SAFETY: t.table is this runtime's symmetric memory with room for n entries (checked);
-    // `poison` outlives the copy (it lives until the stream is synchronised below).
-    unsafe { cu::memcpy_htod_async(t.table, &poison, cu_stream) }
-        .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
-    // SAFETY: t.entry is one entry of symmetric memory; `entry` outlives the copy, as above.
-    unsafe { cu::memcpy_htod_async(t.entry, &entry[..], cu_stream) }
-        .map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
-    // Every member must have copied out its table for an earlier split, and poisoned it for
-    // this one, before any member's gather writes into it: both are queued on this stream
-    // before this PE's part of the sync, and the gather after every member's.
-    // SAFETY: the parent handle is valid and the stream belongs to the current context.
-    unsafe { nv.sync(Some(parent.handle()), cu_stream) }.map_err(|e| e.in_call(CALL))?;
-    // SAFETY: t.table holds an entry for each of the parent's n members and t.entry is
-    // disjoint from it, both symmetric; the handle is valid, the stream current.
-    unsafe {
-        nv.fcollect(
-            parent.handle(),
-            t.table,
-            t.entry,
-            TEAM_ENTRY_BYTES,
-            cu_stream,
-        )
-    }
-    .map_err(|e| e.in_call(CALL))?;
-    // SAFETY: t.table holds 3 * n u64s; `all` is not read before the stream is synchronised.
-    unsafe { cu::memcpy_dtoh_async(&mut all, t.table, cu_stream) }
-        .map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
-    stream
-        .synchronize()
-        .map_err(Error::cuda("synchronising the team split's exchange"))?;
-    all.chunks_exact(3)
+    let e = encode(mine, id);
+    let table = parent.agree_to_make(CALL, &[make::SPLIT, e[0], e[1], e[2]])?;
+    table
+        .iter()
         .enumerate()
-        .map(|(pe, e)| {
-            decode([e[0], e[1], e[2]]).ok_or_else(|| {
+        .map(|(pe, w)| {
+            decode([w[2], w[3], w[4]]).ok_or_else(|| {
                 exchange_error(format!(
-                    "parent PE {pe}'s entry {e:?} is not one a split writes"
+                    "parent PE {pe}'s entry {:?} is not one a split writes",
+                    &w[2..5]
                 ))
             })
         })

@@ -61,10 +61,6 @@ fn barrier(call: &Call, closing: bool) -> Step {
 }
 
 impl Algorithm for Ce {
-    fn uses_channel(&self) -> bool {
-        true
-    }
-
     fn name(&self) -> &'static str {
         "nvlink_ce"
     }

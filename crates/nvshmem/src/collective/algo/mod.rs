@@ -9,8 +9,9 @@
 //! fail with [`Error::AlgorithmRefused`], which says why.
 //!
 //! Every input of the choice (collective, element type, operator, sizes, team size, whether
-//! every member is peer-mapped, in place, root) is the same on every PE of the team, so every
-//! PE chooses alike and queues matching steps: no PE is left waiting for another.
+//! every member is peer-mapped and the team's channel, both agreed when the team was made, in
+//! place, root) is the same on every PE of the team, so every PE chooses alike and queues
+//! matching steps: no PE is left waiting for another.
 mod ce;
 pub(crate) mod channel;
 mod nvlink;
@@ -22,7 +23,10 @@ mod rooted;
 use std::{
     fmt,
     str::FromStr,
-    sync::atomic::{AtomicUsize, Ordering},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
 };
 
 use cudarc::driver::CudaStream;
@@ -30,11 +34,10 @@ use cudarc::driver::CudaStream;
 use super::check::Span;
 use crate::{
     kernels::{self, NvrTeam},
-    runtime::{Closing, Identity, Layer, Settings},
+    memory::Alloc,
     team::TeamShape,
     DataType, Error, ReduceOp, Result, Runtime, RuntimeBuilder, Team,
 };
-use channel::{Channels, Sizing};
 pub(crate) use queue::Step;
 
 /// The environment variable that forces algorithms, for programs that cannot be rebuilt:
@@ -176,8 +179,7 @@ pub(crate) struct Call<'a> {
     pub(crate) in_place: bool,
     /// The collective scratch, held for the call (0 when the algorithm needs none).
     pub(crate) scratch: u64,
-    /// The NVLink kernels' view of the team on this call's stream (its channel), when the
-    /// team can use them.
+    /// The NVLink kernels' view of the team (its channel), when the team has one.
     pub(crate) nvr: Option<NvrTeam>,
 }
 
@@ -247,11 +249,6 @@ pub(crate) trait Algorithm: Sync {
     /// and stays available when forced.
     fn prefers(&self, _call: &Call) -> bool {
         true
-    }
-    /// Whether it runs on the team's channel (this crate's NVLink kernels): only then does a
-    /// call look the channel up (or bind one), which costs host time on every call.
-    fn uses_channel(&self) -> bool {
-        false
     }
     /// Bytes of collective scratch it needs for `call`.
     fn scratch(&self, _call: &Call) -> usize {
@@ -333,48 +330,48 @@ pub(crate) fn choose(
     })
 }
 
-/// Chooses, plans and queues `call` on `stream`.
-pub(crate) fn run(team: &Team, mut call: Call, stream: &CudaStream) -> Result<()> {
+/// Chooses, plans and queues `call` on `stream`. `arrays` are the allocations its buffers are
+/// part of: the call notes its use of them, of the team and of the scratch, before queuing
+/// anything (see [`crate::runtime::streams`]).
+pub(crate) fn run(
+    team: &Team,
+    mut call: Call,
+    arrays: &[&Arc<Alloc>],
+    stream: &Arc<CudaStream>,
+) -> Result<()> {
     let rt = team.runtime();
-    let cu = rt.enter(call.name, stream)?;
-    let alg = choose_on(team, &mut call, stream)?;
+    let q = rt.enqueue(call.name, stream)?;
+    let alg = choose(&call, rt.collectives().forced.get(call.coll))?;
     if call.is_empty() {
         return Ok(());
     }
-    let lease = match alg.scratch(&call) {
+    let scratch = match alg.scratch(&call) {
         0 => None,
         bytes => Some(rt.heap().scratch(call.name, bytes)?),
     };
-    call.scratch = lease.as_ref().map_or(0, |l| l.ptr());
+    call.scratch = scratch.as_ref().map_or(0, |s| s.ptr());
     let mut steps = Vec::with_capacity(4);
     alg.plan(&call, &mut steps);
     let side = steps
         .contains(&Step::Fork)
-        .then(|| rt.collectives().side(&call, stream))
+        .then(|| team.inner().lane.side(stream))
         .transpose()?;
+    // The team first: its order makes this stream wait for the team's earlier calls.
+    q.uses(team.inner())?;
+    for a in arrays {
+        q.uses(*a)?;
+    }
+    if let Some(s) = &scratch {
+        q.uses(s)?;
+    }
     let mut device = queue::Device {
         nv: rt.nv(),
         team: team.handle(),
         stream,
-        cu,
+        cu: q.cu,
         side,
     };
-    let done = queue::execute(&steps, &mut device);
-    // The scratch is held until everything using it is queued.
-    drop(lease);
-    done
-}
-
-/// The algorithm for `call` on `stream` (the runtime's context current), with the team's
-/// channel looked up (or bound) into `call` when the choice may need it.
-fn choose_on(team: &Team, call: &mut Call, stream: &CudaStream) -> Result<&'static dyn Algorithm> {
-    let state = team.runtime().collectives();
-    let forced = state.forced.get(call.coll);
-    // The same on every PE: forcing is made alike everywhere.
-    if forced.is_none_or(|a| a.uses_channel()) {
-        call.nvr = state.channels.team_view(team, stream)?;
-    }
-    choose(call, forced)
+    queue::execute(&steps, &mut device)
 }
 
 /// A call's one kernel launch, resolved once: for the host-overhead bench, which times a bare
@@ -384,28 +381,35 @@ fn choose_on(team: &Team, call: &mut Call, stream: &CudaStream) -> Result<&'stat
 pub struct BareLaunch {
     function: cudarc::driver::sys::CUfunction,
     launch: crate::kernels::NvrLaunch,
-    /// The runtime, which keeps the channel and the kernels' module alive.
+    /// The runtime, which keeps the kernels' module alive, and the team, which keeps its
+    /// channel.
     rt: Runtime,
+    _team: Team,
 }
 
 impl BareLaunch {
     /// Queues the kernel once more on `stream` (which must be the stream it was resolved
     /// for): one `cuLaunchKernel`, nothing else. Every PE must fire as often as the others.
-    pub fn fire(&self, stream: &CudaStream) -> Result<()> {
+    ///
+    /// # Safety
+    /// The arrays the launch was resolved from are alive, and stay alive until the stream has
+    /// passed every launch queued by this (nothing notes their use), and no other call on the
+    /// team runs on another stream meanwhile.
+    pub unsafe fn fire(&self, stream: &CudaStream) -> Result<()> {
         self.rt.enter("bare launch", stream)?;
         // SAFETY: `function` was resolved for this launch in the runtime's context (current
         // after `enter`), whose kernel cache keeps the module loaded; the launch's addresses
-        // are the channel (alive with the runtime) and the arrays it was made from, which the
-        // bench keeps alive until its streams are synchronised.
+        // are the team's channel (kept by `_team`) and the arrays, which the caller keeps
+        // alive.
         unsafe { crate::kernels::fire_nvr(self.function, stream, &self.launch) }
     }
 }
 
 /// Plans `call` as [`run`] would and returns its one kernel launch, resolved.
-pub(crate) fn bare(team: &Team, mut call: Call, stream: &CudaStream) -> Result<BareLaunch> {
+pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<BareLaunch> {
     let rt = team.runtime();
     rt.enter(call.name, stream)?;
-    let alg = choose_on(team, &mut call, stream)?;
+    let alg = choose(&call, rt.collectives().forced.get(call.coll))?;
     let mut steps = Vec::new();
     if alg.scratch(&call) == 0 {
         alg.plan(&call, &mut steps);
@@ -415,6 +419,7 @@ pub(crate) fn bare(team: &Team, mut call: Call, stream: &CudaStream) -> Result<B
             function: crate::kernels::resolve_nvr(stream, l)?,
             launch: l.clone(),
             rt: rt.clone(),
+            _team: team.clone(),
         }),
         _ => Err(Error::Unsupported {
             call: "bare_launch_for_bench",
@@ -427,27 +432,37 @@ pub(crate) fn bare(team: &Team, mut call: Call, stream: &CudaStream) -> Result<B
     }
 }
 
-/// The collectives' state in a runtime: the algorithm forced for each collective (an index
-/// into its registry, plus one; 0 for the automatic choice), and the NVLink kernels' channels.
+/// The collectives' state in a runtime: the algorithm forced for each collective.
 pub(crate) struct Collectives {
     forced: Forced,
-    channels: Channels,
-    /// The side streams of the channels that have needed one, by channel address (made on
-    /// first use, kept for the runtime's life: few, since channels are).
-    sides: std::sync::Mutex<Vec<(u64, std::sync::Arc<queue::Side>)>>,
 }
 
 impl Collectives {
-    /// The side stream of `call`'s channel (its stream's), made on first use.
-    fn side(&self, call: &Call, stream: &CudaStream) -> Result<std::sync::Arc<queue::Side>> {
-        let chan = call.nvr.as_ref().map_or(0, |t| t.chan);
-        let mut sides = self.sides.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, s)) = sides.iter().find(|(c, _)| *c == chan) {
-            return Ok(s.clone());
+    /// The state of a starting runtime, from the builder's forced algorithms, then the
+    /// environment's ([`ALGORITHMS_VAR`], which overrides them), and `NVSHMEM_RS_PDL` checked:
+    /// judged before NVSHMEM starts, so a bad value never leaves it started.
+    pub(crate) fn new(algorithms: &[(Collective, String)]) -> Result<Self> {
+        let forced = Forced::default();
+        for (coll, name) in algorithms {
+            forced
+                .set(*coll, Some(name))
+                .map_err(|reason| Error::arg("RuntimeBuilder::algorithm", "algorithm", reason))?;
         }
-        let side = std::sync::Arc::new(queue::Side::new(stream)?);
-        sides.push((chan, side.clone()));
-        Ok(side)
+        if let Ok(list) = std::env::var(ALGORITHMS_VAR) {
+            forced.apply(&list).map_err(|reason| Error::Environment {
+                var: ALGORITHMS_VAR.into(),
+                value: list.clone(),
+                reason,
+            })?;
+        }
+        if let Ok(value) = std::env::var(kernels::PDL_VAR) {
+            kernels::parse_pdl(&value).map_err(|reason| Error::Environment {
+                var: kernels::PDL_VAR.into(),
+                value: value.clone(),
+                reason,
+            })?;
+        }
+        Ok(Collectives { forced })
     }
 }
 
@@ -513,98 +528,7 @@ pub(super) fn parse_forced(list: &str) -> std::result::Result<Vec<(Collective, S
         .collect()
 }
 
-/// Attaches the collectives' state to a starting runtime: the builder's forced algorithms,
-/// then the environment's.
-pub(crate) fn attach(rt: &Runtime, settings: &Settings) -> Result<Box<dyn Layer>> {
-    let mut sizing = Sizing::for_heap(rt.info().heap_size);
-    if let Some(n) = settings.get("channels").last() {
-        sizing.channels = n.parse().expect("RuntimeBuilder::channels writes a number");
-    }
-    let forced = Forced::default();
-    for pair in settings.get("algorithm") {
-        forced
-            .apply(pair)
-            .map_err(|reason| Error::arg("RuntimeBuilder::algorithm", "algorithm", reason))?;
-    }
-    if let Ok(list) = std::env::var(ALGORITHMS_VAR) {
-        forced.apply(&list).map_err(|reason| Error::Environment {
-            var: ALGORITHMS_VAR.into(),
-            value: list.clone(),
-            reason,
-        })?;
-    }
-    if let Ok(value) = std::env::var(kernels::PDL_VAR) {
-        kernels::parse_pdl(&value).map_err(|reason| Error::Environment {
-            var: kernels::PDL_VAR.into(),
-            value: value.clone(),
-            reason,
-        })?;
-    }
-    let channels = Channels::new(rt, sizing)?;
-    exchange_identities(rt)?;
-    Ok(Box::new(Collectives {
-        forced,
-        channels,
-        sides: Default::default(),
-    }))
-}
-
-/// Hands every PE's process identity to the runtime's watchdog, so that it can tell when a
-/// peer on this host dies or is stopped (see [Health](crate::runtime#health)). One fcollect
-/// over the world at start-up; here because it needs the heap and the world team.
-fn exchange_identities(rt: &Runtime) -> Result<()> {
-    const CALL: &str = "Runtime::init (identity exchange)";
-    let bytes = Identity::WORDS * 8;
-    let n = rt.n_pes();
-    let block = rt.heap().alloc(rt, bytes * (n + 1), true)?;
-    let (mine, all) = (block.ptr, block.ptr + bytes as u64);
-    let stream = rt.stream();
-    let exchanged = (|| {
-        let cu = rt.enter(CALL, stream)?;
-        rt.copy_in(
-            CALL,
-            mine,
-            bytemuck::cast_slice(&Identity::own().words),
-            stream,
-        )?;
-        // SAFETY: `all` holds one identity per world PE and is disjoint from `mine`, both in
-        // this runtime's symmetric block; the world team is valid; the stream is live and
-        // current.
-        unsafe { rt.nv().fcollect(rt.world().handle(), all, mine, bytes, cu) }?;
-        let mut out = vec![0u8; bytes * n];
-        rt.copy_out(CALL, &mut out, all, stream)?;
-        stream
-            .synchronize()
-            .map_err(Error::cuda("synchronising the identity exchange"))?;
-        Ok::<_, Error>(out)
-    })();
-    // Freed at the next allocation, in stream order, on every PE alike.
-    rt.heap().retire(block);
-    let ids = exchanged?
-        .chunks_exact(bytes)
-        .map(|c| Identity {
-            words: std::array::from_fn(|i| {
-                u64::from_ne_bytes(c[8 * i..8 * i + 8].try_into().expect("8 bytes"))
-            }),
-        })
-        .collect();
-    rt.health().watch_peers(ids);
-    Ok(())
-}
-
-impl Layer for Collectives {
-    fn close(&self, _: &Closing<'_>) {}
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-}
-
 impl Runtime {
-    fn collectives(&self) -> &Collectives {
-        self.layer::<Collectives>()
-    }
-
     /// Forces `coll` to run with the algorithm named `algorithm` (one of
     /// [`Collective::algorithms`]), or restores the automatic choice with `None` or
     /// `Some("auto")`. Takes effect for calls made after it; make it on every PE alike, at the
@@ -624,18 +548,6 @@ impl Runtime {
             .forced
             .set(coll, algorithm)
             .map_err(|reason| Error::arg("Runtime::set_algorithm", "algorithm", reason))
-    }
-
-    /// Bytes of symmetric memory this crate's NVLink collectives hold, whatever the message
-    /// sizes: a fixed pool of channels, allocated at start-up.
-    ///
-    /// ```no_run
-    /// # let rt = nvshmem::Runtime::init()?;
-    /// println!("{} bytes for the NVLink collectives", rt.collective_memory());
-    /// # Ok::<(), nvshmem::Error>(())
-    /// ```
-    pub fn collective_memory(&self) -> usize {
-        self.collectives().channels.pool_bytes()
     }
 
     /// The algorithm forced for `coll`, if any.
@@ -664,21 +576,25 @@ impl RuntimeBuilder {
     /// assert_eq!(rt.forced_algorithm(Collective::AllReduce), Some("nvshmem"));
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
-    pub fn algorithm(self, coll: Collective, algorithm: &str) -> Self {
-        self.with_setting("algorithm", format!("{coll}={algorithm}"))
+    pub fn algorithm(mut self, coll: Collective, algorithm: &str) -> Self {
+        self.algorithms.push((coll, algorithm.to_string()));
+        self
     }
 
-    /// How many (team, stream) pairs can use this crate's NVLink collectives at once (default
-    /// 8, fewer on a heap under 256 MiB, at most 64). Each channel is a fixed amount of
-    /// symmetric memory (about 2 MiB), allocated when the runtime starts; a pair that finds
-    /// none free runs NVSHMEM's collectives instead.
+    /// How many teams can use this crate's NVLink collectives at once (default 8, fewer on a
+    /// heap under 256 MiB, at most 64): each such team holds a channel from when it is made
+    /// until it is dropped (predefined teams with the world's members share the world's).
+    /// Each channel is a fixed amount of symmetric memory (about 2 MiB), allocated when the
+    /// runtime starts; a team made when none is free runs NVSHMEM's collectives instead
+    /// ([`Team::has_nvlink_kernels`] says which).
     ///
     /// ```no_run
     /// let rt = nvshmem::Runtime::builder().channels(16).init()?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
-    pub fn channels(self, count: usize) -> Self {
-        self.with_setting("channels", count.to_string())
+    pub fn channels(mut self, count: usize) -> Self {
+        self.channels = Some(count);
+        self
     }
 }
 
@@ -719,6 +635,8 @@ impl ReduceOp {
             n_pes: 2,
             world: Box::new([0, 1]),
             peer_offsets: Some(Box::new([0, 1 << 40])),
+            max_blocks: 132,
+            nvr: None,
         };
         let span = Span::new(1 << 20, 1, dtype.size());
         let call = Call {

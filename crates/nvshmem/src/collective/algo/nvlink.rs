@@ -77,8 +77,8 @@ pub(super) fn team_view<'a>(call: &'a Call) -> Result<&'a NvrTeam, String> {
                 call.n()
             )
         } else {
-            "this team and stream have no channel: their first call came during graph \
-             capture, or every channel of the runtime is taken (RuntimeBuilder::channels)"
+            "the team got no channel when it was made: every channel of the runtime was taken \
+             (RuntimeBuilder::channels)"
                 .to_string()
         }
     })
@@ -100,10 +100,6 @@ pub(crate) fn ll_shape(x: usize, n: usize) -> (u32, u32) {
 }
 
 impl Algorithm for Ll {
-    fn uses_channel(&self) -> bool {
-        true
-    }
-
     fn name(&self) -> &'static str {
         "nvlink_ll"
     }
@@ -146,10 +142,6 @@ pub(crate) fn direct_grid(call: &Call) -> u32 {
 }
 
 impl Algorithm for Direct {
-    fn uses_channel(&self) -> bool {
-        true
-    }
-
     fn name(&self) -> &'static str {
         "nvlink_direct"
     }
@@ -238,10 +230,6 @@ fn moving(root: Option<i32>, src: u64, dst: u64, bytes: usize) -> NvrArgs {
 }
 
 impl Algorithm for Flags {
-    fn uses_channel(&self) -> bool {
-        true
-    }
-
     fn name(&self) -> &'static str {
         "nvlink"
     }

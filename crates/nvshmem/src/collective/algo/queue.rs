@@ -7,6 +7,7 @@ use cudarc::driver::{sys::CUstream, CudaStream};
 use crate::{
     ffi::{Nvshmem, Reduction, TeamHandle},
     kernels::{self, Launch},
+    team::lane::SideStream,
     DataType, Error, ReduceOp, Result,
 };
 
@@ -49,7 +50,7 @@ pub(crate) enum Step {
     /// A device-to-device copy on the stream (`dst` and `src` disjoint; either may be a
     /// peer's memory through its mapping, which the copy engines then move over the link).
     Copy { dst: u64, src: u64, bytes: usize },
-    /// The channel's side stream starts waiting for everything queued on the stream so far.
+    /// The team's side stream starts waiting for everything queued on the stream so far.
     Fork,
     /// A device-to-device copy on the side stream (after a [`Step::Fork`]), so that it runs
     /// beside the stream's own copies.
@@ -108,32 +109,6 @@ pub(crate) fn execute(steps: &[Step], q: &mut dyn Queue) -> Result<()> {
     failed.map_or(Ok(()), Err)
 }
 
-/// A stream beside a channel's stream, for the part of a call that runs alongside
-/// ([`Step::Fork`], [`Step::SideCopy`], [`Step::Join`]), with the two events that order it.
-pub(crate) struct Side {
-    pub(crate) stream: std::sync::Arc<CudaStream>,
-    pub(crate) fork: cudarc::driver::CudaEvent,
-    pub(crate) join: cudarc::driver::CudaEvent,
-}
-
-impl Side {
-    /// A side stream and its events in `stream`'s context.
-    pub(crate) fn new(stream: &CudaStream) -> Result<Self> {
-        let ctx = stream.context();
-        Ok(Side {
-            stream: ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?,
-            fork: ctx.new_event(None).map_err(Error::cuda("cuEventCreate"))?,
-            join: ctx.new_event(None).map_err(Error::cuda("cuEventCreate"))?,
-        })
-    }
-}
-
-impl std::fmt::Debug for Side {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Side").finish_non_exhaustive()
-    }
-}
-
 /// The queue of a PE: NVSHMEM, copies and kernels on `stream`, over `team`.
 pub(crate) struct Device<'a> {
     pub(crate) nv: Nvshmem,
@@ -141,12 +116,12 @@ pub(crate) struct Device<'a> {
     pub(crate) stream: &'a CudaStream,
     /// `stream`, already checked to be on the runtime's context, which is current.
     pub(crate) cu: CUstream,
-    /// The side stream of the call's channel, when the plan forks.
-    pub(crate) side: Option<std::sync::Arc<Side>>,
+    /// The team's side stream, when the plan forks.
+    pub(crate) side: Option<std::sync::Arc<SideStream>>,
 }
 
 impl Device<'_> {
-    fn side(&self) -> Result<&Side> {
+    fn side(&self) -> Result<&SideStream> {
         self.side.as_deref().ok_or_else(|| Error::Unsupported {
             call: "collective",
             what: "a side-stream step without the channel's side stream".into(),

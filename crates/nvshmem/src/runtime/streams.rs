@@ -1,0 +1,318 @@
+//! What the GPU may still be doing with a resource, so that nothing is freed or reused under it.
+//!
+//! Every call of this crate queues work on a stream the program passes, and returns at once.
+//! A resource that queued work uses (an array's memory, a team's channel, the collective
+//! scratch) must outlive that work. This module keeps the facts needed for that, without ever
+//! synchronising the device:
+//! - [`Uses`]: the streams a resource was used on (an array, used from any stream and from
+//!   several at once). When the resource is dropped, an event recorded on each of them
+//!   ([`Pending`]) tells when the work queued so far is done.
+//! - [`Ordered`]: a resource whose uses must not overlap (a team's channel, the scratch). A use
+//!   on another stream than the last one first makes the new stream wait for the old one, as
+//!   NCCL orders the calls of one communicator; so the last stream alone tells when all its
+//!   work is done.
+//! - [`Captures`]: the graphs being captured through [`Runtime::capture`](crate::Runtime::capture).
+//!   Work queued into a graph runs whenever the graph is launched, so a call queued while its
+//!   stream is captured hands the resources it uses to the graph, which keeps them alive; a
+//!   capture this crate did not start is refused (it could not keep them alive).
+use std::{
+    any::Any,
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use cudarc::driver::{sys, CudaEvent, CudaStream};
+
+use crate::{Error, Result};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether `stream` is being captured into a graph (an invalidated capture counts: work queued
+/// there fails, and must not be counted as run).
+pub(crate) fn capturing(stream: &CudaStream) -> Result<bool> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: the stream is live (borrowed) and `status` a valid place for the answer.
+    unsafe { sys::cuStreamIsCapturing(stream.cu_stream(), &mut status) }
+        .result()
+        .map_err(Error::cuda("cuStreamIsCapturing"))?;
+    Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+}
+
+/// The streams a resource was used on, each kept alive (an `Arc`) so that an event can still be
+/// recorded on it when the resource is dropped.
+#[derive(Default)]
+pub(crate) struct Uses(Mutex<Vec<Arc<CudaStream>>>);
+
+impl Uses {
+    /// Notes a use on `stream` (once per stream: a handle names one stream while it lives, and
+    /// the `Arc` kept here keeps it alive).
+    pub(crate) fn add(&self, stream: &Arc<CudaStream>) {
+        let mut streams = lock(&self.0);
+        if !streams.iter().any(|s| s.cu_stream() == stream.cu_stream()) {
+            streams.push(stream.clone());
+        }
+    }
+
+    /// The streams noted so far.
+    pub(crate) fn snapshot(&self) -> Vec<Arc<CudaStream>> {
+        lock(&self.0).clone()
+    }
+
+    /// The streams noted so far, forgetting them.
+    pub(crate) fn take(&self) -> Vec<Arc<CudaStream>> {
+        std::mem::take(&mut lock(&self.0))
+    }
+}
+
+impl std::fmt::Debug for Uses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Uses({} streams)", lock(&self.0).len())
+    }
+}
+
+/// Work that must be done before a dropped resource's memory is reused: one event per stream
+/// it was used on, recorded when it was dropped. A stream being captured into a graph at that
+/// moment cannot take an event for its earlier work; it is kept, and its event recorded once
+/// the capture has ended. Never blocks.
+#[derive(Default)]
+pub(crate) struct Pending {
+    events: Vec<CudaEvent>,
+    later: Vec<Arc<CudaStream>>,
+    /// An event could not be made or recorded: the work cannot be proved done, so the memory
+    /// is never reused (leaked until NVSHMEM finalises, which is safe).
+    broken: bool,
+}
+
+impl Pending {
+    /// The work queued so far on `streams`.
+    pub(crate) fn after(streams: Vec<Arc<CudaStream>>) -> Self {
+        let mut p = Pending {
+            later: streams,
+            ..Default::default()
+        };
+        p.record_later();
+        p
+    }
+
+    /// Adds an event recorded elsewhere (a cudarc copy's), to wait for too.
+    pub(crate) fn with_event(mut self, event: CudaEvent) -> Self {
+        self.events.push(event);
+        self
+    }
+
+    fn record_later(&mut self) {
+        let streams = std::mem::take(&mut self.later);
+        for s in streams {
+            match capturing(&s) {
+                Ok(true) => self.later.push(s),
+                Ok(false) => match s.record_event(None) {
+                    Ok(e) => self.events.push(e),
+                    Err(e) => {
+                        tracing::warn!(%e, "recording an event to free memory after its use");
+                        self.broken = true;
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(%e, "asking whether a stream is being captured");
+                    self.broken = true;
+                }
+            }
+        }
+    }
+
+    /// Whether the work is done (records the events a finished capture had held back).
+    pub(crate) fn done(&mut self) -> bool {
+        if !self.later.is_empty() {
+            self.record_later();
+        }
+        if self.broken || !self.later.is_empty() {
+            return false;
+        }
+        match self
+            .events
+            .iter()
+            .try_fold(true, |all, e| e.try_is_complete().map(|done| all && done))
+        {
+            Ok(done) => done,
+            Err(e) => {
+                // A failed kernel before the event: the memory may still be in use by nothing,
+                // but the context is broken; never reuse it.
+                tracing::warn!(%e, "querying an event before freeing memory");
+                self.broken = true;
+                false
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("events", &self.events.len())
+            .field("later", &self.later.len())
+            .field("broken", &self.broken)
+            .finish()
+    }
+}
+
+/// A resource whose uses must follow one another on the GPU (a team's channel: its kernels
+/// share flags; the collective scratch). The last stream it was used on: a use on another
+/// stream first makes that stream wait for everything queued on the last one.
+#[derive(Default)]
+pub(crate) struct Ordered(Mutex<Option<Arc<CudaStream>>>);
+
+impl Ordered {
+    /// Orders a use on `stream` after every earlier use, on whatever stream.
+    pub(crate) fn enter(&self, stream: &Arc<CudaStream>, captures: &Captures) -> Result<()> {
+        let mut last = lock(&self.0);
+        if let Some(prev) = last.as_ref() {
+            if prev.cu_stream() != stream.cu_stream() {
+                let event =
+                    if capturing(prev)? {
+                        // Its earlier work was queued before the capture began: the event
+                        // recorded then stands for it.
+                        captures.entry_event(prev)?
+                    } else {
+                        Arc::new(prev.record_event(None).map_err(Error::cuda(
+                            "cuEventRecord (ordering calls across streams)",
+                        ))?)
+                    };
+                stream.wait(&event).map_err(Error::cuda(
+                    "cuStreamWaitEvent (ordering calls across streams)",
+                ))?;
+            }
+        }
+        *last = Some(stream.clone());
+        Ok(())
+    }
+
+    /// The work queued so far (for retiring the resource).
+    pub(crate) fn pending(&self) -> Pending {
+        Pending::after(lock(&self.0).clone().into_iter().collect())
+    }
+}
+
+impl std::fmt::Debug for Ordered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ordered")
+    }
+}
+
+/// A resource that queued work may use: what it needs noted when a call uses it.
+pub(crate) trait Resource: Any + Send + Sync {
+    /// The streams it was used on, if it tracks them (arrays).
+    fn uses(&self) -> Option<&Uses> {
+        None
+    }
+    /// The order of its uses, if they must not overlap (team lanes, the scratch).
+    fn ordered(&self) -> Option<&Ordered> {
+        None
+    }
+}
+
+/// One graph being captured through [`Runtime::capture`](crate::Runtime::capture): what its
+/// calls used, which the graph keeps alive and orders at every launch.
+#[derive(Default)]
+pub(crate) struct Capture {
+    pub(crate) keep: Mutex<Vec<Arc<dyn Resource>>>,
+}
+
+impl Capture {
+    fn hold(&self, r: Arc<dyn Resource>) {
+        let mut keep = lock(&self.keep);
+        if !keep.iter().any(|k| Arc::ptr_eq(k, &r)) {
+            keep.push(r);
+        }
+    }
+}
+
+/// One capture in progress: the stream's handle (as a number), the capture, and the event
+/// recorded on the stream just before the capture began (what [`Ordered::enter`] waits for
+/// when a resource's last use was on that stream).
+type InProgress = (usize, Arc<Capture>, Arc<CudaEvent>);
+
+/// The captures in progress.
+#[derive(Default)]
+pub(crate) struct Captures(Mutex<Vec<InProgress>>);
+
+impl Captures {
+    pub(crate) fn begin(&self, stream: &CudaStream, entry: CudaEvent) -> Arc<Capture> {
+        let capture = Arc::new(Capture::default());
+        lock(&self.0).push((
+            stream.cu_stream() as usize,
+            capture.clone(),
+            Arc::new(entry),
+        ));
+        capture
+    }
+
+    pub(crate) fn end(&self, stream: &CudaStream) {
+        lock(&self.0).retain(|(s, _, _)| *s != stream.cu_stream() as usize);
+    }
+
+    fn find(&self, stream: &CudaStream) -> Option<(Arc<Capture>, Arc<CudaEvent>)> {
+        lock(&self.0)
+            .iter()
+            .find(|(s, _, _)| *s == stream.cu_stream() as usize)
+            .map(|(_, c, e)| (c.clone(), e.clone()))
+    }
+
+    fn entry_event(&self, stream: &CudaStream) -> Result<Arc<CudaEvent>> {
+        self.find(stream)
+            .map(|(_, e)| e)
+            .ok_or(Error::CaptureNotTracked {
+                call: "ordering a team's calls across streams",
+            })
+    }
+
+    /// Hands `r` to the graph `stream` is being captured into, if this crate captures it;
+    /// false when no capture of this crate holds the stream.
+    pub(crate) fn hold_if_captured(&self, stream: &CudaStream, r: Arc<dyn Resource>) -> bool {
+        match self.find(stream) {
+            Some((c, _)) => {
+                c.hold(r);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The capture `stream` is in, if it is captured: `Ok(None)` when it is not, an error when
+    /// a capture that this crate did not start holds it.
+    pub(crate) fn of(
+        &self,
+        call: &'static str,
+        stream: &CudaStream,
+    ) -> Result<Option<Arc<Capture>>> {
+        if !capturing(stream)? {
+            return Ok(None);
+        }
+        match self.find(stream) {
+            Some((c, _)) => Ok(Some(c)),
+            None => Err(Error::CaptureNotTracked { call }),
+        }
+    }
+}
+
+/// What a call notes of a resource it queues work on: in eager mode, its use on the stream
+/// (and its order); in a capture, the graph keeps it (and orders it at every launch).
+pub(crate) fn note(
+    r: &Arc<impl Resource>,
+    stream: &Arc<CudaStream>,
+    capture: Option<&Capture>,
+    captures: &Captures,
+) -> Result<()> {
+    if let Some(uses) = r.uses() {
+        uses.add(stream);
+    }
+    match capture {
+        Some(c) => c.hold(r.clone()),
+        None => {
+            if let Some(order) = r.ordered() {
+                order.enter(stream, captures)?;
+            }
+        }
+    }
+    Ok(())
+}
