@@ -109,11 +109,12 @@ impl ChannelPool {
                 kept.push((index, pending));
                 continue;
             }
+            let (addr, cu_stream) = (self.addr(index), stream.cu_stream());
             // SAFETY: the channel lies inside the pool's allocation, which lives as long as the
-            // pool; the stream is live and the runtime's context current (the caller's).
-            if let Err(e) =
-                unsafe { cu::memset_d8_async(self.addr(index), 0, self.each, stream.cu_stream()) }
-            {
+            // pool, and nothing uses it any more (its last team's work is done); the stream is
+            // live and the runtime's context current (the caller's).
+            let zeroed = unsafe { cu::memset_d8_async(addr, 0, self.each, cu_stream) };
+            if let Err(e) = zeroed {
                 kept.push((index, pending));
                 state.released = kept;
                 return Err(Error::cuda("cuMemsetD8Async (channel)")(e));
