@@ -75,6 +75,11 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
     let ctx = rt.context().clone();
     let stream = ctx.new_stream().context("creating the benchmark stream")?;
     let lead = me == 0;
+    // NCCL refuses two ranks on one GPU ("Duplicate GPU detected"), so where any PE shares its
+    // GPU with another (several PEs on one GPU under CUDA MPS, a correctness route whose times
+    // mean nothing) NCCL's rows are left out, on every PE alike.
+    let gpus_shared = plan.impls.contains(&ImplKind::Nccl)
+        && impls::pe::sum_over_pes(&rt, u64::from(rt.info().pes_on_device > 1), &stream)? > 0;
 
     let mut slots: Vec<Slot> = Vec::new();
     for k in &plan.impls {
@@ -96,6 +101,11 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
             ImplKind::Nccl if args.team != TeamKind::World => {
                 Slot::Missing("nccl", "NCCL runs over the world team only".into())
             }
+            ImplKind::Nccl if gpus_shared => Slot::Missing(
+                "nccl",
+                "skipped: PEs share a GPU here (CUDA MPS), and NCCL refuses two ranks on one GPU"
+                    .into(),
+            ),
             ImplKind::Nccl => {
                 let lib = impls::nccl_lib::Nccl::load(args.nccl_lib.as_deref());
                 if let (true, Ok(l)) = (lead, &lib) {

@@ -2,8 +2,9 @@
 //! making teams, finalising), each one gather of a small fixed-size entry per PE, waited for
 //! with a deadline.
 //!
-//! Every PE puts its [`Entry`] into symmetric memory and NVSHMEM's fcollect over the team hands
-//! every member the whole table, on a stream of the runtime's own (never the program's, which
+//! Every PE puts its [`Entry`] into symmetric memory and, after a team sync (so that every
+//! member is done with its earlier agreements, whose tables share that memory), NVSHMEM's
+//! fcollect over the team hands every member the whole table, on a stream of the runtime's own (never the program's, which
 //! may hold work that waits for a peer). The host waits for it by polling an event, never by
 //! blocking in the driver, so the wait ends after the runtime's timeout, or as soon as the
 //! watchdog sees a peer fail, with an error that names the call and what it waited for.
@@ -154,6 +155,10 @@ impl Exchange {
         unsafe {
             cu::memcpy_htod_async(self.sym, &host[..WORDS], cu_stream)
                 .map_err(Error::cuda("cuMemcpyHtoDAsync (exchange)"))?;
+            // Every member must have finished its earlier agreements (read their tables, written
+            // its entry for this one) before any member's gather reads or writes its memory:
+            // OpenSHMEM leaves that to the caller.
+            nv.sync(Some(team), cu_stream)?;
             nv.fcollect(team, self.sym + bytes as u64, self.sym, bytes, cu_stream)?;
             cu::memcpy_dtoh_async(
                 &mut host[WORDS..WORDS * (n + 1)],
