@@ -247,6 +247,7 @@ fn describe<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
         in_place,
         scratch: 0,
         nvr: None,
+        arch: None,
     })
 }
 

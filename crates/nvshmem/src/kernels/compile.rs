@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute};
@@ -263,13 +264,31 @@ fn nvrtc_compile(
 
 /// The architecture of the context's device, e.g. `sm_90` for an H100.
 pub(crate) fn arch_of(ctx: &CudaContext) -> Result<String> {
+    let (major, minor) = compute_capability(ctx)?;
+    Ok(format!("sm_{major}{minor}"))
+}
+
+/// The compute capability of the context's device, `(major, minor)`: `(9, 0)` on an H100 or
+/// H200. Asked of the driver once per device and remembered, since every collective call's
+/// automatic choice reads it (`collective/algo/crossover.rs`).
+pub(crate) fn compute_capability(ctx: &CudaContext) -> Result<(u32, u32)> {
+    // Per device ordinal: `major << 8 | minor`, 0 until known (a major is never 0).
+    static KNOWN: [AtomicU32; 64] = [const { AtomicU32::new(0) }; 64];
+    let slot = KNOWN.get(ctx.ordinal());
+    if let Some(v) = slot.map(|s| s.load(Ordering::Relaxed)).filter(|&v| v != 0) {
+        return Ok((v >> 8, v & 0xff));
+    }
     let attr = |a| {
         ctx.attribute(a)
+            .map(|v| v as u32)
             .map_err(Error::cuda("cuDeviceGetAttribute"))
     };
     let major = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let minor = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
-    Ok(format!("sm_{major}{minor}"))
+    if let Some(s) = slot {
+        s.store(major << 8 | minor, Ordering::Relaxed);
+    }
+    Ok((major, minor))
 }
 
 /// Loaded kernels by (context, kernel). A context's kernels live as long as the process: the

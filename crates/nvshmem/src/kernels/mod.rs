@@ -18,6 +18,7 @@ use std::{ffi::c_void, sync::OnceLock};
 
 use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
+pub(crate) use compile::compute_capability;
 #[cfg(test)]
 use compile::{cuda_include_dir, nvrtc_available};
 pub(crate) use types::{reduces, KernelKey, NvrFile};

@@ -13,6 +13,7 @@
 //! PE chooses alike and queues matching steps: no PE is left waiting for another.
 mod ce;
 pub(crate) mod channel;
+mod crossover;
 mod nvlink;
 mod nvshmem;
 mod peer;
@@ -179,6 +180,9 @@ pub(crate) struct Call<'a> {
     /// The NVLink kernels' view of the team on this call's stream (its channel), when the
     /// team can use them.
     pub(crate) nvr: Option<NvrTeam>,
+    /// The architecture of this PE's GPU, which the crossovers depend on
+    /// ([`crossover`]); set with `nvr`, `None` (unknown) until then.
+    pub(crate) arch: Option<crossover::Arch>,
 }
 
 impl Call<'_> {
@@ -373,6 +377,7 @@ fn choose_on(team: &Team, call: &mut Call, stream: &CudaStream) -> Result<&'stat
     // The same on every PE: forcing is made alike everywhere.
     if forced.is_none_or(|a| a.uses_channel()) {
         call.nvr = state.channels.team_view(team, stream)?;
+        call.arch = Some(crossover::Arch::of(team.runtime().context())?);
     }
     choose(call, forced)
 }
@@ -735,6 +740,7 @@ impl ReduceOp {
             in_place: false,
             scratch: 0,
             nvr: None,
+            arch: None,
         };
         registry(Collective::AllReduce)
             .iter()

@@ -26,7 +26,7 @@ pub(crate) fn team(n: usize, me: usize, mapped: bool) -> TeamShape {
 
 /// A call as `Team::collective` would describe it: `count` elements a part.
 #[allow(clippy::too_many_arguments)]
-fn call<'a>(
+pub(crate) fn call<'a>(
     team: &'a TeamShape,
     coll: Collective,
     dtype: DataType,
@@ -70,6 +70,7 @@ fn call<'a>(
         in_place,
         scratch: SCRATCH,
         nvr: None,
+        arch: None,
     }
 }
 
@@ -662,8 +663,9 @@ fn only_the_nvlink_algorithms_use_a_channel() {
     }
 }
 
-/// `c` with a channel, as a team that can use the NVLink kernels has on its stream.
-fn with_channel(mut c: Call<'_>) -> Call<'_> {
+/// `c` with a channel, as a team that can use the NVLink kernels has on its stream, on the
+/// architecture the crossovers were measured on (sm_90).
+pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
     let mut off = [0i64; 8];
     if let Some(o) = &c.team.peer_offsets {
         off[..o.len()].copy_from_slice(o);
@@ -679,6 +681,7 @@ fn with_channel(mut c: Call<'_>) -> Call<'_> {
         status: 0,
         timeout_ns: 0,
     });
+    c.arch = Some(crossover::Arch::SM90);
     c
 }
 
