@@ -22,7 +22,7 @@
 //!   to 16 MiB blocks (NVSHMEM has none: `rooted_get` was about 5 times slower at 8 B),
 //!   reductions NVSHMEM cannot compute itself (fp8, `avg`, `premul_sum`; its wrappers need
 //!   scratch for some, and `peer_kernel` loads every member's whole input) and, in every row,
-//!   16-bit integer reductions (NVSHMEM 3.4.5 runs them at about 1.6 GB/s);
+//!   16-bit integer reductions (NVSHMEM 3.4.5 runs them at about 2 GB/s);
 //! - NVSHMEM's path for everything else, and the copy engines never (their gain on 2 PEs was
 //!   4-8 % past 16-64 MiB blocks, and with more peers each PE's copies share its links).
 //!
@@ -486,7 +486,7 @@ pub(super) fn ll_limit(call: &Call) -> usize {
 
 /// Whether the automatic choice takes the direct kernels for `call` (past LL's limit).
 pub(super) fn direct(call: &Call) -> bool {
-    // In every row: NVSHMEM 3.4.5's own 16-bit integer reductions run at about 1.6 GB/s
+    // In every row: NVSHMEM 3.4.5's own 16-bit integer reductions run at about 2 GB/s
     // (an i16 all-reduce of 128 MiB took 84 ms on 2 x H200), the direct kernels as fast as
     // f16's (399.6 µs, 336 GB/s): docs/performance.md, "16-bit integers".
     if call.is_reduction() && matches!(call.dtype, DataType::I16 | DataType::U16) {
