@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs nvshmem-perf on the GPU machine (2 PEs, one per GPU) for every collective from 8 B to
-# 256 MiB, stream mode and CUDA-graph mode, and writes JSON, CSV, SVG and markdown into OUT.
+# 256 MiB, stream mode and CUDA-graph mode, and writes JSON, CSV, SVG and markdown into OUT
+# (default perf-DATE, git-ignored raw output: what a user needs goes into docs/performance.md).
 #
 #   scripts/perf-gpu.sh [OUT] [extra nvshmem-perf flags...]
 #
 # BIN (default target/release/nvshmem-perf), NP (default 2), WHEELS (site-packages holding
 # nvidia/nvshmem and nvidia/nccl; default /opt/torch/.venv/lib/python3.12/site-packages).
 set -euo pipefail
-OUT=${1:-results/perf-$(date +%Y-%m-%d)}
+OUT=${1:-perf-$(date +%Y-%m-%d)}
 shift || true
 BIN=${BIN:-target/release/nvshmem-perf}
 NP=${NP:-2}

@@ -435,9 +435,11 @@ pub(crate) mod tests {
         assert!(!t.contains("algo"), "{t}");
     }
 
+    /// What nvshmem-perf wrote on 2 x H200 on 2026-11-22 (graph mode, before rows named
+    /// their algorithm), kept as a fixture.
     #[test]
     fn results_written_before_still_read() {
-        let jsonl = include_str!("../../../results/perf-2xH200/graph.jsonl");
+        let jsonl = include_str!("../tests/data/graph-2026-11-22.jsonl");
         let mut n = 0;
         for line in jsonl.lines() {
             let r: Row = serde_json::from_str(line).unwrap();
@@ -459,7 +461,7 @@ pub(crate) mod tests {
             n += 1;
         }
         assert!(n > 0);
-        let csv = include_str!("../../../results/perf-2xH200/graph.csv");
+        let csv = include_str!("../tests/data/graph-2026-11-22.csv");
         let rows: Vec<Row> = csv::Reader::from_reader(csv.as_bytes())
             .deserialize()
             .collect::<Result<_, _>>()

@@ -1825,7 +1825,9 @@ struct Target {
     coll: Coll,
     /// busbw GB/s to reach at 128 MiB.
     busbw: f64,
-    /// NCCL's busbw at 16 MiB and 128 MiB (/work/shared/anchors.md, 2 x H200), if measured.
+    /// NCCL's busbw at 16 MiB and 128 MiB on 2 x H200 (the project's anchor run of
+    /// 2026-11-22; `docs/performance.md`, "Large messages", has NCCL's figures of the
+    /// 2026-11-23 sweep beside this crate's), if measured.
     nccl: Option<(f64, f64)>,
 }
 

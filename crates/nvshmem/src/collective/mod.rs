@@ -45,18 +45,32 @@
 //! reductions need every PE of the team on one node with peer access (else
 //! [`Error::Unsupported`](crate::Error::Unsupported)).
 //!
-//! Collective scratch ([`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch)) needed per call, with `B` the bytes of
-//! the input array:
+//! # Collective scratch
 //!
-//! | call | scratch |
-//! |---|---|
-//! | [`Team::reduce`], [`Team::reduce_in_place`] | `B` (none for fp8) |
-//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] with `premul_sum` | `B` (all `n_pes` blocks; none for fp8) |
-//! | [`Team::all_reduce_in_place`] on fp8 | `B` |
-//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] on `i16`/`u16` with blocks over 1 MiB | `B` (NVSHMEM 3.4.5's 16-bit integer reductions fail above a few MiB a call: all-reduces of these types run in 1 MiB calls, and such reduce-scatters as an all-reduce into the scratch) |
-//! | anything else | none |
+//! Some calls need collective scratch ([`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch)),
+//! and only when they run on NVSHMEM's path (the tables above) or on this crate's peer kernel
+//! (fp8): never on this crate's NVLink kernels, which on a peer-mapped team run most calls.
+//! Which path runs depends on the team, the stream and the size, so **a program that needs no
+//! scratch on one node can fail with [`ScratchTooSmall`](crate::Error::ScratchTooSmall) on
+//! two**. The NVLink kernels run a call when every member of the team can load and store every
+//! other's memory (one node, NVLink or PCIe P2P), the team has at most 8 PEs, its (team,
+//! stream) pair has a channel (not when every channel is taken, see
+//! [`RuntimeBuilder::channels`](crate::RuntimeBuilder::channels), nor when the pair's first
+//! call came during graph capture), the kernels have the reduction (not `xor`), no other
+//! algorithm is forced, and the automatic choice prefers them at this size
+//! (`docs/performance.md`, "Crossovers"). With `B` the bytes of the input array:
 //!
-//! Calls that use the scratch share it: do not run two at once on different streams.
+//! | call | scratch | when |
+//! |---|---|---|
+//! | [`Team::reduce`], [`Team::reduce_in_place`] | `B` | on NVSHMEM's path (the NVLink kernels reduce to the root at every size, and fp8 never takes NVSHMEM's path) |
+//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] with `premul_sum` | `B` (all `n_pes` blocks) | on NVSHMEM's path, which on a 2-PE H100/H200 team it takes for blocks over 16 KiB and up to 256 KiB |
+//! | [`Team::all_reduce_in_place`] on fp8 | `B` | on the peer kernel, which on a 2-PE H100/H200 team it takes over 32 KiB and up to 256 KiB (fp8 needs a peer-mapped team) |
+//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] on `i16`/`u16` with blocks over 1 MiB | `B` | on NVSHMEM's path (its 16-bit integer reductions fail above a few MiB a call: all-reduces of these types run in 1 MiB calls, and such reduce-scatters as an all-reduce into the scratch) |
+//! | anything else | none | |
+//!
+//! A program that may run on more than one node, or on teams that are not peer-mapped, should
+//! reserve the scratch its rooted reductions need. Calls that use the scratch share it: do not
+//! run two at once on different streams.
 //!
 //! # Shapes
 //!
@@ -251,6 +265,9 @@ fn describe<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
         in_place,
         scratch: 0,
         nvr: team.nvr,
+        arch: team
+            .arch
+            .map(|(major, minor)| algo::crossover::Arch { major, minor }),
     })
 }
 

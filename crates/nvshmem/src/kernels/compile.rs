@@ -5,14 +5,16 @@
 //! machine code, so the driver has nothing left to compile, and the result is kept on disk:
 //! `$NVSHMEM_RS_KERNEL_CACHE` (`off` turns it off), else `$XDG_CACHE_HOME/nvshmem-rs/kernels`,
 //! else `~/.cache/nvshmem-rs/kernels`. A file's name holds a hash of everything that makes the
-//! code (source, options, NVRTC's version), so a stale file is never used; files are written
-//! under a temporary name and renamed, so PEs of one node compiling the same kernel at once
-//! do not see half a file. Compiling every kernel costs minutes; with the cache, a process
+//! code and of nothing else (source, options, target architecture, NVRTC's version), by an
+//! algorithm fixed here ([`cache_key`]), so a stale file is never used and a build with another
+//! Rust toolchain finds the same files. Files are written under a temporary name and renamed,
+//! so PEs of one node compiling the same kernel at once do not see half a file. Compiling every kernel costs minutes; with the cache, a process
 //! pays only for kernels no earlier process on the machine compiled.
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute};
@@ -132,16 +134,9 @@ pub(crate) fn compile(key: KernelKey, arch: &str) -> Result<Ptx> {
     let opts = options(key, arch)?;
     let machine_code = arch.starts_with("sm_");
     let cached = cache_dir().map(|dir| {
-        // The include path is left out: where the CUDA headers are found differs between a
-        // build machine and a GPU machine, not what they say (NVRTC's version pins them).
-        let code_opts: Vec<&String> = opts
-            .iter()
-            .filter(|o| !o.starts_with("--include-path"))
-            .collect();
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (&source, code_opts, nvrtc_version()).hash(&mut h);
+        let hash = cache_key(&source, &opts, arch, nvrtc_version());
         let ext = if machine_code { "cubin" } else { "ptx" };
-        dir.join(format!("{}-{arch}-{:016x}.{ext}", key.name(), h.finish()))
+        dir.join(format!("{}-{arch}-{hash:016x}.{ext}", key.name()))
     });
     if let Some(bytes) = cached.as_ref().and_then(|p| std::fs::read(p).ok()) {
         return Ok(image(bytes, machine_code));
@@ -151,6 +146,35 @@ pub(crate) fn compile(key: KernelKey, arch: &str) -> Result<Ptx> {
         store(path, &bytes);
     }
     Ok(image(bytes, machine_code))
+}
+
+/// The cache key of a kernel compiled from `source` with `opts` for `arch` by NVRTC
+/// `nvrtc` (major, minor): FNV-1a (64-bit) over those, each field written as its length
+/// (8 bytes, little-endian) and its bytes, after a tag naming this layout. Only these inputs
+/// and a fixed algorithm enter it, so the key is the same on every machine and with every Rust
+/// toolchain (std's `DefaultHasher`, used before, may change between Rust releases). The
+/// include path is left out: where the CUDA headers are found differs between a build
+/// machine and a GPU machine, not what they say (NVRTC's version pins them).
+fn cache_key(source: &str, opts: &[String], arch: &str, nvrtc: (i32, i32)) -> u64 {
+    let mut h = fnv::FnvHasher::default();
+    let mut field = |bytes: &[u8]| {
+        h.write(&(bytes.len() as u64).to_le_bytes());
+        h.write(bytes);
+    };
+    field(b"nvshmem-rs kernel cache key 1");
+    field(source.as_bytes());
+    let code_opts: Vec<&String> = opts
+        .iter()
+        .filter(|o| !o.starts_with("--include-path"))
+        .collect();
+    field(&(code_opts.len() as u64).to_le_bytes());
+    for o in code_opts {
+        field(o.as_bytes());
+    }
+    field(arch.as_bytes());
+    field(&nvrtc.0.to_le_bytes());
+    field(&nvrtc.1.to_le_bytes());
+    h.finish()
 }
 
 fn image(bytes: Vec<u8>, machine_code: bool) -> Ptx {
@@ -240,13 +264,31 @@ fn nvrtc_compile(
 
 /// The architecture of the context's device, e.g. `sm_90` for an H100.
 pub(crate) fn arch_of(ctx: &CudaContext) -> Result<String> {
+    let (major, minor) = compute_capability(ctx)?;
+    Ok(format!("sm_{major}{minor}"))
+}
+
+/// The compute capability of the context's device, `(major, minor)`: `(9, 0)` on an H100 or
+/// H200. Asked of the driver once per device and remembered, since every collective call's
+/// automatic choice reads it (`collective/algo/crossover.rs`).
+pub(crate) fn compute_capability(ctx: &CudaContext) -> Result<(u32, u32)> {
+    // Per device ordinal: `major << 8 | minor`, 0 until known (a major is never 0).
+    static KNOWN: [AtomicU32; 64] = [const { AtomicU32::new(0) }; 64];
+    let slot = KNOWN.get(ctx.ordinal());
+    if let Some(v) = slot.map(|s| s.load(Ordering::Relaxed)).filter(|&v| v != 0) {
+        return Ok((v >> 8, v & 0xff));
+    }
     let attr = |a| {
         ctx.attribute(a)
+            .map(|v| v as u32)
             .map_err(Error::cuda("cuDeviceGetAttribute"))
     };
     let major = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let minor = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
-    Ok(format!("sm_{major}{minor}"))
+    if let Some(s) = slot {
+        s.store(major << 8 | minor, Ordering::Relaxed);
+    }
+    Ok((major, minor))
 }
 
 /// Loaded kernels by (context, kernel). A context's kernels live as long as the process: the
@@ -322,4 +364,61 @@ fn shared_functions(
     tracing::debug!(kernel = %key.name(), "compiled and loaded");
     map.insert(id, fns.clone());
     Ok(fns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cache_key;
+
+    fn opts(arch: &str, include: &str) -> Vec<String> {
+        vec![
+            format!("--gpu-architecture={arch}"),
+            "--std=c++17".into(),
+            format!("--include-path={include}"),
+        ]
+    }
+
+    /// The key is pinned: a change of this value means every cache on every machine is
+    /// invalidated, which a change of the key's layout must do on purpose (its tag). The value
+    /// was computed apart from this code, by a plain FNV-1a (offset basis 0xcbf29ce484222325,
+    /// prime 0x100000001b3) over the bytes [`cache_key`] describes.
+    #[test]
+    fn the_cache_key_is_fixed_across_toolchains() {
+        let key = cache_key(
+            "extern \"C\" __global__ void k() {}\n",
+            &opts("sm_90", "/usr/local/cuda/include"),
+            "sm_90",
+            (13, 0),
+        );
+        assert_eq!(key, 0x7b6a_c767_fa8c_6212, "{key:#018x}");
+    }
+
+    #[test]
+    fn the_cache_key_follows_what_makes_the_code_and_nothing_else() {
+        let src = "__global__ void k() {}";
+        let base = cache_key(src, &opts("sm_90", "/a"), "sm_90", (13, 0));
+        // Where the headers were found is not part of the code.
+        assert_eq!(
+            base,
+            cache_key(src, &opts("sm_90", "/b/include"), "sm_90", (13, 0))
+        );
+        for other in [
+            cache_key(
+                "__global__ void k2() {}",
+                &opts("sm_90", "/a"),
+                "sm_90",
+                (13, 0),
+            ),
+            cache_key(src, &opts("sm_100", "/a"), "sm_90", (13, 0)),
+            cache_key(src, &opts("sm_90", "/a"), "sm_100", (13, 0)),
+            cache_key(src, &opts("sm_90", "/a"), "sm_90", (13, 1)),
+            cache_key(src, &opts("sm_90", "/a"), "sm_90", (12, 0)),
+            cache_key(src, &opts("sm_90", "/a")[1..], "sm_90", (13, 0)),
+        ] {
+            assert_ne!(base, other);
+        }
+        // Fields are length-prefixed: moving bytes between two options changes the key.
+        let split = |a: &str, b: &str| cache_key(src, &[a.into(), b.into()], "sm_90", (13, 0));
+        assert_ne!(split("-DA", "B"), split("-D", "AB"));
+    }
 }

@@ -1,10 +1,24 @@
-//! This crate's own CUDA kernels, for what NVSHMEM lacks: reductions on bool and fp8, avg and
-//! pre-multiplied sum, gather and scatter through peer-mapped memory.
+//! This crate's own CUDA kernels: the NVLink collectives of peer-mapped teams, and what
+//! NVSHMEM lacks (reductions on bool and fp8, avg and pre-multiplied sum, gather and scatter
+//! through peer-mapped memory).
 //!
 //! The kernels work on raw device addresses that this GPU can dereference: its own buffers and
 //! peers' symmetric buffers mapped with `nvshmem_ptr`. They are CUDA C sources kept beside this
-//! file (`reduce.cu`, `copy.cu`), instantiated per (type, operator) by a `#define` prefix,
-//! compiled with NVRTC for the device's architecture on first use and cached per context.
+//! file, each compiled as one program (no `#include` of each other):
+//!
+//! | file | what |
+//! |---|---|
+//! | `ll.cu` | the NVLink collectives for small messages (one-shot LL protocol) and the flag barrier `nvr_barrier` |
+//! | `direct.cu` | the NVLink collectives for large messages (loads and stores of peers' buffers) |
+//! | `common.cuh` | what `ll.cu` and `direct.cu` share: the protocol of `PROTOCOL.md` in code (team descriptor, channel layout, epochs, flags) |
+//! | `ops.cuh` | the reduction operators, shared by `reduce.cu`, `ll.cu` and `direct.cu` |
+//! | `reduce.cu` | element-wise reductions over peer-mapped buffers (`peer_kernel`), and the scaling and division around NVSHMEM's sum (`premul_sum`, `avg`) |
+//! | `copy.cu` | block copies through peer pointers (`peer_copy`'s gather and scatter) |
+//!
+//! A reduction is instantiated per (type, operator) by a `#define` prefix (`types.rs`). The
+//! sources are compiled with NVRTC for the device's architecture on first use, kept in an
+//! on-disk cache and loaded once per context (`compile.rs`). `PROTOCOL.md` is the contract
+//! between the NVLink kernels and the host side.
 //!
 //! A launch is described as data ([`Launch`]), so the algorithm layer can record what it
 //! would queue in tests without a GPU. Ordering is the caller's job: a launch only enqueues
@@ -18,6 +32,7 @@ use std::{ffi::c_void, sync::OnceLock};
 
 use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
+pub(crate) use compile::compute_capability;
 #[cfg(test)]
 use compile::{cuda_include_dir, nvrtc_available};
 pub(crate) use types::{reduces, KernelKey, NvrFile};

@@ -96,6 +96,10 @@ pub(crate) struct TeamShape {
     pub(crate) max_blocks: u32,
     /// The NVLink kernels' view of the team (its channel), when it has one.
     pub(crate) nvr: Option<NvrTeam>,
+    /// The members' GPU architecture (compute capability major, minor), when every member's
+    /// is the same: the automatic choice's crossovers depend on it, and must be read alike on
+    /// every member.
+    pub(crate) arch: Option<(u32, u32)>,
 }
 
 /// A team's state, shared by its handles (and by graphs that captured calls on it).
@@ -272,6 +276,7 @@ impl Core {
                     peer_offsets: w.peer_offsets.clone(),
                     max_blocks: w.max_blocks,
                     nvr: w.nvr,
+                    arch: w.arch,
                 },
                 lane: world.lane.clone(),
                 retire: None,
@@ -303,6 +308,8 @@ impl Core {
             call,
             team: &description,
         };
+        let (major, minor) = crate::kernels::compute_capability(rt.context())?;
+        let arch_word = u64::from(major) << 32 | u64::from(minor);
         let mine = |free| {
             entry(
                 tag::SET_UP_TEAM,
@@ -310,6 +317,7 @@ impl Core {
                     free,
                     offsets.is_some() as u64,
                     u64::from(rt.info().resident_blocks),
+                    arch_word,
                 ],
             )
         };
@@ -327,6 +335,10 @@ impl Core {
             .unwrap_or(1)
             .max(1);
         let peer_offsets = if mapped { offsets } else { None };
+        let arch = table
+            .iter()
+            .all(|e| e[4] == arch_word)
+            .then_some((major, minor));
         let channel = if peer_offsets.is_some() && n <= MAX_NVLINK_TEAM {
             let index = agreed_channel(table.iter().map(|e| e[1]));
             if index.is_none()
@@ -370,6 +382,7 @@ impl Core {
                 peer_offsets,
                 max_blocks,
                 nvr,
+                arch,
             },
             lane: Arc::new(Lane::new(self.pool.clone(), channel)),
             retire,

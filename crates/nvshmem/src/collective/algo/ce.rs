@@ -11,9 +11,11 @@
 //! when a copy fails to queue, so no PE waits in it for another.
 //!
 //! A copy engine moves about 390 GB/s one way over an H200's NVLink, where SM stores reach
-//! about 365 (`../shared/anchors.md`), but each call pays two barriers and a copy launch, so
-//! it wins only for large messages: [`ce_preferred`] holds the crossovers measured.
+//! about 365 (`docs/performance.md`, "The link's ceiling"), but each call pays two barriers
+//! and a copy launch, so it wins only for large messages: [`ce_preferred`] reads the
+//! crossovers measured from the crossover table ([`crossover`](super::crossover)).
 use super::{
+    crossover,
     nvlink::{flag_barrier, team_view},
     Algorithm, Call, Collective, Step,
 };
@@ -21,32 +23,13 @@ use super::{
 /// Data movement by copy engine.
 pub(super) struct Ce;
 
-/// Whether the automatic choice takes the copy engines for `call`: two-PE teams past the
-/// sizes where they beat the direct kernels, NVSHMEM and NCCL, measured on 2 x H200 with
-/// nvshmem-perf in stream mode, f32, one run (`scripts/gpu-check.sh run cepoints`,
-/// `results/perf-2xH200-nvlink/ce-2026-11-23/`); sizes below are nvshmem-perf's (the whole
-/// buffer), `x` is one PE's block:
-/// - broadcast past 16 MiB: 32 MiB 101.7 µs against the direct kernel's 110.7 and NCCL's
-///   111.9; 128 MiB 355 against NVSHMEM's 386 and NCCL's 389 (378 GB/s); at 16 MiB the
-///   direct kernel is faster (53.9 against 58.3);
-/// - gather and scatter past 16 MiB blocks: 64 MiB 100.8 and 102.5 µs against NCCL's 104.5
-///   and 108.3; at 32 MiB the direct kernel is faster (53.9 and 55.0 against 59.2 and 58.6);
-/// - fcollect and alltoall past 64 MiB blocks: 256 MiB 364 and 365 µs against the direct
-///   kernel's 378 and 379; at 128 MiB they are level (192 against 194; 197 against 191 in
-///   graph mode), below it the direct kernel is faster.
-///
-/// With more members a PE's copies to each peer share its link, where the direct kernels
-/// forward; not measured, so not chosen.
+/// Whether the automatic choice takes the copy engines for `call`: the crossover table's band
+/// for its collective, team size and architecture. Measured on two-PE teams of H200s only
+/// (broadcast, gather and scatter past 16 MiB blocks, fcollect and alltoall past 64 MiB);
+/// with more members a PE's copies to each peer share its links, where the direct kernels
+/// forward, so other teams never prefer them until measured.
 fn ce_preferred(call: &Call) -> bool {
-    if call.n() != 2 {
-        return false;
-    }
-    let x = call.block_bytes();
-    match call.coll {
-        Collective::Broadcast | Collective::Gather | Collective::Scatter => x > 16 << 20,
-        Collective::Fcollect | Collective::Alltoall => x > 64 << 20,
-        _ => false,
-    }
+    crossover::copy_engines(call)
 }
 
 /// The flag barrier that frames the copies (`nvr_barrier` with its fence), queued even after

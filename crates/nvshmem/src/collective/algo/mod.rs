@@ -14,6 +14,7 @@
 //! matching steps: no PE is left waiting for another.
 mod ce;
 pub(crate) mod channel;
+pub(crate) mod crossover;
 mod nvlink;
 mod nvshmem;
 mod peer;
@@ -181,6 +182,9 @@ pub(crate) struct Call<'a> {
     pub(crate) scratch: u64,
     /// The NVLink kernels' view of the team (its channel), when the team has one.
     pub(crate) nvr: Option<NvrTeam>,
+    /// The architecture of this PE's GPU, which the crossovers depend on
+    /// ([`crossover`]); set with `nvr`, `None` (unknown) until then.
+    pub(crate) arch: Option<crossover::Arch>,
 }
 
 impl Call<'_> {
@@ -637,6 +641,7 @@ impl ReduceOp {
             peer_offsets: Some(Box::new([0, 1 << 40])),
             max_blocks: 132,
             nvr: None,
+            arch: Some((9, 0)),
         };
         let span = Span::new(1 << 20, 1, dtype.size());
         let call = Call {
@@ -653,6 +658,7 @@ impl ReduceOp {
             in_place: false,
             scratch: 0,
             nvr: None,
+            arch: None,
         };
         registry(Collective::AllReduce)
             .iter()

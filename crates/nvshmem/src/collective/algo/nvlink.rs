@@ -11,8 +11,9 @@
 //! - [`Flags`] (`nvlink`): barrier and sync as a flag exchange (`nvr_barrier`).
 //!
 //! The automatic choice takes LL up to [`ll_crossover`] bytes a PE and the direct kernels
-//! where [`direct_preferred`] says, from the crossovers measured on 2 x H200 (`results/`).
-use super::{Algorithm, Call, Collective, Step};
+//! where [`direct_preferred`] says, both read from the crossover table
+//! ([`crossover`](super::crossover)).
+use super::{crossover, Algorithm, Call, Collective, Step};
 use crate::kernels::{self, KernelKey, Launch, NvrArgs, NvrFile, NvrLaunch, NvrTeam};
 
 /// One-shot LL collectives.
@@ -21,43 +22,19 @@ pub(super) struct Ll;
 /// Large-message collectives over peers' buffers.
 pub(super) struct Direct;
 
-/// Payload bytes a PE (per sender and receiver) up to which the automatic choice takes LL, by
-/// collective. Measured on 2 x H200 with nvshmem-perf, this crate against raw NVSHMEM and NCCL
-/// in one run, stream and graph mode (`results/perf-2xH200-nvlink/`, the command in its
-/// README): LL is faster than NCCL up to these sizes and slower past them.
-pub(crate) fn ll_crossover(coll: Collective) -> usize {
-    match coll {
-        // fcollect with 16 KiB blocks: 5.1 µs against NCCL's 6.3 (graph), 7.0 against 7.0
-        // (stream); reduce-scatter with 16 KiB blocks 5.7 against 6.0 (graph).
-        Collective::Fcollect | Collective::ReduceScatter => 16 << 10,
-        // e.g. all-reduce of 32 KiB: 5.7 µs against 7.1 (graph), 7.3 against 10.0 (stream).
-        _ => 32 << 10,
-    }
+/// Payload bytes a PE (per sender and receiver) up to which the automatic choice takes LL for
+/// `call`: its collective's row of the crossover table, for its team size and architecture
+/// (on 2 x H200: 32 KiB, 16 KiB for fcollect and reduce-scatter).
+pub(crate) fn ll_crossover(call: &Call) -> usize {
+    crossover::ll_limit(call)
 }
 
-/// Whether the automatic choice takes the direct kernels for `call` (past LL's range): where
-/// they beat NCCL and NVSHMEM in the same measurements. Between LL's range and these, and past
-/// them, NVSHMEM's collectives (NCCL's inside) or, for gather and scatter, `rooted_get` are
-/// faster:
-/// - all-reduce, reduce-scatter, fcollect past 256 KiB a PE (all-reduce 512 KiB: 8.9 µs
-///   against 9.8; 128 MiB: 400 against 472, 336 GB/s busbw);
-/// - alltoall and rooted reduce past LL's range (alltoall 128 MiB: 192 against 250);
-/// - broadcast from 1 MiB to 16 MiB (2 MiB: 13.0 against 19.1; 32 MiB: 189 against 113);
-/// - gather and scatter up to 32 MiB (128 MiB: 256 against NCCL's 197).
+/// Whether the automatic choice takes the direct kernels for `call` (past LL's range): the
+/// crossover table's band for its collective, team size and architecture, and 16-bit integer
+/// reductions always. Elsewhere NVSHMEM's collectives (NCCL's inside) or, for gather and
+/// scatter, the copy engines or `rooted_get` run.
 fn direct_preferred(call: &Call) -> bool {
-    // NVSHMEM 3.4.5's own 16-bit integer reductions run at about 2 GB/s: the direct kernels
-    // are faster at every size.
-    if call.is_reduction() && matches!(call.dtype, crate::DataType::I16 | crate::DataType::U16) {
-        return true;
-    }
-    let x = call.block_bytes();
-    match call.coll {
-        Collective::AllReduce | Collective::ReduceScatter | Collective::Fcollect => x > 256 << 10,
-        Collective::Alltoall | Collective::Reduce => true,
-        Collective::Broadcast => (512 << 10) < x && x <= 16 << 20,
-        Collective::Gather | Collective::Scatter => x <= 32 << 20,
-        Collective::Barrier | Collective::Sync => false,
-    }
+    crossover::direct(call)
 }
 
 /// Barrier and sync by flags.
@@ -120,7 +97,7 @@ impl Algorithm for Ll {
     }
 
     fn prefers(&self, call: &Call) -> bool {
-        call.block_bytes() <= ll_crossover(call.coll)
+        call.block_bytes() <= ll_crossover(call)
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {

@@ -23,12 +23,13 @@ pub(crate) fn team(n: usize, me: usize, mapped: bool) -> TeamShape {
         }),
         max_blocks: 132,
         nvr: None,
+        arch: Some((9, 0)),
     }
 }
 
 /// A call as `Team::collective` would describe it: `count` elements a part.
 #[allow(clippy::too_many_arguments)]
-fn call<'a>(
+pub(crate) fn call<'a>(
     team: &'a TeamShape,
     coll: Collective,
     dtype: DataType,
@@ -72,6 +73,7 @@ fn call<'a>(
         in_place,
         scratch: SCRATCH,
         nvr: None,
+        arch: None,
     }
 }
 
@@ -648,8 +650,9 @@ fn gather_and_scatter_address_each_members_own_block() {
     assert_eq!(gets, [(DST, DST, 10), (DST + 10, DST + 10, 12)]);
 }
 
-/// `c` with a channel, as a team that can use the NVLink kernels has on its stream.
-fn with_channel(mut c: Call<'_>) -> Call<'_> {
+/// `c` with a channel, as a team that can use the NVLink kernels has, on the architecture the
+/// crossovers were measured on (sm_90).
+pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
     let mut off = [0i64; 8];
     if let Some(o) = &c.team.peer_offsets {
         off[..o.len()].copy_from_slice(o);
@@ -665,6 +668,7 @@ fn with_channel(mut c: Call<'_>) -> Call<'_> {
         status: 0,
         timeout_ns: 0,
     });
+    c.arch = Some(crossover::Arch::SM90);
     c
 }
 

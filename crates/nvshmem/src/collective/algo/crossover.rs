@@ -1,0 +1,837 @@
+//! The automatic choice's crossovers, in one table: for each collective, team size and GPU
+//! architecture, the block sizes (bytes of one PE's part, [`Call::block_bytes`]) at which this
+//! crate's NVLink algorithms are preferred over what follows them in the registry.
+//!
+//! Each [`Row`] holds three preferences: LL (`nvlink_ll`) up to [`Row::ll`] bytes, the direct
+//! kernels (`nvlink_direct`) for blocks in [`Row::direct`], the copy engines (`nvlink_ce`) for
+//! blocks in [`Row::ce`]. Where two hold at once the registry's order decides (LL, then the
+//! copy engines, then the direct kernels); where none holds, NVSHMEM's own collectives (or, for
+//! gather and scatter, which NVSHMEM lacks, `rooted_get`) run. Every row says what it rests
+//! on ([`Basis`]): the `nvshmem-perf` runs that measured it and their figures, or, where
+//! nothing was measured, why its values are a safe default. `docs/performance.md` has the
+//! measurements in full ("Crossovers").
+//!
+//! What has been measured: teams of 2 PEs on 2 x H200 (sm_90). Everything else takes the
+//! *conservative rows* ([`ROWS`], `arch: None`), chosen so that a wrong guess costs little:
+//! - LL only for payloads small enough that each PE's LL traffic, `(n - 1)` blocks in or out,
+//!   stays within what won on 2 PEs (LL's cost there is the launch and one flag exchange,
+//!   which do not grow with the payload);
+//! - the direct kernels only where the alternative is not NVSHMEM's own collective, or needs
+//!   collective scratch a program on a peer-mapped team never had to reserve: the rooted
+//!   reduce (NVSHMEM has none: its path all-reduces into the scratch), gather and scatter up
+//!   to 16 MiB blocks (NVSHMEM has none: `rooted_get` was about 5 times slower at 8 B),
+//!   reductions NVSHMEM cannot compute itself (fp8, `avg`, `premul_sum`; its wrappers need
+//!   scratch for some, and `peer_kernel` loads every member's whole input) and, in every row,
+//!   16-bit integer reductions (NVSHMEM 3.4.5 runs them at about 2 GB/s);
+//! - NVSHMEM's path for everything else, and the copy engines never (their gain on 2 PEs was
+//!   4-8 % past 16-64 MiB blocks, and with more peers each PE's copies share its links).
+//!
+//! An unknown architecture (any but sm_90, or none known) takes the conservative rows at every
+//! team size, 2 PEs included, rather than the sm_90 ones: the crossovers are ratios of costs
+//! that change with the GPU (the direct kernels' grid rule was tuned for 132 SMs, the copy
+//! engines' edge over SM stores is the link's), and the conservative rows keep this crate's
+//! kernels only where their edge does not hang on those costs: small LL messages, and calls
+//! NVSHMEM runs slowly, with scratch, or not at all.
+//!
+//! Every PE of a team must decide alike: the inputs are the call (the same on every PE), the
+//! team size and the team's architecture, agreed when the team was made (each member says
+//! its GPU's compute capability; a team whose members differ has none, and takes the
+//! conservative rows).
+//!
+//! To change a crossover, change its row, say in its [`Basis`] what measured it, and keep the
+//! tests below (which pin the 2-PE sm_90 decisions) in step.
+use std::{fmt, ops::RangeInclusive};
+
+use super::{Call, Collective};
+use crate::{ffi, DataType};
+
+/// A GPU architecture, as its compute capability (`sm_90`: 9.0, the H100 and H200).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Arch {
+    pub(crate) major: u32,
+    pub(crate) minor: u32,
+}
+
+impl Arch {
+    /// sm_90: H100, H200.
+    pub(crate) const SM90: Arch = Arch { major: 9, minor: 0 };
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sm_{}{}", self.major, self.minor)
+    }
+}
+
+/// What a row rests on: read by the tests and by whoever changes the table, by no code path.
+#[derive(Debug)]
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "the table's record, checked by the tests only")
+)]
+pub(crate) enum Basis {
+    /// Measured: the `nvshmem-perf` runs (each with its date, machine and commit) and the
+    /// figures that place the crossovers, µs a call.
+    Measured {
+        runs: &'static [&'static str],
+        figures: &'static str,
+    },
+    /// Not measured: why the values are a safe default.
+    Assumed(&'static str),
+}
+
+/// The crossovers of one collective on teams of [`Row::pes`] PEs of one architecture.
+#[derive(Debug)]
+pub(crate) struct Row {
+    pub(crate) coll: Collective,
+    /// Team sizes the row serves.
+    pub(crate) pes: RangeInclusive<usize>,
+    /// The architecture it was measured on; `None`: any (the conservative rows).
+    pub(crate) arch: Option<Arch>,
+    /// LL up to this many bytes a block.
+    pub(crate) ll: usize,
+    /// The direct kernels for blocks of these sizes.
+    pub(crate) direct: RangeInclusive<usize>,
+    /// And for reductions NVSHMEM has no typed function for (fp8, `avg`, `premul_sum`), at
+    /// any size.
+    pub(crate) direct_where_nvshmem_lacks: bool,
+    /// The copy engines for blocks of these sizes.
+    pub(crate) ce: RangeInclusive<usize>,
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "the table's record, checked by the tests only")
+    )]
+    pub(crate) basis: Basis,
+}
+
+const KIB: usize = 1 << 10;
+const MIB: usize = 1 << 20;
+/// No size.
+const NEVER: RangeInclusive<usize> = RangeInclusive::new(1, 0);
+/// Every size.
+const ALWAYS: RangeInclusive<usize> = RangeInclusive::new(0, usize::MAX);
+/// Sizes past `b`.
+const fn above(b: usize) -> RangeInclusive<usize> {
+    RangeInclusive::new(b + 1, usize::MAX)
+}
+/// Sizes up to `b`.
+const fn up_to(b: usize) -> RangeInclusive<usize> {
+    RangeInclusive::new(0, b)
+}
+
+/// The run the LL and direct crossovers come from: every collective in CUDA-graph mode, this
+/// crate (then LL up to 32 KiB blocks and the direct kernels above, at every size), raw
+/// NVSHMEM and NCCL interleaved per size, f32 sum, root 0 (`scripts/gpu-check.sh run
+/// perfgraph` with `PERF_EXTRA="-e 128M -f 4 -n 20 -w 3 --reps 3"`). Sizes in the figures are
+/// blocks.
+const GRAPH_RUN: &str = "mpirun -np 2 nvshmem-perf all -b 8 -e 128M -f 4 -n 20 -w 3 --reps 3 \
+                         -c 0 -G 1 (2 x H200, 2026-11-23, commit d0c55b0)";
+/// The run of the copy engines' crossovers: `nvlink_ce` forced against the automatic choice
+/// of then (the direct kernels, NVSHMEM's broadcast past 16 MiB, `rooted_get` past 32 MiB),
+/// raw NVSHMEM and NCCL, stream mode, checked (`scripts/gpu-check.sh run cepoints`).
+const CE_RUN: &str = "mpirun -np 2 nvshmem-perf broadcast,fcollect,alltoall,gather,scatter \
+                      -b 1M -e 256M -f 2 -n 20 -w 3 --reps 3 -c 1, then the same with \
+                      --impl nvshmem-rs --algo <each>=nvlink_ce (2 x H200, 2026-11-23, commit \
+                      9e6d156)";
+/// The run of the algorithm layer's cost: the automatic choice, then every collective forced
+/// onto NVSHMEM's algorithm (gather and scatter onto `rooted_get`), stream mode, checked
+/// (`scripts/gpu-check.sh run perfpoints`).
+const POINTS_RUN: &str = "mpirun -np 2 nvshmem-perf all -b 8 -e 128M -f 16777216 -n 50 -w 5 \
+                          --reps 3 -c 1, then the same with --impl nvshmem-rs,nvshmem --algo \
+                          <each>=nvshmem,gather=rooted_get,scatter=rooted_get (2 x H200, \
+                          2026-11-23, commit 2001dcc)";
+
+/// Why the conservative rows take LL only for small payloads.
+const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
+    launch and one flag exchange; each PE moves (n - 1) blocks in or out, so the limit keeps \
+    (n - 1) x limit within the 2-PE sm_90 limit, where LL was 1.05-1.7 times faster than \
+    NVSHMEM and NCCL";
+
+/// The table: the measured rows first, then the conservative ones. A call's row is the first
+/// of its collective that serves its team size and architecture, so a measured row wins over
+/// the conservative row that also covers its team size.
+pub(crate) static ROWS: &[Row] = &[
+    // Measured: 2 PEs, sm_90.
+    Row {
+        coll: Collective::AllReduce,
+        pes: 2..=2,
+        arch: Some(Arch::SM90),
+        ll: 32 * KIB,
+        direct: above(256 * KIB),
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Measured {
+            runs: &[GRAPH_RUN],
+            figures: "LL 32 KiB: 5.7 against NVSHMEM 7.1, NCCL 7.1; direct 128 KiB: 7.5 \
+                      against 7.3, 7.3; 512 KiB: 8.9 against 9.8, 9.8; 128 MiB: 399.6 against \
+                      456.3, 472.2 (336 GB/s)",
+        },
+    },
+    Row {
+        coll: Collective::ReduceScatter,
+        pes: 2..=2,
+        arch: Some(Arch::SM90),
+        ll: 16 * KIB,
+        direct: above(256 * KIB),
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Measured {
+            runs: &[GRAPH_RUN],
+            figures: "LL 16 KiB: 5.7 against NVSHMEM 6.1, NCCL 6.0; direct 64 KiB: 6.6 \
+                      against 6.3, 6.3; 256 KiB: 7.9 against 7.7, 7.6; 1 MiB: 10.1 against \
+                      14.1, 14.1; 64 MiB: 209.2 against 283.1, 281.6",
+        },
+    },
+    Row {
+        coll: Collective::Fcollect,
+        pes: 2..=2,
+        arch: Some(Arch::SM90),
+        ll: 16 * KIB,
+        direct: above(256 * KIB),
+        direct_where_nvshmem_lacks: false,
+        ce: above(64 * MIB),
+        basis: Basis::Measured {
+            runs: &[GRAPH_RUN, CE_RUN],
+            figures: "LL 16 KiB: 5.1 against NVSHMEM 6.3, NCCL 6.3; direct 64 KiB: 6.8 \
+                      against 6.4, 6.5; 256 KiB: 7.2 against 8.1, 8.1; 1 MiB: 10.2 against \
+                      16.0, 16.3; copy engines 64 MiB: 192.0 against direct 194.3 (level); \
+                      128 MiB: 364.2 against direct 378.2, NCCL 546.8",
+        },
+    },
+    Row {
+        coll: Collective::Alltoall,
+        pes: 2..=2,
+        arch: Some(Arch::SM90),
+        ll: 32 * KIB,
+        direct: ALWAYS,
+        direct_where_nvshmem_lacks: false,
+        ce: above(64 * MIB),
+        basis: Basis::Measured {
+            runs: &[GRAPH_RUN, CE_RUN],
+            figures: "LL 16 KiB: 5.1 against NVSHMEM 8.0, NCCL 7.9; direct 64 KiB: 6.7 \
+                      against 8.1, 8.0; 64 MiB: 191.9 against 203.1, 250.2; copy engines \
+                      64 MiB: 193.0 against direct 194.2 (level); 128 MiB: 364.8 against \
+                      direct 378.6, NCCL 472.6",
+        },
+    },
+    Row {
+        coll: Collective::Broadcast,
+        pes: 2..=2,
+        arch: Some(Arch::SM90),
+        ll: 32 * KIB,
+        direct: RangeInclusive::new(512 * KIB + 1, 16 * MIB),
+        direct_where_nvshmem_lacks: false,
+        ce: above(16 * MIB),
+        basis: Basis::Measured {
+            runs: &[GRAPH_RUN, CE_RUN],
+            figures: "LL 32 KiB: 3.7 against NVSHMEM 6.1, NCCL 6.1; direct 128 KiB: 7.0 \
+                      against 6.2, 6.1; 512 KiB: 7.9 against 8.3, 8.5; 2 MiB: 13.0 against \
+                      21.9, 19.1; 32 MiB: 189.4 against 117.3, 113.3; copy engines 16 MiB: \
+                      58.3 against direct 53.9; 32 MiB: 101.7 against direct 110.7, NCCL \
+                      111.9; 128 MiB: 355.0 against NVSHMEM 385.6, NCCL 388.6 (378 GB/s)",
+        },
+    },
+    Row {
+        coll: Collective::Reduce,
+        pes: 2..=2,
+        arch: Some(Arch::SM90),
+        ll: 32 * KIB,
+        direct: ALWAYS,
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Measured {
+            runs: &[GRAPH_RUN, POINTS_RUN],
+            figures: "LL 32 KiB: 4.0 against NCCL 5.4; NVSHMEM has no rooted reduce, and its \
+                      path here (an all-reduce into the scratch) is slower at every size: \
+                      8 B 12.10 against the automatic choice's 4.58, 128 MiB 537.6 against \
+                      457.0 (stream; graph 6.29 against 1.61, 516.8 against 470.2). NCCL's \
+                      reduce, not an algorithm here, is faster at 128 KiB (5.8 against 7.3) \
+                      and 128 MiB (377.8 against 460.6)",
+        },
+    },
+    Row {
+        coll: Collective::Gather,
+        pes: 2..=2,
+        arch: Some(Arch::SM90),
+        ll: 32 * KIB,
+        direct: up_to(16 * MIB),
+        direct_where_nvshmem_lacks: false,
+        ce: above(16 * MIB),
+        basis: Basis::Measured {
+            runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN],
+            figures: "LL 16 KiB: 3.8 against NCCL 6.5 (rooted_get 8 B: 16.84 against 3.60, \
+                      stream); direct 16 MiB: 52.9 against NCCL 56.3; copy engines 32 MiB: \
+                      100.8 against NCCL 104.5, direct 203.2 (the direct kernels' unexplained \
+                      dip at 32 MiB blocks); 128 MiB: 355.5 against NCCL 380.7",
+        },
+    },
+    Row {
+        coll: Collective::Scatter,
+        pes: 2..=2,
+        arch: Some(Arch::SM90),
+        ll: 32 * KIB,
+        direct: up_to(16 * MIB),
+        direct_where_nvshmem_lacks: false,
+        ce: above(16 * MIB),
+        basis: Basis::Measured {
+            runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN],
+            figures: "LL 16 KiB: 3.8 against NCCL 6.2 (rooted_get 8 B: 17.98 against 3.56, \
+                      stream); direct 16 MiB: 53.3 against NCCL 58.5; copy engines 32 MiB: \
+                      102.5 against NCCL 108.3, direct 226.0; 128 MiB: 356.9 against NCCL \
+                      385.5",
+        },
+    },
+    // Conservative: any architecture, any team size not measured above (1 to 8 PEs, the
+    // NVLink kernels' limit).
+    Row {
+        coll: Collective::AllReduce,
+        pes: 1..=4,
+        arch: None,
+        ll: 8 * KIB,
+        direct: NEVER,
+        direct_where_nvshmem_lacks: true,
+        ce: NEVER,
+        basis: Basis::Assumed(LL_ASSUMED),
+    },
+    Row {
+        coll: Collective::AllReduce,
+        pes: 5..=8,
+        arch: None,
+        ll: 4 * KIB,
+        direct: NEVER,
+        direct_where_nvshmem_lacks: true,
+        ce: NEVER,
+        basis: Basis::Assumed(LL_ASSUMED),
+    },
+    Row {
+        coll: Collective::ReduceScatter,
+        pes: 1..=4,
+        arch: None,
+        ll: 4 * KIB,
+        direct: NEVER,
+        direct_where_nvshmem_lacks: true,
+        ce: NEVER,
+        basis: Basis::Assumed(LL_ASSUMED),
+    },
+    Row {
+        coll: Collective::ReduceScatter,
+        pes: 5..=8,
+        arch: None,
+        ll: 2 * KIB,
+        direct: NEVER,
+        direct_where_nvshmem_lacks: true,
+        ce: NEVER,
+        basis: Basis::Assumed(LL_ASSUMED),
+    },
+    Row {
+        coll: Collective::Fcollect,
+        pes: 1..=4,
+        arch: None,
+        ll: 4 * KIB,
+        direct: NEVER,
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed(LL_ASSUMED),
+    },
+    Row {
+        coll: Collective::Fcollect,
+        pes: 5..=8,
+        arch: None,
+        ll: 2 * KIB,
+        direct: NEVER,
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed(LL_ASSUMED),
+    },
+    Row {
+        coll: Collective::Alltoall,
+        pes: 1..=4,
+        arch: None,
+        ll: 8 * KIB,
+        direct: NEVER,
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed(LL_ASSUMED),
+    },
+    Row {
+        coll: Collective::Alltoall,
+        pes: 5..=8,
+        arch: None,
+        ll: 4 * KIB,
+        direct: NEVER,
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed(LL_ASSUMED),
+    },
+    Row {
+        coll: Collective::Broadcast,
+        pes: 1..=4,
+        arch: None,
+        ll: 8 * KIB,
+        direct: NEVER,
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed(LL_ASSUMED),
+    },
+    Row {
+        coll: Collective::Broadcast,
+        pes: 5..=8,
+        arch: None,
+        ll: 4 * KIB,
+        direct: NEVER,
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed(LL_ASSUMED),
+    },
+    Row {
+        coll: Collective::Reduce,
+        pes: 1..=4,
+        arch: None,
+        ll: 8 * KIB,
+        direct: ALWAYS,
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed(
+            "not measured; the direct kernels at every size past LL: NVSHMEM has no rooted \
+             reduce, its path needs collective scratch of the input's bytes (which a program \
+             that ran on a peer-mapped team never reserved) and was slower at every size on \
+             2 PEs (8 B 12.10 against 4.58, 128 MiB 537.6 against 457.0, stream)",
+        ),
+    },
+    Row {
+        coll: Collective::Reduce,
+        pes: 5..=8,
+        arch: None,
+        ll: 4 * KIB,
+        direct: ALWAYS,
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed("as for 1 to 4 PEs"),
+    },
+    Row {
+        coll: Collective::Gather,
+        pes: 1..=4,
+        arch: None,
+        ll: 8 * KIB,
+        direct: up_to(16 * MIB),
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed(
+            "not measured; NVSHMEM has no gather: the direct kernels up to 16 MiB blocks, \
+             where on 2 PEs they beat NCCL and rooted_get (8 B 3.60 against rooted_get's \
+             16.84); rooted_get past that, where the direct kernels dipped on 2 PEs (32 MiB \
+             blocks 203.2 against NCCL's 104.5)",
+        ),
+    },
+    Row {
+        coll: Collective::Gather,
+        pes: 5..=8,
+        arch: None,
+        ll: 4 * KIB,
+        direct: up_to(16 * MIB),
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed("as for 1 to 4 PEs"),
+    },
+    Row {
+        coll: Collective::Scatter,
+        pes: 1..=4,
+        arch: None,
+        ll: 8 * KIB,
+        direct: up_to(16 * MIB),
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed(
+            "not measured; as gather (rooted_get 8 B 17.98 against 3.56; direct 32 MiB \
+             blocks 226.0 against NCCL's 108.3 on 2 PEs)",
+        ),
+    },
+    Row {
+        coll: Collective::Scatter,
+        pes: 5..=8,
+        arch: None,
+        ll: 4 * KIB,
+        direct: up_to(16 * MIB),
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Assumed("as for 1 to 4 PEs"),
+    },
+];
+
+/// The row for `coll` on a team of `n` PEs of architecture `arch` (`None`: unknown): the
+/// measured row if there is one, else the conservative one; `None` for barrier and sync
+/// (which have no crossover) and teams too large for the NVLink kernels.
+pub(crate) fn lookup(coll: Collective, n: usize, arch: Option<Arch>) -> Option<&'static Row> {
+    ROWS.iter()
+        .filter(|r| r.coll == coll && r.pes.contains(&n))
+        .find(|r| r.arch.is_none() || r.arch == arch)
+}
+
+fn row(call: &Call) -> Option<&'static Row> {
+    lookup(call.coll, call.n(), call.arch)
+}
+
+/// Bytes a block up to which the automatic choice takes LL for `call`.
+pub(super) fn ll_limit(call: &Call) -> usize {
+    row(call).map_or(0, |r| r.ll)
+}
+
+/// Whether the automatic choice takes the direct kernels for `call` (past LL's limit).
+pub(super) fn direct(call: &Call) -> bool {
+    // In every row: NVSHMEM 3.4.5's own 16-bit integer reductions run at about 2 GB/s
+    // (an i16 all-reduce of 128 MiB took 84 ms on 2 x H200), the direct kernels as fast as
+    // f16's (399.6 µs, 336 GB/s): docs/performance.md, "16-bit integers".
+    if call.is_reduction() && matches!(call.dtype, DataType::I16 | DataType::U16) {
+        return true;
+    }
+    row(call).is_some_and(|r| {
+        r.direct.contains(&call.block_bytes())
+            || (r.direct_where_nvshmem_lacks
+                && call.is_reduction()
+                && !ffi::has_reduction(call.dtype, call.op))
+    })
+}
+
+/// Whether the automatic choice takes the copy engines for `call`.
+pub(super) fn copy_engines(call: &Call) -> bool {
+    row(call).is_some_and(|r| r.ce.contains(&call.block_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        collective::algo::{
+            registry,
+            tests::{call, team, with_channel},
+        },
+        team::TeamShape,
+        ReduceOp,
+    };
+
+    const DATA: [Collective; 8] = [
+        Collective::AllReduce,
+        Collective::ReduceScatter,
+        Collective::Fcollect,
+        Collective::Alltoall,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::Gather,
+        Collective::Scatter,
+    ];
+
+    /// The 2-PE preferences as `nvlink.rs` and `ce.rs` wrote them before this table, kept
+    /// verbatim as the record the measured rows must reproduce: (LL, copy engines, direct)
+    /// for a block of `x` bytes.
+    fn before_the_table(coll: Collective, dtype: DataType, x: usize) -> (bool, bool, bool) {
+        let reduction = matches!(
+            coll,
+            Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
+        );
+        let ll = x
+            <= match coll {
+                Collective::Fcollect | Collective::ReduceScatter => 16 << 10,
+                _ => 32 << 10,
+            };
+        let ce = match coll {
+            Collective::Broadcast | Collective::Gather | Collective::Scatter => x > 16 << 20,
+            Collective::Fcollect | Collective::Alltoall => x > 64 << 20,
+            _ => false,
+        };
+        let direct = (reduction && matches!(dtype, DataType::I16 | DataType::U16))
+            || match coll {
+                Collective::AllReduce | Collective::ReduceScatter | Collective::Fcollect => {
+                    x > 256 << 10
+                }
+                Collective::Alltoall | Collective::Reduce => true,
+                Collective::Broadcast => (512 << 10) < x && x <= 16 << 20,
+                Collective::Gather | Collective::Scatter => x <= 32 << 20,
+                Collective::Barrier | Collective::Sync => false,
+            };
+        (ll, ce, direct)
+    }
+
+    /// What [`choose`](super::super::choose) took for `c` with those preferences: the first
+    /// algorithm of the registry that accepts and prefers the call, else the first that
+    /// accepts.
+    fn chosen_before_the_table(c: &Call) -> &'static str {
+        let (ll, ce, direct) = before_the_table(c.coll, c.dtype, c.block_bytes());
+        let accepting: Vec<_> = registry(c.coll)
+            .iter()
+            .filter(|a| a.refuses(c).is_none())
+            .collect();
+        let preferred = accepting.iter().find(|a| match a.name() {
+            "nvlink_ll" => ll,
+            "nvlink_ce" => ce,
+            "nvlink_direct" => direct,
+            _ => a.prefers(c),
+        });
+        preferred.or(accepting.first()).map_or("-", |a| a.name())
+    }
+
+    /// Block sizes around every threshold: powers of two from 1 B to 1 GiB, and one byte
+    /// either side of each.
+    fn sizes() -> Vec<usize> {
+        (0..=30)
+            .flat_map(|p| {
+                let b = 1usize << p;
+                [b - 1, b, b + 1]
+            })
+            .collect()
+    }
+
+    /// A call on PE 0 of `n`, peer-mapped with a channel, on `arch`, of `x`-byte blocks.
+    fn call_on(
+        t: &TeamShape,
+        coll: Collective,
+        arch: Option<Arch>,
+        dtype: DataType,
+        op: ReduceOp,
+        x: usize,
+        in_place: bool,
+    ) -> Call<'_> {
+        let mut c = with_channel(call(t, coll, dtype, op, x / dtype.size(), in_place, 0));
+        c.arch = arch;
+        c
+    }
+
+    /// LL's limit, whether the direct kernels and the copy engines are preferred, and the
+    /// algorithm chosen, for a call of `x`-byte blocks on PE 0 of `n`.
+    fn decide(
+        coll: Collective,
+        n: usize,
+        arch: Option<Arch>,
+        dtype: DataType,
+        op: ReduceOp,
+        x: usize,
+    ) -> (usize, bool, bool, &'static str) {
+        let t = team(n, 0, true);
+        let c = call_on(&t, coll, arch, dtype, op, x, false);
+        let chosen = super::super::choose(&c, None).map_or("-", |a| a.name());
+        (ll_limit(&c), direct(&c), copy_engines(&c), chosen)
+    }
+
+    #[test]
+    fn the_two_pe_sm90_choices_are_those_made_before_the_table() {
+        let mut checked = 0;
+        for coll in DATA {
+            for (dtype, op) in [
+                (DataType::F32, ReduceOp::Sum),
+                (DataType::F32, ReduceOp::PreMulSum(0.5)),
+                (DataType::U8, ReduceOp::Max),
+                (DataType::U32, ReduceOp::Xor),
+                (DataType::I16, ReduceOp::Sum),
+                (DataType::U16, ReduceOp::Min),
+                (DataType::BF16, ReduceOp::Avg),
+                (DataType::F8E4M3, ReduceOp::Sum),
+                (DataType::Bool8, ReduceOp::And),
+            ] {
+                for x in sizes().into_iter().filter(|x| x % dtype.size() == 0) {
+                    for me in [0, 1] {
+                        for in_place in [false, true] {
+                            let t = team(2, me, true);
+                            let c = call_on(&t, coll, Some(Arch::SM90), dtype, op, x, in_place);
+                            let now = super::super::choose(&c, None).map_or("-", |a| a.name());
+                            assert_eq!(
+                                now,
+                                chosen_before_the_table(&c),
+                                "{coll} {dtype} {op} {x} B, PE {me}, in place {in_place}"
+                            );
+                            // Where the registry's order does not hide it, each preference
+                            // is the same too (gather and scatter's direct band now ends
+                            // where the copy engines take over, at 16 MiB, not 32).
+                            let (ll, ce, direct_before) = before_the_table(coll, dtype, x);
+                            assert_eq!(x <= ll_limit(&c), ll, "{coll} {x} B");
+                            assert_eq!(copy_engines(&c), ce, "{coll} {x} B");
+                            if !ce {
+                                assert_eq!(direct(&c), direct_before, "{coll} {dtype} {x} B");
+                            }
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
+    }
+
+    #[test]
+    fn two_pe_sm90_choices_name_the_measured_algorithms() {
+        let f32_sum =
+            |coll, x| decide(coll, 2, Some(Arch::SM90), DataType::F32, ReduceOp::Sum, x).3;
+        assert_eq!(f32_sum(Collective::AllReduce, 32 * KIB), "nvlink_ll");
+        assert_eq!(f32_sum(Collective::AllReduce, 64 * KIB), "nvshmem");
+        assert_eq!(f32_sum(Collective::AllReduce, MIB), "nvlink_direct");
+        assert_eq!(f32_sum(Collective::Broadcast, MIB), "nvlink_direct");
+        assert_eq!(f32_sum(Collective::Broadcast, 32 * MIB), "nvlink_ce");
+        assert_eq!(f32_sum(Collective::Fcollect, 64 * MIB), "nvlink_direct");
+        assert_eq!(f32_sum(Collective::Fcollect, 128 * MIB), "nvlink_ce");
+        assert_eq!(f32_sum(Collective::Gather, 16 * MIB), "nvlink_direct");
+        assert_eq!(f32_sum(Collective::Gather, 32 * MIB), "nvlink_ce");
+        assert_eq!(f32_sum(Collective::Reduce, 256 * MIB), "nvlink_direct");
+    }
+
+    #[test]
+    fn every_collective_has_one_row_for_each_team_size_and_architecture() {
+        for coll in DATA {
+            for n in 1..=8 {
+                for arch in [
+                    Some(Arch::SM90),
+                    None,
+                    Some(Arch {
+                        major: 10,
+                        minor: 0,
+                    }),
+                ] {
+                    let rows: Vec<_> = ROWS
+                        .iter()
+                        .filter(|r| r.coll == coll && r.pes.contains(&n))
+                        .filter(|r| r.arch.is_none() || r.arch == arch)
+                        .collect();
+                    let measured = rows.iter().filter(|r| r.arch.is_some()).count();
+                    let conservative = rows.len() - measured;
+                    assert_eq!(conservative, 1, "{coll} n={n} {arch:?}");
+                    assert!(measured <= 1, "{coll} n={n} {arch:?}");
+                    // The measured row, where there is one, is the one found.
+                    let found = lookup(coll, n, arch).unwrap();
+                    assert_eq!(found.arch.is_some(), measured == 1, "{coll} n={n} {arch:?}");
+                }
+            }
+            assert!(lookup(coll, 9, Some(Arch::SM90)).is_none());
+        }
+        for coll in [Collective::Barrier, Collective::Sync] {
+            assert!(lookup(coll, 2, Some(Arch::SM90)).is_none());
+        }
+    }
+
+    #[test]
+    fn measured_rows_name_their_runs_and_assumed_rows_say_why() {
+        for r in ROWS {
+            match &r.basis {
+                Basis::Measured { runs, figures } => {
+                    assert_eq!(r.arch, Some(Arch::SM90), "{:?}", r.coll);
+                    assert_eq!(r.pes, 2..=2, "{:?}", r.coll);
+                    assert!(!runs.is_empty() && !figures.is_empty());
+                    for run in *runs {
+                        assert!(run.starts_with("mpirun -np 2 nvshmem-perf "), "{run}");
+                        assert!(run.contains("2 x H200, 2026-11-23, commit "), "{run}");
+                    }
+                }
+                Basis::Assumed(why) => {
+                    assert_eq!(r.arch, None, "{:?}", r.coll);
+                    assert!(!why.is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_conservative_rows_keep_ll_traffic_within_the_measured_and_never_copy() {
+        for r in ROWS.iter().filter(|r| r.arch.is_none()) {
+            let measured = lookup(r.coll, 2, Some(Arch::SM90)).unwrap();
+            for n in r.pes.clone() {
+                assert!(
+                    (n - 1) * r.ll <= measured.ll,
+                    "{:?} n={n}: (n - 1) x {} over the 2-PE limit {}",
+                    r.coll,
+                    r.ll,
+                    measured.ll
+                );
+            }
+            assert!(r.ce.is_empty(), "{:?}", r.coll);
+        }
+    }
+
+    /// Teams of 3 to 8 PEs and unknown architectures: LL for small payloads, NVSHMEM's path
+    /// above, the direct kernels only for the rooted reduce, gather and scatter up to 16 MiB,
+    /// and reductions NVSHMEM lacks; never the copy engines.
+    #[test]
+    fn unmeasured_teams_and_architectures_choose_conservatively() {
+        let other = Some(Arch {
+            major: 10,
+            minor: 0,
+        });
+        for (n, arch) in [
+            (3, Some(Arch::SM90)),
+            (4, Some(Arch::SM90)),
+            (8, Some(Arch::SM90)),
+            (2, None),
+            (2, other),
+            (8, other),
+        ] {
+            let f32_sum = |coll, x| decide(coll, n, arch, DataType::F32, ReduceOp::Sum, x);
+            let small = if n <= 4 { 8 * KIB } else { 4 * KIB };
+            assert_eq!(f32_sum(Collective::AllReduce, small).3, "nvlink_ll");
+            assert_eq!(f32_sum(Collective::AllReduce, small + 4).3, "nvshmem");
+            assert_eq!(f32_sum(Collective::AllReduce, 128 * MIB).3, "nvshmem");
+            assert_eq!(f32_sum(Collective::Fcollect, small / 2).3, "nvlink_ll");
+            assert_eq!(f32_sum(Collective::Fcollect, small).3, "nvshmem");
+            for coll in [Collective::Broadcast, Collective::Alltoall] {
+                assert_eq!(f32_sum(coll, MIB).3, "nvshmem", "{coll} n={n}");
+                assert_eq!(f32_sum(coll, 256 * MIB).3, "nvshmem", "{coll} n={n}");
+            }
+            assert_eq!(f32_sum(Collective::Reduce, 256 * MIB).3, "nvlink_direct");
+            for coll in [Collective::Gather, Collective::Scatter] {
+                assert_eq!(f32_sum(coll, 16 * MIB).3, "nvlink_direct", "{coll} n={n}");
+                assert_eq!(f32_sum(coll, 32 * MIB).3, "rooted_get", "{coll} n={n}");
+            }
+            // Reductions NVSHMEM cannot run itself keep the direct kernels, so that no call
+            // needs scratch it did not need before.
+            let lacks = |coll, dtype, op| decide(coll, n, arch, dtype, op, MIB).3;
+            assert_eq!(
+                lacks(Collective::AllReduce, DataType::F8E4M3, ReduceOp::Sum),
+                "nvlink_direct"
+            );
+            assert_eq!(
+                lacks(
+                    Collective::ReduceScatter,
+                    DataType::F32,
+                    ReduceOp::PreMulSum(0.5)
+                ),
+                "nvlink_direct"
+            );
+            assert_eq!(
+                lacks(Collective::AllReduce, DataType::I16, ReduceOp::Sum),
+                "nvlink_direct"
+            );
+            assert_eq!(
+                lacks(Collective::AllReduce, DataType::I32, ReduceOp::Sum),
+                "nvshmem"
+            );
+            for coll in DATA {
+                for x in sizes() {
+                    assert!(!decide(coll, n, arch, DataType::U8, ReduceOp::Max, x).2);
+                }
+            }
+        }
+    }
+
+    /// Barrier and sync have no crossover: the flag barrier on every team it accepts.
+    #[test]
+    fn barrier_and_sync_take_the_flag_barrier_whatever_the_architecture() {
+        for coll in [Collective::Barrier, Collective::Sync] {
+            for arch in [Some(Arch::SM90), None] {
+                for n in [1, 2, 3, 8] {
+                    assert_eq!(
+                        decide(coll, n, arch, DataType::U8, ReduceOp::Sum, 0).3,
+                        "nvlink"
+                    );
+                }
+            }
+            assert_eq!(registry(coll)[0].name(), "nvlink");
+        }
+    }
+
+    #[test]
+    fn architectures_print_as_nvrtc_names_them() {
+        assert_eq!(Arch::SM90.to_string(), "sm_90");
+        assert_eq!(
+            Arch {
+                major: 10,
+                minor: 0
+            }
+            .to_string(),
+            "sm_100"
+        );
+    }
+}
