@@ -33,6 +33,14 @@
 //! | a reduction no algorithm can run (fp8 on a team without peer access) | [`Unsupported`](Error::Unsupported) | "{collective} of {type} by {op} (no algorithm accepts it; {algorithm}: {why}; ...) is not supported yet" |
 //! | a forced algorithm that refuses the call | [`AlgorithmRefused`](Error::AlgorithmRefused) | "the forced algorithm {name} cannot run this call: {why}" |
 //! | too little collective scratch reserved (reduce, premul_sum reduce-scatter, fp8 all-reduce in place) | [`ScratchTooSmall`](Error::ScratchTooSmall) | "{call} needs {n} bytes of collective scratch but {r} are reserved: call Runtime::reserve_scratch({n}) on every PE first" |
+//! | **Graphs** ([`Runtime::capture`](crate::Runtime::capture)) | | |
+//! | a call queued on a stream that a capture this crate did not start holds (cudarc's `begin_capture`) | [`CaptureNotTracked`](Error::CaptureNotTracked) | "the stream is being captured into a CUDA graph that nvshmem did not start: capture with Runtime::capture, ..." |
+//! | a copy between host memory and a symmetric array, or a put or get on registered memory, in a capture | [`Unsupported`](Error::Unsupported) | "a copy between host memory and a symmetric array in a CUDA graph ...", "registered memory in a CUDA graph ..." |
+//! | capturing a stream that is already being captured | [`InvalidArgument`](Error::InvalidArgument) `stream` | "is already being captured" |
+//! | **Agreements between PEs** (allocating, freeing, making a team, starting, finalising) | | |
+//! | PEs making different collective calls at one point (one allocates, another makes a team), or allocating different sizes | [`OutOfStep`](Error::OutOfStep) | "the PEs are out of step: PE {pe} made allocation {k} of {b} bytes where this PE made allocation {k} of {c} bytes: ...", "PE {pe} (of the team) was making a team at this point, not an allocation: ..." |
+//! | members passing different arguments to a team-making call | [`OutOfStep`](Error::OutOfStep) | "parent PE {pe} passed {args} where this PE passed {args}: every member must pass the same arguments" |
+//! | a PE that never arrives within the timeout | [`WaitTimedOut`](Error::WaitTimedOut) (the runtime fails) | "{call}: timed out after {t} waiting for the other PEs of {team}; ..." |
 //! | **Forcing algorithms** | | |
 //! | an unknown algorithm name ([`Runtime::set_algorithm`](crate::Runtime::set_algorithm), [`RuntimeBuilder::algorithm`](crate::RuntimeBuilder::algorithm)) | [`InvalidArgument`](Error::InvalidArgument) `algorithm` | "{collective} has no algorithm \"{name}\"; it has auto, {names}" |
 //! | the same, or a pair that is not `collective=algorithm`, in `NVSHMEM_RS_ALGORITHMS` | [`Environment`](Error::Environment) | the variable, its value, and the reason above, or "\"{pair}\" is not collective=algorithm", or the unknown collective |
@@ -65,6 +73,8 @@
 //! | a second runtime in the process | [`AlreadyInitialized`](Error::AlreadyInitialized) | "NVSHMEM is already initialised in this process ({why}); it can be initialised only once" |
 //! | [`Runtime::finalize`](crate::Runtime::finalize) while arrays, teams or clones still use it | [`RuntimeInUse`](Error::RuntimeInUse) | "the runtime cannot be finalised while {n} other handles (arrays, teams, timers) still use it" |
 //! | no NVIDIA GPU or driver | [`NoGpu`](Error::NoGpu) | "this program needs an NVIDIA GPU and its driver: {why}" |
+//! | several PEs on one GPU without CUDA MPS | [`GpuSharedWithoutMps`](Error::GpuSharedWithoutMps) | "{n} PEs share CUDA device {d} without CUDA MPS, where NVSHMEM cannot run collectives: start the MPS control daemon ..." |
+//! | PEs whose symmetric heaps differ in size | [`OutOfStep`](Error::OutOfStep) | "PE {pe} has a symmetric heap of {a} bytes and PE {me} one of {b}: every PE needs the same ..." |
 //!
 //! ```
 //! use nvshmem::{DataType, Error, ReduceOp};

@@ -123,3 +123,34 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// PEs whose drops landed at different moments offer different retired allocations: what
+    /// is freed is exactly what every PE offers, in allocation order, the same on every PE
+    /// (each reads the same table), so the heaps stay the same.
+    #[test]
+    fn only_allocations_every_pe_offers_are_freed_in_order(
+        offers in prop::collection::vec(prop::collection::btree_set(0u64..40, 0..=super::OFFER), 1..=8),
+        serial in 40u64..100,
+    ) {
+        use crate::runtime::exchange::{entry, tag};
+        let table: Vec<_> = offers
+            .iter()
+            .map(|o| {
+                let mut words = vec![serial, 64, 0, o.len() as u64];
+                words.extend(o.iter().copied());
+                entry(tag::ALLOC, &words)
+            })
+            .collect();
+        let freed = super::agreed_frees(&table, 3);
+        let want: Vec<u64> = offers[0]
+            .iter()
+            .copied()
+            .filter(|s| offers.iter().all(|o| o.contains(s)))
+            .collect();
+        prop_assert_eq!(&freed, &want);
+        prop_assert!(freed.windows(2).all(|w| w[0] < w[1]));
+    }
+}

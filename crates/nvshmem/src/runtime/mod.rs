@@ -10,7 +10,7 @@
 //! settings), made in that order at start-up and closed before NVSHMEM is finalised; it calls
 //! none of their functions but those that make and close that state. Below the layers it
 //! also keeps what they share: the runtime's health, its means of agreement between PEs
-//! ([`exchange`]), and what the GPU may still be using ([`streams`]).
+//! (`runtime/exchange.rs`), and what the GPU may still be using (`runtime/streams.rs`).
 //!
 //! # Threads
 //!
@@ -744,7 +744,8 @@ impl RuntimeBuilder {
         // setting or variable never leaves NVSHMEM started.
         let timeout = choose_timeout(self.timeout)?;
         let collectives = Collectives::new(&self.algorithms)?;
-        // The GPU first: on a machine without one, that is the message that helps.
+        let heap_size = choose_heap_size(self.heap_size)?;
+        // Then the GPU: on a machine without one, that is the message that helps.
         let device = pick_device(self.device, launch.local_rank.unwrap_or(0))?;
         let lib = Nvshmem::library()?;
         if Nvshmem::init_status(lib) != crate::ffi::STATUS_NOT_INITIALIZED {
@@ -752,7 +753,6 @@ impl RuntimeBuilder {
                 "by another component of this program",
             ));
         }
-        let heap_size = choose_heap_size(self.heap_size)?;
         let ctx = CudaContext::new(device)
             .map_err(|e| Error::NoGpu(format!("cannot open CUDA device {device}: {e}")))?;
         ctx.bind_to_thread()

@@ -134,6 +134,77 @@ impl Drop for TeamInner {
     }
 }
 
+/// One member's part of a new team's set-up agreement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SetUp {
+    /// The channels free on it (bit i: channel i).
+    pub(crate) free: u64,
+    /// Whether it can load and store every member's symmetric memory.
+    pub(crate) reaches_all: bool,
+    /// [`RuntimeInfo::resident_blocks`](crate::RuntimeInfo::resident_blocks).
+    pub(crate) resident_blocks: u32,
+    /// Its GPU's compute capability.
+    pub(crate) arch: (u32, u32),
+}
+
+/// What every member of a new team decides from the set-up table: the same everywhere, since
+/// it reads nothing but the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Agreed {
+    /// Every member reaches every other (else no member uses peer mappings).
+    pub(crate) mapped: bool,
+    /// The lowest channel free on every member, if any.
+    pub(crate) channel: Option<usize>,
+    /// The members' smallest resident-block figure (at least 1).
+    pub(crate) max_blocks: u32,
+    /// The members' architecture, if they all share one.
+    pub(crate) arch: Option<(u32, u32)>,
+}
+
+impl SetUp {
+    fn entry(&self) -> [u64; 64] {
+        entry(
+            tag::SET_UP_TEAM,
+            &[
+                self.free,
+                u64::from(self.reaches_all),
+                u64::from(self.resident_blocks),
+                u64::from(self.arch.0) << 32 | u64::from(self.arch.1),
+            ],
+        )
+    }
+
+    fn of(e: &[u64; 64]) -> SetUp {
+        SetUp {
+            free: e[1],
+            reaches_all: e[2] == 1,
+            resident_blocks: u32::try_from(e[3]).unwrap_or(u32::MAX),
+            arch: ((e[4] >> 32) as u32, e[4] as u32),
+        }
+    }
+
+    /// The decisions of a set-up table.
+    pub(crate) fn agree(table: &[[u64; 64]]) -> Agreed {
+        Self::decide(&table.iter().map(SetUp::of).collect::<Vec<_>>())
+    }
+
+    /// The decisions from every member's part, in team order.
+    pub(crate) fn decide(parts: &[SetUp]) -> Agreed {
+        let arch = parts.first().map(|p| p.arch);
+        Agreed {
+            mapped: parts.iter().all(|p| p.reaches_all),
+            channel: agreed_channel(parts.iter().map(|p| p.free)),
+            max_blocks: parts
+                .iter()
+                .map(|p| p.resident_blocks)
+                .min()
+                .unwrap_or(1)
+                .max(1),
+            arch: arch.filter(|a| parts.iter().all(|p| p.arch == *a)),
+        }
+    }
+}
+
 /// Dropped teams whose NVSHMEM team is not destroyed yet.
 #[derive(Default)]
 struct Retired(Mutex<Vec<(TeamHandle, Pending)>>);
@@ -308,18 +379,15 @@ impl Core {
             call,
             team: &description,
         };
-        let (major, minor) = crate::kernels::compute_capability(rt.context())?;
-        let arch_word = u64::from(major) << 32 | u64::from(minor);
+        let arch = crate::kernels::compute_capability(rt.context())?;
         let mine = |free| {
-            entry(
-                tag::SET_UP_TEAM,
-                &[
-                    free,
-                    offsets.is_some() as u64,
-                    u64::from(rt.info().resident_blocks),
-                    arch_word,
-                ],
-            )
+            SetUp {
+                free,
+                reaches_all: offsets.is_some(),
+                resident_blocks: rt.info().resident_blocks,
+                arch,
+            }
+            .entry()
         };
         // The free channels are found (and the released ones zeroed) on the agreement's stream,
         // just before this PE's entry goes out.
@@ -327,21 +395,10 @@ impl Core {
             Ok(mine(self.pool.free_mask(stream)?))
         })?;
         same_call(call, &table, tag::SET_UP_TEAM)?;
-        let mapped = table.iter().all(|e| e[2] == 1);
-        let max_blocks = table
-            .iter()
-            .map(|e| u32::try_from(e[3]).unwrap_or(u32::MAX))
-            .min()
-            .unwrap_or(1)
-            .max(1);
-        let peer_offsets = if mapped { offsets } else { None };
-        let arch = table
-            .iter()
-            .all(|e| e[4] == arch_word)
-            .then_some((major, minor));
+        let agreed = SetUp::agree(&table);
+        let peer_offsets = if agreed.mapped { offsets } else { None };
         let channel = if peer_offsets.is_some() && n <= MAX_NVLINK_TEAM {
-            let index = agreed_channel(table.iter().map(|e| e[1]));
-            if index.is_none()
+            if agreed.channel.is_none()
                 && !self
                     .said_no_channel
                     .swap(true, std::sync::atomic::Ordering::Relaxed)
@@ -352,10 +409,11 @@ impl Core {
                      (RuntimeBuilder::channels gives more)"
                 );
             }
-            index.map(|i| self.pool.take(i))
+            agreed.channel.map(|i| self.pool.take(i))
         } else {
             None
         };
+        let (max_blocks, arch) = (agreed.max_blocks, agreed.arch);
         let nvr = channel.map(|c| {
             let offs = peer_offsets.as_ref().expect("a channel needs peer mapping");
             let mut off = [0i64; MAX_NVLINK_TEAM];

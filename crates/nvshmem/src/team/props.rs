@@ -121,3 +121,54 @@ proptest! {
         }
     }
 }
+
+/// One member's part of a set-up agreement: channel masks, reach, resident blocks and
+/// architecture that may differ between members in every way.
+fn set_up_part() -> impl Strategy<Value = super::SetUp> {
+    (
+        any::<u64>(),
+        prop::bool::weighted(0.8),
+        0u32..=200,
+        prop_oneof![4 => Just((9u32, 0u32)), 1 => (7u32..=10, 0u32..=9)],
+    )
+        .prop_map(|(free, reaches_all, resident_blocks, arch)| super::SetUp {
+            free,
+            reaches_all,
+            resident_blocks,
+            arch,
+        })
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Members that differ in which channels are free, whether they reach every other, how
+    /// many blocks they can keep resident and their GPU: the decisions read only the table,
+    /// so every member gets the same; and each is safe for every member: peer mapping only if
+    /// all reach all, a channel free on every member, a grid no member would leave partly
+    /// unscheduled, an architecture only if all share it.
+    #[test]
+    fn a_new_team_decides_alike_and_safely_for_every_member(
+        parts in prop::collection::vec(set_up_part(), 1..=8),
+    ) {
+        let table: Vec<[u64; 64]> = parts.iter().map(|p| p.entry()).collect();
+        let agreed = super::SetUp::agree(&table);
+        // What each member decides from the table it got (the same table on every member).
+        for _member in 0..parts.len() {
+            prop_assert_eq!(super::SetUp::agree(&table), agreed);
+        }
+        prop_assert_eq!(agreed.mapped, parts.iter().all(|p| p.reaches_all));
+        if let Some(c) = agreed.channel {
+            prop_assert!(parts.iter().all(|p| p.free & (1 << c) != 0), "channel {} taken somewhere", c);
+            prop_assert!(parts.iter().all(|p| p.free & ((1u64 << c) - 1) & parts.iter().fold(u64::MAX, |m, q| m & q.free) == 0), "a lower channel was free everywhere");
+        } else {
+            prop_assert_eq!(parts.iter().fold(u64::MAX, |m, p| m & p.free), 0);
+        }
+        prop_assert!(agreed.max_blocks >= 1);
+        prop_assert!(parts.iter().all(|p| agreed.max_blocks <= p.resident_blocks.max(1)));
+        match agreed.arch {
+            Some(a) => prop_assert!(parts.iter().all(|p| p.arch == a)),
+            None => prop_assert!(parts.iter().any(|p| p.arch != parts[0].arch)),
+        }
+    }
+}
