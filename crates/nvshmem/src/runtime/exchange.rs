@@ -143,6 +143,12 @@ impl Exchange {
             .bind_to_thread()
             .map_err(Error::cuda("binding the CUDA context"))?;
         let mine = make(&self.stream)?;
+        tracing::debug!(
+            call = about.call,
+            team = about.team,
+            tag = mine[0],
+            "agreement"
+        );
         let cu_stream = self.stream.cu_stream();
         let bytes = WORDS * 8;
         // SAFETY: the host buffer holds n_pes + 1 entries and is touched only under the lock,

@@ -414,6 +414,9 @@ impl Core {
             None
         };
         let (max_blocks, arch) = (agreed.max_blocks, agreed.arch);
+        tracing::debug!(
+            team = handle, ?world, my_pe, ?agreed, channel = ?channel, "team set up"
+        );
         let nvr = channel.map(|c| {
             let offs = peer_offsets.as_ref().expect("a channel needs peer mapping");
             let mut off = [0i64; MAX_NVLINK_TEAM];
