@@ -11,10 +11,11 @@ namespace cg = cooperative_groups;
 //  1. block 0's thread 0 sends this PE's first element to the left neighbour's right ghost and
 //     its last element to the right neighbour's left ghost, each a put-with-signal that adds 1
 //     to the receiving side's signal word;
-//  2. the first block waits until its left ghost's word reads `it`, the last block until its
-//     right ghost's word does (the words count puts and are never reset);
-//  3. every thread smooths its elements, 0.25 * left + 0.5 * centre + 0.25 * right, into the
-//     other buffer; then the grid synchronises and the buffers swap roles.
+//  2. every thread smooths its elements, 0.25 * left + 0.5 * centre + 0.25 * right, into the
+//     other buffer; the thread of element 0 first waits until the left ghost's word reads `it`,
+//     the thread of element n - 1 until the right ghost's does (the words count puts and are
+//     never reset; which block holds element n - 1 depends on the grid);
+//  3. the grid synchronises and the buffers swap roles.
 // Ghosts come in two sets used by iteration parity: a neighbour may be one iteration ahead (its
 // puts for it + 1 land in the other set), never two (its puts for it + 2 follow its wait for
 // this PE's puts of it + 1, which this PE sends only after the grid synchronised at the end of
@@ -43,14 +44,22 @@ extern "C" __global__ void halo_device(nvrs_array<float> u0, nvrs_array<float> u
             nvshmem_putmem_signal_nbi(g + 0, cur + n - 1, sizeof(float), arrived.at(0), 1,
                                       NVSHMEM_SIGNAL_ADD, right);
         }
-        if (threadIdx.x == 0) {
-            if (blockIdx.x == 0) nvrs_wait_ge(arrived.at(0), it);
-            if (blockIdx.x == gridDim.x - 1) nvrs_wait_ge(arrived.at(1), it);
-        }
-        __syncthreads();
         for (unsigned long long i = tid; i < n; i += stride) {
-            float l = i == 0 ? g[0] : cur[i - 1];
-            float r = i == n - 1 ? g[1] : cur[i + 1];
+            // The threads of the two edge elements wait for their ghost themselves (the wait
+            // orders the ghost's read after the neighbour's put), whichever block they are in.
+            float l, r;
+            if (i == 0) {
+                nvrs_wait_ge(arrived.at(0), it);
+                l = *(volatile float *)&g[0];
+            } else {
+                l = cur[i - 1];
+            }
+            if (i == n - 1) {
+                nvrs_wait_ge(arrived.at(1), it);
+                r = *(volatile float *)&g[1];
+            } else {
+                r = cur[i + 1];
+            }
             next[i] = 0.25f * l + 0.5f * cur[i] + 0.25f * r;
         }
         // Every element of `next` written (and this iteration's ghosts read) before the next

@@ -51,6 +51,25 @@ struct DeviceArgs {
     /// Also write every point as JSON lines here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Which of our builds to run: rdc, lto (comma-separated).
+    #[arg(long, default_value = "rdc,lto", value_parser = parse_routes)]
+    routes: Routes,
+}
+
+/// The routes `--routes` names.
+#[derive(Debug, Clone)]
+struct Routes(Vec<Route>);
+
+fn parse_routes(s: &str) -> Result<Routes, String> {
+    s.split(',')
+        .filter(|r| !r.trim().is_empty())
+        .map(|r| match r.trim() {
+            "rdc" => Ok(Route::Relocatable),
+            "lto" => Ok(Route::Lto),
+            other => Err(format!("unknown route {other:?}: expected rdc or lto")),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Routes)
 }
 
 /// One build of the kernels.
@@ -86,7 +105,7 @@ fn run(args: &DeviceArgs) -> Result<()> {
     };
 
     let mut variants = Vec::new();
-    for route in [Route::Relocatable, Route::Lto] {
+    for &route in &args.routes.0 {
         let image = DeviceSource::new("device_perf", SOURCE)
             .route(route)
             .build(&arch)
@@ -154,30 +173,36 @@ fn run(args: &DeviceArgs) -> Result<()> {
         shared_mem_bytes: 0,
     };
 
-    // Latency: one thread, then one block, `iters` put + quiet.
-    for (kernel, threads) in [
-        ("put_latency_thread", 1),
-        ("put_latency_block", args.threads),
+    // Latency: one thread (messages up to 4 KiB: one thread copies 1 MiB in about 6 ms), then
+    // one block, `iters` put + quiet each (a tenth of them from 64 KiB on).
+    let thread_sizes = [8usize, 64, 512, 4 << 10];
+    let block_sizes = [8usize, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20];
+    for (kernel, threads, sizes) in [
+        ("put_latency_thread", 1, &thread_sizes[..]),
+        ("put_latency_block", args.threads, &block_sizes[..]),
     ] {
-        for bytes in [8usize, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20] {
+        for &bytes in sizes {
+            let iters = if bytes >= 64 << 10 {
+                (args.iters / 10).max(1)
+            } else {
+                args.iters
+            };
             let mut row = Row::new(kernel, bytes, "us");
             for v in &variants {
+                progress(lead, kernel, bytes, &v.name);
                 let k = v.module.kernel(kernel)?;
                 let t = time(&rt, &stream, args.reps, lead, |s| {
                     let a = KArgs::new()
                         .ptr_mut(&mut data)
                         .value(bytes as u64)
                         .value(peer as i32)
-                        .value(args.iters);
+                        .value(iters);
                     // SAFETY: (char*, size_t, int, int): puts `bytes` (at most the array's
                     // length) of `data` to the same place on `peer`, which allocated it alike.
                     unsafe { k.launch(one(threads, 1), s, a) }?;
                     Ok(())
                 })?;
-                row.push(
-                    &v.name,
-                    t.map(|d| d.as_secs_f64() * 1e6 / args.iters as f64),
-                );
+                row.push(&v.name, t.map(|d| d.as_secs_f64() * 1e6 / iters as f64));
             }
             rows.push(row);
         }
@@ -193,6 +218,7 @@ fn run(args: &DeviceArgs) -> Result<()> {
     ] {
         let mut row = Row::new("put_bw", bytes, "GB/s");
         for v in &variants {
+            progress(lead, "put_bw", bytes, &v.name);
             let k = v.module.kernel("put_bw")?;
             let t = time(&rt, &stream, args.reps, lead, |s| {
                 let a = KArgs::new()
@@ -212,9 +238,10 @@ fn run(args: &DeviceArgs) -> Result<()> {
         rows.push(row);
     }
     // Put-with-signal round trip between PE 0 and `peer`.
-    for bytes in [8usize, 4 << 10, 64 << 10] {
+    for bytes in [8usize, 512, 4 << 10] {
         let mut row = Row::new("put_signal_ping_pong", bytes, "us");
         for v in &variants {
+            progress(lead, "put_signal_ping_pong", bytes, &v.name);
             let k = v.module.kernel("put_signal_ping_pong")?;
             let player = me == 0 || me == peer;
             let t = time_pingpong(&rt, &stream, args.reps, player, lead, &mut sig, |s, sig| {
@@ -338,6 +365,13 @@ fn time_pingpong(
         stream.synchronize()?;
     }
     Ok(lead.then(|| Duration::from_secs_f64(median(&mut samples) / 1e3)))
+}
+
+/// Says on stderr which point runs now, so a log shows where a run stopped.
+fn progress(lead: bool, test: &str, bytes: usize, variant: &str) {
+    if lead {
+        eprintln!("[device] {test} {} {variant}", size(bytes));
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {

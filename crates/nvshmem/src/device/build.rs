@@ -452,7 +452,12 @@ impl Toolchain {
     pub fn find() -> Result<Toolchain> {
         static FOUND: OnceLock<std::result::Result<Toolchain, String>> = OnceLock::new();
         FOUND
-            .get_or_init(|| Toolchain::search().map_err(|e| e.to_string()))
+            .get_or_init(|| {
+                Toolchain::search().map_err(|e| match e {
+                    Error::Nvrtc(why) => why,
+                    other => other.to_string(),
+                })
+            })
             .clone()
             .map_err(Error::Nvrtc)
     }

@@ -648,8 +648,11 @@ fn plan_collective_grid(
     Ok(requested)
 }
 
-/// The SMs this context may use: its execution affinity under MPS (a client with
-/// `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` gets a share), else the device's count.
+/// The SMs this context may use: the device's count, less under MPS, where a client started
+/// with `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` gets only that share (rounded down to whole SM
+/// pairs) and its
+/// context may report an execution affinity of fewer SMs. A collective launch sized by the
+/// whole device would then have blocks that never become resident while the others spin.
 fn usable_sms(ctx: &Arc<CudaContext>) -> Result<u32> {
     let all = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -664,12 +667,31 @@ fn usable_sms(ctx: &Arc<CudaContext>) -> Result<u32> {
         )
     };
     // SAFETY: the driver filled the SM-count member, the one this type selects.
-    let share = unsafe { affinity.param.smCount.val };
-    Ok(if got == sys::CUresult::CUDA_SUCCESS && share > 0 {
-        share.min(all)
-    } else {
-        all
-    })
+    let affinity =
+        (got == sys::CUresult::CUDA_SUCCESS).then(|| unsafe { affinity.param.smCount.val });
+    let percentage = std::env::var(MPS_PERCENTAGE_VAR).ok();
+    Ok(sm_share(all, affinity, percentage.as_deref()))
+}
+
+/// The variable with which MPS limits a client's share of the GPU.
+const MPS_PERCENTAGE_VAR: &str = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+
+/// [`usable_sms`] from its inputs: the device's SM count, the context's affinity (if the
+/// driver gave one), and the MPS percentage (if set).
+fn sm_share(all: u32, affinity: Option<u32>, percentage: Option<&str>) -> u32 {
+    let mut sms = all;
+    if let Some(a) = affinity.filter(|&a| a > 0) {
+        sms = sms.min(a);
+    }
+    if let Some(p) = percentage.and_then(|p| p.trim().parse::<f64>().ok()) {
+        if p > 0.0 && p < 100.0 {
+            // MPS hands out SMs in pairs (a TPC) on recent GPUs: whole pairs only, so that the
+            // grid never counts on an SM the share rounded away.
+            let pairs = (all as f64 / 2.0 * p / 100.0).floor() as u32;
+            sms = sms.min((2 * pairs).max(1));
+        }
+    }
+    sms
 }
 
 impl Loaded {
@@ -810,6 +832,18 @@ mod tests {
         assert_eq!(plan_collective_grid((16, 16, 2), 264), Err(512));
         assert_eq!(plan_collective_grid((4, 0, 1), 264), Err(0));
         assert_eq!(plan_collective_grid((1, 1, 1), 0), Err(1));
+    }
+
+    #[test]
+    fn an_mps_client_counts_only_its_share_of_the_sms() {
+        assert_eq!(sm_share(132, None, None), 132);
+        assert_eq!(sm_share(132, Some(132), Some("50")), 66);
+        assert_eq!(sm_share(132, Some(66), Some("50")), 66);
+        assert_eq!(sm_share(132, None, Some("25")), 32);
+        assert_eq!(sm_share(132, Some(40), None), 40);
+        assert_eq!(sm_share(132, Some(0), Some("100")), 132);
+        assert_eq!(sm_share(132, None, Some("not a number")), 132);
+        assert_eq!(sm_share(132, None, Some("0.1")), 1);
     }
 
     #[test]
