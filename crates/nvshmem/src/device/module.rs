@@ -368,7 +368,8 @@ impl<'a> Args<'a> {
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
     /// let a = rt.alloc_zeroed::<u64>(4)?;
-    /// let args = nvshmem::device::Args::new().array(&a).array(&a.view(2..)?);
+    /// let tail = a.view(2..)?;
+    /// let args = nvshmem::device::Args::new().array(&a).array(&tail);
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn array<T: Element>(self, buf: &'a impl SymBuffer<T>) -> Self {
@@ -666,9 +667,9 @@ fn usable_sms(ctx: &Arc<CudaContext>) -> Result<u32> {
             sys::CUexecAffinityType::CU_EXEC_AFFINITY_TYPE_SM_COUNT,
         )
     };
-    // SAFETY: the driver filled the SM-count member, the one this type selects.
-    let affinity =
-        (got == sys::CUresult::CUDA_SUCCESS).then(|| unsafe { affinity.param.smCount.val });
+    // SAFETY: the union's one member, zeroed above and filled by the driver on success.
+    let share = unsafe { affinity.param.smCount.val };
+    let affinity = (got == sys::CUresult::CUDA_SUCCESS).then_some(share);
     let percentage = std::env::var(MPS_PERCENTAGE_VAR).ok();
     Ok(sm_share(all, affinity, percentage.as_deref()))
 }
