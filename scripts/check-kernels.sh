@@ -6,7 +6,17 @@
 # NVRTC), and run here with --ignored. It selects what `cargo test --workspace` does (not
 # `-p nvshmem` or `--lib`, which change the features or the build dependencies' settings), so
 # after a `cargo test --workspace` nothing is recompiled; every other test is filtered out.
+#
+# Then every device-initiated kernel the repository ships (examples/kernels/*.cu,
+# crates/nvshmem-perf/kernels/device_perf.cu) is compiled by NVRTC and linked by nvJitLink with
+# NVSHMEM's device library, by both routes, for sm_90 (tests/device_kernels.rs, one test per
+# source plus the put-with-signal and error-path checks), with the kernel cache off so that
+# each really compiles and links.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The compile+link checks of tests/device_kernels.rs (scripts/test.sh skips them in its main run).
+device_kernel_tests() { sed -n 's/^fn \([a-z0-9_]*\)() {$/\1/p' tests/device_kernels.rs; }
+[ "${1:-}" = --list-device-tests ] && { device_kernel_tests; exit 0; }
 . scripts/setup.sh
-exec cargo test --workspace -- --ignored --exact kernels::tests::every_kernel_compiles_with_nvrtc --nocapture
+cargo test --workspace -- --ignored --exact kernels::tests::every_kernel_compiles_with_nvrtc --nocapture
+NVSHMEM_RS_KERNEL_CACHE=off exec cargo test --workspace -- --ignored --exact $(device_kernel_tests) --nocapture

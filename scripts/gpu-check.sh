@@ -12,7 +12,7 @@
 #                                         a summary last. SUITES default to "foundation"; others:
 #                                         foundation_hydra (its Hydra legs alone), examples,
 #                                         faults, soak, collectives, perf, perfgraph, perfiso,
-#                                         reddiag, probe, probelarge, perfpoints, pdl, cepoints, perfgraphsplit. Each of collectives, perf
+#                                         reddiag, probe, probelarge, perfpoints, pdl, cepoints, perfgraphsplit, device. Each of collectives, perf
 #                                         and perfgraph needs most of one 10-minute call; probe
 #                                         (small, then probelarge) most of one too, probelarge
 #                                         about 4 min; soak up to 9 min.
@@ -508,6 +508,65 @@ probelarge() {
   CASE_TIMEOUT=${PROBE_LARGE_TIMEOUT:-300} case_ probe-large-time pass .gpu/bin/large time
   grep -E '^(link ceiling|compiled)' "$out/probe-large-time.log"
   sed -n '/==== summary/,$p' "$out/probe-large-time.log"
+}
+
+# Device-initiated kernels (nvshmem::device): halo_device and ping_pong at 1 PE, then at 2 and 4
+# PEs sharing GPU 0 under MPS (NVSHMEM's full MPG mode, which device-side calls need: each PE's
+# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is 100/np), and `nvshmem-perf device` at 1 and 2 PEs beside
+# the nvcc-built reference: crates/nvshmem-perf/kernels/device_perf.cu compiled here by nvcc
+# -rdc=true and linked by nvlink with NVSHMEM's libnvshmem_device.a (if nvlink cannot, the
+# relocatable cubin is linked by the program's nvJitLink: the log says which). Each MPS case
+# gets a fresh daemon (a client killed mid-kernel leaves it unusable), quit on every way out.
+device() {
+  local nv=${NVSHMEM_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nvshmem} ref=() np e
+  local inc=(-I"$nv/include" -Icrates/nvshmem/include)
+  [ -d .gpu/include ] && inc+=(-I.gpu/include)
+  mkdir -p .gpu/ref
+  if nvcc -arch=sm_90 -rdc=true -cubin -std=c++17 "${inc[@]}" -o .gpu/ref/device_perf-rdc.cubin \
+    crates/nvshmem-perf/kernels/device_perf.cu >"$out/device-nvcc.log" 2>&1; then
+    if nvlink -arch=sm_90 -o .gpu/ref/device_perf.cubin .gpu/ref/device_perf-rdc.cubin \
+      -L"$nv/lib" -lnvshmem_device >>"$out/device-nvcc.log" 2>&1; then
+      ref=(--reference .gpu/ref/device_perf.cubin)
+      echo "device: reference built by nvcc -rdc=true + nvlink"
+    else
+      ref=(--reference-relocatable .gpu/ref/device_perf-rdc.cubin)
+      echo "device: reference built by nvcc -rdc=true, nvlink failed (linked by nvJitLink instead):"
+      tail -n 5 "$out/device-nvcc.log"
+    fi
+  else
+    echo "device: nvcc could not build the reference:"; tail -n 15 "$out/device-nvcc.log"
+  fi
+  for e in halo_device ping_pong; do case_ device-$e-1pe pass mpi 1 .gpu/bin/$e; done
+  case_ device-perf-1pe pass .gpu/bin/nvshmem-perf device "${ref[@]}" --json "$out/device-perf-1pe.jsonl"
+  # Once more without the kernel cache: NVRTC and nvJitLink on this machine, timed.
+  local cache=$NVSHMEM_RS_KERNEL_CACHE
+  export NVSHMEM_RS_KERNEL_CACHE=off
+  case_ device-compile-here pass .gpu/bin/nvshmem-perf device --iters 10 --reps 1
+  export NVSHMEM_RS_KERNEL_CACHE=$cache
+  grep -h '^# ours' "$out/device-compile-here.log"
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
+  mps_case() { # NP NAME COMMAND...: one case under a fresh MPS daemon, NP PEs' shares
+    local np=$1 name=$2; shift 2
+    nvidia-cuda-mps-control -d && sleep 1
+    export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 / np))
+    case_ "$name" pass "$@"
+    unset CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+    echo quit | nvidia-cuda-mps-control; sleep 2
+  }
+  # halo_device's host-initiated comparison is left out under MPS (timings mean nothing there).
+  for np in 2 4; do
+    mps_case $np device-halo_device-${np}pe-mps .gpu/bin/nvshmem-run -n $np .gpu/bin/halo_device --device-only
+    mps_case $np device-ping_pong-${np}pe-mps .gpu/bin/nvshmem-run -n $np .gpu/bin/ping_pong
+  done
+  mps_case 2 device-perf-2pe-mps .gpu/bin/nvshmem-run -n 2 .gpu/bin/nvshmem-perf device "${ref[@]}" \
+    --json "$out/device-perf-2pe.jsonl"
+  trap - EXIT
+  grep -h "us/iteration\|us a lap\|: passed\|blocks of\|match the host" "$out"/device-*.log | sort | uniq | head -40
+  for e in 1pe 2pe-mps; do
+    [ -f "$out/device-perf-$e.log" ] && { echo "== nvshmem-perf device, $e"; sed 's/^\[PE 0\] //' "$out/device-perf-$e.log" | grep -E '^(#|test|put)'; }
+  done
 }
 
 case "$mode" in

@@ -5,19 +5,28 @@
 #
 #   system packages: build-essential pkg-config libopenmpi-dev openmpi-bin libclang-dev python3-pip
 #   Rust:            rustup's stable toolchain, if cargo is missing
-#   Python wheels:   nvidia-nvshmem-cu13 (NVSHMEM's host library, loaded at run time) and
-#                    nvidia-cuda-nvrtc and nvidia-cuda-runtime (NVRTC and the CUDA headers, to
-#                    compile-check the crate's CUDA kernels without a GPU), into .deps/py
-#   (NVRTC is pinned to 13.0: newer NVRTC may emit PTX that driver 580 refuses)
+#   Debian package:  libibverbs-dev (rdma-core's infiniband/mlx5dv.h, which NVSHMEM 3.4.5's
+#                    device headers include: needed to compile kernels that call NVSHMEM)
+#   Python wheels:   nvidia-nvshmem-cu13 (NVSHMEM's host library, loaded at run time, and its
+#                    device library and headers) and nvidia-cuda-nvrtc and nvidia-cuda-runtime
+#                    (NVRTC and the CUDA headers, to compile-check the crate's CUDA kernels
+#                    without a GPU), nvidia-nvjitlink (to link device-initiated kernels with
+#                    NVSHMEM's device library), nvidia-cuda-cccl and nvidia-cuda-crt (the
+#                    cuda/std and crt headers NVSHMEM's device headers include), into .deps/py
+#   (NVRTC, nvJitLink and the headers are pinned to 13.0: newer NVRTC may emit PTX that driver
+#   580 refuses, and nvJitLink must not be older than the NVRTC whose code it links)
 NVSHMEM_WHEEL_VERSION=${NVSHMEM_WHEEL_VERSION:-3.4.5}
 NVRTC_WHEEL_VERSION=${NVRTC_WHEEL_VERSION:-13.0.88}
 CUDA_RUNTIME_WHEEL_VERSION=${CUDA_RUNTIME_WHEEL_VERSION:-13.0.96}
+NVJITLINK_WHEEL_VERSION=${NVJITLINK_WHEEL_VERSION:-13.0.88}
+CUDA_CCCL_WHEEL_VERSION=${CUDA_CCCL_WHEEL_VERSION:-13.0.85}
+CUDA_CRT_WHEEL_VERSION=${CUDA_CRT_WHEEL_VERSION:-13.0.88}
 _nvshmem_rs_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 _nvshmem_rs_setup() {
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  local pkgs=(build-essential pkg-config libopenmpi-dev openmpi-bin libclang-dev python3-pip curl ca-certificates)
+  local pkgs=(build-essential pkg-config libopenmpi-dev openmpi-bin libclang-dev libibverbs-dev python3-pip curl ca-certificates)
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -41,11 +50,15 @@ _nvshmem_rs_setup() {
   [ -e "$py/nvidia/nvshmem/lib/libnvshmem_host.so.3" ] || want+=("nvidia-nvshmem-cu13==$NVSHMEM_WHEEL_VERSION")
   [ -e "$py/nvidia/cu13/lib/libnvrtc.so.13" ] || want+=("nvidia-cuda-nvrtc==$NVRTC_WHEEL_VERSION")
   [ -e "$py/nvidia/cu13/include/cuda_fp8.h" ] || want+=("nvidia-cuda-runtime==$CUDA_RUNTIME_WHEEL_VERSION")
+  [ -e "$py/nvidia/cu13/lib/libnvJitLink.so.13" ] || want+=("nvidia-nvjitlink==$NVJITLINK_WHEEL_VERSION")
+  [ -e "$py/nvidia/cu13/include/cccl/cuda/std/type_traits" ] || want+=("nvidia-cuda-cccl==$CUDA_CCCL_WHEEL_VERSION")
+  [ -e "$py/nvidia/cu13/include/crt/host_defines.h" ] || want+=("nvidia-cuda-crt==$CUDA_CRT_WHEEL_VERSION")
   if [ ${#want[@]} -gt 0 ]; then
     echo "setup: installing ${want[*]} into .deps/py" >&2
     rm -rf "$py"
     want=("nvidia-nvshmem-cu13==$NVSHMEM_WHEEL_VERSION" "nvidia-cuda-nvrtc==$NVRTC_WHEEL_VERSION"
-      "nvidia-cuda-runtime==$CUDA_RUNTIME_WHEEL_VERSION")
+      "nvidia-cuda-runtime==$CUDA_RUNTIME_WHEEL_VERSION" "nvidia-nvjitlink==$NVJITLINK_WHEEL_VERSION"
+      "nvidia-cuda-cccl==$CUDA_CCCL_WHEEL_VERSION" "nvidia-cuda-crt==$CUDA_CRT_WHEEL_VERSION")
     python3 -m pip install -q --no-deps --target "$py" "${want[@]}" 2>/dev/null ||
       python3 -m pip install -q --no-deps --break-system-packages --target "$py" "${want[@]}" ||
       { echo "setup: could not install ${want[*]}" >&2; return 1; }

@@ -4,8 +4,9 @@
 #   - formatting (`cargo fmt --check`) and clippy (`-D warnings`), one check each;
 #   - every test of `cargo test --workspace` (unit, integration, doc tests); the GPU test
 #     programs are #[ignore]d here and count as skipped (scripts/gpu-check.sh runs them);
-#   - the NVRTC compile of every CUDA kernel (scripts/check-kernels.sh), counted once: the main
-#     run skips it.
+#   - the NVRTC compile of every CUDA kernel, and the NVRTC compile + nvJitLink link of every
+#     device-initiated kernel (one test per source, tests/device_kernels.rs), both by
+#     scripts/check-kernels.sh, counted once: the main run skips them.
 # Exits non-zero when anything failed.
 #
 # Clippy and the tests share one build: the workspace's crates are compiled for the tests by
@@ -97,8 +98,10 @@ else
 fi
 
 step cargo test --workspace
+device_skips=()
+for t in $(scripts/check-kernels.sh --list-device-tests); do device_skips+=(--skip "$t"); done
 tests "cargo test --workspace" workspace \
-  cargo test --workspace --no-fail-fast -- --skip kernels::tests::every_kernel_compiles_with_nvrtc
+  cargo test --workspace --no-fail-fast -- --skip kernels::tests::every_kernel_compiles_with_nvrtc "${device_skips[@]}"
 
 step scripts/check-kernels.sh
 tests "scripts/check-kernels.sh" kernels scripts/check-kernels.sh

@@ -1,6 +1,7 @@
 //! `nvshmem-perf`: barrier and collective microbenchmarks, nvshmem-rs, raw NVSHMEM and NCCL
 //! side by side. Run `nvshmem-perf --help`; see the crate's README. `nvshmem-perf plot
-//! FILE.jsonl --out DIR` draws saved results again, without a GPU.
+//! FILE.jsonl --out DIR` draws saved results again, without a GPU; `nvshmem-perf device` times
+//! device-initiated puts (kernels that call NVSHMEM themselves) beside an nvcc-built reference.
 use std::{fs::File, io::BufWriter, process::ExitCode};
 
 use anyhow::{bail, Context, Result};
@@ -10,6 +11,7 @@ mod bench;
 mod check;
 mod cli;
 mod coll;
+mod device;
 mod impls;
 mod plot;
 mod report;
@@ -29,6 +31,10 @@ fn main() -> ExitCode {
     // A subcommand in front of the positional collectives: `plot` is no collective's name.
     if std::env::args_os().nth(1).is_some_and(|a| a == "plot") {
         return plot::main(std::env::args_os().skip(1));
+    }
+    // `device`: device-initiated put latency and bandwidth (src/device.rs).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "device") {
+        return device::main(std::env::args_os().skip(1));
     }
     let args = Args::parse();
     let plan = match args.plan() {

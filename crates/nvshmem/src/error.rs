@@ -310,6 +310,33 @@ pub enum Error {
         log: String,
     },
 
+    /// nvJitLink could not link a device-initiated kernel with NVSHMEM's device library
+    /// ([`device`](crate::device)): an undefined symbol, a library of another architecture.
+    #[error("nvJitLink failed to link {module} with NVSHMEM's device library:\n{log}")]
+    Link {
+        /// The source's name.
+        module: String,
+        /// nvJitLink's error log.
+        log: String,
+    },
+
+    /// A collective launch ([`device`](crate::device)) asked for more blocks than can be
+    /// resident on this PE's GPU at once: its blocks would wait for each other's peers for
+    /// ever. `resident` is what fits (0: not even one block of that size).
+    #[error("collective launch of {kernel}: {grid} blocks requested but at most {resident} can be resident at once on this GPU (blocks of {block} threads, {shared_bytes} bytes of shared memory)")]
+    CollectiveLaunch {
+        /// The kernel.
+        kernel: String,
+        /// The blocks asked for.
+        grid: u64,
+        /// The most that can be resident at once.
+        resident: u64,
+        /// Threads per block.
+        block: u32,
+        /// Dynamic shared memory per block.
+        shared_bytes: u32,
+    },
+
     /// An environment variable has a value that cannot be used.
     #[error("environment variable {var}={value:?}: {reason}")]
     Environment {

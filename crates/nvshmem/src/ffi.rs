@@ -294,6 +294,38 @@ impl Nvshmem {
         )
     }
 
+    // ---- modules of device-initiated kernels
+
+    /// `nvshmemx_cumodule_init`: fills the module's copy of NVSHMEM's device state (the
+    /// `nvshmemi_device_state_d` globals its device library defines) and registers it, so that
+    /// NVSHMEM updates it when the state changes (a new team). Waits for the device.
+    ///
+    /// # Safety
+    /// `module` is a live module of the runtime's context (current), linked with NVSHMEM's
+    /// device library, not registered yet.
+    pub(crate) unsafe fn cumodule_init(&self, module: cudarc::driver::sys::CUmodule) -> Result<()> {
+        check(
+            "nvshmemx_cumodule_init",
+            self.lib.nvshmemx_cumodule_init(module),
+        )
+    }
+
+    /// `nvshmemx_cumodule_finalize`: unregisters a module [`Nvshmem::cumodule_init`]
+    /// registered; NVSHMEM no longer writes into it, so it may be unloaded after.
+    ///
+    /// # Safety
+    /// `module` was registered by [`Nvshmem::cumodule_init`] and is finalised once; the
+    /// runtime's context is current.
+    pub(crate) unsafe fn cumodule_finalize(
+        &self,
+        module: cudarc::driver::sys::CUmodule,
+    ) -> Result<()> {
+        check(
+            "nvshmemx_cumodule_finalize",
+            self.lib.nvshmemx_cumodule_finalize(module),
+        )
+    }
+
     // ---- teams
 
     /// This PE's index in `team` (`None` if not a member) and the team's size.

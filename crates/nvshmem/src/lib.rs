@@ -14,12 +14,14 @@
 //!
 //! The crate is layered, each layer using only those before it: [`runtime`] (starting and
 //! stopping NVSHMEM), [`memory`] (the symmetric heap), [`team`], then [`collective`], [`rma`]
-//! and [`timing`]. Below them all sit the element types ([`element`]), the operators
+//! and [`timing`]; [`device`] loads the program's own kernels that call NVSHMEM's device
+//! API. Below them all sit the element types ([`element`]), the operators
 //! ([`ReduceOp`]), the one wrapper of NVSHMEM's functions, and this crate's CUDA kernels.
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod collective;
+pub mod device;
 pub mod element;
 pub mod error;
 mod ffi;

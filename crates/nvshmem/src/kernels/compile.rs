@@ -93,8 +93,8 @@ pub(crate) fn cuda_include_dir() -> Result<PathBuf> {
 /// The variable that names the kernel cache's folder (`off`: no cache).
 pub(crate) const CACHE_ENV: &str = "NVSHMEM_RS_KERNEL_CACHE";
 
-/// The kernel cache's folder, if caching is on.
-fn cache_dir() -> Option<PathBuf> {
+/// The kernel cache's folder, if caching is on (also the device-initiated kernels' cache).
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     match std::env::var_os(CACHE_ENV) {
         Some(v) if v == "off" => None,
         Some(v) => Some(PathBuf::from(v)),
@@ -106,7 +106,7 @@ fn cache_dir() -> Option<PathBuf> {
 }
 
 /// NVRTC's version, part of every cache key.
-fn nvrtc_version() -> (i32, i32) {
+pub(crate) fn nvrtc_version() -> (i32, i32) {
     static VERSION: OnceLock<(i32, i32)> = OnceLock::new();
     *VERSION.get_or_init(|| {
         let (mut major, mut minor) = (0, 0);
@@ -190,7 +190,7 @@ fn image(bytes: Vec<u8>, machine_code: bool) -> Ptx {
 }
 
 /// Writes a compiled kernel into the cache; a failure only costs a later recompile.
-fn store(path: &Path, bytes: &[u8]) {
+pub(crate) fn store(path: &Path, bytes: &[u8]) {
     let write = || -> std::io::Result<()> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;

@@ -25,7 +25,7 @@
 //! on the stream. Before a kernel reads a peer's buffer the peer must have finished writing it
 //! (a team barrier on the stream), and nothing may write a buffer that a peer's kernel is
 //! still reading.
-mod compile;
+pub(crate) mod compile;
 mod types;
 
 use std::{ffi::c_void, sync::OnceLock};

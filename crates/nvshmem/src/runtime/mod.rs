@@ -1283,6 +1283,8 @@ impl Drop for RuntimeInner {
         if let Some(teams) = self.teams.take() {
             teams.close(self.nv);
         }
+        // Device modules of the program's own that were dropped with work still queued.
+        crate::device::release_retired();
         // SAFETY: NVSHMEM was initialised by this runtime; every handle that used it held this
         // runtime alive, so none is left; the work queued on its memory is done (settled).
         unsafe { self.nv.finalize() };

@@ -121,6 +121,16 @@ impl Pending {
         }
     }
 
+    /// Whether the work is done, without recording what a capture held back (then: not yet).
+    pub(crate) fn is_done(&self) -> bool {
+        !self.broken
+            && self.later.is_empty()
+            && self
+                .events
+                .iter()
+                .all(|e| e.try_is_complete().unwrap_or(false))
+    }
+
     /// Whether the work is done (records the events a finished capture had held back).
     pub(crate) fn done(&mut self) -> bool {
         if !self.later.is_empty() {
