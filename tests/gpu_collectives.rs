@@ -1229,23 +1229,56 @@ fn from_threads(rt: &Runtime, world: &Team, listed: Option<&Team>) -> anyhow::Re
         work.push((k, team, stream, src, dst));
     }
     common::step("threads: running");
+    // The threads take turns to *issue* their calls (thread 0, 1, 2, 0, ...), the same on every
+    // PE, while the calls run on the GPU at once: the GPU need not run the kernels of different
+    // streams at the same time, so calls that wait for each other across PEs must be issued in
+    // the same order on every PE (as NCCL asks of communicators used at once).
+    // (next turn, a thread gave up): a thread that fails must not leave the others waiting.
+    let turn = (
+        std::sync::Mutex::new((0usize, false)),
+        std::sync::Condvar::new(),
+    );
+    let turn = &turn;
     std::thread::scope(|scope| {
         let handles: Vec<_> = work
             .iter_mut()
             .map(|(k, team, stream, src, dst)| {
                 scope.spawn(move || -> anyhow::Result<()> {
                     let want = (0..n).map(|p| (p * 5 + *k + 1) as f32).sum::<f32>();
+                    let (m, cv) = turn;
+                    let give_up = |e: anyhow::Error| {
+                        m.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+                        cv.notify_all();
+                        e
+                    };
                     for round in 0..ROUNDS {
-                        team.all_reduce(src, dst, ReduceOp::Sum, stream)?;
-                        if round % 50 == 49 {
-                            stream.synchronize()?;
-                            let got = dst.to_vec()?;
-                            if let Some(i) = got.iter().position(|&x| x != want) {
-                                bail!(
-                                    "thread {k}, round {round}: element {i} is {}, expected {want}",
-                                    got[i]
-                                );
+                        {
+                            let mut t = m.lock().unwrap_or_else(|p| p.into_inner());
+                            while t.0 % 3 != *k && !t.1 {
+                                t = cv.wait(t).unwrap_or_else(|p| p.into_inner());
                             }
+                            if t.1 {
+                                bail!("thread {k}: another thread gave up");
+                            }
+                            let issued = team.all_reduce(src, dst, ReduceOp::Sum, stream);
+                            t.0 += 1;
+                            cv.notify_all();
+                            drop(t);
+                            issued.map_err(|e| give_up(e.into()))?;
+                        }
+                        if round % 50 == 49 {
+                            (|| -> anyhow::Result<()> {
+                                stream.synchronize()?;
+                                let got = dst.to_vec()?;
+                                if let Some(i) = got.iter().position(|&x| x != want) {
+                                    bail!(
+                                        "thread {k}, round {round}: element {i} is {}, expected {want}",
+                                        got[i]
+                                    );
+                                }
+                                Ok(())
+                            })()
+                            .map_err(give_up)?;
                         }
                     }
                     stream.synchronize()?;
