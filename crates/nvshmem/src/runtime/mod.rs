@@ -545,6 +545,16 @@ impl Runtime {
         call: &'static str,
         mine: &exchange::Entry,
     ) -> Result<Vec<exchange::Entry>> {
+        self.agree_world_with(call, |_| Ok(*mine))
+    }
+
+    /// [`Runtime::agree_world`] with an entry that `make` builds on the agreement's stream
+    /// (queuing there what must precede the gather).
+    pub(crate) fn agree_world_with(
+        &self,
+        call: &'static str,
+        make: impl FnOnce(&Arc<CudaStream>) -> Result<exchange::Entry>,
+    ) -> Result<Vec<exchange::Entry>> {
         let about = About {
             call,
             team: "the world",
@@ -555,7 +565,7 @@ impl Runtime {
             self.inner.agree_team,
             self.inner.n_pes,
             about,
-            |_| Ok(*mine),
+            make,
         )
     }
 

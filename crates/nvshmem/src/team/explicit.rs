@@ -5,7 +5,7 @@
 //! member that passed another list is named); the members then join the team with it.
 use std::os::raw::c_int;
 
-use super::{make, plan, Team};
+use super::{make, offer, plan, Team};
 use crate::{Error, Result};
 
 /// `NVSHMEMI_TEAM_CONFIG_VERSION_2_IDENTIFIER` (`nvshmem_types.h`).
@@ -27,7 +27,6 @@ fn digest(pes: &[usize]) -> u64 {
 /// Makes the team of `pes` (checked, not a progression) of `parent`, where this PE has index
 /// `me`. Collective over `parent`.
 pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<Option<Team>> {
-    const CALL_WORDS: usize = 3;
     // The first listed PE makes the id (a PE that cannot offers NO_ID, which every member
     // then refuses alike).
     let id = if me == pes[0] {
@@ -39,15 +38,13 @@ pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<
         NO_ID
     };
     let args = [make::LIST, pes.len() as u64, digest(pes)];
-    let mut words = args.to_vec();
-    words.push(id);
     let call = "Team::from_pes";
-    let table = parent.agree_to_make(call, &words)?;
+    let table = parent.agree_to_make(call, [args[0], args[1], args[2], id, 0])?;
     make::same_args(call, &table, &args)?;
     let Some(index) = plan::index_in(pes, me) else {
         return Ok(None);
     };
-    let id = table[pes[0]][1 + CALL_WORDS];
+    let id = table[pes[0]][offer::ARGS + 2];
     if id == NO_ID {
         return Err(Error::Bootstrap {
             bootstrap: "team".into(),
@@ -57,13 +54,21 @@ pub(super) fn team_from_list(parent: &Team, me: usize, pes: &[usize]) -> Result<
             ),
         });
     }
-    join(parent, id, pes.len(), index)
+    join(parent, id, &table, pes, index)
 }
 
-/// Joins, as its member `index`, the team of `size` PEs of `parent` whose unique id is `id`
-/// (`nvshmemx_team_init`): collective over that team's members only, so teams with different
-/// ids can be made at the same time by disjoint sets of PEs.
-pub(super) fn join(parent: &Team, id: u64, size: usize, index: usize) -> Result<Option<Team>> {
+/// Joins, as its member `index`, the team of the parent members `members` whose unique id is
+/// `id` (`nvshmemx_team_init`): collective over that team's members only, so teams with
+/// different ids can be made at the same time by disjoint sets of PEs. `table` is the opening
+/// agreement's, which sets the team up.
+pub(super) fn join(
+    parent: &Team,
+    id: u64,
+    table: &[[u64; 64]],
+    members: &[usize],
+    index: usize,
+) -> Result<Option<Team>> {
+    let size = members.len();
     let mut config = nvshmem_sys::nvshmem_team_config_t {
         version: TEAM_CONFIG_VERSION,
         num_contexts: -1,
@@ -80,7 +85,7 @@ pub(super) fn join(parent: &Team, id: u64, size: usize, index: usize) -> Result<
             index,
         )
     }?;
-    parent.finish("Team::from_pes", handle)
+    parent.finish(handle, table, members, |_| 0)
 }
 
 #[cfg(test)]

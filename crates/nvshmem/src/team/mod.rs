@@ -120,6 +120,28 @@ impl std::fmt::Debug for TeamInner {
     }
 }
 
+impl TeamInner {
+    /// A predefined team with the same members: NVSHMEM's other handle, this team's lane (so
+    /// their calls take turns together on the one channel).
+    fn alias(&self, handle: TeamHandle) -> Arc<TeamInner> {
+        let w = &self.shape;
+        Arc::new(TeamInner {
+            shape: TeamShape {
+                handle,
+                my_pe: w.my_pe,
+                n_pes: w.n_pes,
+                world: w.world.clone(),
+                peer_offsets: w.peer_offsets.clone(),
+                max_blocks: w.max_blocks,
+                nvr: w.nvr,
+                arch: w.arch,
+            },
+            lane: self.lane.clone(),
+            retire: None,
+        })
+    }
+}
+
 impl Resource for TeamInner {
     fn ordered(&self) -> Option<&Ordered> {
         Some(&self.lane.order)
@@ -161,31 +183,46 @@ pub(crate) struct Agreed {
     pub(crate) arch: Option<(u32, u32)>,
 }
 
+impl Agreed {
+    /// The channel a team of `n` members takes: the agreed one, if its members reach each
+    /// other and it has at most [`MAX_NVLINK_TEAM`] of them (others use none).
+    pub(crate) fn team_channel(&self, n: usize) -> Option<usize> {
+        self.channel.filter(|_| self.mapped && n <= MAX_NVLINK_TEAM)
+    }
+}
+
 impl SetUp {
-    fn entry(&self) -> [u64; 64] {
-        entry(
-            tag::SET_UP_TEAM,
-            &[
-                self.free,
-                u64::from(self.reaches_all),
-                u64::from(self.resident_blocks),
-                u64::from(self.arch.0) << 32 | u64::from(self.arch.1),
-            ],
-        )
+    /// The parts of a new team's members, read from the agreement that opened the call (over
+    /// the parent, one entry per parent member; see [`offer`]): `members` are the new team's
+    /// members as parent indices, in team order, and `taken(p)` the channels parent member `p`
+    /// takes in the same call for another of its new teams (a `split_2d`'s x team), which are
+    /// not free for this one.
+    pub(crate) fn from_table(
+        table: &[[u64; 64]],
+        members: &[usize],
+        taken: impl Fn(usize) -> u64,
+    ) -> Vec<SetUp> {
+        members
+            .iter()
+            .map(|&p| {
+                let e = &table[p];
+                SetUp {
+                    free: e[offer::FREE] & !taken(p),
+                    reaches_all: members.iter().all(|&q| offer::reaches(e, q)),
+                    resident_blocks: u32::try_from(e[offer::RESIDENT]).unwrap_or(u32::MAX),
+                    arch: ((e[offer::ARCH] >> 32) as u32, e[offer::ARCH] as u32),
+                }
+            })
+            .collect()
     }
 
-    fn of(e: &[u64; 64]) -> SetUp {
-        SetUp {
-            free: e[1],
-            reaches_all: e[2] == 1,
-            resident_blocks: u32::try_from(e[3]).unwrap_or(u32::MAX),
-            arch: ((e[4] >> 32) as u32, e[4] as u32),
-        }
-    }
-
-    /// The decisions of a set-up table.
-    pub(crate) fn agree(table: &[[u64; 64]]) -> Agreed {
-        Self::decide(&table.iter().map(SetUp::of).collect::<Vec<_>>())
+    /// The decisions of a table, for the new team of `members` (see [`SetUp::from_table`]).
+    pub(crate) fn agree(
+        table: &[[u64; 64]],
+        members: &[usize],
+        taken: impl Fn(usize) -> u64,
+    ) -> Agreed {
+        Self::decide(&Self::from_table(table, members, taken))
     }
 
     /// The decisions from every member's part, in team order.
@@ -264,9 +301,40 @@ impl Teams {
             retired: Arc::default(),
             said_no_channel: Default::default(),
         };
-        let world = Arc::new(core.set_up(rt, CALL, ids::NVSHMEM_TEAM_WORLD, None)?);
-        let shared = core.predefined(rt, CALL, ids::NVSHMEM_TEAM_SHARED, &world)?;
-        let node = core.predefined(rt, CALL, ids::NVSHMEMX_TEAM_NODE, &world)?;
+        // NVSHMEM's predefined teams, set up in one agreement over every PE: each offers its
+        // channels, resident blocks, architecture and which world PEs it reaches.
+        let everyone: Vec<usize> = (0..rt.n_pes()).collect();
+        let table = rt.agree_world_with(CALL, |stream| {
+            let mut words = vec![make::PREDEFINED, 0, 0, 0, 0];
+            words.extend(core.offer(rt, &everyone, stream)?);
+            Ok(entry(tag::MAKE_TEAM, &words))
+        })?;
+        same_call(CALL, &table, tag::MAKE_TEAM)?;
+        let world = Arc::new(core.build(
+            rt,
+            ids::NVSHMEM_TEAM_WORLD,
+            SetUp::agree(&table, &everyone, |_| 0),
+            None,
+        )?);
+        let taken = |p: usize| {
+            // The world's channel is held on every PE.
+            let _ = p;
+            world.lane.channel.map_or(0, |c| 1u64 << c.index)
+        };
+        let predefined = |handle| -> Result<Arc<TeamInner>> {
+            let (_, members) = read_members(rt, handle)?;
+            if members == world.shape.world {
+                return Ok(world.alias(handle));
+            }
+            let agreed = SetUp::agree(&table, &members, taken);
+            Ok(Arc::new(core.build(rt, handle, agreed, None)?))
+        };
+        let shared = predefined(ids::NVSHMEM_TEAM_SHARED)?;
+        let node = if read_members(rt, ids::NVSHMEMX_TEAM_NODE)?.1 == shared.shape.world {
+            shared.alias(ids::NVSHMEMX_TEAM_NODE)
+        } else {
+            predefined(ids::NVSHMEMX_TEAM_NODE)?
+        };
         Ok(Teams {
             core,
             world,
@@ -327,77 +395,59 @@ impl Teams {
 }
 
 impl Core {
-    /// A predefined team: the world's lane when it has the world's members, else its own.
-    fn predefined(
+    /// This PE's offer for a team-making call over a parent whose members are the world PEs
+    /// `parent`: the entry words from [`offer::FREE`] on. The free channels are found (and the
+    /// released ones zeroed) on `stream`, the agreement's, just before the entry goes out, so
+    /// the zeroing precedes what the peers learn from it.
+    fn offer(
         &self,
         rt: &Runtime,
-        call: &'static str,
-        handle: TeamHandle,
-        world: &Arc<TeamInner>,
-    ) -> Result<Arc<TeamInner>> {
-        let (_, members) = read_members(rt, handle)?;
-        if members == world.shape.world {
-            let w = &world.shape;
-            return Ok(Arc::new(TeamInner {
-                shape: TeamShape {
-                    handle,
-                    my_pe: w.my_pe,
-                    n_pes: w.n_pes,
-                    world: w.world.clone(),
-                    peer_offsets: w.peer_offsets.clone(),
-                    max_blocks: w.max_blocks,
-                    nvr: w.nvr,
-                    arch: w.arch,
-                },
-                lane: world.lane.clone(),
-                retire: None,
-            }));
-        }
-        Ok(Arc::new(self.set_up(rt, call, handle, None)?))
+        parent: &[usize],
+        stream: &cudarc::driver::CudaStream,
+    ) -> Result<Vec<u64>> {
+        let probe = self.pool.probe();
+        let reach: Vec<bool> = parent
+            .iter()
+            // SAFETY: probe is a symmetric address of this runtime's heap; w a world PE.
+            .map(|&w| unsafe { rt.nv().ptr(probe, w) }.is_some())
+            .collect();
+        Ok(offer::words(
+            self.pool.free_mask(stream)?,
+            rt.info().resident_blocks,
+            crate::kernels::compute_capability(rt.context())?,
+            &reach,
+        ))
     }
 
-    /// The agreement that sets a new team up, over its members: whether each reaches every
-    /// other by load and store, the channels free on each, and how many blocks each can keep
-    /// resident. Every member decides the same from the same table.
-    fn set_up(
+    /// The state of a team NVSHMEM has made (`handle`), from what its members agreed. Takes
+    /// the agreed channel.
+    fn build(
         &self,
         rt: &Runtime,
-        call: &'static str,
         handle: TeamHandle,
+        agreed: Agreed,
         retire: Option<Arc<Retired>>,
     ) -> Result<TeamInner> {
         let (my_pe, world) = read_members(rt, handle)?;
         let n = world.len();
         let probe = self.pool.probe();
-        let offsets: Option<Box<[i64]>> = world
-            .iter()
-            // SAFETY: probe is a symmetric address of this runtime's heap; w a world PE.
-            .map(|&w| unsafe { rt.nv().ptr(probe, w) }.map(|p| p.wrapping_sub(probe) as i64))
-            .collect();
-        let description = format!("team {handle} of {n} PEs");
-        let about = About {
-            call,
-            team: &description,
+        let peer_offsets: Option<Box<[i64]>> = if agreed.mapped {
+            world
+                .iter()
+                // SAFETY: probe is a symmetric address of this runtime's heap; w a world PE.
+                .map(|&w| unsafe { rt.nv().ptr(probe, w) }.map(|p| p.wrapping_sub(probe) as i64))
+                .collect()
+        } else {
+            None
         };
-        let arch = crate::kernels::compute_capability(rt.context())?;
-        let mine = |free| {
-            SetUp {
-                free,
-                reaches_all: offsets.is_some(),
-                resident_blocks: rt.info().resident_blocks,
-                arch,
-            }
-            .entry()
-        };
-        // The free channels are found (and the released ones zeroed) on the agreement's stream,
-        // just before this PE's entry goes out.
-        let table = rt.agree_over(about, handle, n, |stream| {
-            Ok(mine(self.pool.free_mask(stream)?))
-        })?;
-        same_call(call, &table, tag::SET_UP_TEAM)?;
-        let agreed = SetUp::agree(&table);
-        let peer_offsets = if agreed.mapped { offsets } else { None };
-        let channel = if peer_offsets.is_some() && n <= MAX_NVLINK_TEAM {
+        if agreed.mapped && peer_offsets.is_none() {
+            // Every member said it reaches every other: NVSHMEM answers differently now.
+            return Err(rt.health().diverged(
+                "making a team",
+                format!("team {handle}: a member agreed to reach every other, but cannot"),
+            ));
+        }
+        let channel = if agreed.mapped && n <= MAX_NVLINK_TEAM {
             if agreed.channel.is_none()
                 && !self
                     .said_no_channel
@@ -409,13 +459,17 @@ impl Core {
                      (RuntimeBuilder::channels gives more)"
                 );
             }
-            agreed.channel.map(|i| self.pool.take(i))
+            agreed.team_channel(n).map(|i| self.pool.take(i))
         } else {
             None
         };
-        let (max_blocks, arch) = (agreed.max_blocks, agreed.arch);
         tracing::debug!(
-            team = handle, ?world, my_pe, ?agreed, channel = ?channel, "team set up"
+            team = handle,
+            ?world,
+            my_pe,
+            ?agreed,
+            ?channel,
+            "team set up"
         );
         let nvr = channel.map(|c| {
             let offs = peer_offsets.as_ref().expect("a channel needs peer mapping");
@@ -441,9 +495,9 @@ impl Core {
                 n_pes: n,
                 world,
                 peer_offsets,
-                max_blocks,
+                max_blocks: agreed.max_blocks,
                 nvr,
-                arch,
+                arch: agreed.arch,
             },
             lane: Arc::new(Lane::new(self.pool.clone(), channel)),
             retire,
@@ -644,8 +698,14 @@ impl Team {
     fn split_checked(&self, call: &'static str, s: Strided) -> Result<Option<Team>> {
         // A team of one PE is the same whatever the stride; NVSHMEM's stride is a c_int.
         let stride = if s.size == 1 { 1 } else { s.stride };
-        let args = [make::STRIDED, s.start as u64, stride as u64, s.size as u64];
-        let table = self.agree_to_make(call, &args)?;
+        let args = [
+            make::STRIDED,
+            s.start as u64,
+            stride as u64,
+            s.size as u64,
+            0,
+        ];
+        let table = self.agree_to_make(call, args)?;
         make::same_args(call, &table, &args)?;
         // SAFETY: the parent handle is valid (its runtime is alive); the numbers were checked
         // against the parent's size; every member makes this call (agreed above).
@@ -655,7 +715,8 @@ impl Team {
                 .split_strided(self.handle(), s.start, stride, s.size)
         }
         .map_err(|e| e.in_call(call))?;
-        let team = self.finish(call, handle)?;
+        let members: Vec<usize> = (0..s.size).map(|i| s.start + i * s.stride).collect();
+        let team = self.finish(handle, &table, &members, |_| 0)?;
         let expected = s.index_of(self.my_pe());
         if team.as_ref().map(|t| t.my_pe()) != expected {
             tracing::warn!(
@@ -667,10 +728,15 @@ impl Team {
     }
 
     /// The agreement that opens a team-making call, over this (the parent) team, after its
-    /// earlier calls: every member says which call it makes (`args`, whose first word is the
-    /// kind). Returns every member's words. Then the teams dropped earlier whose work is done
-    /// are destroyed (NVSHMEM's team making synchronises the device anyway).
-    pub(super) fn agree_to_make(&self, call: &'static str, args: &[u64]) -> Result<Vec<[u64; 64]>> {
+    /// earlier calls: every member says which call it makes (`args`: the kind, then four words
+    /// of arguments) and offers what the new teams need agreed (see [`offer`]). Returns every
+    /// member's entry. Then the teams dropped earlier whose work is done are destroyed
+    /// (NVSHMEM's team making synchronises the device anyway).
+    pub(super) fn agree_to_make(
+        &self,
+        call: &'static str,
+        args: [u64; 5],
+    ) -> Result<Vec<[u64; 64]>> {
         self.rt.check_health()?;
         self.rt.bind()?;
         let n = self.n_pes();
@@ -679,18 +745,21 @@ impl Team {
             call,
             team: &parent,
         };
+        let core = &self.rt.teams().core;
         let table = self.rt.agree_over(about, self.handle(), n, |stream| {
             // As any call on the team: after its earlier calls, on whatever stream.
             self.inner.lane.order.enter(stream, self.rt.captures())?;
-            Ok(entry(tag::MAKE_TEAM, args))
+            let mut words = args.to_vec();
+            words.extend(core.offer(&self.rt, &self.inner.shape.world, stream)?);
+            Ok(entry(tag::MAKE_TEAM, &words))
         })?;
         same_call(call, &table, tag::MAKE_TEAM)?;
-        if let Some(pe) = table.iter().position(|e| e[1] != args[0]) {
+        if let Some(pe) = table.iter().position(|e| e[offer::KIND] != args[0]) {
             return Err(Error::OutOfStep {
                 call,
                 detail: format!(
                     "parent PE {pe} made {} at this point: every member must make the same call",
-                    make::name(table[pe][1])
+                    make::name(table[pe][offer::KIND])
                 ),
             });
         }
@@ -698,14 +767,23 @@ impl Team {
         Ok(table)
     }
 
-    /// The new team of `handle` (none on PEs NVSHMEM left out), set up with its members. A
-    /// team that fails to set up is still destroyed later.
-    fn finish(&self, call: &'static str, handle: nvshmem_team_t) -> Result<Option<Team>> {
+    /// The new team of `handle` (none on PEs NVSHMEM left out), made of the parent members
+    /// `members` (parent indices, in team order), set up from the opening agreement's `table`;
+    /// `taken(p)` are the channels parent member `p` holds for another team of the same call.
+    /// A team that fails to set up is still destroyed later.
+    fn finish(
+        &self,
+        handle: nvshmem_team_t,
+        table: &[[u64; 64]],
+        members: &[usize],
+        taken: impl Fn(usize) -> u64,
+    ) -> Result<Option<Team>> {
         if handle == ids::NVSHMEM_TEAM_INVALID {
             return Ok(None);
         }
         let core = &self.rt.teams().core;
-        match core.set_up(&self.rt, call, handle, Some(core.retired.clone())) {
+        let agreed = SetUp::agree(table, members, taken);
+        match core.build(&self.rt, handle, agreed, Some(core.retired.clone())) {
             Ok(inner) => Ok(Some(Team {
                 rt: self.rt.clone(),
                 inner: Arc::new(inner),
@@ -746,15 +824,35 @@ impl Team {
         // Checks the arithmetic the same way on every PE (and documents NVSHMEM's layout).
         plan::split_2d_layout(CALL, self.n_pes(), xrange, me)?;
         let xrange = xrange.min(self.n_pes());
-        let args = [make::TWO_D, xrange as u64];
-        let table = self.agree_to_make(CALL, &args)?;
+        let args = [make::TWO_D, xrange as u64, 0, 0, 0];
+        let table = self.agree_to_make(CALL, args)?;
         make::same_args(CALL, &table, &args)?;
         // SAFETY: the parent handle is valid; xrange is at most the parent's size; every member
         // makes this call (agreed above).
         let (x, y, status) = unsafe { self.rt.nv().split_2d(self.handle(), xrange) };
+        // Every PE is in one x team and one y team. The x teams take their channels first; a y
+        // team then skips, on each member, the channel that member's x team took (every PE
+        // works that out alike from the table).
+        let n = self.n_pes();
+        let members =
+            |s: Strided| -> Vec<usize> { (0..s.size).map(|i| s.start + i * s.stride).collect() };
+        let layout = |p| plan::split_2d_layout(CALL, n, xrange, p);
+        let (mx, my) = layout(me)?;
+        let x_channel = |p: usize| -> u64 {
+            layout(p)
+                .ok()
+                .and_then(|(xs, _)| {
+                    let m = members(xs);
+                    SetUp::agree(&table, &m, |_| 0).team_channel(m.len())
+                })
+                .map_or(0, |c| 1u64 << c)
+        };
         // NVSHMEM may have made one of the two teams before failing: set both up (every PE in
         // the same order, x teams then y teams) so they are destroyed rather than leaked.
-        let (x, y) = (self.finish(CALL, x), self.finish(CALL, y));
+        let (x, y) = (
+            self.finish(x, &table, &members(mx), |_| 0),
+            self.finish(y, &table, &members(my), x_channel),
+        );
         status.map_err(|e| e.in_call(CALL))?;
         Ok((x?, y?))
     }
@@ -932,6 +1030,47 @@ impl Team {
     }
 }
 
+/// What each parent member offers in the agreement that opens a team-making call, after the
+/// call's kind and arguments: the entry's layout, and this PE's offer.
+pub(crate) mod offer {
+    /// Entry word of the call's kind (see [`super::make`]); its arguments follow.
+    pub(crate) const KIND: usize = 1;
+    /// The call's arguments (four words).
+    pub(crate) const ARGS: usize = 2;
+    /// The channels free on the member (bit i: channel i).
+    pub(crate) const FREE: usize = 6;
+    /// [`RuntimeInfo::resident_blocks`](crate::RuntimeInfo::resident_blocks).
+    pub(crate) const RESIDENT: usize = 7;
+    /// Compute capability, major << 32 | minor.
+    pub(crate) const ARCH: usize = 8;
+    /// The parent members the member can load and store, as bits (bit p: parent member p).
+    pub(crate) const REACH: usize = 9;
+    /// Parent members the reach bits can name: a member further on counts as unreachable
+    /// (such parents span many nodes, where no team of this crate's NVLink kernels forms).
+    pub(crate) const REACH_BITS: usize = (64 - REACH) * 64;
+
+    /// Whether the entry's member reaches parent member `p`.
+    pub(crate) fn reaches(e: &[u64; 64], p: usize) -> bool {
+        p < REACH_BITS && e[REACH + p / 64] >> (p % 64) & 1 == 1
+    }
+
+    /// The entry words from [`FREE`] on, for a member that reaches the parent members `reach`.
+    pub(crate) fn words(free: u64, resident: u32, arch: (u32, u32), reach: &[bool]) -> Vec<u64> {
+        let mut w = vec![0u64; 64 - FREE];
+        w[0] = free;
+        w[1] = u64::from(resident);
+        w[2] = u64::from(arch.0) << 32 | u64::from(arch.1);
+        for (p, _) in reach
+            .iter()
+            .enumerate()
+            .filter(|(p, r)| **r && *p < REACH_BITS)
+        {
+            w[REACH - FREE + p / 64] |= 1 << (p % 64);
+        }
+        w
+    }
+}
+
 /// The kinds of team-making call, as their agreement names them.
 mod make {
     use crate::{Error, Result};
@@ -940,6 +1079,8 @@ mod make {
     pub(super) const TWO_D: u64 = 2;
     pub(super) const LIST: u64 = 3;
     pub(super) const SPLIT: u64 = 4;
+    /// Not a call: the set-up of NVSHMEM's predefined teams at start-up.
+    pub(super) const PREDEFINED: u64 = 5;
 
     pub(super) fn name(kind: u64) -> &'static str {
         match kind {
@@ -947,6 +1088,7 @@ mod make {
             TWO_D => "split_2d",
             LIST => "from_pes (or shrink)",
             SPLIT => "split",
+            PREDEFINED => "starting the runtime",
             _ => "another call",
         }
     }

@@ -122,53 +122,79 @@ proptest! {
     }
 }
 
-/// One member's part of a set-up agreement: channel masks, reach, resident blocks and
-/// architecture that may differ between members in every way.
-fn set_up_part() -> impl Strategy<Value = super::SetUp> {
+/// One parent member's offer: free channels, resident blocks and architecture that may differ
+/// between members in every way, and which of `n` parent members it reaches (mostly all).
+fn offer_of(n: usize) -> impl Strategy<Value = (u64, u32, (u32, u32), Vec<bool>)> {
     (
         any::<u64>(),
-        prop::bool::weighted(0.8),
         0u32..=200,
         prop_oneof![4 => Just((9u32, 0u32)), 1 => (7u32..=10, 0u32..=9)],
+        prop::collection::vec(prop::bool::weighted(0.9), n),
     )
-        .prop_map(|(free, reaches_all, resident_blocks, arch)| super::SetUp {
-            free,
-            reaches_all,
-            resident_blocks,
-            arch,
-        })
+}
+
+/// A parent of 1 to 12 members with their offers, a new team of some of them (in any order),
+/// and channels each parent member holds for another team of the same call.
+#[allow(clippy::type_complexity)]
+fn making() -> impl Strategy<Value = (Vec<(u64, u32, (u32, u32), Vec<bool>)>, Vec<usize>, Vec<u64>)>
+{
+    (1usize..=12).prop_flat_map(|n| {
+        (
+            prop::collection::vec(offer_of(n), n),
+            Just((0..n).collect::<Vec<_>>()).prop_shuffle(),
+            1usize..=n,
+            prop::collection::vec(prop_oneof![3 => Just(0u64), 1 => any::<u64>()], n),
+        )
+            .prop_map(|(offers, order, k, taken)| (offers, order[..k].to_vec(), taken))
+    })
 }
 
 proptest! {
     #![proptest_config(config())]
 
-    /// Members that differ in which channels are free, whether they reach every other, how
+    /// Members that differ in which channels are free, which parent members they reach, how
     /// many blocks they can keep resident and their GPU: the decisions read only the table,
     /// so every member gets the same; and each is safe for every member: peer mapping only if
-    /// all reach all, a channel free on every member, a grid no member would leave partly
+    /// every member reaches every other, a channel free on every member (and not taken for
+    /// another team of the call), the lowest such, a grid no member would leave partly
     /// unscheduled, an architecture only if all share it.
     #[test]
-    fn a_new_team_decides_alike_and_safely_for_every_member(
-        parts in prop::collection::vec(set_up_part(), 1..=8),
-    ) {
-        let table: Vec<[u64; 64]> = parts.iter().map(|p| p.entry()).collect();
-        let agreed = super::SetUp::agree(&table);
-        // What each member decides from the table it got (the same table on every member).
-        for _member in 0..parts.len() {
-            prop_assert_eq!(super::SetUp::agree(&table), agreed);
+    fn a_new_team_decides_alike_and_safely_for_every_member((offers, members, taken) in making()) {
+        use super::{make, offer, SetUp};
+        use crate::runtime::exchange::{entry, tag};
+        let table: Vec<[u64; 64]> = offers
+            .iter()
+            .map(|(free, res, arch, reach)| {
+                let mut w = vec![make::STRIDED, 0, 0, 0, 0];
+                w.extend(offer::words(*free, *res, *arch, reach));
+                entry(tag::MAKE_TEAM, &w)
+            })
+            .collect();
+        let agreed = SetUp::agree(&table, &members, |p| taken[p]);
+        for _member in &members {
+            prop_assert_eq!(SetUp::agree(&table, &members, |p| taken[p]), agreed);
         }
-        prop_assert_eq!(agreed.mapped, parts.iter().all(|p| p.reaches_all));
-        if let Some(c) = agreed.channel {
-            prop_assert!(parts.iter().all(|p| p.free & (1 << c) != 0), "channel {} taken somewhere", c);
-            prop_assert!(parts.iter().all(|p| p.free & ((1u64 << c) - 1) & parts.iter().fold(u64::MAX, |m, q| m & q.free) == 0), "a lower channel was free everywhere");
-        } else {
-            prop_assert_eq!(parts.iter().fold(u64::MAX, |m, p| m & p.free), 0);
+        let reaches_all = members
+            .iter()
+            .all(|&p| members.iter().all(|&q| offers[p].3[q]));
+        prop_assert_eq!(agreed.mapped, reaches_all);
+        let common = members.iter().fold(u64::MAX, |m, &p| m & offers[p].0 & !taken[p]);
+        match agreed.channel {
+            Some(c) => {
+                prop_assert!(common & (1 << c) != 0, "channel {} taken somewhere", c);
+                prop_assert_eq!(common & ((1u64 << c) - 1), 0, "a lower channel was free everywhere");
+            }
+            None => prop_assert_eq!(common, 0),
         }
         prop_assert!(agreed.max_blocks >= 1);
-        prop_assert!(parts.iter().all(|p| agreed.max_blocks <= p.resident_blocks.max(1)));
+        prop_assert!(members.iter().all(|&p| agreed.max_blocks <= offers[p].1.max(1)));
+        let first = offers[members[0]].2;
         match agreed.arch {
-            Some(a) => prop_assert!(parts.iter().all(|p| p.arch == a)),
-            None => prop_assert!(parts.iter().any(|p| p.arch != parts[0].arch)),
+            Some(a) => prop_assert!(members.iter().all(|&p| offers[p].2 == a)),
+            None => prop_assert!(members.iter().any(|&p| offers[p].2 != first)),
+        }
+        if let Some(c) = agreed.team_channel(members.len()) {
+            prop_assert!(agreed.mapped && members.len() <= 8 && Some(c) == agreed.channel);
         }
     }
 }

@@ -15,7 +15,7 @@
 //! creation.
 use super::{
     explicit::{self, NO_ID},
-    make,
+    make, offer,
     plan::{self, Choice},
     Team,
 };
@@ -60,7 +60,7 @@ fn exchange_error(detail: String) -> Error {
 /// [`Team::split`]: collective over `parent`.
 pub(super) fn split(parent: &Team, color: Option<u32>, key: i32) -> Result<Option<Team>> {
     let mine = Choice { color, key };
-    let table = gather(parent, mine)?;
+    let (table, entries) = gather(parent, mine)?;
     let me = parent.my_pe();
     if table[me].0 != mine {
         return Err(exchange_error(format!(
@@ -92,12 +92,12 @@ pub(super) fn split(parent: &Team, color: Option<u32>, key: i32) -> Result<Optio
             "parent PE {leader}, the first member of the team of colour {color}, had no team id to give"
         )));
     }
-    explicit::join(parent, id, members.len(), index).map_err(|e| e.in_call(CALL))
+    explicit::join(parent, id, &entries, members, index).map_err(|e| e.in_call(CALL))
 }
 
 /// Gathers every member's choice and team id, in parent order: the agreement that opens the
 /// call (see [`Team::agree_to_make`]).
-fn gather(parent: &Team, mine: Choice) -> Result<Vec<(Choice, u64)>> {
+fn gather(parent: &Team, mine: Choice) -> Result<(Vec<(Choice, u64)>, Vec<[u64; 64]>)> {
     // Only the first member of each team uses its id, but no PE knows yet who that is. A PE
     // that cannot make one offers NO_ID, which its team's members then refuse alike.
     let id = parent.rt.nv().team_unique_id().unwrap_or_else(|e| {
@@ -105,19 +105,21 @@ fn gather(parent: &Team, mine: Choice) -> Result<Vec<(Choice, u64)>> {
         NO_ID
     });
     let e = encode(mine, id);
-    let table = parent.agree_to_make(CALL, &[make::SPLIT, e[0], e[1], e[2]])?;
-    table
+    let table = parent.agree_to_make(CALL, [make::SPLIT, e[0], e[1], e[2], 0])?;
+    let choices = table
         .iter()
         .enumerate()
         .map(|(pe, w)| {
-            decode([w[2], w[3], w[4]]).ok_or_else(|| {
+            let a = offer::ARGS;
+            decode([w[a], w[a + 1], w[a + 2]]).ok_or_else(|| {
                 exchange_error(format!(
                     "parent PE {pe}'s entry {:?} is not one a split writes",
-                    &w[2..5]
+                    &w[a..a + 3]
                 ))
             })
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok((choices, table))
 }
 
 #[cfg(test)]
