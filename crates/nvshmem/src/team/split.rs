@@ -95,9 +95,12 @@ pub(super) fn split(parent: &Team, color: Option<u32>, key: i32) -> Result<Optio
     explicit::join(parent, id, &entries, members, index).map_err(|e| e.in_call(CALL))
 }
 
+/// One parent member's entry of the opening agreement.
+type Entry64 = crate::runtime::exchange::Entry;
+
 /// Gathers every member's choice and team id, in parent order: the agreement that opens the
 /// call (see [`Team::agree_to_make`]).
-fn gather(parent: &Team, mine: Choice) -> Result<(Vec<(Choice, u64)>, Vec<[u64; 64]>)> {
+fn gather(parent: &Team, mine: Choice) -> Result<(Vec<(Choice, u64)>, Vec<Entry64>)> {
     // Only the first member of each team uses its id, but no PE knows yet who that is. A PE
     // that cannot make one offers NO_ID, which its team's members then refuse alike.
     let id = parent.rt.nv().team_unique_id().unwrap_or_else(|e| {
