@@ -60,7 +60,10 @@ fn exchange_error(detail: String) -> Error {
 /// [`Team::split`]: collective over `parent`.
 pub(super) fn split(parent: &Team, color: Option<u32>, key: i32) -> Result<Option<Team>> {
     let mine = Choice { color, key };
-    let (table, entries) = gather(parent, mine)?;
+    let Gathered {
+        choices: table,
+        table: entries,
+    } = gather(parent, mine)?;
     let me = parent.my_pe();
     if table[me].0 != mine {
         return Err(exchange_error(format!(
@@ -95,12 +98,16 @@ pub(super) fn split(parent: &Team, color: Option<u32>, key: i32) -> Result<Optio
     explicit::join(parent, id, &entries, members, index).map_err(|e| e.in_call(CALL))
 }
 
-/// One parent member's entry of the opening agreement.
-type Entry64 = crate::runtime::exchange::Entry;
+/// What the opening agreement gave: every parent member's choice and team id, and the whole
+/// table (which sets the new teams up).
+struct Gathered {
+    choices: Vec<(Choice, u64)>,
+    table: Vec<crate::runtime::exchange::Entry>,
+}
 
 /// Gathers every member's choice and team id, in parent order: the agreement that opens the
 /// call (see [`Team::agree_to_make`]).
-fn gather(parent: &Team, mine: Choice) -> Result<(Vec<(Choice, u64)>, Vec<Entry64>)> {
+fn gather(parent: &Team, mine: Choice) -> Result<Gathered> {
     // Only the first member of each team uses its id, but no PE knows yet who that is. A PE
     // that cannot make one offers NO_ID, which its team's members then refuse alike.
     let id = parent.rt.nv().team_unique_id().unwrap_or_else(|e| {
@@ -122,7 +129,7 @@ fn gather(parent: &Team, mine: Choice) -> Result<(Vec<(Choice, u64)>, Vec<Entry6
             })
         })
         .collect::<Result<_>>()?;
-    Ok((choices, table))
+    Ok(Gathered { choices, table })
 }
 
 #[cfg(test)]
