@@ -3,14 +3,16 @@
 //! that names the failed PE (or exit non-zero saying so) instead of waiting for ever.
 //!
 //! ```sh
-//! faults MODE [PE] [AT]      MODE: none, kill, panic, stop, exit, abort
+//! faults MODE [PE] [AT]      MODE: none, kill, panic, stop, exit, abort, exit-at-end
 //!                            PE: the PE that fails (default the last); AT: the iteration (200)
 //! NVSHMEM_RS_TIMEOUT=10s scripts/run-example.sh faults stop
 //! ```
 //!
 //! `kill` sends itself SIGKILL, `panic` panics, `stop` sends itself SIGSTOP (a hung PE), `exit`
 //! exits with status 3 without finalising, `abort` calls `Runtime::abort` and carries on (its
-//! next call must fail). Every line about the failure carries the Unix time in seconds, so a
+//! next call must fail). `exit-at-end`: every all-reduce completes, then the failing PE exits
+//! (status 0, without finalising) while the others drop their runtime at once: dropping it
+//! must end (NVSHMEM left as it is) within the timeout, not wait in finalising for ever. Every line about the failure carries the Unix time in seconds, so a
 //! driver can tell how long the survivors took to end.
 use std::{
     process::{Command, ExitCode},
@@ -48,8 +50,8 @@ fn faults() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "none".into());
     ensure!(
-        ["none", "kill", "panic", "stop", "exit", "abort"].contains(&mode.as_str()),
-        "unknown mode {mode:?}: expected none, kill, panic, stop, exit or abort"
+        ["none", "kill", "panic", "stop", "exit", "abort", "exit-at-end"].contains(&mode.as_str()),
+        "unknown mode {mode:?}: expected none, kill, panic, stop, exit, abort or exit-at-end"
     );
     let rt = Runtime::init().context("starting NVSHMEM")?;
     let (me, n) = (rt.my_pe(), rt.n_pes());
@@ -102,6 +104,20 @@ fn faults() -> anyhow::Result<()> {
         last_ok = Instant::now();
     }
     println!("PE {me}: {ITERATIONS} all-reduces of {LEN} f32 checked: ok");
+    if mode == "exit-at-end" {
+        if me == victim {
+            println!("fault: PE {me} exits without finalising, t={:.3}", now());
+            std::process::exit(0);
+        }
+        drop((src, dst, world, stream));
+        let t = Instant::now();
+        drop(rt);
+        println!(
+            "PE {me}: runtime dropped {:.3} s after its peer left, t={:.3}",
+            t.elapsed().as_secs_f64(),
+            now()
+        );
+    }
     Ok(())
 }
 
