@@ -155,7 +155,9 @@ impl Algorithm for Direct {
     }
 
     fn prefers(&self, call: &Call) -> bool {
-        direct_preferred(call)
+        // Past LL's range, a call that NVSHMEM could only take by staging it through the
+        // scratch (in place, premul_sum) runs here: in place, with no scratch to reserve.
+        direct_preferred(call) || super::nvshmem::stages(call)
     }
 
     fn refuses(&self, call: &Call) -> Option<String> {
