@@ -77,7 +77,17 @@ pub(crate) struct TeamShape {
     /// of it by load and store; `None` unless every member is reachable so (one node, peer
     /// access).
     pub(crate) peer_offsets: Option<Box<[i64]>>,
+    /// The most 512-thread blocks every member can keep resident on its GPU at once, the same
+    /// number on every member: this crate's NVLink kernels launch at most this many blocks a
+    /// call (`kernels/PROTOCOL.md`, "Residency"), so that every member's blocks of a call can
+    /// run at the same time.
+    pub(crate) max_blocks: u32,
 }
+
+/// [`TeamShape::max_blocks`] until it is measured when the team is made: 128, as many
+/// 512-thread blocks as one H100 or H200 holds with one PE a GPU (132 SMs, one such block
+/// each), the direct kernels' grid limit before teams had their own.
+pub(crate) const DEFAULT_MAX_BLOCKS: u32 = 128;
 
 impl TeamShape {
     /// Reads a valid handle's shape from NVSHMEM. `probe` is any symmetric address (used to
@@ -107,6 +117,7 @@ impl TeamShape {
             n_pes,
             world,
             peer_offsets,
+            max_blocks: DEFAULT_MAX_BLOCKS,
         })
     }
 }
@@ -513,6 +524,7 @@ impl Team {
                 n_pes: 0,
                 world: Box::default(),
                 peer_offsets: None,
+                max_blocks: DEFAULT_MAX_BLOCKS,
             }),
             owned: true,
         };

@@ -719,6 +719,7 @@ impl ReduceOp {
             n_pes: 2,
             world: Box::new([0, 1]),
             peer_offsets: Some(Box::new([0, 1 << 40])),
+            max_blocks: crate::team::DEFAULT_MAX_BLOCKS,
         };
         let span = Span::new(1 << 20, 1, dtype.size());
         let call = Call {

@@ -11,6 +11,11 @@ const SCRATCH: u64 = 0x200_0000;
 const PEER: u64 = 1 << 40;
 
 pub(crate) fn team(n: usize, me: usize, mapped: bool) -> TeamShape {
+    team_fitting(n, me, mapped, crate::team::DEFAULT_MAX_BLOCKS)
+}
+
+/// [`team`] whose members each keep at most `max_blocks` blocks of 512 threads resident.
+pub(crate) fn team_fitting(n: usize, me: usize, mapped: bool, max_blocks: u32) -> TeamShape {
     TeamShape {
         handle: 7,
         my_pe: me,
@@ -21,6 +26,7 @@ pub(crate) fn team(n: usize, me: usize, mapped: bool) -> TeamShape {
                 .map(|j| (j as i64 - me as i64) * PEER as i64)
                 .collect()
         }),
+        max_blocks,
     }
 }
 
@@ -1118,5 +1124,61 @@ fn in_place_reductions_take_the_nvlink_kernels_where_they_can() {
             let a = choose(&c, None).unwrap();
             assert!(a.scratch(&c) > 0, "{coll} {op}: {}", a.name());
         }
+    }
+}
+
+/// The NVLink kernels launch no more blocks than every member keeps resident
+/// (`TeamShape::max_blocks`), the same grid on every member: the direct kernels' grid and the
+/// LL kernels' grid are capped by it, and LL carries only what that many blocks hold.
+#[test]
+fn launches_fit_the_blocks_every_member_keeps_resident() {
+    let grid_of = |steps: &[Step]| match steps {
+        [Step::Kernel(Launch::Nvr(l))] => (l.function, l.grid),
+        s => panic!("{s:?}"),
+    };
+    for max_blocks in [1, 4, 16, 33, 128, 1000] {
+        let mut grids = Vec::new();
+        for me in 0..4 {
+            let t = team_fitting(4, me, true, max_blocks);
+            // 64 MiB a PE: the direct kernels' rule alone would take 128 blocks.
+            let c = with_channel(call(
+                &t,
+                Collective::AllReduce,
+                DataType::F32,
+                ReduceOp::Sum,
+                16 << 20,
+                false,
+                0,
+            ));
+            let (name, steps) = plan(&c);
+            assert_eq!(name, "nvlink_direct");
+            let (_, grid) = grid_of(&steps);
+            assert_eq!(grid, max_blocks.min(128), "max_blocks {max_blocks}");
+            // 24 KiB a PE: LL with up to 6 blocks, if that many fit.
+            let c = with_channel(call(
+                &t,
+                Collective::AllReduce,
+                DataType::F32,
+                ReduceOp::Sum,
+                6 << 10,
+                false,
+                0,
+            ));
+            let fits = (max_blocks as usize).min(8) * (16 << 10) / 2 >= 24 << 10;
+            assert_eq!(
+                nvlink::Ll.refuses(&c).is_none(),
+                fits,
+                "max_blocks {max_blocks}"
+            );
+            if fits {
+                let mut steps = Vec::new();
+                nvlink::Ll.plan(&c, &mut steps);
+                let (f, grid) = grid_of(&steps);
+                assert_eq!(f, "nvr_ll_all_reduce");
+                assert_eq!(grid, 6.min(max_blocks), "max_blocks {max_blocks}");
+                grids.push(grid);
+            }
+        }
+        assert!(grids.windows(2).all(|w| w[0] == w[1]), "{grids:?}");
     }
 }
