@@ -244,6 +244,9 @@ fn one<T: Element>(
     rt.barrier_all(s)?;
     s.synchronize()?;
     called?;
+    // A kernel that stopped waiting (timeout, abort) says so here, before its results are
+    // judged: they are undefined then, and the error names the cause.
+    rt.async_error()?;
     check(&case, n, r, &own, &before, &got, dst_len)?;
     ensure!(
         case.in_place || bits(&src_after) == bits(&own),
@@ -459,7 +462,8 @@ fn repeated<T: Element>(
 }
 
 /// The in-place forms of every collective, by every algorithm that accepts them, at a block
-/// of 4099 i32 (past the LL range: the automatic choice hands some to NVSHMEM) and 1 MiB.
+/// of 4099 i32 (past the LL range: the automatic choice hands some to NVSHMEM) and 1 MiB, on
+/// the world team and on the world listed in reverse (team index != world PE).
 fn in_place_layouts(
     rt: &Runtime,
     world: &Team,
@@ -467,39 +471,36 @@ fn in_place_layouts(
     seed: u64,
 ) -> anyhow::Result<()> {
     let n = rt.n_pes();
+    let reversed: Vec<usize> = (0..n).rev().collect();
+    let listed = world.from_pes(&reversed)?;
     let counts = [1, 4099, (1 << 20) / 4];
     let longest = n * counts[2];
     let mut src = rt.alloc_zeroed::<i32>(longest)?;
     let mut dst = rt.alloc_zeroed::<i32>(longest)?;
     let mut tally = Tally::default();
-    for (ci, coll) in COLLS.into_iter().enumerate() {
-        if coll == Coll::Alltoall {
-            continue;
-        }
-        for algo in algorithms(coll) {
-            for (k, &m) in counts.iter().enumerate() {
-                let case = Case {
-                    coll,
-                    m,
-                    in_place: true,
-                    root: n - 1,
-                    src_at: 0,
-                    dst_at: 0,
-                    key: seed ^ (ci * 16 + k) as u64,
-                };
-                forced(
-                    rt,
-                    Some(world),
-                    &mut src,
-                    &mut dst,
-                    case,
-                    algo,
-                    s,
-                    &mut tally,
-                );
+    for (ti, team) in [Some(world), listed.as_ref()].into_iter().enumerate() {
+        for (ci, coll) in COLLS.into_iter().enumerate() {
+            if coll == Coll::Alltoall {
+                continue;
+            }
+            for algo in algorithms(coll) {
+                for (k, &m) in counts.iter().enumerate() {
+                    let case = Case {
+                        coll,
+                        m,
+                        in_place: true,
+                        root: n - 1,
+                        src_at: 0,
+                        dst_at: 0,
+                        key: seed ^ (ti * 256 + ci * 16 + k) as u64,
+                    };
+                    forced(rt, team, &mut src, &mut dst, case, algo, s, &mut tally);
+                }
             }
         }
     }
+    drop((src, dst));
+    drop(listed);
     tally.finish(rt, "in-place layouts")
 }
 
@@ -801,10 +802,12 @@ extern "C" __global__ void fill(unsigned long long ns) {
                 format!("{coll:?} x{m} beside the filler (round {round}): after {took:?}")
             })?;
             let (_, dl) = coll.lens(n, m);
+            rt.async_error().with_context(|| {
+                format!("{coll:?} x{m} beside the filler (round {round}, {took:?})")
+            })?;
             check(&case, n, me, &own, &before, &got, dl).with_context(|| {
                 format!("{coll:?} x{m} beside the filler (round {round}, {took:?})")
             })?;
-            rt.async_error()?;
         }
     }
     Ok(())
