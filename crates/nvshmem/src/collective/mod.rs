@@ -35,7 +35,7 @@
 //! |---|---|---|
 //! | `f32` `f64` `f16` `bf16`, integers | sum, prod, min, max (and, or, xor: integers) | NVSHMEM's typed reduction |
 //! | the same | avg | NVSHMEM's sum, then a kernel divides by the team size (integers: the sum wraps in the type, then truncates toward zero, as NCCL) |
-//! | the same | premul_sum(s) | a kernel scales the input (into the output or the scratch, never over the input), then NVSHMEM's sum; integers need a whole `s` |
+//! | the same | premul_sum(s) | a kernel scales the input into the scratch (never over the input), then NVSHMEM's sum from there; integers need a whole `s` |
 //! | [`Bool8`](crate::element::Bool8) | and, or, min (= and), max (= or) | NVSHMEM's `uint8` min / max, right for any non-zero byte as true |
 //! | [`F8E4M3`](crate::element::F8E4M3), [`F8E5M2`](crate::element::F8E5M2) | sum, min, max, avg, premul_sum(s) | this crate's kernel reading every member's input through peer-mapped memory, between two team barriers, computing in `f32` with one rounding |
 //!
@@ -50,9 +50,11 @@
 //!
 //! | call | scratch |
 //! |---|---|
-//! | [`Team::reduce`], [`Team::reduce_in_place`] | `B` (none for fp8) |
+//! | [`Team::reduce`], [`Team::reduce_in_place`] | `B` (none for fp8), `2 B` (plus 256) with `premul_sum` |
 //! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] with `premul_sum` | `B` (all `n_pes` blocks; none for fp8) |
 //! | [`Team::all_reduce_in_place`] on fp8 | `B` |
+//! | on NVSHMEM's path (a team without peer access, or `nvshmem` forced): [`Team::all_reduce_in_place`], [`Team::all_reduce`] with `premul_sum` | `B`: NVSHMEM reduces from a copy (its own kernels get a destination overlapping the source wrong from 3 PEs up: `tools/nvshmem-repro`) |
+//! | on NVSHMEM's path: [`Team::reduce_scatter_in_place`] (not `premul_sum`), [`Team::fcollect_in_place`] | one block: reduced into the scratch and copied into place / sent from a copy |
 //! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] on `i16`/`u16` with blocks over 1 MiB | `B` (NVSHMEM 3.4.5's 16-bit integer reductions fail above a few MiB a call: all-reduces of these types run in 1 MiB calls, and such reduce-scatters as an all-reduce into the scratch) |
 //! | anything else | none |
 //!
@@ -356,8 +358,8 @@ impl Team {
     ///
     /// Every operator [`ReduceOp::supports`] for `T` (module docs, "Reductions"); an operator
     /// the type does not define, or a `premul_sum` scale that is not a whole number for an
-    /// integer type, is [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `op`. Needs no scratch. `src` is
-    /// never written (`premul_sum` scales into `dst`, then sums there).
+    /// integer type, is [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `op`. Needs no scratch, but
+    /// for `premul_sum` on NVSHMEM's path (module docs, "Reductions"). `src` is never written.
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
@@ -388,7 +390,8 @@ impl Team {
     /// All-reduce in place: `buf` is both input and output. Operators as
     /// [`Team::all_reduce`]; on fp8 it needs `buf.len()` bytes of collective scratch
     /// ([`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch): the result is reduced there while the other PEs still
-    /// read `buf`, then copied back), else [`Error::ScratchTooSmall`](crate::Error::ScratchTooSmall).
+    /// read `buf`, then copied back), and as many on NVSHMEM's path (a team without peer
+    /// access: NVSHMEM reduces from a copy of `buf`), else [`Error::ScratchTooSmall`](crate::Error::ScratchTooSmall).
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
@@ -413,7 +416,8 @@ impl Team {
     ///
     /// NVSHMEM has no rooted reduction: the result is reduced into the runtime's collective
     /// scratch, then copied to `dst` on the root (for `avg`, divided into it; `premul_sum`
-    /// scales `src` into the scratch and sums it there in place, so it needs no more). Reserve
+    /// scales `src` into the scratch too, after the result: `2 * len * size_of::<T>()` bytes
+    /// and 256 more). Reserve
     /// the scratch first, collectively, with [`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch)
     /// (`len * size_of::<T>()` bytes, else [`Error::ScratchTooSmall`](crate::Error::ScratchTooSmall)); fp8 needs none (the
     /// root reduces the peers' `src` straight into its `dst`). Calls that use the scratch
@@ -538,7 +542,8 @@ impl Team {
     }
 
     /// All-gather in place: `buf` holds `n_pes` blocks; this PE's block (index
-    /// `my_pe`) is its input, and every block is filled from its PE.
+    /// `my_pe`) is its input, and every block is filled from its PE. On NVSHMEM's path (a
+    /// team without peer access) it needs one block of collective scratch, sent from there.
     ///
     /// ```no_run
     /// # use nvshmem::Runtime;
@@ -617,7 +622,9 @@ impl Team {
     /// Reduce-scatter in place: `buf` holds `n_pes` blocks; this PE's block (index `my_pe`)
     /// gets the reduction of that block over all PEs. The other blocks are left as they were.
     /// Operators and scratch as [`Team::reduce_scatter`] (`premul_sum`: `buf.len() *
-    /// size_of::<T>()` bytes).
+    /// size_of::<T>()` bytes); on NVSHMEM's path (a team without peer access) the other
+    /// operators need one block (`buf.len() / n_pes` elements): the block is reduced there
+    /// and copied into place.
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
