@@ -50,7 +50,16 @@ fn faults() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "none".into());
     ensure!(
-        ["none", "kill", "panic", "stop", "exit", "abort", "exit-at-end"].contains(&mode.as_str()),
+        [
+            "none",
+            "kill",
+            "panic",
+            "stop",
+            "exit",
+            "abort",
+            "exit-at-end"
+        ]
+        .contains(&mode.as_str()),
         "unknown mode {mode:?}: expected none, kill, panic, stop, exit, abort or exit-at-end"
     );
     let rt = Runtime::init().context("starting NVSHMEM")?;

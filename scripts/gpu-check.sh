@@ -11,14 +11,30 @@
 #                                         start there (mpirun, nvshmem-run, Hydra, none) and prints
 #                                         a summary last. SUITES default to "foundation"; others:
 #                                         foundation_hydra (its Hydra legs alone), examples,
-#                                         faults, soak, collectives, perf, perfgraph, perfiso,
-#                                         reddiag, probe, probelarge, perfpoints, pdl, cepoints, perfgraphsplit, device. Each of collectives, perf
+#                                         faults, soak, collectives, scale, repro, lifetimes,
+#                                         device, perf, perfgraph, perfiso, reddiag, probe,
+#                                         probelarge, perfpoints, pdl, cepoints, perfgraphsplit.
+#                                         Each of collectives, perf
 #                                         and perfgraph needs most of one 10-minute call; probe
 #                                         (small, then probelarge) most of one too, probelarge
 #                                         about 4 min; soak up to 9 min.
 #
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs. NVLink multicast stays off
 # for every process: NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0.
+#
+# PE counts: PES (default "1 2") is the list of PE counts that foundation, examples, scale,
+# repro and the collectives matrix (MATRIX_PES, default PES) run at.
+#
+# Several PEs on one GPU: MPS=1 runs the whole suite list with CUDA MPS (README, "Launching";
+# /work/shared/platform.md): the control daemon is started with its own pipe and log folders
+# (under /tmp, or MPS_DIR), every PE of an N-PE case on G GPUs gets the thread share
+# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / ceil(N / G) (passed to every launcher, mpirun -x
+# included), MPS is restarted after a case that was killed (a killed client can leave the server
+# unusable), and quit when the run ends, however it ends. MPS_SHARE=none gives no share and sets
+# NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=1 instead (the PEs' kernels then compete for
+# every SM). For example, on one GPU:
+#     MPS=1 PES="3 4 8" scripts/gpu-check.sh run foundation examples collectives
+# Without MPS=1 nothing of this happens and the cases are those of one PE per GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -114,6 +130,7 @@ stage_hydra() {
 # ---- on the GPU machine ----
 final=${OUT:-gpu-logs}
 out="$final/logs"
+export out
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0
@@ -127,14 +144,88 @@ fi
 export GPU_TEST_SEED=${GPU_TEST_SEED:-$(date +%s)}
 summary=()
 failures=0
+PES=${PES:-1 2}
+export PES
+
+# ---- several PEs on one GPU: CUDA MPS (MPS=1) ----
+mps_on() { [ "${MPS:-0}" = 1 ]; }
+export -f mps_on
+mps_control() {
+  local c
+  c=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
+  "$c" "$@"
+}
+# Starts the control daemon (the server starts with the first client).
+mps_start() {
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if ! mps_control -d; then
+    echo "gpu-check: nvidia-cuda-mps-control -d failed" >&2
+    return 1
+  fi
+  echo "gpu-check: MPS control daemon started (pipe $CUDA_MPS_PIPE_DIRECTORY)"
+}
+# Quits the daemon (and its server), and waits until its control pipe is gone. If quit does not
+# take (a stuck server), the daemon we started is ended by its process id.
+mps_stop() {
+  [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] || return 0
+  echo quit | timeout 30 bash -c "$(declare -f mps_control); mps_control" >/dev/null 2>&1
+  local i
+  for i in $(seq 100); do
+    [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] || return 0
+    sleep 0.1
+  done
+  local pid
+  pid=$(cat "$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid" 2>/dev/null || true)
+  if [ -n "$pid" ]; then
+    echo "gpu-check: MPS did not quit; ending its daemon (process $pid)" >&2
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"
+}
+mps_restart() {
+  echo "gpu-check: restarting MPS after a killed case"
+  mps_stop
+  mps_start
+}
+# mps_share NP: the environment of an NP-PE case's PEs (on one host): the thread share of a PE
+# when MPS_SHARE is not "none", or full MPG without shares.
+mps_share() {
+  mps_on || return 0
+  local np=$1 gpus per
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  [ "${gpus:-0}" -ge 1 ] || gpus=1
+  per=$(( (np + gpus - 1) / gpus ))
+  if [ "${MPS_SHARE:-}" = none ]; then
+    unset CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+    export NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=1
+  else
+    export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(( 100 / per ))
+  fi
+}
+export -f mps_share
+# nvrun NP COMMAND...: COMMAND as NP PEs under nvshmem-run (with the MPS share, if any).
+nvrun() {
+  local np=$1; shift
+  mps_share "$np"
+  .gpu/bin/nvshmem-run -n "$np" "$@"
+}
+export -f nvrun
+# PE counts of PES above 1.
+multi_pes() {
+  local np
+  for np in $PES; do [ "$np" -gt 1 ] && echo "$np"; done
+}
 
 # mpirun with the variables every PE needs.
 mpi() {
   local np=$1; shift
   local pass=() v
+  mps_share "$np"
   for v in NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE RUST_BACKTRACE RUST_LOG GPU_TEST_INIT \
     NVSHMEM_RS_BOOTSTRAP NVSHMEM_RS_ALGORITHMS NVSHMEM_RS_KERNEL_CACHE NVSHMEM_RS_TIMEOUT NVSHMEM_RS_PDL NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL GPU_TEST_SEED GPU_TEST_SKIP \
-    MATRIX_MEDIUM_TEAMS MATRIX_FORCE NCCL_GRAPH_REGISTER PATH LD_LIBRARY_PATH; do
+    MATRIX_MEDIUM_TEAMS MATRIX_FORCE MATRIX_CLASSES MATRIX_TYPES NCCL_GRAPH_REGISTER PATH LD_LIBRARY_PATH \
+    CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE \
+    NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE REPRO_CASES GPU_LIFETIMES_CASE; do
     [ -n "${!v+x}" ] && pass+=(-x "$v")
   done
   mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "${pass[@]}" "$@"
@@ -154,6 +245,7 @@ export -f mpi
 # exit status, once every other process has ended.
 hydra() {
   local np=$1; shift
+  mps_share "$np"
   local dir=$PWD/.gpu/hydra caller=${LD_LIBRARY_PATH:-}
   if [ ! -x "$dir/bin/mpiexec.hydra" ] && [ -f "$dir.tgz" ]; then
     tar -xzf "$dir.tgz" -C "$PWD/.gpu" || return 127
@@ -176,6 +268,8 @@ case_() {
   local log="$out/$name.log" t0=$SECONDS
   timeout -k 10 "${CASE_TIMEOUT:-180}" bash -c '"$@"' bash "$@" >"$log" 2>&1
   local rc=$? secs=$((SECONDS - t0)) verdict
+  # A case ended by the time limit or a signal may have left the MPS server unusable.
+  if mps_on && { [ $rc -gt 128 ] || [ $rc -eq 124 ]; }; then mps_restart >>"$log" 2>&1; fi
   local counts
   counts=$(grep -Eo '[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?' "$log" |
     awk '{p+=$1; f+=$3; k+=$5} END {if (NR) printf "%d passed, %d failed%s", p, f, k ? ", " k " skipped" : ""}')
@@ -195,16 +289,24 @@ case_() {
 gtest() { echo ".gpu/bin/$1 --ignored --nocapture --test-threads=1"; }
 
 foundation() {
-  local t
+  local t np
   t=$(gtest gpu_foundation)
-  case_ foundation-mpi-1pe pass mpi 1 $t
-  case_ foundation-mpi-2pe pass mpi 2 $t
-  GPU_TEST_INIT=communicator case_ foundation-user-communicator-2pe pass mpi 2 $t
+  for np in $PES; do
+    case_ foundation-mpi-${np}pe pass mpi "$np" $t
+  done
+  mps_share 1 # the PEs started below without a launcher function
+  for np in $(multi_pes); do
+    GPU_TEST_INIT=communicator case_ foundation-user-communicator-${np}pe pass mpi "$np" $t
+  done
   case_ foundation-no-launcher-1pe pass $t
-  case_ foundation-env-by-hand-2pe pass bash -c "
-    for r in 0 1; do RANK=\$r WORLD_SIZE=2 LOCAL_RANK=\$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 $t > $out/env-pe\$r.out 2>&1 & pids+=(\$!); done
-    rc=0; for p in \${pids[@]}; do wait \$p || rc=\$?; done; cat $out/env-pe0.out $out/env-pe1.out; exit \$rc"
-  [ -x .gpu/bin/nvshmem-run ] && case_ foundation-nvshmem-run-2pe pass .gpu/bin/nvshmem-run -n 2 $t
+  for np in $(multi_pes); do
+    case_ foundation-env-by-hand-${np}pe pass by_hand "$np" $t
+  done
+  if [ -x .gpu/bin/nvshmem-run ]; then
+    for np in $(multi_pes); do
+      case_ foundation-nvshmem-run-${np}pe pass nvrun "$np" $t
+    done
+  fi
   # NVSHMEM 3.4.5's PMIx plugin does not load against this host's PMIx (undefined symbol
   # pmix_value_load): what we check is that this is a clear error, not NVSHMEM's crash.
   NVSHMEM_RS_BOOTSTRAP=pmix case_ pmix-plugin-unloadable-is-an-error fail:"nvshmem_bootstrap_pmix.so.3 cannot be loaded" mpi 2 $t
@@ -213,13 +315,32 @@ foundation() {
   foundation_hydra
 }
 
+# by_hand NP COMMAND...: NP copies of COMMAND started by hand with torchrun's variables (the
+# env bootstrap), each one's output in $out/env-peR.out, printed after; the first non-zero
+# exit status is the result.
+by_hand() {
+  local np=$1; shift
+  mps_share "$np"
+  local pids=() r rc=0 p port=$((29517 + RANDOM % 200))
+  for r in $(seq 0 $((np - 1))); do
+    RANK=$r WORLD_SIZE=$np LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" > "$out/env-pe$r.out" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || { [ $rc -eq 0 ] && rc=$?; }; done
+  for r in $(seq 0 $((np - 1))); do cat "$out/env-pe$r.out"; done
+  return $rc
+}
+export -f by_hand
+
 # The foundation under Hydra (nvshmrun's launcher), where the runtime must choose NVSHMEM's PMI
 # bootstrap by itself (PE 0 prints it), and the error paths there.
 foundation_hydra() {
   local t
   t=$(gtest gpu_foundation)
-  case_ foundation-hydra-1pe pass:"bootstrap pmi," hydra 1 $t
-  case_ foundation-hydra-2pe pass:"bootstrap pmi," hydra 2 $t
+  local np
+  for np in $PES; do
+    case_ foundation-hydra-${np}pe pass:"bootstrap pmi," hydra "$np" $t
+  done
   # NVSHMEM 3.4.5's PMI-2 plugin under Debian's Hydra starts, then fails exchanging the heap's
   # IPC handles ("Fatal IPC Failure", exit 255; seen 2026-11-23): kept as an expected failure so
   # that a release that fixes it shows here.
@@ -233,23 +354,77 @@ collectives() {
   local t
   t=$(gtest gpu_collectives)
   local np
-  for np in ${MATRIX_PES:-1 2}; do
-    CASE_TIMEOUT=${MATRIX_TIMEOUT:-500} case_ collectives-matrix-${np}pe pass mpi $np $t
+  for np in ${MATRIX_PES:-$PES}; do
+    CASE_TIMEOUT=${MATRIX_TIMEOUT:-500} case_ collectives-matrix-${np}pe pass mpi $np $t --exact gpu_collectives
+  done
+}
+
+# tests/gpu_scale.rs at each PE count of PES above 1: every algorithm forced over unaligned
+# views, odd counts and in-place layouts, graphs replayed at every size, split teams at once,
+# collectives beside a kernel that fills the GPU, and the broadcasts and all-reduces that went
+# wrong when the PEs' kernels could not all be resident. GPU_TEST_SKIP leaves checks out.
+scale() {
+  local t np
+  t=$(gtest gpu_scale)
+  for np in $(multi_pes); do
+    CASE_TIMEOUT=${SCALE_TIMEOUT:-240} case_ scale-${np}pe pass mpi "$np" $t
+  done
+}
+
+# tools/nvshmem-repro: NVSHMEM's own collectives called raw from C on the layouts nvshmem-rs
+# routes away from NVSHMEM (in-place reduce-scatter, fcollect and all-reduce; large broadcasts),
+# built here with nvcc and run at each PE count of PES above 1 (REPRO_CASES: rs,fc,ar,bc). The
+# cases are findings: a case passes when the program ran; the table of what NVSHMEM got right
+# and wrong is printed after it.
+repro() {
+  local bin=/tmp/nvshmem-repro np
+  case_ repro-build pass bash tools/nvshmem-repro/build.sh "$bin"
+  [ -x "$bin" ] || return 0
+  for np in $(multi_pes); do
+    CASE_TIMEOUT=${REPRO_TIMEOUT:-240} case_ repro-${np}pe pass:"repro: done" mpi "$np" "$bin"
+    grep -h '^repro:' "$out/repro-${np}pe.log"
   done
 }
 
 examples() {
-  case_ hello-nvshmem-run-2pe pass .gpu/bin/nvshmem-run -n 2 .gpu/bin/hello
-  case_ hello-mpirun-1pe pass mpi 1 .gpu/bin/hello
-  # The other examples, each checking its own result: with 2 PEs, and with 1 (its own ring,
-  # team and neighbour).
-  local e
-  for e in quick_start halo train_step teams timing; do
-    case_ $e-nvshmem-run-2pe pass .gpu/bin/nvshmem-run -n 2 .gpu/bin/$e
-    case_ $e-mpirun-1pe pass mpi 1 .gpu/bin/$e
+  # Each example checks its own result: with 1 PE under mpirun (its own ring, team and
+  # neighbour), and with every other PE count of PES under nvshmem-run.
+  local e np
+  for e in hello quick_start halo train_step teams timing; do
+    for np in $PES; do
+      if [ "$np" = 1 ]; then
+        case_ $e-mpirun-1pe pass mpi 1 .gpu/bin/$e
+      else
+        case_ $e-nvshmem-run-${np}pe pass nvrun "$np" .gpu/bin/$e
+      fi
+    done
   done
-  case_ host-overhead-2pe pass mpi 2 .gpu/bin/host_overhead
-  grep -h "host time\|  " "$out/host-overhead-2pe.log" | head -5
+  for np in $(multi_pes); do
+    case_ host-overhead-${np}pe pass mpi "$np" .gpu/bin/host_overhead
+    grep -h "host time\|  " "$out/host-overhead-${np}pe.log" | head -5
+    break # one team size is enough for the host cost
+  done
+}
+
+# tests/gpu_lifetimes.rs at each PE count of PES: memory, teams, graphs and registrations
+# dropped while the GPU may still use them, bounded waits. Then its one case that may end the
+# runtime (two teams' first large calls in opposite orders on alternate PEs: right, or a typed
+# error inside NVSHMEM_RS_TIMEOUT, never a hang), and a PE leaving at the end while the others
+# drop their runtime (examples/faults.rs exit-at-end: the drop must end, not wait in finalise).
+lifetimes() {
+  local t np
+  t=$(gtest gpu_lifetimes)
+  for np in $PES; do
+    CASE_TIMEOUT=${LIFETIMES_TIMEOUT:-240} case_ lifetimes-${np}pe pass mpi "$np" $t
+  done
+  for np in $(multi_pes); do
+    GPU_LIFETIMES_CASE=opposite_orders NVSHMEM_RS_TIMEOUT=15s CASE_TIMEOUT=90 \
+      case_ lifetimes-opposite-orders-${np}pe pass:"opposite orders:" mpi "$np" $t
+    grep -h "opposite orders:" "$out/lifetimes-opposite-orders-${np}pe.log" | head -2
+    NVSHMEM_RS_TIMEOUT=10s CASE_TIMEOUT=60 \
+      case_ faults-exit-at-end-${np}pe pass:"runtime dropped" nvrun "$np" .gpu/bin/faults exit-at-end
+    grep -h "runtime dropped" "$out/faults-exit-at-end-${np}pe.log" | head -2
+  done
 }
 
 # One PE of two fails on purpose in the middle of a loop of all-reduces (examples/faults.rs):
@@ -264,7 +439,7 @@ faults() {
       fault_case "$launcher" "$mode"
     done
   done
-  CASE_TIMEOUT=60 case_ faults-none-nvshmem-run-2pe pass .gpu/bin/nvshmem-run -n 2 .gpu/bin/faults none
+  CASE_TIMEOUT=60 case_ faults-none-nvshmem-run-2pe pass nvrun 2 .gpu/bin/faults none
   # The same failures while the survivor waits inside NVSHMEM's own all-reduce kernel, which
   # nothing can end: the watchdog must end the process (status 1, the failure printed) GRACE
   # (5 s) after it saw the failure.
@@ -283,7 +458,7 @@ faults() {
 fault_run() {
   local launcher=$1 mode=$2
   case $launcher in
-    nvshmem-run) .gpu/bin/nvshmem-run -n 2 .gpu/bin/faults "$mode" ;;
+    nvshmem-run) nvrun 2 .gpu/bin/faults "$mode" ;;
     mpirun) mpi 2 .gpu/bin/faults "$mode" ;;
     hand) fault_by_hand "$mode" ;;
     *) "$launcher" 2 .gpu/bin/faults "$mode" ;;   # a function taking NP CMD... (hydra)
@@ -317,6 +492,7 @@ fault_case() {
 # The env bootstrap by hand (torchrun's variables), each PE's exit status reported.
 fault_by_hand() {
   local mode=$1 port=$((29600 + RANDOM % 300)) pids=() r rc0 rc1
+  mps_share 2
   for r in 0 1; do
     RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       .gpu/bin/faults "$mode" > "$out/hand-$mode-pe$r.out" 2>&1 &
@@ -339,7 +515,7 @@ export -f fault_by_hand
 # quick run). The greps copy each PE's table and the verdict from the logs into the output.
 soak() {
   # shellcheck disable=SC2086
-  CASE_TIMEOUT=${SOAK_TIMEOUT:-330} case_ soak-nvshmem-run-2pe pass:"soak: ok on every PE (2)" .gpu/bin/nvshmem-run -n 2 .gpu/bin/soak ${SOAK_ARGS:-}
+  CASE_TIMEOUT=${SOAK_TIMEOUT:-330} case_ soak-nvshmem-run-2pe pass:"soak: ok on every PE (2)" nvrun 2 .gpu/bin/soak ${SOAK_ARGS:-}
   grep -E "^(\[PE [0-9]+\] )?(soak|warm-up|quarter|PE [0-9]+:)" "$out/soak-nvshmem-run-2pe.log" | tail -40
   # shellcheck disable=SC2086
   CASE_TIMEOUT=${SOAK_TIMEOUT_1PE:-220} case_ soak-1pe pass:"soak: ok on every PE (1)" .gpu/bin/soak ${SOAK_ARGS:-}
@@ -347,7 +523,7 @@ soak() {
 }
 
 # Why small all-reduce/all-gather/NCCL-barrier times exceed the anchors (host-bound, see
-# results/perf-2xH200/README.md): the same points with each implementation alone in its
+# docs/performance.md, "Where it is slower"): the same points with each implementation alone in its
 # process, and with the anchors' 500 iterations.
 perfiso() {
   local w=/opt/torch/.venv/lib/python3.12/site-packages args=(all-reduce fcollect barrier broadcast -b 8 -e 64K -f 8 -n 500 -w 20 --reps 5 -c 1 -C 1 --no-progress)
@@ -378,7 +554,7 @@ perf() { perf_mode stream; }
 perfgraph() { perf_mode graph; }
 # perfgraph one collective at a time, each in its own job with its own time limit
 # (PERF_PIECE_TIMEOUT, default 90 s): nvshmem-perf -G 1 with three implementations has hung at
-# a first point now and then (not found; results/gpu-check/2026-11-23-session3.md), and so a
+# a first point now and then (not found; docs/performance.md, "Small messages"), and so a
 # hang costs one collective, not the run. JSON per collective into $final/perf-graph/.
 perfgraphsplit() {
   local w=/opt/torch/.venv/lib/python3.12/site-packages c dir="$final/perf-graph"
@@ -544,17 +720,22 @@ device() {
   case_ device-compile-here pass .gpu/bin/nvshmem-perf device --iters 10 --reps 1
   export NVSHMEM_RS_KERNEL_CACHE=$cache
   grep -h '^# ours' "$out/device-compile-here.log"
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
-  mps_case() { # NP NAME COMMAND...: one case under a fresh MPS daemon, NP PEs' shares
-    local np=$1 name=$2; shift 2
-    nvidia-cuda-mps-control -d && sleep 1
-    export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 / np))
-    case_ "$name" pass "$@"
-    unset CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
-    echo quit | nvidia-cuda-mps-control; sleep 2
-  }
+  # Under MPS=1 the run's own daemon serves these cases; otherwise each gets a fresh one.
+  if mps_on; then
+    mps_case() { local np=$1 name=$2; shift 2; mps_share "$np"; case_ "$name" pass "$@"; }
+  else
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
+    mps_case() { # NP NAME COMMAND...: one case under a fresh MPS daemon, NP PEs' shares
+      local np=$1 name=$2; shift 2
+      nvidia-cuda-mps-control -d && sleep 1
+      export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 / np))
+      case_ "$name" pass "$@"
+      unset CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+      echo quit | nvidia-cuda-mps-control; sleep 2
+    }
+  fi
   # halo_device's host-initiated comparison is left out under MPS (timings mean nothing there).
   for np in 2 4; do
     mps_case $np device-halo_device-${np}pe-mps .gpu/bin/nvshmem-run -n $np .gpu/bin/halo_device --device-only
@@ -562,7 +743,7 @@ device() {
   done
   mps_case 2 device-perf-2pe-mps .gpu/bin/nvshmem-run -n 2 .gpu/bin/nvshmem-perf device "${ref[@]}" \
     --json "$out/device-perf-2pe.jsonl"
-  trap - EXIT
+  mps_on || trap - EXIT
   grep -h "us/iteration\|us a lap\|: passed\|blocks of\|match the host" "$out"/device-*.log | sort | uniq | head -40
   for e in 1pe 2pe-mps; do
     [ -f "$out/device-perf-$e.log" ] && { echo "== nvshmem-perf device, $e"; sed 's/^\[PE 0\] //' "$out/device-perf-$e.log" | grep -E '^(#|test|put)'; }
@@ -575,9 +756,21 @@ case "$mode" in
   run)
     nvidia-smi -L | tee "$out/gpus.txt"
     nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
+    mps_note="one PE per GPU"
+    if mps_on; then
+      mps_dir=${MPS_DIR:-/tmp/gpu-check-mps.$$}
+      export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
+      # However the run ends, the daemon (which outlives this shell) is quit.
+      trap 'mps_stop' EXIT
+      mps_start || exit 1
+      mps_note="CUDA MPS, share $([ "${MPS_SHARE:-}" = none ] && echo "none (NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=1)" || echo "100/PEs a GPU")"
+    fi
     for suite in "${@:-foundation}"; do "$suite"; done
+    if mps_on; then
+      cp -r "$CUDA_MPS_LOG_DIRECTORY" "$out/mps-log" 2>/dev/null
+    fi
     echo
-    echo "==== summary ($(nvidia-smi -L | wc -l) GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)) ===="
+    echo "==== summary ($(nvidia-smi -L | wc -l) GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs); PES $PES; $mps_note) ===="
     printf '%s\n' "${summary[@]}"
     echo "cases failing: $failures"
     # The device tool brings back at most 8 files: the logs travel as one archive.

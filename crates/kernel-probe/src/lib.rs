@@ -33,6 +33,21 @@ pub const LL_BLOCKS: usize = 8;
 /// Bytes of a channel before its LL area (`NVR_CHAN_HEADER`): epoch, arrive, depart.
 pub const CHAN_HEADER: usize = 4 * MAX_BLOCKS * (1 + 2 * MAX_TEAM);
 
+/// The last live epoch (`NVR_EPOCH_LAST`): live epochs are 1 ..= EPOCH_LAST (PROTOCOL.md,
+/// "Epochs").
+pub const EPOCH_LAST: u32 = 0xFFFF_FFFE;
+
+/// The epoch of the run after the one of epoch `e` (`nvr_next_epoch`): 0 (a zeroed channel)
+/// and 0xFFFFFFFF are never live, so a zeroed flag never passes for a run and consecutive
+/// runs alternate parity across the wrap.
+pub fn next_epoch(e: u32) -> u32 {
+    if e >= EPOCH_LAST {
+        1
+    } else {
+        e + 1
+    }
+}
+
 /// Byte offsets in a channel (PROTOCOL.md, "Channels").
 pub const CHAN_EPOCH: usize = 0;
 pub const CHAN_ARRIVE: usize = 4 * MAX_BLOCKS;
@@ -79,6 +94,23 @@ pub struct NvrTeam {
 // SAFETY: plain data with the C layout of `struct nvr_team` (repr(C), no padding the C side
 // lacks; `team_layout_matches_c` checks the size and field offsets).
 unsafe impl DeviceRepr for NvrTeam {}
+
+#[cfg(test)]
+mod epoch_tests {
+    use super::*;
+
+    #[test]
+    fn epochs_skip_zero_and_alternate_parity_across_the_wrap() {
+        assert_eq!(next_epoch(0), 1);
+        assert_eq!(next_epoch(7), 8);
+        assert_eq!(next_epoch(EPOCH_LAST - 1), EPOCH_LAST);
+        assert_eq!(next_epoch(EPOCH_LAST), 1);
+        // EPOCH_LAST is even and 1 odd: the LL regions (by e & 1) still alternate.
+        assert_eq!(EPOCH_LAST & 1, 0);
+        // Wrap-safe order holds across the wrap.
+        assert!((next_epoch(EPOCH_LAST).wrapping_sub(EPOCH_LAST) as i32) > 0);
+    }
+}
 
 // ---- kernel sources, types and operators ----------------------------------------------------
 
@@ -587,10 +619,14 @@ pub fn sync_step<T>(
 /// Bytes of one GPU's host-mapped record: the abort word at 0, status[4] at 16.
 const REC_BYTES: usize = 64;
 
-/// One GPU: its context, its heap, and its abort word and status record.
+/// One GPU (one PE): its context, its heap, and its abort word and status record. With more
+/// PEs than GPUs ([`Node::with_pes`]) several share a GPU and its context, each with its own
+/// heap and records, as several processes share a GPU under CUDA MPS.
 pub struct Gpu {
-    /// Index among the visible GPUs (the CUDA ordinal).
+    /// Index of this PE among all (with one PE a GPU, the CUDA ordinal too).
     pub ordinal: usize,
+    /// The CUDA ordinal of the GPU it runs on.
+    pub device: usize,
     pub ctx: Arc<CudaContext>,
     /// Device address of this GPU's heap.
     pub heap: u64,
@@ -652,20 +688,32 @@ impl Node {
     /// every pair (refusing pairs that cannot), allocates a heap of `heap_bytes` on each and the
     /// host-mapped records.
     pub fn new(max_gpus: Option<usize>, heap_bytes: usize) -> Result<Node> {
+        Node::with_pes(None, max_gpus, heap_bytes)
+    }
+
+    /// [`Node::new`] with `pes` PEs (default: one per GPU): PE i runs on GPU i % GPUs, so more
+    /// PEs than GPUs put several on one GPU, sharing its context (one process; their kernels
+    /// run side by side on their own streams, as under CUDA MPS without thread shares). Every
+    /// multi-PE path of the kernels then runs on one GPU; times mean nothing there.
+    pub fn with_pes(
+        pes: Option<usize>,
+        max_gpus: Option<usize>,
+        heap_bytes: usize,
+    ) -> Result<Node> {
         driver_available()?;
-        let count = CudaContext::device_count().context("cuDeviceGetCount")? as usize;
-        let count = max_gpus.map_or(count, |m| m.min(count));
-        if count == 0 {
+        let devices = CudaContext::device_count().context("cuDeviceGetCount")? as usize;
+        let devices = max_gpus.map_or(devices, |m| m.min(devices));
+        if devices == 0 {
             bail!("no GPU visible");
         }
-        let mut ctxs = Vec::new();
-        for i in 0..count {
-            ctxs.push(CudaContext::new(i).with_context(|| format!("context on GPU {i}"))?);
+        let mut dev_ctxs = Vec::new();
+        for i in 0..devices {
+            dev_ctxs.push(CudaContext::new(i).with_context(|| format!("context on GPU {i}"))?);
         }
-        // Peer access, every ordered pair.
-        for (i, ci) in ctxs.iter().enumerate() {
+        // Peer access, every ordered pair of GPUs.
+        for (i, ci) in dev_ctxs.iter().enumerate() {
             ci.bind_to_thread()?;
-            for (j, cj) in ctxs.iter().enumerate() {
+            for (j, cj) in dev_ctxs.iter().enumerate() {
                 if i == j {
                     continue;
                 }
@@ -685,8 +733,15 @@ impl Node {
                 }
             }
         }
+        let count = pes.unwrap_or(devices);
+        if count == 0 {
+            bail!("0 PEs asked for");
+        }
+        let ctxs: Vec<(usize, Arc<CudaContext>)> = (0..count)
+            .map(|p| (p % devices, dev_ctxs[p % devices].clone()))
+            .collect();
         // The host records: one pinned, mapped, portable allocation.
-        ctxs[0].bind_to_thread()?;
+        ctxs[0].1.bind_to_thread()?;
         let mut host: *mut c_void = std::ptr::null_mut();
         let rec_len = REC_BYTES * count;
         // SAFETY: out-pointer to a local; a context is current.
@@ -708,7 +763,7 @@ impl Node {
             rec_host: host as usize,
             next: Mutex::new(0),
         };
-        for (i, ctx) in ctxs.into_iter().enumerate() {
+        for (i, (device, ctx)) in ctxs.into_iter().enumerate() {
             ctx.bind_to_thread()?;
             let mut heap = 0;
             // SAFETY: out-pointer to a local; GPU i's context is current.
@@ -736,6 +791,7 @@ impl Node {
             let (major, minor) = ctx.compute_capability()?;
             node.gpus.push(Gpu {
                 ordinal: i,
+                device,
                 ctx,
                 heap,
                 abort: rec,

@@ -47,20 +47,12 @@ fn capture(
     stream: &Arc<CudaStream>,
     calls: usize,
 ) -> Result<nvshmem::Graph> {
-    let mut failed = None;
-    let graph = rt.capture(stream, |s| {
-        for _ in 0..calls {
-            if let Err(e) = imp.run_once(s) {
-                failed = Some(e);
-                break;
-            }
-        }
-        Ok(())
-    });
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    let graph = graph.context("capturing the calls")?;
+    let graph = rt
+        .capture(stream, |s| {
+            (0..calls).try_for_each(|_| imp.run_once(s))?;
+            Ok::<(), anyhow::Error>(())
+        })
+        .context("capturing the calls")?;
     graph.upload()?;
     Ok(graph)
 }

@@ -239,7 +239,7 @@ pub enum Error {
     ///
     /// [`Runtime::abort`]: crate::Runtime::abort
     /// [`Runtime::async_error`]: crate::Runtime::async_error
-    #[error("a collective {failure}{} while waiting for {waiting_for} (epoch {epoch})", team_pe.map(|p| format!(" on team PE {p}")).unwrap_or_default())]
+    #[error("a collective {failure}{} while waiting for {waiting_for} (epoch {epoch}){}", team_pe.map(|p| format!(" on team PE {p}")).unwrap_or_default(), timeout_cause(failure))]
     CollectiveFailed {
         /// What happened: "aborted", "timed out", "launched outside its limits".
         failure: &'static str,
@@ -347,6 +347,20 @@ pub enum Error {
         /// Why it cannot be used.
         reason: String,
     },
+}
+
+/// What a kernel's timeout can mean, for [`Error::CollectiveFailed`]'s message: the peer's
+/// kernel ran late or not at all, and one way that happens is its blocks not being resident
+/// (`kernels/PROTOCOL.md`, "Residency").
+fn timeout_cause(failure: &str) -> &'static str {
+    if failure == "timed out" {
+        ": that PE's kernel did not get there in time: it is stopped, stuck or slow, or its \
+         blocks could not be resident on its GPU beside the work holding the SMs (other \
+         kernels, or PEs sharing the GPU without CUDA MPS thread shares: see the README, \
+         Launching)"
+    } else {
+        ""
+    }
 }
 
 /// Shorthand for this crate's results.
@@ -476,6 +490,39 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "put: invalid pe: 2 is not a PE of the job, which has 2 PEs (0..2)"
+        );
+    }
+
+    /// A timeout names the peer, what was waited for, and what can keep a peer's kernel from
+    /// getting there (residency among them); an abort says only what it was.
+    #[test]
+    fn a_kernel_timeout_names_its_possible_causes() {
+        let e = Error::CollectiveFailed {
+            failure: "timed out",
+            team_pe: Some(2),
+            waiting_for: "its arrival",
+            epoch: 7,
+        }
+        .to_string();
+        assert!(
+            e.starts_with(
+                "a collective timed out on team PE 2 while waiting for its arrival (epoch 7): "
+            ),
+            "{e}"
+        );
+        assert!(
+            e.contains("could not be resident") && e.contains("thread shares"),
+            "{e}"
+        );
+        let e = Error::CollectiveFailed {
+            failure: "aborted",
+            team_pe: None,
+            waiting_for: "it",
+            epoch: 0,
+        };
+        assert_eq!(
+            e.to_string(),
+            "a collective aborted while waiting for it (epoch 0)"
         );
     }
 

@@ -66,8 +66,9 @@ impl Runtime {
     /// not stream work, or would touch host memory at every launch).
     ///
     /// Errors: `stream` of another device, or already being captured
-    /// ([`Error::InvalidArgument`]); what `f` returns; CUDA refusing the capture (for example
-    /// work that cannot be captured).
+    /// ([`Error::InvalidArgument`]); what `f` returns (any error type that an [`Error`]
+    /// converts into, such as `anyhow::Error`); CUDA refusing the capture (for example work
+    /// that cannot be captured).
     ///
     /// ```no_run
     /// # use nvshmem::prelude::*;
@@ -78,15 +79,15 @@ impl Runtime {
     /// graph.launch()?;
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
-    pub fn capture(
+    pub fn capture<E: From<Error>>(
         &self,
         stream: &Arc<CudaStream>,
-        f: impl FnOnce(&Arc<CudaStream>) -> Result<()>,
-    ) -> Result<Graph> {
+        f: impl FnOnce(&Arc<CudaStream>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<Graph, E> {
         const CALL: &str = "Runtime::capture";
         self.enter(CALL, stream)?;
         if capturing(stream)? {
-            return Err(Error::arg(CALL, "stream", "is already being captured"));
+            return Err(Error::arg(CALL, "stream", "is already being captured").into());
         }
         // What the stream did before the capture, for calls on its teams elsewhere meanwhile.
         let entry = stream
@@ -97,7 +98,7 @@ impl Runtime {
         // capture; this thread's calls queue only stream work into it.
         let begun = stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
-            .map_err(Error::cuda("cuStreamBeginCapture"));
+            .map_err(|e| E::from(Error::cuda("cuStreamBeginCapture")(e)));
         let result = begun.and_then(|()| f(stream));
         let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0));
         self.captures().end(stream);

@@ -41,6 +41,10 @@ struct Cli {
     /// Use at most this many GPUs.
     #[arg(long, global = true)]
     gpus: Option<usize>,
+    /// PEs to run (default: one per GPU); more PEs than GPUs share them, several to a GPU in
+    /// one context (every multi-PE path on one GPU; times then mean nothing).
+    #[arg(long, global = true)]
+    pes: Option<usize>,
     /// LL bytes of one (parity, peer, block) region; a multiple of 16, at least 8192. The LL
     /// cap (payload per sender-receiver pair) is 4 times this.
     #[arg(long, global = true, default_value_t = 65536)]
@@ -1545,6 +1549,68 @@ fn check(env: &Env, seed: u64, filter: Option<&str>) -> Result<Tally> {
         );
     }
 
+    // Across the epoch wrap: the channels start as if NVR_EPOCH_LAST - k runs had been made
+    // (every epoch and flag word at that value, the LL areas zeroed), then random sequences of
+    // every LL collective, barrier and sync on them cross from NVR_EPOCH_LAST to 1 (epochs skip
+    // 0 and 0xFFFFFFFF: PROTOCOL.md, "Epochs"). Results are checked, and afterwards every
+    // block's epoch must be live and the same on every PE.
+    if want("wrap") {
+        let t0 = Instant::now();
+        let (p0, f0) = (tally.passed, tally.failed);
+        for round in 0..6u32 {
+            env.reset_channels()?;
+            let start = EPOCH_LAST - 1 - 2 * round;
+            for kind in [TeamKind::World, TeamKind::Reversed] {
+                preset_epochs(env, env.chans[&(kind as u8, 0)], start)?;
+            }
+            let mut plan = Plan::new(env);
+            for _ in 0..40 {
+                let r = rng.below(20) as usize;
+                let coll = if r < 16 {
+                    Coll::LL[r % Coll::LL.len()]
+                } else if r < 18 {
+                    Coll::Barrier
+                } else {
+                    Coll::Sync
+                };
+                let team = if rng.below(4) == 0 {
+                    TeamKind::Reversed
+                } else {
+                    TeamKind::World
+                };
+                let sp = random_spec(&mut rng, env, coll, team, 0, true);
+                plan.add(&sp, &mut rng)?;
+            }
+            let mut fails = plan.run(env, None)?;
+            if fails.is_empty() {
+                for kind in [TeamKind::World, TeamKind::Reversed] {
+                    let ch = env.chans[&(kind as u8, 0)];
+                    let e = read_epochs(env, ch)?;
+                    for b in 0..LL_BLOCKS {
+                        let v: Vec<u32> = e.iter().map(|g| g[b]).collect();
+                        if v.iter().any(|&x| x == 0 || x > EPOCH_LAST)
+                            || v.windows(2).any(|w| w[0] != w[1])
+                        {
+                            fails.push(format!("{kind:?} block {b}: epochs {v:?} after the wrap"));
+                        }
+                    }
+                }
+            }
+            tally.record(
+                &format!("40 calls across the epoch wrap from {start:#x}, round {round}"),
+                fails,
+            );
+        }
+        env.reset_channels()?;
+        println!(
+            "{:<16} {:>6} cases, {} failed ({:.1} s)",
+            "wrap",
+            tally.passed + tally.failed - p0 - f0,
+            tally.failed - f0,
+            t0.elapsed().as_secs_f64()
+        );
+    }
+
     // Error paths.
     if want("abort") {
         let r = abort_test(env, None);
@@ -1615,6 +1681,21 @@ fn random_spec(
         team,
         stream,
     }
+}
+
+/// Sets every epoch, arrive and depart word of `ch` on every GPU to `e`: the state after run
+/// `e` of every block, every peer having started and left it.
+fn preset_epochs(env: &Env, ch: Channel, e: u32) -> Result<()> {
+    let words: Vec<u8> = std::iter::repeat_n(e.to_le_bytes(), CHAN_HEADER / 4)
+        .flatten()
+        .collect();
+    env.node.on_each(|g, gpu| {
+        let st = &env.streams[g][0];
+        htod(st, gpu.addr(ch.off), &words)?;
+        st.synchronize()?;
+        Ok(())
+    })?;
+    Ok(())
 }
 
 fn read_epochs(env: &Env, ch: Channel) -> Result<Vec<Vec<u32>>> {
@@ -1995,7 +2076,7 @@ fn run(cli: Cli) -> Result<(usize, usize)> {
     if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
         std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
     }
-    let node = Node::new(cli.gpus, cli.heap_mib << 20)?;
+    let node = Node::with_pes(cli.pes, cli.gpus, cli.heap_mib << 20)?;
     println!(
         "{} GPU(s): {}",
         node.n(),

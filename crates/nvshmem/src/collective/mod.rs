@@ -35,7 +35,7 @@
 //! |---|---|---|
 //! | `f32` `f64` `f16` `bf16`, integers | sum, prod, min, max (and, or, xor: integers) | NVSHMEM's typed reduction |
 //! | the same | avg | NVSHMEM's sum, then a kernel divides by the team size (integers: the sum wraps in the type, then truncates toward zero, as NCCL) |
-//! | the same | premul_sum(s) | a kernel scales the input (into the output or the scratch, never over the input), then NVSHMEM's sum; integers need a whole `s` |
+//! | the same | premul_sum(s) | a kernel scales the input into the scratch (never over the input), then NVSHMEM's sum from there; integers need a whole `s` |
 //! | [`Bool8`](crate::element::Bool8) | and, or, min (= and), max (= or) | NVSHMEM's `uint8` min / max, right for any non-zero byte as true |
 //! | [`F8E4M3`](crate::element::F8E4M3), [`F8E5M2`](crate::element::F8E5M2) | sum, min, max, avg, premul_sum(s) | this crate's kernel reading every member's input through peer-mapped memory, between two team barriers, computing in `f32` with one rounding |
 //!
@@ -48,29 +48,30 @@
 //! # Collective scratch
 //!
 //! Some calls need collective scratch ([`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch)),
-//! and only when they run on NVSHMEM's path (the tables above) or on this crate's peer kernel
-//! (fp8): never on this crate's NVLink kernels, which on a peer-mapped team run most calls.
-//! Which path runs depends on the team, the stream and the size, so **a program that needs no
-//! scratch on one node can fail with [`ScratchTooSmall`](crate::Error::ScratchTooSmall) on
-//! two**. The NVLink kernels run a call when every member of the team can load and store every
-//! other's memory (one node, NVLink or PCIe P2P), the team has at most 8 PEs, its (team,
-//! stream) pair has a channel (not when every channel is taken, see
-//! [`RuntimeBuilder::channels`](crate::RuntimeBuilder::channels), nor when the pair's first
-//! call came during graph capture), the kernels have the reduction (not `xor`), no other
-//! algorithm is forced, and the automatic choice prefers them at this size
-//! (`docs/performance.md`, "Crossovers"). With `B` the bytes of the input array:
+//! and only when they run on NVSHMEM's path or on this crate's peer kernel (fp8): never on this
+//! crate's NVLink kernels, which on a peer-mapped team run most calls. Which path runs depends
+//! on the team and the size, so **a program that needs no scratch on one node can fail with
+//! [`ScratchTooSmall`](crate::Error::ScratchTooSmall) on two**. The NVLink kernels run a call
+//! when every member of the team can load and store every other's memory (one node, NVLink or
+//! PCIe P2P), the team has at most 8 PEs and got a channel when it was made (not when every
+//! channel was taken, see [`RuntimeBuilder::channels`](crate::RuntimeBuilder::channels);
+//! [`Team::has_nvlink_kernels`] says), the kernels have the reduction, no other algorithm is
+//! forced, and the automatic choice prefers them at this size (`docs/performance.md`,
+//! "Crossovers"). With `B` the bytes of the input array:
 //!
 //! | call | scratch | when |
 //! |---|---|---|
-//! | [`Team::reduce`], [`Team::reduce_in_place`] | `B` | on NVSHMEM's path (the NVLink kernels reduce to the root at every size, and fp8 never takes NVSHMEM's path) |
-//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] with `premul_sum` | `B` (all `n_pes` blocks) | on NVSHMEM's path, which on a 2-PE H100/H200 team it takes for blocks over 16 KiB and up to 256 KiB |
-//! | [`Team::all_reduce_in_place`] on fp8 | `B` | on the peer kernel, which on a 2-PE H100/H200 team it takes over 32 KiB and up to 256 KiB (fp8 needs a peer-mapped team) |
+//! | [`Team::reduce`], [`Team::reduce_in_place`] | `B`, `2 B` (plus 256) with `premul_sum` | on NVSHMEM's path (the NVLink kernels reduce to the root at every size, and fp8 never takes NVSHMEM's path) |
+//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] with `premul_sum` | `B` (all `n_pes` blocks) | on NVSHMEM's path |
+//! | [`Team::all_reduce_in_place`], [`Team::all_reduce`] with `premul_sum` | `B` | on NVSHMEM's path: NVSHMEM reduces from a copy (its own kernels get a destination overlapping the source wrong from 3 PEs up: `tools/nvshmem-repro`) |
+//! | [`Team::reduce_scatter_in_place`] (not `premul_sum`), [`Team::fcollect_in_place`] | one block | on NVSHMEM's path: reduced into the scratch and copied into place / sent from a copy |
+//! | [`Team::all_reduce_in_place`] on fp8 | `B` | on the peer kernel (fp8 needs a peer-mapped team) |
 //! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] on `i16`/`u16` with blocks over 1 MiB | `B` | on NVSHMEM's path (its 16-bit integer reductions fail above a few MiB a call: all-reduces of these types run in 1 MiB calls, and such reduce-scatters as an all-reduce into the scratch) |
 //! | anything else | none | |
 //!
 //! A program that may run on more than one node, or on teams that are not peer-mapped, should
-//! reserve the scratch its rooted reductions need. Calls that use the scratch share it: do not
-//! run two at once on different streams.
+//! reserve the scratch its rooted reductions and in-place calls need. Calls that use the scratch
+//! share it and take turns on the GPU, whatever their streams and teams.
 //!
 //! # Shapes
 //!
@@ -377,8 +378,8 @@ impl Team {
     ///
     /// Every operator [`ReduceOp::supports`] for `T` (module docs, "Reductions"); an operator
     /// the type does not define, or a `premul_sum` scale that is not a whole number for an
-    /// integer type, is [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `op`. Needs no scratch. `src` is
-    /// never written (`premul_sum` scales into `dst`, then sums there).
+    /// integer type, is [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `op`. Needs no scratch, but
+    /// for `premul_sum` on NVSHMEM's path (module docs, "Reductions"). `src` is never written.
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
@@ -409,7 +410,8 @@ impl Team {
     /// All-reduce in place: `buf` is both input and output. Operators as
     /// [`Team::all_reduce`]; on fp8 it needs `buf.len()` bytes of collective scratch
     /// ([`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch): the result is reduced there while the other PEs still
-    /// read `buf`, then copied back), else [`Error::ScratchTooSmall`](crate::Error::ScratchTooSmall).
+    /// read `buf`, then copied back), and as many on NVSHMEM's path (a team without peer
+    /// access: NVSHMEM reduces from a copy of `buf`), else [`Error::ScratchTooSmall`](crate::Error::ScratchTooSmall).
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
@@ -434,7 +436,8 @@ impl Team {
     ///
     /// NVSHMEM has no rooted reduction: the result is reduced into the runtime's collective
     /// scratch, then copied to `dst` on the root (for `avg`, divided into it; `premul_sum`
-    /// scales `src` into the scratch and sums it there in place, so it needs no more). Reserve
+    /// scales `src` into the scratch too, after the result: `2 * len * size_of::<T>()` bytes
+    /// and 256 more). Reserve
     /// the scratch first, collectively, with [`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch)
     /// (`len * size_of::<T>()` bytes, else [`Error::ScratchTooSmall`](crate::Error::ScratchTooSmall)); fp8 needs none (the
     /// root reduces the peers' `src` straight into its `dst`). Calls that use the scratch
@@ -559,7 +562,8 @@ impl Team {
     }
 
     /// All-gather in place: `buf` holds `n_pes` blocks; this PE's block (index
-    /// `my_pe`) is its input, and every block is filled from its PE.
+    /// `my_pe`) is its input, and every block is filled from its PE. On NVSHMEM's path (a
+    /// team without peer access) it needs one block of collective scratch, sent from there.
     ///
     /// ```no_run
     /// # use nvshmem::Runtime;
@@ -638,7 +642,9 @@ impl Team {
     /// Reduce-scatter in place: `buf` holds `n_pes` blocks; this PE's block (index `my_pe`)
     /// gets the reduction of that block over all PEs. The other blocks are left as they were.
     /// Operators and scratch as [`Team::reduce_scatter`] (`premul_sum`: `buf.len() *
-    /// size_of::<T>()` bytes).
+    /// size_of::<T>()` bytes); on NVSHMEM's path (a team without peer access) the other
+    /// operators need one block (`buf.len() / n_pes` elements): the block is reduced there
+    /// and copied into place.
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};

@@ -199,11 +199,27 @@ __device__ __forceinline__ bool nvr_wait_flag(const nvr_team &t, const unsigned 
 
 // ---- per-block epochs -----------------------------------------------------------------------
 
-// Start of block b's run: every thread reads epoch[b] and gets this run's e = epoch[b] + 1.
-// (Every thread reads it, so no barrier is needed here; nvr_end's barrier orders all these
-// reads before thread 0 stores e back.)
+// Live epochs are 1 .. NVR_EPOCH_LAST (PROTOCOL.md, "Epochs"). 0 is a zeroed channel's state,
+// never a live epoch, so a zeroed flag or LL slot never passes for a run; 0xFFFFFFFF is skipped
+// too, so that consecutive runs always differ in parity (the LL regions alternate by e & 1)
+// and the run after NVR_EPOCH_LAST is 1.
+#define NVR_EPOCH_LAST 0xFFFFFFFEu
+
+// The epoch of the run after the one of epoch e (e = 0: a zeroed channel's first run).
+__host__ __device__ __forceinline__ unsigned int nvr_next_epoch(unsigned int e) {
+    return e >= NVR_EPOCH_LAST ? 1u : e + 1u;
+}
+
+// The epoch of the run before the one of (live) epoch e.
+__host__ __device__ __forceinline__ unsigned int nvr_prev_epoch(unsigned int e) {
+    return e <= 1u ? NVR_EPOCH_LAST : e - 1u;
+}
+
+// Start of block b's run: every thread reads epoch[b] and gets this run's
+// e = nvr_next_epoch(epoch[b]). (Every thread reads it, so no barrier is needed here;
+// nvr_end's barrier orders all these reads before thread 0 stores e back.)
 __device__ __forceinline__ unsigned int nvr_begin(const nvr_team &t) {
-    return *(volatile const unsigned int *)nvr_epoch(t, blockIdx.x) + 1u;
+    return nvr_next_epoch(*(volatile const unsigned int *)nvr_epoch(t, blockIdx.x));
 }
 
 // End of block b's run: if any thread of the block failed, the whole block exits without
@@ -232,7 +248,9 @@ __device__ __forceinline__ int nvr_flag_peer(const nvr_team &t) {
 
 // The flag lanes' part of an arrival on peer j's word w = arrive[b][me]: a store of e, or
 // (add) adding 1, which needs no epoch and leaves the same value there, since every run of a
-// block arrives once at every peer (arrive counts runs: PROTOCOL.md).
+// block arrives once at every peer (arrive follows the runs: PROTOCOL.md). Across the wrap an
+// add leaves NVR_EPOCH_LAST + 1, not 1: the run that wraps stores its epoch after the add
+// (nvr_arrive_wrap).
 __device__ __forceinline__ void nvr_arrive_signal(unsigned int *w, unsigned int e, int order,
                                                   bool add) {
     if (order == NVR_ARRIVE_FENCE) nvr_fence_sc_sys();
@@ -255,11 +273,23 @@ __device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e,
 }
 
 // Arrive before knowing the epoch: add 1 to arrive[b][me] of every peer, so the flag can
-// travel while the epoch is read.
+// travel while the epoch is read. Follow it with nvr_arrive_wrap once the epoch is known.
 __device__ __forceinline__ void nvr_arrive_add(const nvr_team &t, int order) {
     const int j = nvr_flag_peer(t);
     if (j < 0) return;
     nvr_arrive_signal(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), 0u, order, true);
+}
+
+// After nvr_arrive_add, in the run of epoch e: the run that wraps (e == 1 after
+// NVR_EPOCH_LAST, where the add left NVR_EPOCH_LAST + 1) stores e itself, with a release (the
+// add before it in program order carried the arrival's ordering; a peer that reads 1 reads
+// this store). A zeroed channel's first run (e == 1 too) stores the 1 the add left. Peers read
+// the word in between as a run not yet arrived (wrap-safe: NVR_EPOCH_LAST + 1 and 0 are behind
+// 1), so nothing waits on the passing value.
+__device__ __forceinline__ void nvr_arrive_wrap(const nvr_team &t, unsigned int e) {
+    const int j = nvr_flag_peer(t);
+    if (j < 0 || e != 1u) return;
+    nvr_st_release(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e);
 }
 
 // Waits (by the flag lanes) until every peer in `peers` (bit j for team PE j) has arrived at
@@ -281,6 +311,17 @@ __device__ __forceinline__ void nvr_depart(const nvr_team &t, unsigned int e, un
     if (j < 0 || !((peers >> j) & 1u)) return;
     __threadfence_system();
     nvr_st_release(nvr_peer(t, nvr_depart_word(t, blockIdx.x, t.me), j), e);
+}
+
+// Quiescence (PROTOCOL.md): before block b of run e ends, it has seen every store its peers
+// make into this PE's channel for that run. Arrivals are the one store a kernel may not
+// otherwise wait for (a peer that this PE does not touch, or an LL receiver that never
+// writes back): the flag lanes wait (one load each, nearly always already satisfied) until
+// every peer in `peers` has arrived at e. `ok`: this thread's waits so far succeeded (after a
+// failure the block exits without waiting more).
+__device__ __forceinline__ bool nvr_quiesce(const nvr_team &t, unsigned int e, unsigned int peers,
+                                            bool ok) {
+    return ok && nvr_wait_arrivals(t, e, e, peers);
 }
 
 // Waits (by the flag lanes) until every peer in `peers` has departed epoch e from this PE's

@@ -11,8 +11,8 @@
 //     nvr_direct_scatter, and the copy-engine flag kernels nvr_ce_enter, nvr_ce_exit.
 //
 // Launch: NVR_D_THREADS (512) threads per block; the grid is a pure function of (collective,
-// bytes, team size), the same on every member, at most 128 blocks (so all blocks are resident at
-// once on an H100/H200, 132 SMs, one 512-thread block each):
+// bytes, team size, the team's max_blocks), the same on every member, at most 128 blocks and at
+// most the blocks every member keeps resident (PROTOCOL.md, "Residency"):
 //
 //     W = bytes each PE moves over its links:
 //         all_reduce, reduce:            count * size / n      (this PE's share)
@@ -20,7 +20,7 @@
 //         broadcast:                     bytes
 //         fcollect, alltoall, gather,
 //         scatter:                       bytes * max(n - 1, 1) (bytes = one PE's block)
-//     grid = clamp(ceil(W / 16 KiB), 1, 128)
+//     grid = clamp(ceil(W / 16 KiB), 1, min(128, max_blocks))
 //
 // (`direct_grid` in crates/kernel-probe/src/bin/large.rs computes it; the rule is a tuning
 // choice: the `sweep` mode of that harness times other grids.)
@@ -49,7 +49,8 @@
 //   gather/scatter  push: the data's owner stores (non-roots into the root / the root into
 //                   everyone); pull: the receiver loads.
 // Entry and exit per block (nvr_d_enter/nvr_d_exit): a PE waits for the arrival of the peers
-// whose buffers it touches and, at exit, for the departure of the peers that touch its own.
+// whose buffers it touches and, at exit, for the departure of the peers that touch its own and
+// the arrival of the others (quiescence: PROTOCOL.md).
 //
 // Memory access. The body of every buffer is moved in 16-byte vectors: loads are aligned to 16
 // bytes on the source side (every member's copy of a symmetric buffer has the same alignment,
@@ -100,12 +101,15 @@ __device__ __forceinline__ bool nvr_d_root_ok(const nvr_team &t, int root) {
 
 // Every thread of the block calls this after its last access to peers' buffers: depart to the
 // peers touched (a block barrier, then fence.sc.sys and a release store per peer), wait until
-// every peer that touches this PE has departed, advance the epoch. Once every block has
-// passed it, no peer still reads this PE's src or writes its dst.
+// every peer that touches this PE has departed, and until every peer has arrived (those it
+// touches were waited for at entry; the others' arrival stores must have landed before the
+// block ends: quiescence, PROTOCOL.md), advance the epoch. Once every block has passed it, no
+// peer still reads this PE's src or writes its dst, and nothing more lands in its channel.
 __device__ __forceinline__ void nvr_d_exit(const nvr_team &t, unsigned e, unsigned touch,
                                            unsigned touched_by) {
     nvr_depart(t, e, touch);
-    nvr_end(t, e, nvr_wait_departs(t, e, touched_by));
+    const bool ok = nvr_wait_departs(t, e, touched_by);
+    nvr_end(t, e, nvr_quiesce(t, e, nvr_all_peers(t) & ~touch, ok));
 }
 
 __device__ __forceinline__ uint4 nvr_d_ld16(const char *p) {

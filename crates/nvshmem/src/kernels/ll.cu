@@ -10,7 +10,9 @@
 // payload + the epoch twice, one 16-byte store) into their channel's LL regions, and polls its
 // own regions for what it needs; so a call is one NVLink crossing plus the launch, with no
 // barrier before or after. A sender writes packets of epoch e into peer k's region only after
-// k has arrived at e - 1 (PROTOCOL.md, "LL packets").
+// k has arrived at the run before e (PROTOCOL.md, "LL packets"); before a block ends, it has
+// seen every peer's arrival of its run (nvr_quiesce: PROTOCOL.md, "Quiescence"), usually long
+// since there.
 //
 // Work split (the same on every PE, so sender and reader agree on slots): `x` is the payload
 // per (sender, receiver) pair (all_reduce, reduce, broadcast: the whole buffer; the others: one
@@ -138,8 +140,8 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x)
 // ---- moving packets -------------------------------------------------------------------------
 
 // Sends this thread's packets of `src` (x bytes) to team PE k: packets p0 + q, p0 + q + step,
-// ... Before the first store it makes sure k has arrived at e - 1, so k is done reading this
-// parity's region (its run e - 2). The first payload is loaded before that check, so the two
+// ... Before the first store it makes sure k has arrived at the run before e, so k is done
+// reading this parity's region (its run two before e). The first payload is loaded before that check, so the two
 // loads overlap. Does nothing for k == me or k outside the team.
 __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx &c, int k,
                                             nvr_u64 q, nvr_u64 step, const nvr_byte *src) {
@@ -149,7 +151,8 @@ __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx 
     nvr_u64 v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
     const unsigned int *flag = nvr_arrive_word(t, c.b, k);
     const unsigned int seen = nvr_ld_acquire(flag);
-    if (!nvr_wait_flag_seen(t, flag, seen, c.e - 1u, k, c.e, NVR_WAIT_ARRIVE)) return false;
+    if (!nvr_wait_flag_seen(t, flag, seen, nvr_prev_epoch(c.e), k, c.e, NVR_WAIT_ARRIVE))
+        return false;
     char *r = nvr_peer(t, nvr_ll_region(t, c.e, t.me, c.b), k);
     for (;;) {
         nvr_ll_store(r + NVR_LL_PACKET * (i - c.p0), v, c.e);
@@ -288,7 +291,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
     ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, ok);
-    nvr_end(t, c.e, ok);
+    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
 // root's dst = the reduction of every member's src; other members' dst untouched.
@@ -308,7 +311,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     } else {
         ok = nvr_ll_send(t, c, root, threadIdx.x, blockDim.x, s);
     }
-    nvr_end(t, c.e, ok);
+    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
 // src: n blocks of count elements; PE i's dst = the reduction of block i over every member.
@@ -324,7 +327,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * x);
     ok = nvr_ll_reduce_recv(t, c, l, s + (nvr_u64)t.me * x, (nvr_byte *)dst, (NVR_ACC)scale, ok);
-    nvr_end(t, c.e, ok);
+    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
 #else // !NVR_OP
@@ -348,7 +351,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     } else {
         ok = nvr_ll_recv(t, c, root, threadIdx.x, blockDim.x, d);
     }
-    nvr_end(t, c.e, ok);
+    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
 // dst = n blocks of `bytes`, block j = PE j's src.
@@ -365,7 +368,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
     if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
     if (ok) ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    nvr_end(t, c.e, ok);
+    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
 // block j of my src goes to block me of PE j's dst.
@@ -385,7 +388,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
         nvr_ll_copy(c, l.q, l.groups, s + o, d + o);
     }
     if (ok) ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    nvr_end(t, c.e, ok);
+    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
 // root's dst block j = PE j's src; other members' dst untouched.
@@ -406,7 +409,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     } else {
         ok = nvr_ll_send(t, c, root, threadIdx.x, blockDim.x, s);
     }
-    nvr_end(t, c.e, ok);
+    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
 // PE j's dst = block j of root's src.
@@ -427,7 +430,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     } else {
         ok = nvr_ll_recv(t, c, root, threadIdx.x, blockDim.x, d);
     }
-    nvr_end(t, c.e, ok);
+    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
 // barrier (fence = 1: fence.sc.sys first, so this PE's earlier writes are visible system-wide
@@ -443,9 +446,10 @@ extern "C" __global__ void __launch_bounds__(32)
         return;
     }
     // The flag leaves before the epoch is read (it is an add, not a store of the epoch), so
-    // the epoch's load is not on the way to the peer.
+    // the epoch's load is not on the way to the peer; the run that wraps stores its epoch too.
     nvr_arrive_add(t, fence != 0 ? NVR_ARRIVE_FENCE : NVR_ARRIVE_RELEASE);
     const unsigned int e = nvr_begin(t);
+    nvr_arrive_wrap(t, e);
     const bool ok = nvr_wait_arrivals(t, e, e, nvr_all_peers(t));
     nvr_end(t, e, ok);
 }

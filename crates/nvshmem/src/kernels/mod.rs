@@ -281,12 +281,29 @@ pub(crate) fn parse_pdl(value: &str) -> std::result::Result<bool, String> {
     }
 }
 
+/// NVSHMEM's switch for several PEs on one GPU under CUDA MPS without thread shares (full MPG
+/// whatever the shares): then the PEs' kernels compete for every SM of the GPU.
+const MPS_NO_SHARES_VAR: &str = "NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+
+/// Whether programmatic dependent launch is on when [`PDL_VAR`] is not set: yes, unless PEs
+/// share their GPU without MPS thread shares (`no_shares`, [`MPS_NO_SHARES_VAR`] set to a
+/// non-zero value). A kernel launched early holds its SMs while it waits for the one before
+/// it; with shares (or a GPU to itself) those are this PE's own, but without shares they may
+/// be the SMs a peer's kernel needs to start, and the peers then wait for each other until
+/// the timeout (`kernels/PROTOCOL.md`, "Residency").
+fn pdl_default(no_shares: Option<&str>) -> bool {
+    !no_shares.is_some_and(|v| !matches!(v.trim(), "" | "0"))
+}
+
 /// Whether NVLink kernels are launched with programmatic stream serialization: read once per
 /// process (the runtime refuses a value [`parse_pdl`] refuses before any launch, so the
 /// fallback is never taken by a running program).
 fn pdl() -> bool {
     static PDL: OnceLock<bool> = OnceLock::new();
-    *PDL.get_or_init(|| std::env::var(PDL_VAR).map_or(true, |v| parse_pdl(&v).unwrap_or(true)))
+    *PDL.get_or_init(|| {
+        let default = pdl_default(std::env::var(MPS_NO_SHARES_VAR).ok().as_deref());
+        std::env::var(PDL_VAR).map_or(default, |v| parse_pdl(&v).unwrap_or(default))
+    })
 }
 
 /// One launch of `l`, whose function is `f`: `cuLaunchKernelEx` with programmatic stream
@@ -522,6 +539,15 @@ mod tests {
             assert_eq!(parse_pdl(off), Ok(false), "{off:?}");
         }
         assert!(parse_pdl("2").unwrap_err().contains("expected"));
+    }
+
+    /// Programmatic dependent launch is on by default, off when PEs share a GPU without MPS
+    /// thread shares (its early-launched blocks could hold SMs a peer's kernel needs).
+    #[test]
+    fn pdl_is_off_by_default_when_pes_share_a_gpu_without_thread_shares() {
+        assert!(pdl_default(None));
+        assert!(pdl_default(Some("0")) && pdl_default(Some("")));
+        assert!(!pdl_default(Some("1")));
     }
 
     #[test]

@@ -22,6 +22,8 @@
 // Product: numbers only (NVSHMEM keeps prod for its own path; the LL kernels have it too).
 // Integers multiply in 64 bits and wrap on the store, which equals wrapping in the narrow type.
 #define NVR_OP_PROD 7
+// Bitwise xor: integers only.
+#define NVR_OP_XOR 8
 
 #ifdef NVR_OP
 __device__ __forceinline__ NVR_ACC nvr_combine(NVR_ACC a, NVR_ACC b) {
@@ -45,6 +47,8 @@ __device__ __forceinline__ NVR_ACC nvr_combine(NVR_ACC a, NVR_ACC b) {
     return a & b;
 #elif NVR_OP == NVR_OP_OR
     return a | b;
+#elif NVR_OP == NVR_OP_XOR
+    return a ^ b;
 #else
 #error "unknown NVR_OP"
 #endif

@@ -93,21 +93,22 @@ fn op_define(op: ReduceOp) -> Option<&'static str> {
         ReduceOp::Or => "NVR_OP_OR",
         ReduceOp::Avg => "NVR_OP_AVG",
         ReduceOp::PreMulSum(_) => "NVR_OP_PREMULSUM",
-        ReduceOp::Xor => return None,
+        ReduceOp::Xor => "NVR_OP_XOR",
     })
 }
 
-/// Whether the reduction kernels implement `op` for `t`: and/or for integers and bool;
+/// Whether the reduction kernels implement `op` for `t`: and/or for integers and bool, xor
+/// for integers;
 /// min/max for every type (bool's min/max are and/or); sum, prod, avg and premulsum for
 /// numbers.
 pub(crate) fn reduces(t: DataType, op: ReduceOp) -> bool {
     match op {
         ReduceOp::And | ReduceOp::Or => !t.is_float(),
+        ReduceOp::Xor => !t.is_float() && t != DataType::Bool8,
         ReduceOp::Min | ReduceOp::Max => true,
         ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Avg | ReduceOp::PreMulSum(_) => {
             t != DataType::Bool8
         }
-        ReduceOp::Xor => false,
     }
 }
 
@@ -382,6 +383,10 @@ mod tests {
             assert!(!reduces(t, ReduceOp::And) && !reduces(t, ReduceOp::Xor));
         }
         assert!(reduces(U32, ReduceOp::And) && !reduces(F32, ReduceOp::And));
+        // Xor (integers only) lets in-place xor reductions run in this crate's kernels, which
+        // take the in-place layouts NVSHMEM's own kernels get wrong.
+        assert!(reduces(I8, ReduceOp::Xor) && reduces(U64, ReduceOp::Xor));
+        assert!(!reduces(F32, ReduceOp::Xor) && !reduces(Bool8, ReduceOp::Xor));
     }
 
     #[test]
@@ -398,9 +403,9 @@ mod tests {
             .iter()
             .map(|&t| ops().filter(|&op| reduces(t, op)).count())
             .sum();
-        // 12 numbers: sum prod min max avg premul (+ and or for the 8 integers); fp8: the
-        // same six; bool: and or min max.
-        assert_eq!(reductions, 12 * 6 + 8 * 2 + 2 * 6 + 4);
+        // 12 numbers: sum prod min max avg premul (+ and or xor for the 8 integers); fp8:
+        // the same six; bool: and or min max.
+        assert_eq!(reductions, 12 * 6 + 8 * 3 + 2 * 6 + 4);
         assert_eq!(all.len(), reductions + 2 * 14 + 5 + 2 * (1 + reductions));
         assert!(all.contains(&KernelKey::Nvr(NvrFile::Ll, None)));
         let s = KernelKey::Reduce(DataType::F8E4M3, ReduceOp::Sum).source();

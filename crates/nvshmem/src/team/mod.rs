@@ -90,9 +90,11 @@ pub(crate) struct TeamShape {
     /// of it by load and store; `None` unless every member can reach every other so (agreed:
     /// each member says whether it reaches all, and all must).
     pub(crate) peer_offsets: Option<Box<[i64]>>,
-    /// The most 512-thread blocks every member can keep resident at once (the smallest of the
-    /// members' [`RuntimeInfo::resident_blocks`](crate::RuntimeInfo::resident_blocks)): the
-    /// NVLink kernels' grids stay within it.
+    /// The most 512-thread blocks every member can keep resident on its GPU at once (the
+    /// smallest of the members' [`RuntimeInfo::resident_blocks`](crate::RuntimeInfo::resident_blocks)),
+    /// the same number on every member: this crate's NVLink kernels launch at most this many
+    /// blocks a call (`kernels/PROTOCOL.md`, "Residency"), so that every member's blocks of a
+    /// call can run at the same time.
     pub(crate) max_blocks: u32,
     /// The NVLink kernels' view of the team (its channel), when it has one.
     pub(crate) nvr: Option<NvrTeam>,
@@ -101,6 +103,11 @@ pub(crate) struct TeamShape {
     /// every member.
     pub(crate) arch: Option<(u32, u32)>,
 }
+
+/// The most 512-thread blocks an H100 or H200 holds with one PE a GPU (132 SMs, one such block
+/// each, rounded down to the direct kernels' grid limit): what CPU tests of the grid rules
+/// assume when they need no particular team.
+pub(crate) const DEFAULT_MAX_BLOCKS: u32 = 128;
 
 /// A team's state, shared by its handles (and by graphs that captured calls on it).
 pub(crate) struct TeamInner {

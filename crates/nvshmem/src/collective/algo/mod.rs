@@ -639,7 +639,7 @@ impl ReduceOp {
             n_pes: 2,
             world: Box::new([0, 1]),
             peer_offsets: Some(Box::new([0, 1 << 40])),
-            max_blocks: 132,
+            max_blocks: crate::team::DEFAULT_MAX_BLOCKS,
             nvr: None,
             arch: Some((9, 0)),
         };

@@ -61,10 +61,17 @@ pub(super) fn team_view<'a>(call: &'a Call) -> Result<&'a NvrTeam, String> {
     })
 }
 
+/// The most blocks an LL launch of a team whose members keep `max_blocks` blocks resident
+/// may have: `NVR_LL_BLOCKS` (8), or fewer where fewer fit (`kernels/PROTOCOL.md`,
+/// "Residency"). The same on every member, as `max_blocks` is.
+pub(crate) fn ll_blocks(max_blocks: u32) -> usize {
+    (max_blocks as usize).clamp(1, 8)
+}
+
 /// The LL launch rule of `ll.cu` for `x` payload bytes per (sender, receiver) pair and a team
-/// of `n`: (grid, block).
-pub(crate) fn ll_shape(x: usize, n: usize) -> (u32, u32) {
-    let grid = x.div_ceil(4096).clamp(1, 8);
+/// of `n` whose members keep `max_blocks` blocks resident: (grid, block).
+pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32) -> (u32, u32) {
+    let grid = x.div_ceil(4096).clamp(1, ll_blocks(max_blocks));
     let packets_per_block = x.div_ceil(8).div_ceil(grid);
     let lanes = match n {
         0 | 1 => 1,
@@ -86,7 +93,9 @@ impl Algorithm for Ll {
             Ok(t) => t,
             Err(why) => return Some(why),
         };
-        let cap = 4 * team.ll_bytes as usize;
+        // Half of each block's region is payload (PROTOCOL.md, "LL packets"), over as many
+        // blocks as the team's members keep resident.
+        let cap = ll_blocks(call.team.max_blocks) * team.ll_bytes as usize / 2;
         if call.block_bytes() > cap {
             return Some(format!(
                 "it carries at most {cap} bytes a PE, the call {}",
@@ -101,13 +110,15 @@ impl Algorithm for Ll {
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
-        let (grid, block) = ll_shape(call.block_bytes(), call.n());
+        let (grid, block) = ll_shape(call.block_bytes(), call.n(), call.team.max_blocks);
         steps.push(launch(call, NvrFile::Ll, grid, block));
     }
 }
 
 /// The direct launch rule of `direct.cu`: 512 threads a block, and one block per 16 KiB that
-/// this PE moves over its links, at most 128 (all resident at once on an H100 or H200).
+/// this PE moves over its links, at most 128 and at most the team's `max_blocks` (every
+/// member's blocks resident at once: `kernels/PROTOCOL.md`, "Residency"). The same on every
+/// member.
 pub(crate) fn direct_grid(call: &Call) -> u32 {
     let (n, bytes) = (call.n().max(1), call.block_bytes());
     let moved = match call.coll {
@@ -115,7 +126,8 @@ pub(crate) fn direct_grid(call: &Call) -> u32 {
         Collective::ReduceScatter | Collective::Broadcast => bytes,
         _ => bytes * (n - 1).max(1),
     };
-    moved.div_ceil(16 << 10).clamp(1, 128) as u32
+    let most = call.team.max_blocks.clamp(1, 128) as usize;
+    moved.div_ceil(16 << 10).clamp(1, most) as u32
 }
 
 impl Algorithm for Direct {
@@ -124,7 +136,9 @@ impl Algorithm for Direct {
     }
 
     fn prefers(&self, call: &Call) -> bool {
-        direct_preferred(call)
+        // Past LL's range, a call that NVSHMEM could only take by staging it through the
+        // scratch (in place, premul_sum) runs here: in place, with no scratch to reserve.
+        direct_preferred(call) || super::nvshmem::stages(call)
     }
 
     fn refuses(&self, call: &Call) -> Option<String> {
@@ -250,10 +264,13 @@ mod tests {
     #[test]
     fn the_ll_launch_rule_of_ll_cu() {
         // 8 bytes, 2 PEs: one packet, two lanes: one warp plus the flag warp.
-        assert_eq!(ll_shape(8, 2), (1, 64));
-        assert_eq!(ll_shape(4096, 2), (1, 512));
-        assert_eq!(ll_shape(4097, 8), (2, 512));
-        assert_eq!(ll_shape(64 << 10, 2), (8, 512));
-        assert_eq!(ll_shape(0, 1), (1, 32));
+        assert_eq!(ll_shape(8, 2, 128), (1, 64));
+        assert_eq!(ll_shape(4096, 2, 128), (1, 512));
+        assert_eq!(ll_shape(4097, 8, 128), (2, 512));
+        assert_eq!(ll_shape(64 << 10, 2, 128), (8, 512));
+        assert_eq!(ll_shape(0, 1, 128), (1, 32));
+        // Where members keep fewer blocks resident, fewer blocks carry more packets each.
+        assert_eq!(ll_shape(64 << 10, 2, 4), (4, 512));
+        assert_eq!(ll_shape(64 << 10, 2, 0), (1, 512));
     }
 }

@@ -7,6 +7,33 @@
 //! ([`ffi::max_reduce_count`]): all-reduces of those types run as several calls, and a
 //! reduce-scatter whose blocks exceed the cap runs as an all-reduce into the scratch of which
 //! each PE keeps its block.
+//!
+//! # NVSHMEM never gets a destination that overlaps its source
+//!
+//! OpenSHMEM forbids it (a reduction's `dest` and `source` may only be the same object, the
+//! other collectives' not even that), and NVSHMEM 3.4.5's own kernels, which it runs when it
+//! does not hand the call to NCCL (several PEs on one GPU, or no loadable NCCL), get it wrong
+//! from 3 PEs up. `tools/nvshmem-repro` shows it from C, NVSHMEM called raw (one H100, MPS,
+//! 3, 4 and 8 PEs, 2026-11-24):
+//! - reduce-scatter in NCCL's in-place layout (`dest = source + me * count`): every PE from
+//!   team index 2 up gets a wrong block. Its one-shot "allpush" algorithm reduces the first
+//!   two members' blocks into `dest` before it reads this PE's own block of `source`, which
+//!   `dest` is: this PE's contribution is lost (xor gives 0 at 3 PEs). PEs 0 and 1 combine
+//!   their own block first, which is why they are right.
+//! - all-reduce with `dest == source` (which OpenSHMEM allows): wrong on every PE at 1 MiB
+//!   from 3 PEs, and at 16 KiB at 8 PEs. Its segmented algorithm sends `source` to the next
+//!   peer after it has already reduced the previous peer's part into `dest`.
+//! - fcollect with `source` inside `dest`, and broadcast with `dest == source` at the root,
+//!   came out right; fcollect is staged all the same (overlap is not allowed, and the cost is
+//!   one local copy of one block), broadcast's root case is one NVSHMEM handles explicitly.
+//!
+//! So every plan here stages what would overlap through the collective scratch: an in-place
+//! all-reduce (and premul_sum's scaled input) is copied into the scratch and reduced from
+//! there; an in-place reduce-scatter reduces into the scratch and the block is copied into
+//! place once NVSHMEM has finished with the input (after an on-stream collective, the input
+//! may be reused: OpenSHMEM's completion rule); an in-place fcollect sends a copy of this PE's
+//! block. NVSHMEM's results with NCCL inside were right in place too; the copies are paid on
+//! that path as well, since whether NVSHMEM uses NCCL is its own run-time choice.
 use super::{Algorithm, Call, Collective, Step};
 use crate::{
     ffi::{self, Reduction},
@@ -53,16 +80,70 @@ fn long_blocks(call: &Call) -> bool {
     call.coll == Collective::ReduceScatter && call.count > ffi::max_reduce_count(call.dtype)
 }
 
-/// The scratch the NVSHMEM reductions need: the input's bytes for a rooted reduce (the result
-/// lands there), for a reduce-scatter that scales its input or has long blocks (all `n`
-/// blocks), nothing otherwise.
-fn reduction_scratch(call: &Call, around: Around) -> usize {
-    let input = call.src.len * call.dtype.size();
+/// Whether NVSHMEM's plan for `call` stages something through the scratch only to keep
+/// NVSHMEM's source and destination apart (module docs): an in-place all-reduce,
+/// reduce-scatter or fcollect, a premul_sum all-reduce. Where this crate's NVLink kernels can
+/// run such a call, the automatic choice takes them instead: they work in place, with no
+/// scratch to reserve. A pure function of what every PE passes alike.
+pub(super) fn stages(call: &Call) -> bool {
+    let premul = matches!(call.op, ReduceOp::PreMulSum(_));
     match call.coll {
-        Collective::Reduce => input,
-        Collective::ReduceScatter if around.scale.is_some() || long_blocks(call) => input,
-        _ => 0,
+        Collective::AllReduce => call.in_place || premul,
+        Collective::ReduceScatter => call.in_place && !premul && !long_blocks(call),
+        Collective::Fcollect => call.in_place,
+        _ => false,
     }
+}
+
+/// Scratch offsets are rounded up to this, so each staged buffer starts aligned for any type.
+const SCRATCH_ALIGN: usize = 256;
+
+/// Where an NVSHMEM reduction's plan keeps things in the collective scratch: a result that
+/// cannot be written straight into the output at offset 0 (`result` bytes: a rooted reduce's
+/// whole result, an in-place reduce-scatter's block, a long-block reduce-scatter's all-reduce),
+/// then the input NVSHMEM reduces from when it cannot be the caller's (`staged` bytes:
+/// premul_sum's scaled copy, an in-place all-reduce's copy).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Layout {
+    result: usize,
+    staged: usize,
+}
+
+impl Layout {
+    fn of(call: &Call, around: Around) -> Layout {
+        let input = call.src.len * call.dtype.size();
+        let result = match call.coll {
+            Collective::Reduce => input,
+            Collective::ReduceScatter if long_blocks(call) => input,
+            Collective::ReduceScatter if call.in_place && around.scale.is_none() => {
+                call.block_bytes()
+            }
+            _ => 0,
+        };
+        let staged = match call.coll {
+            _ if around.scale.is_some() => input,
+            Collective::AllReduce if call.in_place => input,
+            _ => 0,
+        };
+        Layout { result, staged }
+    }
+
+    /// Offset of the staged input.
+    fn staged_at(&self) -> usize {
+        self.result.next_multiple_of(SCRATCH_ALIGN)
+    }
+
+    fn bytes(&self) -> usize {
+        match self.staged {
+            0 => self.result,
+            s => self.staged_at() + s,
+        }
+    }
+}
+
+/// The scratch the NVSHMEM reductions need ([`Layout`]).
+fn reduction_scratch(call: &Call, around: Around) -> usize {
+    Layout::of(call, around).bytes()
 }
 
 /// `count` elements all-reduced from `src` into `dst` (identical or disjoint), as several
@@ -97,24 +178,33 @@ fn map(dtype: DataType, divide: bool, src: u64, dst: u64, len: usize, factor: f6
     })
 }
 
-/// The plan of an NVSHMEM reduction with `around` it.
+/// The plan of an NVSHMEM reduction with `around` it. NVSHMEM's source and destination never
+/// overlap (module docs); [`Layout`] says where the scratch holds what.
 fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
     let (dtype, n) = (call.dtype, call.n() as f64);
     let (src, dst, scratch, count) = (call.src.ptr, call.dst.ptr, call.scratch, call.count);
     let len = call.src.len;
+    let layout = Layout::of(call, around);
+    let staged = scratch + layout.staged_at() as u64;
     let divide = |from, to, len, steps: &mut Vec<Step>| {
         if around.divide {
             steps.push(map(dtype, true, from, to, len, n));
         }
     };
-    // premul_sum scales the input into `to` and NVSHMEM reduces from there; the address
-    // NVSHMEM reduces from.
-    let scaled = |to, steps: &mut Vec<Step>| match around.scale {
-        Some(s) => {
-            steps.push(map(dtype, false, src, to, len, s));
-            to
-        }
-        None => src,
+    // The address NVSHMEM reduces from: premul_sum's input scaled into the scratch, an
+    // in-place all-reduce's input copied there, else the caller's input.
+    let from = if let Some(s) = around.scale {
+        steps.push(map(dtype, false, src, staged, len, s));
+        staged
+    } else if layout.staged > 0 {
+        steps.push(Step::Copy {
+            dst: staged,
+            src,
+            bytes: layout.staged,
+        });
+        staged
+    } else {
+        src
     };
     // A result taken out of the scratch: divided on the way for avg, else copied.
     let take_out = |from, count: usize, steps: &mut Vec<Step>| {
@@ -130,24 +220,18 @@ fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
     };
     match call.coll {
         Collective::AllReduce => {
-            // premul_sum scales into dst (the input itself when in place, which the caller
-            // gave up), and NVSHMEM sums dst in place: src stays as it was.
-            let from = scaled(dst, steps);
             all_reduce(call, around.op, dst, from, len, steps);
             divide(dst, dst, len, steps);
         }
         Collective::Reduce => {
             // NVSHMEM writes its result on every PE: into the scratch, which the root takes
             // it out of (dividing on the way for avg).
-            let from = scaled(scratch, steps);
             all_reduce(call, around.op, scratch, from, len, steps);
             if call.me == call.root {
                 take_out(scratch, len, steps);
             }
         }
         Collective::ReduceScatter => {
-            // premul_sum scales all n blocks into the scratch, and reduces from there.
-            let from = scaled(scratch, steps);
             if long_blocks(call) {
                 // All of it reduced into the scratch; this PE keeps its block. In place,
                 // its block is written only after the all-reduce, which NVSHMEM completes
@@ -158,6 +242,19 @@ fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
                     count,
                     steps,
                 );
+            } else if layout.result > 0 {
+                // In place, reading the caller's input: the block reduced into the scratch,
+                // then copied over this PE's block of the input, which NVSHMEM no longer
+                // reads once its reduce-scatter has completed on this stream.
+                steps.push(Step::Reduce {
+                    kind: Reduction::ReduceScatter,
+                    dtype,
+                    op: around.op,
+                    dst: scratch,
+                    src: from,
+                    count,
+                });
+                take_out(scratch, count, steps);
             } else {
                 steps.push(Step::Reduce {
                     kind: Reduction::ReduceScatter,
@@ -196,14 +293,18 @@ impl Algorithm for Native {
     }
 
     fn scratch(&self, call: &Call) -> usize {
-        reduction_scratch(
-            call,
-            Around {
-                op: call.op,
-                scale: None,
-                divide: false,
-            },
-        )
+        match call.coll {
+            // An in-place fcollect sends a copy of this PE's block (module docs).
+            Collective::Fcollect if call.in_place => call.block_bytes(),
+            _ => reduction_scratch(
+                call,
+                Around {
+                    op: call.op,
+                    scale: None,
+                    divide: false,
+                },
+            ),
+        }
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
@@ -224,6 +325,20 @@ impl Algorithm for Native {
                 bytes,
                 root: call.root,
             }),
+            Collective::Fcollect if call.in_place => {
+                // This PE's block, which the input is, sent from a copy: NVSHMEM's source and
+                // destination never overlap (module docs).
+                steps.push(Step::Copy {
+                    dst: call.scratch,
+                    src,
+                    bytes,
+                });
+                steps.push(Step::Fcollect {
+                    dst,
+                    src: call.scratch,
+                    bytes,
+                });
+            }
             Collective::Fcollect => steps.push(Step::Fcollect { dst, src, bytes }),
             Collective::Alltoall => steps.push(Step::Alltoall { dst, src, bytes }),
             Collective::Barrier => steps.push(Step::Barrier { always: false }),

@@ -11,6 +11,11 @@ const SCRATCH: u64 = 0x200_0000;
 const PEER: u64 = 1 << 40;
 
 pub(crate) fn team(n: usize, me: usize, mapped: bool) -> TeamShape {
+    team_fitting(n, me, mapped, crate::team::DEFAULT_MAX_BLOCKS)
+}
+
+/// [`team`] whose members each keep at most `max_blocks` blocks of 512 threads resident.
+pub(crate) fn team_fitting(n: usize, me: usize, mapped: bool, max_blocks: u32) -> TeamShape {
     TeamShape {
         handle: 7,
         my_pe: me,
@@ -21,7 +26,7 @@ pub(crate) fn team(n: usize, me: usize, mapped: bool) -> TeamShape {
                 .map(|j| (j as i64 - me as i64) * PEER as i64)
                 .collect()
         }),
-        max_blocks: 132,
+        max_blocks,
         nvr: None,
         arch: Some((9, 0)),
     }
@@ -168,7 +173,8 @@ fn avg_and_premul_sum_wrap_nvshmems_sum() {
             ]
         )
     );
-    // premul_sum scales into dst (src is left as it was) and sums dst in place.
+    // premul_sum scales into the scratch (src is left as it was) and sums from there into
+    // dst: NVSHMEM is never handed dst == src (nvshmem.rs, module docs).
     let c = call(
         &t,
         Collective::AllReduce,
@@ -183,8 +189,8 @@ fn avg_and_premul_sum_wrap_nvshmems_sum() {
         (
             "scale_then_sum",
             vec![
-                map(false, SRC, DST, 3.0),
-                all_reduce(DST, DST, DataType::I32, ReduceOp::Sum, 10)
+                map(false, SRC, SCRATCH, 3.0),
+                all_reduce(DST, SCRATCH, DataType::I32, ReduceOp::Sum, 10)
             ]
         )
     );
@@ -844,5 +850,327 @@ fn barrier_fences_and_sync_does_not() {
                 if l.function == "nvr_barrier" && l.args == crate::kernels::NvrArgs::Barrier { fence }),
             "{coll}: {steps:?}"
         );
+    }
+}
+
+/// The bytes NVSHMEM's step reads and writes: (source, destination), for a team of `n`.
+fn nvshmem_ranges(step: &Step, n: usize) -> Option<((u64, u64), (u64, u64))> {
+    let span = |a: u64, b: usize| (a, a + b as u64);
+    match *step {
+        Step::Reduce {
+            kind,
+            dtype,
+            dst,
+            src,
+            count,
+            ..
+        } => {
+            let b = count * dtype.size();
+            let s = match kind {
+                Reduction::ReduceScatter => n * b,
+                _ => b,
+            };
+            Some((span(src, s), span(dst, b)))
+        }
+        Step::Fcollect { dst, src, bytes } => Some((span(src, bytes), span(dst, n * bytes))),
+        Step::Alltoall { dst, src, bytes } => Some((span(src, n * bytes), span(dst, n * bytes))),
+        Step::Broadcast {
+            dst, src, bytes, ..
+        } => Some((span(src, bytes), span(dst, bytes))),
+        _ => None,
+    }
+}
+
+/// NVSHMEM 3.4.5's own kernels get overlapping source and destination wrong from 3 PEs up
+/// (tools/nvshmem-repro): no plan of an NVSHMEM-based algorithm hands it such a call, for
+/// every collective, in place and not, every operator and PE; and every scratch address a
+/// plan uses lies inside the scratch it asked for. (A broadcast's root in place, `dst == src`
+/// exactly, is the one form NVSHMEM handles itself.)
+#[test]
+fn nvshmem_is_never_handed_overlapping_buffers() {
+    const FAR_DST: u64 = 1 << 36;
+    const FAR_SCRATCH: u64 = 1 << 38;
+    let algos: [&dyn Algorithm; 3] = [
+        &nvshmem::Native,
+        &nvshmem::SumThenDiv,
+        &nvshmem::ScaleThenSum,
+    ];
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Xor,
+        ReduceOp::Avg,
+        ReduceOp::PreMulSum(2.0),
+    ];
+    let mut planned = 0;
+    for n in [1, 2, 3, 4, 8] {
+        for me in 0..n {
+            let t = team(n, me, false);
+            for coll in Collective::ALL {
+                for dtype in [DataType::F32, DataType::I16, DataType::U8] {
+                    for op in ops {
+                        if op.check_for("t", dtype).is_err() {
+                            continue;
+                        }
+                        for count in [1, 1000, 3 << 19] {
+                            for in_place in [false, true] {
+                                if in_place && coll == Collective::Alltoall {
+                                    continue; // refused before any plan (no in-place form)
+                                }
+                                let mut c = call(&t, coll, dtype, op, count, in_place, n - 1);
+                                // Apart from each other whatever the sizes, as the arrays
+                                // and the scratch are.
+                                if !in_place {
+                                    c.dst.ptr = FAR_DST;
+                                }
+                                c.scratch = FAR_SCRATCH;
+                                for a in algos {
+                                    if a.refuses(&c).is_some() {
+                                        continue;
+                                    }
+                                    let mut steps = Vec::new();
+                                    a.plan(&c, &mut steps);
+                                    planned += 1;
+                                    let what = format!(
+                                        "{} {coll} {dtype} {op} n={n} me={me} x{count} in place {in_place}",
+                                        a.name()
+                                    );
+                                    let scratch = (FAR_SCRATCH, FAR_SCRATCH + a.scratch(&c) as u64);
+                                    for s in &steps {
+                                        if let Some(((s0, s1), (d0, d1))) = nvshmem_ranges(s, n) {
+                                            let same_broadcast =
+                                                matches!(s, Step::Broadcast { .. }) && s0 == d0;
+                                            assert!(
+                                                same_broadcast || s1 <= d0 || d1 <= s0,
+                                                "{what}: {s:?} overlaps"
+                                            );
+                                        }
+                                        let used: Vec<u64> = match s {
+                                            Step::Reduce { dst, src, .. }
+                                            | Step::Fcollect { dst, src, .. }
+                                            | Step::Copy { dst, src, .. } => vec![*dst, *src],
+                                            Step::Kernel(Launch::Map { src, dst, .. }) => {
+                                                vec![*src, *dst]
+                                            }
+                                            _ => vec![],
+                                        };
+                                        for addr in used.into_iter().filter(|&x| x >= FAR_SCRATCH) {
+                                            assert!(
+                                                addr < scratch.1,
+                                                "{what}: {s:?} uses scratch past the {} bytes asked for",
+                                                scratch.1 - scratch.0
+                                            );
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(planned > 1000, "{planned} plans");
+}
+
+/// The in-place layouts NVSHMEM's kernels got wrong, as planned on a PE from team index 2 up:
+/// reduce-scatter reduces into the scratch and copies its block into place; all-reduce reduces
+/// from a copy of its input; fcollect sends a copy of its block.
+#[test]
+fn in_place_nvshmem_plans_stage_through_the_scratch() {
+    let t = team(4, 2, false);
+    let el = 4u64;
+    let c = call(
+        &t,
+        Collective::ReduceScatter,
+        DataType::I32,
+        ReduceOp::Xor,
+        4099,
+        true,
+        0,
+    );
+    let (name, steps) = plan(&c);
+    assert_eq!(name, "nvshmem");
+    assert_eq!(
+        steps,
+        [
+            Step::Reduce {
+                kind: Reduction::ReduceScatter,
+                dtype: DataType::I32,
+                op: ReduceOp::Xor,
+                dst: SCRATCH,
+                src: SRC,
+                count: 4099
+            },
+            Step::Copy {
+                dst: SRC + 2 * 4099 * el,
+                src: SCRATCH,
+                bytes: 4099 * 4
+            }
+        ]
+    );
+    assert_eq!(nvshmem::Native.scratch(&c), 4099 * 4);
+    // Avg in place: divided on the way out of the scratch.
+    let c = call(
+        &t,
+        Collective::ReduceScatter,
+        DataType::I32,
+        ReduceOp::Avg,
+        10,
+        true,
+        0,
+    );
+    let (name, steps) = plan(&c);
+    assert_eq!(name, "sum_then_div");
+    assert!(matches!(
+        steps.last(),
+        Some(Step::Kernel(Launch::Map { divide: true, src: SCRATCH, dst, .. })) if *dst == SRC + 20 * el
+    ));
+    let c = call(
+        &t,
+        Collective::AllReduce,
+        DataType::I32,
+        ReduceOp::Xor,
+        1 << 18,
+        true,
+        0,
+    );
+    assert_eq!(
+        plan(&c).1,
+        [
+            Step::Copy {
+                dst: SCRATCH,
+                src: SRC,
+                bytes: 1 << 20
+            },
+            all_reduce(SRC, SCRATCH, DataType::I32, ReduceOp::Xor, 1 << 18)
+        ]
+    );
+    let c = call(
+        &t,
+        Collective::Fcollect,
+        DataType::U8,
+        ReduceOp::Sum,
+        100,
+        true,
+        0,
+    );
+    assert_eq!(
+        plan(&c).1,
+        [
+            Step::Copy {
+                dst: SCRATCH,
+                src: DST + 200,
+                bytes: 100
+            },
+            Step::Fcollect {
+                dst: DST,
+                src: SCRATCH,
+                bytes: 100
+            }
+        ]
+    );
+    assert_eq!(nvshmem::Native.scratch(&c), 100);
+    // Out of place nothing is staged.
+    let c = call(
+        &t,
+        Collective::ReduceScatter,
+        DataType::I32,
+        ReduceOp::Xor,
+        4099,
+        false,
+        0,
+    );
+    assert_eq!(nvshmem::Native.scratch(&c), 0);
+    assert_eq!(plan(&c).1.len(), 1);
+}
+
+/// On a peer-mapped team, a reduction NVSHMEM could only take through the scratch (in place,
+/// premul_sum all-reduce) runs in this crate's kernels past LL's range, in place, with no
+/// scratch; xor included, which those kernels now have. Without peer access it stays on
+/// NVSHMEM, staged.
+#[test]
+fn in_place_reductions_take_the_nvlink_kernels_where_they_can() {
+    for (coll, op, in_place) in [
+        (Collective::AllReduce, ReduceOp::Sum, true),
+        (Collective::AllReduce, ReduceOp::Xor, true),
+        (Collective::AllReduce, ReduceOp::PreMulSum(2.0), false),
+        (Collective::ReduceScatter, ReduceOp::Xor, true),
+        (Collective::Fcollect, ReduceOp::Sum, true),
+    ] {
+        for me in 0..4 {
+            // 64 KiB a PE: past LL's crossover, short of the direct kernels' own range.
+            let t = team(4, me, true);
+            let c = with_channel(call(&t, coll, DataType::I32, op, 16 << 10, in_place, 0));
+            let chosen = choose(&c, None).unwrap().name();
+            assert_eq!(chosen, "nvlink_direct", "{coll} {op} in place {in_place}");
+            // The same call out of place (premul aside) stays on NVSHMEM.
+            if in_place {
+                let c = with_channel(call(&t, coll, DataType::I32, op, 16 << 10, false, 0));
+                assert_eq!(choose(&c, None).unwrap().name(), "nvshmem", "{coll} {op}");
+            }
+            let t = team(4, me, false);
+            let c = call(&t, coll, DataType::I32, op, 16 << 10, in_place, 0);
+            let a = choose(&c, None).unwrap();
+            assert!(a.scratch(&c) > 0, "{coll} {op}: {}", a.name());
+        }
+    }
+}
+
+/// The NVLink kernels launch no more blocks than every member keeps resident
+/// (`TeamShape::max_blocks`), the same grid on every member: the direct kernels' grid and the
+/// LL kernels' grid are capped by it, and LL carries only what that many blocks hold.
+#[test]
+fn launches_fit_the_blocks_every_member_keeps_resident() {
+    let grid_of = |steps: &[Step]| match steps {
+        [Step::Kernel(Launch::Nvr(l))] => (l.function, l.grid),
+        s => panic!("{s:?}"),
+    };
+    for max_blocks in [1, 4, 16, 33, 128, 1000] {
+        let mut grids = Vec::new();
+        for me in 0..4 {
+            let t = team_fitting(4, me, true, max_blocks);
+            // 64 MiB a PE: the direct kernels' rule alone would take 128 blocks.
+            let c = with_channel(call(
+                &t,
+                Collective::AllReduce,
+                DataType::F32,
+                ReduceOp::Sum,
+                16 << 20,
+                false,
+                0,
+            ));
+            // Planned by the direct kernels whatever the automatic choice (at 4 PEs, NVSHMEM's
+            // path for this size: crossover.rs).
+            assert!(nvlink::Direct.refuses(&c).is_none());
+            let mut steps = Vec::new();
+            nvlink::Direct.plan(&c, &mut steps);
+            let (_, grid) = grid_of(&steps);
+            assert_eq!(grid, max_blocks.min(128), "max_blocks {max_blocks}");
+            // 24 KiB a PE: LL with up to 6 blocks, if that many fit.
+            let c = with_channel(call(
+                &t,
+                Collective::AllReduce,
+                DataType::F32,
+                ReduceOp::Sum,
+                6 << 10,
+                false,
+                0,
+            ));
+            let fits = (max_blocks as usize).min(8) * (16 << 10) / 2 >= 24 << 10;
+            assert_eq!(
+                nvlink::Ll.refuses(&c).is_none(),
+                fits,
+                "max_blocks {max_blocks}"
+            );
+            if fits {
+                let mut steps = Vec::new();
+                nvlink::Ll.plan(&c, &mut steps);
+                let (f, grid) = grid_of(&steps);
+                assert_eq!(f, "nvr_ll_all_reduce");
+                assert_eq!(grid, 6.min(max_blocks), "max_blocks {max_blocks}");
+                grids.push(grid);
+            }
+        }
+        assert!(grids.windows(2).all(|w| w[0] == w[1]), "{grids:?}");
     }
 }

@@ -1,0 +1,809 @@
+//! GPU checks of the collectives at every team size, beyond the matrix (`gpu_collectives.rs`):
+//! every algorithm forced in turn over views that start at unaligned offsets, with odd
+//! counts, in place and not (the direct kernels' narrow stores and their mismatched-source
+//! branch; NVSHMEM's in-place layouts); CUDA graphs replayed at sizes that take each path;
+//! collectives queued beside a kernel that fills the GPU; several split teams at once; the
+//! broadcasts and all-reduces that went wrong or waited until the timeout when the PEs' kernels
+//! could not all be resident. Run by `scripts/gpu-check.sh`'s `scale` suite at each PE count,
+//! on separate GPUs or with several PEs on one GPU under CUDA MPS.
+//!
+//! Every check is collective: every PE runs every check, in the same order, whatever failed.
+mod common;
+
+use anyhow::{bail, ensure, Context as _};
+use common::Checks;
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use nvshmem::{
+    collective::Collective, element::Element, ElementKind, Error, ReduceOp, Runtime, SymArray, Team,
+};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[test]
+#[ignore = "needs NVIDIA GPUs and NVSHMEM: run scripts/gpu-check.sh on a GPU machine"]
+fn gpu_scale() {
+    let session = common::start(Runtime::builder().heap_size(2 << 30).channels(24));
+    let rt = session.rt.clone();
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let seed: u64 = std::env::var("GPU_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
+    if me == 0 {
+        println!("scale checks: {n} PEs, seed {seed}");
+    }
+    rt.reserve_scratch(256 << 20).expect("scratch");
+    let mut c = Checks::new(me);
+    common::start_watchdog(me, Duration::from_secs(30));
+    let world = rt.world();
+    let stream = rt.stream().clone();
+
+    c.run("broadcast_of_1mib_from_pe_0_repeated", || {
+        repeated::<f32>(&rt, &world, &stream, Coll::Broadcast, (1 << 20) / 4, 0, 10)
+    });
+    c.run("all_reduce_of_4mib_repeated", || {
+        repeated::<f32>(&rt, &world, &stream, Coll::AllReduce, (4 << 20) / 4, 0, 5)
+    });
+    c.run("broadcasts_of_64mib_bf16_and_f64", || {
+        repeated::<half::bf16>(
+            &rt,
+            &world,
+            &stream,
+            Coll::Broadcast,
+            (64 << 20) / 2,
+            n - 1,
+            3,
+        )?;
+        repeated::<f64>(
+            &rt,
+            &world,
+            &stream,
+            Coll::Broadcast,
+            (64 << 20) / 8,
+            n - 1,
+            3,
+        )
+    });
+    c.run("in_place_layouts_by_every_algorithm", || {
+        in_place_layouts(&rt, &world, &stream, seed)
+    });
+    c.run("unaligned_views_and_odd_counts_by_every_algorithm", || {
+        unaligned(&rt, &world, &stream, seed)
+    });
+    c.run("graphs_replayed_at_every_size", || {
+        graphs(&rt, &world, seed)
+    });
+    c.run("several_split_teams_at_once", || {
+        split_teams(&rt, &world, seed)
+    });
+    c.run("collectives_beside_a_kernel_that_fills_the_gpu", || {
+        beside_filler(&rt, &world, seed)
+    });
+
+    drop((world, stream, rt));
+    c.finish("gpu_scale");
+    session.end();
+}
+
+// ---- inputs, expectations, one checked call ----------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Coll {
+    AllReduce,
+    Reduce,
+    Broadcast,
+    Fcollect,
+    Alltoall,
+    ReduceScatter,
+    Gather,
+    Scatter,
+}
+
+const COLLS: [Coll; 8] = [
+    Coll::AllReduce,
+    Coll::Reduce,
+    Coll::Broadcast,
+    Coll::Fcollect,
+    Coll::Alltoall,
+    Coll::ReduceScatter,
+    Coll::Gather,
+    Coll::Scatter,
+];
+
+impl Coll {
+    fn lib(self) -> Collective {
+        match self {
+            Coll::AllReduce => Collective::AllReduce,
+            Coll::Reduce => Collective::Reduce,
+            Coll::Broadcast => Collective::Broadcast,
+            Coll::Fcollect => Collective::Fcollect,
+            Coll::Alltoall => Collective::Alltoall,
+            Coll::ReduceScatter => Collective::ReduceScatter,
+            Coll::Gather => Collective::Gather,
+            Coll::Scatter => Collective::Scatter,
+        }
+    }
+
+    /// (input, output) elements of one member out of place, for `m` elements a part.
+    fn lens(self, n: usize, m: usize) -> (usize, usize) {
+        match self {
+            Coll::AllReduce | Coll::Reduce | Coll::Broadcast => (m, m),
+            Coll::Fcollect | Coll::Gather => (m, n * m),
+            Coll::Alltoall => (n * m, n * m),
+            Coll::ReduceScatter | Coll::Scatter => (n * m, m),
+        }
+    }
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Element `i` of team member `k`'s input in case `key`: small whole numbers, exact in every
+/// type and in sums over 8 PEs (bf16 included).
+fn input<T: Element>(key: u64, k: usize, i: usize) -> T {
+    let r = mix(key ^ mix((k as u64 + 1) << 32 ^ (i as u64 + 1)));
+    let v = match T::KIND {
+        ElementKind::Unsigned => (r % 15) as f64,
+        ElementKind::Bool => (r % 2) as f64,
+        _ => (r % 15) as f64 - 7.0,
+    };
+    T::from_f64(v)
+}
+
+fn poison<T: Element>() -> T {
+    T::from_f64(if T::KIND == ElementKind::Unsigned {
+        99.0
+    } else {
+        -99.0
+    })
+}
+
+/// One call: the collective, its layout and its inputs' key.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    coll: Coll,
+    /// Elements of one part (`Call::count`).
+    m: usize,
+    in_place: bool,
+    root: usize,
+    /// Where the input (out of place) and the output (or the one in-place buffer) start, in
+    /// elements from the start of their arrays.
+    src_at: usize,
+    dst_at: usize,
+    key: u64,
+}
+
+impl Case {
+    fn out_len(&self, n: usize) -> usize {
+        let (s, d) = self.coll.lens(n, self.m);
+        if self.in_place {
+            s.max(d)
+        } else {
+            d
+        }
+    }
+}
+
+/// Runs `case` over `team` (of which this PE is member `r` of `n`) in `src` and `dst`, which
+/// must be long enough, and checks the result. Every world PE calls it (the barriers are over
+/// every PE); `team` is `None` on PEs outside it.
+fn one<T: Element>(
+    rt: &Runtime,
+    team: Option<&Team>,
+    src: &mut SymArray<T>,
+    dst: &mut SymArray<T>,
+    case: Case,
+    s: &Arc<CudaStream>,
+) -> anyhow::Result<()> {
+    let Some(team) = team else {
+        rt.barrier_all(s)?;
+        rt.barrier_all(s)?;
+        s.synchronize()?;
+        return Ok(());
+    };
+    let (n, r) = (team.n_pes(), team.my_pe());
+    let (src_len, dst_len) = case.coll.lens(n, case.m);
+    let out_len = case.out_len(n);
+    let own: Vec<T> = (0..src_len).map(|i| input(case.key, r, i)).collect();
+    let mut before = vec![poison::<T>(); out_len];
+    if case.in_place {
+        let at = match case.coll {
+            Coll::Fcollect | Coll::Gather => r * case.m,
+            _ => 0,
+        };
+        before[at..at + src_len].copy_from_slice(&own);
+    } else {
+        s.memcpy_htod(
+            own.as_slice(),
+            &mut src.view_mut(case.src_at..case.src_at + src_len)?,
+        )?;
+    }
+    s.memcpy_htod(
+        before.as_slice(),
+        &mut dst.view_mut(case.dst_at..case.dst_at + out_len)?,
+    )?;
+    rt.barrier_all(s)?;
+    let called = call(team, src, dst, case, n, s);
+    let mut got = vec![T::default(); out_len];
+    let mut src_after = vec![T::default(); if case.in_place { 0 } else { src_len }];
+    if called.is_ok() {
+        s.memcpy_dtoh(
+            &dst.view(case.dst_at..case.dst_at + out_len)?,
+            got.as_mut_slice(),
+        )?;
+        if !case.in_place {
+            s.memcpy_dtoh(
+                &src.view(case.src_at..case.src_at + src_len)?,
+                src_after.as_mut_slice(),
+            )?;
+        }
+    }
+    rt.barrier_all(s)?;
+    s.synchronize()?;
+    called?;
+    // A kernel that stopped waiting (timeout, abort) says so here, before its results are
+    // judged: they are undefined then, and the error names the cause.
+    rt.async_error()?;
+    check(&case, n, r, &own, &before, &got, dst_len)?;
+    ensure!(
+        case.in_place || bits(&src_after) == bits(&own),
+        "the input was changed"
+    );
+    Ok(())
+}
+
+fn bits<T: Element>(v: &[T]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+
+/// Queues the call of `case`.
+fn call<T: Element>(
+    team: &Team,
+    src: &SymArray<T>,
+    dst: &mut SymArray<T>,
+    case: Case,
+    n: usize,
+    s: &Arc<CudaStream>,
+) -> anyhow::Result<()> {
+    let (src_len, _) = case.coll.lens(n, case.m);
+    let out_len = case.out_len(n);
+    let sv = src.view(case.src_at..case.src_at + src_len)?;
+    let mut dv = dst.view_mut(case.dst_at..case.dst_at + out_len)?;
+    let (root, op) = (case.root, ReduceOp::Sum);
+    match (case.coll, case.in_place) {
+        (Coll::AllReduce, false) => team.all_reduce(&sv, &mut dv, op, s)?,
+        (Coll::AllReduce, true) => team.all_reduce_in_place(&mut dv, op, s)?,
+        (Coll::Reduce, false) => team.reduce(root, &sv, &mut dv, op, s)?,
+        (Coll::Reduce, true) => team.reduce_in_place(root, &mut dv, op, s)?,
+        (Coll::Broadcast, false) => team.broadcast(root, &sv, &mut dv, s)?,
+        (Coll::Broadcast, true) => team.broadcast_in_place(root, &mut dv, s)?,
+        (Coll::Fcollect, false) => team.fcollect(&sv, &mut dv, s)?,
+        (Coll::Fcollect, true) => team.fcollect_in_place(&mut dv, s)?,
+        (Coll::Alltoall, _) => team.alltoall(&sv, &mut dv, s)?,
+        (Coll::ReduceScatter, false) => team.reduce_scatter(&sv, &mut dv, op, s)?,
+        (Coll::ReduceScatter, true) => team.reduce_scatter_in_place(&mut dv, op, s)?,
+        (Coll::Gather, false) => team.gather(root, &sv, &mut dv, s)?,
+        (Coll::Gather, true) => team.gather_in_place(root, &mut dv, s)?,
+        (Coll::Scatter, false) => team.scatter(root, &sv, &mut dv, s)?,
+        (Coll::Scatter, true) => team.scatter_in_place(root, &mut dv, s)?,
+    }
+    Ok(())
+}
+
+/// What member `r` of `n` must read back after `case` (sums of whole numbers: exact).
+fn check<T: Element>(
+    case: &Case,
+    n: usize,
+    r: usize,
+    own: &[T],
+    before: &[T],
+    got: &[T],
+    _dst_len: usize,
+) -> anyhow::Result<()> {
+    let (m, root, key) = (case.m, case.root, case.key);
+    let f = |k: usize, i: usize| input::<T>(key, k, i).to_f64();
+    let _ = own;
+    if matches!(case.coll, Coll::Reduce | Coll::Gather) && r != root {
+        ensure!(bits(got) == bits(before), "a non-root output was written");
+        return Ok(());
+    }
+    let at = match case.coll {
+        Coll::ReduceScatter | Coll::Scatter if case.in_place => r * m,
+        _ => 0,
+    };
+    let len = match case.coll {
+        Coll::Fcollect | Coll::Gather | Coll::Alltoall => n * m,
+        _ => m,
+    };
+    let sum = |i: usize| (0..n).map(|k| f(k, i)).sum::<f64>();
+    let want = |i: usize| -> f64 {
+        match case.coll {
+            Coll::AllReduce | Coll::Reduce => sum(i),
+            Coll::Broadcast => f(root, i),
+            Coll::Fcollect | Coll::Gather => f(i / m, i % m),
+            Coll::Alltoall => f(i / m, r * m + i % m),
+            Coll::ReduceScatter => (0..n).map(|k| f(k, r * m + i)).sum(),
+            Coll::Scatter => f(root, r * m + i),
+        }
+    };
+    for i in 0..len {
+        let (g, w) = (got[at + i].to_f64(), T::from_f64(want(i)).to_f64());
+        if g != w {
+            let wrong = (i..len)
+                .filter(|&j| got[at + j].to_f64() != T::from_f64(want(j)).to_f64())
+                .count();
+            bail!(
+                "element {i} of {len} is {g}, expected {w} ({wrong} wrong from there{})",
+                if g == poison::<T>().to_f64() {
+                    "; it is the poison: never written"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Whether `e` is a forced algorithm's refusal (the same on every PE).
+fn refused(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<Error>(),
+        Some(Error::AlgorithmRefused { .. })
+    )
+}
+
+/// Runs `case` with `algo` forced (or the automatic choice), counting a refusal as skipped.
+#[allow(clippy::too_many_arguments)]
+fn forced<T: Element>(
+    rt: &Runtime,
+    team: Option<&Team>,
+    src: &mut SymArray<T>,
+    dst: &mut SymArray<T>,
+    case: Case,
+    algo: Option<&str>,
+    s: &Arc<CudaStream>,
+    tally: &mut Tally,
+) {
+    let lib = case.coll.lib();
+    let done = rt
+        .set_algorithm(lib, algo)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| one(rt, team, src, dst, case, s));
+    let _ = rt.set_algorithm(lib, None);
+    match done {
+        Ok(()) => tally.passed += 1,
+        Err(e) if refused(&e) => tally.refused += 1,
+        Err(e) => {
+            tally.failed += 1;
+            if tally.first.len() < 8 {
+                tally.first.push(format!(
+                    "{} {:?} x{} {}at {}/{} ({}): {e:#}",
+                    T::NAME,
+                    case.coll,
+                    case.m,
+                    if case.in_place { "in place " } else { "" },
+                    case.src_at,
+                    case.dst_at,
+                    algo.unwrap_or("auto")
+                ));
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    passed: usize,
+    failed: usize,
+    refused: usize,
+    first: Vec<String>,
+}
+
+impl Tally {
+    fn finish(self, rt: &Runtime, what: &str) -> anyhow::Result<()> {
+        if rt.my_pe() == 0 {
+            println!(
+                "{what}: {} cases passed, {} failed, {} refused by a forced algorithm",
+                self.passed, self.failed, self.refused
+            );
+        }
+        if self.failed > 0 {
+            bail!(
+                "{} cases failed:\n  {}",
+                self.failed,
+                self.first.join("\n  ")
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The algorithms to force for `coll`: the automatic choice, then each of its registry.
+fn algorithms(coll: Coll) -> Vec<Option<&'static str>> {
+    std::iter::once(None)
+        .chain(coll.lib().algorithms().into_iter().map(Some))
+        .collect()
+}
+
+// ---- the checks -------------------------------------------------------------------------
+
+/// One collective over the world, `rounds` times, with fresh inputs and a check each time.
+fn repeated<T: Element>(
+    rt: &Runtime,
+    world: &Team,
+    s: &Arc<CudaStream>,
+    coll: Coll,
+    m: usize,
+    root: usize,
+    rounds: u64,
+) -> anyhow::Result<()> {
+    let n = rt.n_pes();
+    let (sl, dl) = coll.lens(n, m);
+    let mut src = rt.alloc_zeroed::<T>(sl)?;
+    let mut dst = rt.alloc_zeroed::<T>(dl)?;
+    for round in 0..rounds {
+        let case = Case {
+            coll,
+            m,
+            in_place: false,
+            root,
+            src_at: 0,
+            dst_at: 0,
+            key: 1000 + round,
+        };
+        one(rt, Some(world), &mut src, &mut dst, case, s)
+            .with_context(|| format!("{} {coll:?} x{m} round {round}", T::NAME))?;
+    }
+    Ok(())
+}
+
+/// The in-place forms of every collective, by every algorithm that accepts them, at a block
+/// of 4099 i32 (past the LL range: the automatic choice hands some to NVSHMEM) and 1 MiB, on
+/// the world team and on the world listed in reverse (team index != world PE).
+fn in_place_layouts(
+    rt: &Runtime,
+    world: &Team,
+    s: &Arc<CudaStream>,
+    seed: u64,
+) -> anyhow::Result<()> {
+    let n = rt.n_pes();
+    let reversed: Vec<usize> = (0..n).rev().collect();
+    let listed = world.from_pes(&reversed)?;
+    let counts = [1, 4099, (1 << 20) / 4];
+    let longest = n * counts[2];
+    let mut src = rt.alloc_zeroed::<i32>(longest)?;
+    let mut dst = rt.alloc_zeroed::<i32>(longest)?;
+    let mut tally = Tally::default();
+    for (ti, team) in [Some(world), listed.as_ref()].into_iter().enumerate() {
+        for (ci, coll) in COLLS.into_iter().enumerate() {
+            if coll == Coll::Alltoall {
+                continue;
+            }
+            for algo in algorithms(coll) {
+                for (k, &m) in counts.iter().enumerate() {
+                    let case = Case {
+                        coll,
+                        m,
+                        in_place: true,
+                        root: n - 1,
+                        src_at: 0,
+                        dst_at: 0,
+                        key: seed ^ (ti * 256 + ci * 16 + k) as u64,
+                    };
+                    forced(rt, team, &mut src, &mut dst, case, algo, s, &mut tally);
+                }
+            }
+        }
+    }
+    drop((src, dst));
+    drop(listed);
+    tally.finish(rt, "in-place layouts")
+}
+
+/// Views starting at unaligned offsets (each side its own), odd counts, 8-, 16- and 32-bit
+/// elements, every collective by every algorithm that accepts it, in place and not.
+fn unaligned(rt: &Runtime, world: &Team, s: &Arc<CudaStream>, seed: u64) -> anyhow::Result<()> {
+    fn per_type<T: Element>(
+        rt: &Runtime,
+        world: &Team,
+        s: &Arc<CudaStream>,
+        seed: u64,
+        tally: &mut Tally,
+    ) -> anyhow::Result<()> {
+        let n = rt.n_pes();
+        // Elements a part: a few (LL), a block past LL's crossover, one that takes the direct
+        // kernels for every collective; all odd.
+        let counts = [37usize, 4099, 70001];
+        // (src_at, dst_at, in place): the two sides misaligned against each other and against
+        // 16 bytes, equally misaligned, and an in-place buffer that starts off 16 bytes.
+        let layouts = [(1usize, 3usize, false), (5, 5, false), (0, 7, true)];
+        let longest = n * counts[2] + 16;
+        let mut src = rt.alloc_zeroed::<T>(longest)?;
+        let mut dst = rt.alloc_zeroed::<T>(longest)?;
+        for (ci, coll) in COLLS.into_iter().enumerate() {
+            for algo in algorithms(coll) {
+                for (k, &m) in counts.iter().enumerate() {
+                    for (l, &(src_at, dst_at, in_place)) in layouts.iter().enumerate() {
+                        if in_place && coll == Coll::Alltoall {
+                            continue;
+                        }
+                        let case = Case {
+                            coll,
+                            m,
+                            in_place,
+                            root: (ci + k) % n,
+                            src_at,
+                            dst_at,
+                            key: seed ^ ((ci * 64 + k * 8 + l) as u64) << 8,
+                        };
+                        forced(rt, Some(world), &mut src, &mut dst, case, algo, s, tally);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut tally = Tally::default();
+    per_type::<u8>(rt, world, s, seed, &mut tally)?;
+    per_type::<half::bf16>(rt, world, s, seed, &mut tally)?;
+    per_type::<f32>(rt, world, s, seed, &mut tally)?;
+    tally.finish(rt, "unaligned views and odd counts")
+}
+
+/// Every collective captured once in a CUDA graph at sizes that take LL, NVSHMEM and the
+/// direct kernels, then replayed: once with new inputs, then 100 times back to back, each
+/// checked. On the world team and, from 4 PEs, on the halves of a split.
+fn graphs(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let half = world.split(Some((me * 2 / n.max(1)) as u32), 0)?;
+    let teams: Vec<(&str, Option<&Team>)> = if n >= 4 {
+        vec![("world", Some(world)), ("half", half.as_ref())]
+    } else {
+        vec![("world", Some(world))]
+    };
+    let s = rt.context().new_stream()?;
+    let counts = [1001usize, 70001, (1 << 20) / 4];
+    let mut src = rt.alloc_zeroed::<f32>(n * counts[2])?;
+    let mut dst = rt.alloc_zeroed::<f32>(n * counts[2])?;
+    let mut replays = 0;
+    for (tname, team) in &teams {
+        for (ci, coll) in COLLS.into_iter().enumerate() {
+            for (k, &m) in counts.iter().enumerate() {
+                let case = |key: u64| Case {
+                    coll,
+                    m,
+                    in_place: false,
+                    root: 0,
+                    src_at: 0,
+                    dst_at: 0,
+                    key,
+                };
+                let key0 = seed ^ ((ci * 8 + k) as u64) << 16;
+                // Once outside the capture (kernels compiled, channel bound).
+                one(rt, *team, &mut src, &mut dst, case(key0), &s)
+                    .with_context(|| format!("{tname} {coll:?} x{m} before capture"))?;
+                let graph = match team {
+                    Some(t) => {
+                        let graph = rt
+                            .capture(&s, |cs| call(t, &src, &mut dst, case(key0), t.n_pes(), cs))?;
+                        Some(graph)
+                    }
+                    None => None,
+                };
+                for (round, times) in [(1u64, 1), (2, 100)] {
+                    let key = key0 ^ round;
+                    // Inputs and poison as `one` writes them, then the graph instead of a call.
+                    let c = case(key);
+                    let (tn, r) = team.map_or((0, 0), |t| (t.n_pes(), t.my_pe()));
+                    let mut own = Vec::new();
+                    let mut before = Vec::new();
+                    if team.is_some() {
+                        let (sl, _) = coll.lens(tn, m);
+                        own = (0..sl).map(|i| input::<f32>(key, r, i)).collect();
+                        before = vec![poison::<f32>(); c.out_len(tn)];
+                        s.memcpy_htod(own.as_slice(), &mut src.view_mut(..sl)?)?;
+                        s.memcpy_htod(before.as_slice(), &mut dst.view_mut(..c.out_len(tn))?)?;
+                    }
+                    rt.barrier_all(&s)?;
+                    if let Some(g) = &graph {
+                        for _ in 0..times {
+                            g.launch()?;
+                        }
+                    }
+                    rt.barrier_all(&s)?;
+                    s.synchronize()?;
+                    if team.is_some() {
+                        let got = dst.view(..c.out_len(tn))?;
+                        let mut host = vec![0f32; c.out_len(tn)];
+                        s.memcpy_dtoh(&got, host.as_mut_slice())?;
+                        s.synchronize()?;
+                        let (_, dl) = coll.lens(tn, m);
+                        check(&c, tn, r, &own, &before, &host, dl).with_context(|| {
+                            format!("{tname} {coll:?} x{m}: graph replayed {times} times")
+                        })?;
+                        replays += times;
+                    }
+                }
+            }
+        }
+    }
+    if me == 0 {
+        println!("graphs: {replays} replays checked on PE 0");
+    }
+    drop(half);
+    Ok(())
+}
+
+/// The world split in two (by parity) and in a 2-D grid, every team running all-reduce,
+/// fcollect and broadcast on its own stream at the same time as the world on another, many
+/// rounds with nothing between them; then every result checked.
+fn split_teams(rt: &Runtime, world: &Team, _seed: u64) -> anyhow::Result<()> {
+    const ROUNDS: usize = 50;
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let parity = world.split(Some((me % 2) as u32), 0)?;
+    let (x, y) = world.split_2d(2.min(n))?;
+    let teams: Vec<&Team> = [Some(world), parity.as_ref(), x.as_ref(), y.as_ref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let streams: Vec<_> = (0..teams.len())
+        .map(|_| rt.context().new_stream())
+        .collect::<Result<_, _>>()?;
+    let m = 3001;
+    let mut bufs = Vec::new();
+    for (k, t) in teams.iter().enumerate() {
+        let tn = t.n_pes();
+        let ar_src = rt.alloc_from(&vec![(t.my_pe() * 3 + k + 1) as f32; m])?;
+        let ar_dst = rt.alloc_zeroed::<f32>(m)?;
+        let fc_src = rt.alloc_from(&vec![(t.my_pe() * 5 + k) as f32; m])?;
+        let fc_dst = rt.alloc_zeroed::<f32>(tn * m)?;
+        let bc = rt.alloc_from(&vec![(t.my_pe() * 7 + k) as f32; m])?;
+        let bc_dst = rt.alloc_zeroed::<f32>(m)?;
+        bufs.push((ar_src, ar_dst, fc_src, fc_dst, bc, bc_dst));
+    }
+    // Each (team, stream) pair's first call, which binds its channel, one at a time in the same
+    // order on every PE; then everything interleaved.
+    for round in 0..ROUNDS {
+        for (k, t) in teams.iter().enumerate() {
+            let (a, b, c, d, e, f) = &mut bufs[k];
+            let st = &streams[k];
+            t.all_reduce(&*a, b, ReduceOp::Sum, st)?;
+            t.fcollect(&*c, d, st)?;
+            t.broadcast(t.n_pes() - 1, &*e, f, st)?;
+            if round == 0 {
+                st.synchronize()?;
+            }
+        }
+    }
+    for st in &streams {
+        st.synchronize()?;
+    }
+    for (k, t) in teams.iter().enumerate() {
+        let tn = t.n_pes();
+        let (_, b, _, d, _, f) = &bufs[k];
+        let ar = (0..tn).map(|p| (p * 3 + k + 1) as f32).sum::<f32>();
+        ensure!(
+            b.to_vec()?.iter().all(|&v| v == ar),
+            "team {k} ({tn} PEs): all-reduce"
+        );
+        let fc = d.to_vec()?;
+        for (i, &v) in fc.iter().enumerate() {
+            ensure!(
+                v == ((i / m) * 5 + k) as f32,
+                "team {k} ({tn} PEs): fcollect element {i} is {v}"
+            );
+        }
+        ensure!(
+            f.to_vec()?.iter().all(|&v| v == ((tn - 1) * 7 + k) as f32),
+            "team {k} ({tn} PEs): broadcast"
+        );
+    }
+    drop(bufs);
+    rt.barrier_all(rt.stream())?;
+    rt.stream().synchronize()?;
+    drop(teams);
+    // Destroyed collectively, in the same order on every PE.
+    drop(parity);
+    drop(x);
+    drop(y);
+    Ok(())
+}
+
+/// A kernel that occupies every SM of this PE's share of the GPU for `FILL_MS`, queued on a
+/// side stream just before collectives of every path on another: they must complete with the
+/// right results (the filler ends, and the collectives' blocks are scheduled after it), or
+/// end within the timeout with an error that names the cause. First the filler runs on the
+/// last PE only (its peers' kernels wait for its blocks), then on every PE.
+fn beside_filler(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
+    const FILL_MS: u64 = 300;
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let ctx = rt.context();
+    let src = r#"
+extern "C" __global__ void fill(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+"#;
+    let ptx = cudarc::nvrtc::compile_ptx(src).context("compiling the filler")?;
+    let module = ctx.load_module(ptx)?;
+    let fill = module.load_function("fill")?;
+    let sms = ctx.attribute(
+        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+    )? as u32;
+    let side = ctx.new_stream()?;
+    let s = rt.context().new_stream()?;
+    let sizes: [(Coll, usize); 5] = [
+        (Coll::AllReduce, 1001),
+        (Coll::AllReduce, (4 << 20) / 4),
+        (Coll::Broadcast, (1 << 20) / 4),
+        (Coll::Fcollect, 70001),
+        (Coll::ReduceScatter, 70001),
+    ];
+    let longest = n * (4 << 20) / 4;
+    let mut a = rt.alloc_zeroed::<f32>(longest)?;
+    let mut b = rt.alloc_zeroed::<f32>(longest)?;
+    for (round, who) in [(0u64, Some(n - 1)), (1, None)] {
+        for (k, &(coll, m)) in sizes.iter().enumerate() {
+            let case = Case {
+                coll,
+                m,
+                in_place: false,
+                root: 0,
+                src_at: 0,
+                dst_at: 0,
+                key: seed ^ (round * 16 + k as u64) << 24,
+            };
+            // The filler goes in right after the barrier that opens the case, so the
+            // collective is queued while it holds the SMs: `one`'s steps, with the filler
+            // between its first barrier and the call.
+            let (sl, _) = coll.lens(n, m);
+            let own: Vec<f32> = (0..sl).map(|i| input(case.key, me, i)).collect();
+            let before = vec![poison::<f32>(); case.out_len(n)];
+            s.memcpy_htod(own.as_slice(), &mut a.view_mut(..sl)?)?;
+            s.memcpy_htod(before.as_slice(), &mut b.view_mut(..case.out_len(n))?)?;
+            rt.barrier_all(&s)?;
+            s.synchronize()?;
+            let t0 = Instant::now();
+            if who.is_none_or(|p| p == me) {
+                let cfg = LaunchConfig {
+                    grid_dim: (sms * 2, 1, 1),
+                    block_dim: (1024, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let ns = FILL_MS * 1_000_000;
+                let mut l = side.launch_builder(&fill);
+                l.arg(&ns);
+                // SAFETY: the kernel takes one u64 and touches no memory.
+                unsafe { l.launch(cfg) }?;
+            }
+            let called = call(world, &a, &mut b, case, n, &s);
+            let mut got = vec![0f32; case.out_len(n)];
+            if called.is_ok() {
+                s.memcpy_dtoh(&b.view(..case.out_len(n))?, got.as_mut_slice())?;
+            }
+            rt.barrier_all(&s)?;
+            let synced = s.synchronize();
+            let took = t0.elapsed();
+            side.synchronize()?;
+            called.with_context(|| format!("{coll:?} x{m}: the call"))?;
+            synced.with_context(|| {
+                format!("{coll:?} x{m} beside the filler (round {round}): after {took:?}")
+            })?;
+            let (_, dl) = coll.lens(n, m);
+            rt.async_error().with_context(|| {
+                format!("{coll:?} x{m} beside the filler (round {round}, {took:?})")
+            })?;
+            check(&case, n, me, &own, &before, &got, dl).with_context(|| {
+                format!("{coll:?} x{m} beside the filler (round {round}, {took:?})")
+            })?;
+        }
+    }
+    Ok(())
+}

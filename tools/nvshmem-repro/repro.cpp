@@ -1,0 +1,311 @@
+// NVSHMEM's own on-stream collectives, called raw (no Rust, no nvshmem-rs), on the layouts and
+// sizes where nvshmem-rs saw wrong results at 3 PEs and more: in-place reduce-scatter in NCCL's
+// layout (this PE's result at `me * count` inside the input), in-place fcollect, in-place
+// all-reduce, and large broadcasts. Each case fills the inputs, poisons the outputs, lines the
+// PEs up with nvshmemx_barrier_all_on_stream, makes the one call, synchronises, and compares
+// every element with what the collective defines. PE 0 prints one line per case:
+//
+//   repro: <case> n=<PEs>: ok
+//   repro: <case> n=<PEs>: WRONG on PEs 2 3 (PE 2: 4099 of 4099 wrong, first [0] = ..., want ...)
+//
+// and a last line `repro: done, N cases, M wrong`. The exit status is 0 whatever NVSHMEM
+// returned (the cases are findings, not tests of this program); a CUDA or NVSHMEM error, or a
+// failed initialisation, exits 1.
+//
+// Host code only (NVSHMEM's host library, as nvshmem-rs uses it): build and run as README.md
+// beside this file says (scripts/gpu-check.sh's `repro` suite does both).
+#include <cuda_runtime.h>
+#define OMPI_SKIP_MPICXX 1 // the C API only
+#include <mpi.h>
+#include <nvshmem_host.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+static int g_me = 0, g_n = 1;
+static cudaStream_t g_stream;
+static int g_cases = 0, g_wrong_cases = 0;
+
+#define CUDA(x)                                                                               \
+    do {                                                                                      \
+        cudaError_t e_ = (x);                                                                 \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "PE %d: %s failed: %s (%s:%d)\n", g_me, #x, cudaGetErrorString(e_), \
+                    __FILE__, __LINE__);                                                      \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                     \
+        }                                                                                     \
+    } while (0)
+
+#define NV(x)                                                                                 \
+    do {                                                                                      \
+        int s_ = (x);                                                                         \
+        if (s_ != 0) {                                                                        \
+            fprintf(stderr, "PE %d: %s returned %d (%s:%d)\n", g_me, #x, s_, __FILE__,        \
+                    __LINE__);                                                                \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                     \
+        }                                                                                     \
+    } while (0)
+
+// Element i of block k of PE p's input, in case `c`: well mixed, so a wrong combination shows.
+static uint32_t val(uint32_t c, int p, size_t k, size_t i) {
+    uint64_t z = (uint64_t)c * 0x9e3779b97f4a7c15ull ^ (uint64_t)(p + 1) * 0xbf58476d1ce4e5b9ull ^
+                 (uint64_t)(k + 1) * 0x94d049bb133111ebull ^ (uint64_t)(i + 1) * 0x2545f4914f6cdd1dull;
+    z ^= z >> 31;
+    z *= 0x9e3779b97f4a7c15ull;
+    z ^= z >> 29;
+    return (uint32_t)z & 0x7fffffffu;
+}
+
+static const uint32_t POISON = 0x5a5a5a5au;
+
+static void line_up() {
+    nvshmemx_barrier_all_on_stream(g_stream);
+    CUDA(cudaStreamSynchronize(g_stream));
+}
+
+static void put_words(uint32_t *dev, const std::vector<uint32_t> &host) {
+    CUDA(cudaMemcpy(dev, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+}
+
+static std::vector<uint32_t> get_words(const uint32_t *dev, size_t n) {
+    std::vector<uint32_t> v(n);
+    CUDA(cudaMemcpy(v.data(), dev, n * 4, cudaMemcpyDeviceToHost));
+    return v;
+}
+
+// Compares `got` with want(i) over [0, len); gathers the verdict on PE 0, which prints it.
+template <class Want>
+static void verdict(const std::string &name, const std::vector<uint32_t> &got, size_t len,
+                    Want want) {
+    long wrong = 0, first = -1;
+    uint32_t first_got = 0, first_want = 0;
+    for (size_t i = 0; i < len; ++i) {
+        const uint32_t w = want(i);
+        if (got[i] != w) {
+            if (first < 0) {
+                first = (long)i;
+                first_got = got[i];
+                first_want = w;
+            }
+            ++wrong;
+        }
+    }
+    std::vector<long long> all(3 * g_n);
+    const unsigned long long pair = ((unsigned long long)first_got << 32) | first_want;
+    long long mine[3] = {wrong, first, (long long)pair};
+    MPI_Gather(mine, 3, MPI_LONG_LONG, all.data(), 3, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    ++g_cases;
+    if (g_me != 0) return;
+    std::string bad, detail;
+    for (int p = 0; p < g_n; ++p) {
+        if (all[3 * p] == 0) continue;
+        bad += " " + std::to_string(p);
+        if (detail.empty()) {
+            char b[256];
+            const unsigned long long gw = (unsigned long long)all[3 * p + 2];
+            snprintf(b, sizeof b,
+                     " (PE %d: %lld of %zu wrong, first [%lld] = %#x, want %#x%s)", p,
+                     all[3 * p], len, all[3 * p + 1], (unsigned)(gw >> 32), (unsigned)gw,
+                     (uint32_t)(gw >> 32) == POISON ? ": never written" : "");
+            detail = b;
+        }
+    }
+    if (bad.empty()) {
+        printf("repro: %-44s n=%d: ok\n", name.c_str(), g_n);
+    } else {
+        ++g_wrong_cases;
+        printf("repro: %-44s n=%d: WRONG on PEs%s%s\n", name.c_str(), g_n, bad.c_str(),
+               detail.c_str());
+    }
+    fflush(stdout);
+}
+
+// Reduce-scatter of `count` int32 per block, xor or sum. In place: NCCL's layout, dest = this
+// PE's block of the input (`src + me * count`), which overlaps the input.
+static void reduce_scatter(uint32_t c, size_t count, bool xor_, bool in_place) {
+    const size_t n = g_n;
+    uint32_t *src = (uint32_t *)nvshmem_malloc(n * count * 4);
+    uint32_t *out = in_place ? nullptr : (uint32_t *)nvshmem_malloc(count * 4);
+    std::vector<uint32_t> in(n * count);
+    for (size_t k = 0; k < n; ++k)
+        for (size_t i = 0; i < count; ++i) in[k * count + i] = val(c, g_me, k, i);
+    put_words(src, in);
+    uint32_t *dst = in_place ? src + g_me * count : out;
+    if (!in_place) put_words(out, std::vector<uint32_t>(count, POISON));
+    line_up();
+    if (xor_)
+        NV(nvshmemx_int32_xor_reducescatter_on_stream(NVSHMEM_TEAM_WORLD, (int32_t *)dst,
+                                                      (const int32_t *)src, count, g_stream));
+    else
+        NV(nvshmemx_int32_sum_reducescatter_on_stream(NVSHMEM_TEAM_WORLD, (int32_t *)dst,
+                                                      (const int32_t *)src, count, g_stream));
+    CUDA(cudaStreamSynchronize(g_stream));
+    auto got = get_words(dst, count);
+    verdict(std::string("reducescatter int32 ") + (xor_ ? "xor " : "sum ") +
+                (in_place ? "in place (NCCL layout)" : "out of place") + " x" +
+                std::to_string(count),
+            got, count, [&](size_t i) {
+                uint32_t a = 0;
+                for (int p = 0; p < g_n; ++p) a = xor_ ? a ^ val(c, p, g_me, i) : a + val(c, p, g_me, i);
+                return a;
+            });
+    line_up();
+    if (out) nvshmem_free(out);
+    nvshmem_free(src);
+}
+
+// All-reduce of `count` int32, xor or sum; in place: dest == source.
+static void all_reduce(uint32_t c, size_t count, bool xor_, bool in_place) {
+    uint32_t *src = (uint32_t *)nvshmem_malloc(count * 4);
+    uint32_t *out = in_place ? src : (uint32_t *)nvshmem_malloc(count * 4);
+    std::vector<uint32_t> in(count);
+    for (size_t i = 0; i < count; ++i) in[i] = val(c, g_me, 0, i);
+    put_words(src, in);
+    if (!in_place) put_words(out, std::vector<uint32_t>(count, POISON));
+    line_up();
+    if (xor_)
+        NV(nvshmemx_int32_xor_reduce_on_stream(NVSHMEM_TEAM_WORLD, (int32_t *)out,
+                                               (const int32_t *)src, count, g_stream));
+    else
+        NV(nvshmemx_int32_sum_reduce_on_stream(NVSHMEM_TEAM_WORLD, (int32_t *)out,
+                                               (const int32_t *)src, count, g_stream));
+    CUDA(cudaStreamSynchronize(g_stream));
+    auto got = get_words(out, count);
+    verdict(std::string("all-reduce int32 ") + (xor_ ? "xor " : "sum ") +
+                (in_place ? "in place" : "out of place") + " x" + std::to_string(count),
+            got, count, [&](size_t i) {
+                uint32_t a = 0;
+                for (int p = 0; p < g_n; ++p) a = xor_ ? a ^ val(c, p, 0, i) : a + val(c, p, 0, i);
+                return a;
+            });
+    line_up();
+    if (!in_place) nvshmem_free(out);
+    nvshmem_free(src);
+}
+
+// fcollect of `count` 32-bit words a PE: nvshmemx_fcollectmem_on_stream (bytes, what
+// nvshmem-rs calls) or the typed int32 form. In place: source = this PE's block of dest.
+static void fcollect(uint32_t c, size_t count, bool typed, bool in_place) {
+    const size_t n = g_n;
+    uint32_t *dst = (uint32_t *)nvshmem_malloc(n * count * 4);
+    uint32_t *own = in_place ? nullptr : (uint32_t *)nvshmem_malloc(count * 4);
+    std::vector<uint32_t> mine(count), before(n * count, POISON);
+    for (size_t i = 0; i < count; ++i) mine[i] = val(c, g_me, 0, i);
+    if (in_place)
+        memcpy(&before[g_me * count], mine.data(), count * 4);
+    else
+        put_words(own, mine);
+    put_words(dst, before);
+    const uint32_t *src = in_place ? dst + g_me * count : own;
+    line_up();
+    if (typed)
+        NV(nvshmemx_int32_fcollect_on_stream(NVSHMEM_TEAM_WORLD, (int32_t *)dst,
+                                             (const int32_t *)src, count, g_stream));
+    else
+        NV(nvshmemx_fcollectmem_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count * 4, g_stream));
+    CUDA(cudaStreamSynchronize(g_stream));
+    auto got = get_words(dst, n * count);
+    verdict(std::string("fcollect ") + (typed ? "int32 " : "mem ") +
+                (in_place ? "in place" : "out of place") + " x" + std::to_string(count) + " words",
+            got, n * count, [&](size_t i) { return val(c, (int)(i / count), 0, i % count); });
+    line_up();
+    if (own) nvshmem_free(own);
+    nvshmem_free(dst);
+}
+
+// broadcastmem of `count` words from `root`, out of place, `reps` times with new data.
+static void broadcast(uint32_t c, size_t count, int root, int reps) {
+    uint32_t *src = (uint32_t *)nvshmem_malloc(count * 4);
+    uint32_t *dst = (uint32_t *)nvshmem_malloc(count * 4);
+    for (int r = 0; r < reps; ++r) {
+        std::vector<uint32_t> in(count);
+        for (size_t i = 0; i < count; ++i) in[i] = val(c + r, g_me, 0, i);
+        put_words(src, in);
+        put_words(dst, std::vector<uint32_t>(count, POISON));
+        line_up();
+        NV(nvshmemx_broadcastmem_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count * 4, root, g_stream));
+        CUDA(cudaStreamSynchronize(g_stream));
+        auto got = get_words(dst, count);
+        char name[128];
+        snprintf(name, sizeof name, "broadcastmem %zu bytes from PE %d, run %d", count * 4, root,
+                 r + 1);
+        verdict(name, got, count, [&](size_t i) { return val(c + r, root, 0, i); });
+        line_up();
+    }
+    nvshmem_free(dst);
+    nvshmem_free(src);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_n);
+    // Which cases: a comma-separated list of rs, ar, fc, bc (default all).
+    const char *only = getenv("REPRO_CASES");
+    auto want = [&](const char *k) { return !only || strstr(only, k) != nullptr; };
+
+    int devices = 0;
+    CUDA(cudaGetDeviceCount(&devices));
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    CUDA(cudaSetDevice((lr ? atoi(lr) : g_me) % devices));
+    CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+
+    // Unique-id bootstrap over MPI, as nvshmem-rs's runtime does it.
+    nvshmemx_uniqueid_t uid;
+    memset(&uid, 0, sizeof uid);
+    if (g_me == 0) NV(nvshmemx_get_uniqueid(&uid));
+    MPI_Bcast(&uid, sizeof uid, MPI_BYTE, 0, MPI_COMM_WORLD);
+    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
+    NV(nvshmemx_set_attr_uniqueid_args(g_me, g_n, &uid, &attr));
+    NV(nvshmemx_hostlib_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr));
+    if (g_me == 0) {
+        int status = nvshmemx_init_status();
+        printf("repro: NVSHMEM %d.%d.%d, %d PEs on %d GPU(s), init status %d%s\n",
+               NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION,
+               NVSHMEM_VENDOR_PATCH_VERSION, g_n, devices, status,
+               status == NVSHMEM_STATUS_FULL_MPG      ? " (full MPG: PEs share a GPU under MPS)"
+               : status == NVSHMEM_STATUS_LIMITED_MPG ? " (limited MPG)"
+                                                      : "");
+        fflush(stdout);
+    }
+
+    uint32_t c = 1;
+    // A block of 4099 int32 a PE: past nvshmem-rs's LL range, so its automatic choice hands
+    // these to NVSHMEM.
+    const size_t odd = 4099;
+    if (want("rs")) {
+        reduce_scatter(c++, odd, true, false);
+        reduce_scatter(c++, odd, true, true);
+        reduce_scatter(c++, odd, false, true);
+        reduce_scatter(c++, 1, true, true);
+    }
+    if (want("fc")) {
+        fcollect(c++, odd, false, false);
+        fcollect(c++, odd, false, true);
+        fcollect(c++, odd + 1, true, true);
+        fcollect(c++, (1 << 20) / 4, false, true);
+    }
+    if (want("ar")) {
+        all_reduce(c++, odd, true, true);
+        all_reduce(c++, (1 << 20) / 4, true, false);
+        all_reduce(c++, (1 << 20) / 4, true, true);
+        all_reduce(c++, (1 << 20) / 4, false, true);
+    }
+    if (want("bc")) {
+        broadcast(c++, 2, g_n - 1, 1);
+        broadcast(c++, odd, g_n - 1, 1);
+        broadcast(c++, (1 << 20) / 4, 0, 2);
+        broadcast(c++, (64 << 20) / 4, g_n - 1, 3);
+        c += 3;
+    }
+    if (g_me == 0) printf("repro: done, %d cases, %d wrong\n", g_cases, g_wrong_cases);
+    line_up();
+    CUDA(cudaStreamDestroy(g_stream));
+    nvshmemx_hostlib_finalize();
+    MPI_Finalize();
+    return 0;
+}
