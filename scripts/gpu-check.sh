@@ -440,6 +440,8 @@ examples() {
 # runtime (two teams' first large calls in opposite orders on alternate PEs: right, or a typed
 # error inside NVSHMEM_RS_TIMEOUT, never a hang), and a PE leaving at the end while the others
 # drop their runtime (examples/faults.rs exit-at-end: the drop must end, not wait in finalise).
+# Both under nvshmem-run: a runtime that failed leaves MPI unfinalised (MPI_Finalize could wait
+# for the failed peer), which mpirun reports as a failure whatever the exit status.
 lifetimes() {
   local t np
   t=$(gtest gpu_lifetimes)
@@ -450,7 +452,7 @@ lifetimes() {
   fi
   for np in $(multi_pes); do
     GPU_LIFETIMES_CASE=opposite_orders NVSHMEM_RS_TIMEOUT=15s CASE_TIMEOUT=90 \
-      case_ lifetimes-opposite-orders-${np}pe pass:"opposite orders:" mpi "$np" $t
+      case_ lifetimes-opposite-orders-${np}pe pass:"opposite orders:" nvrun "$np" $t
     grep -h "opposite orders:" "$out/lifetimes-opposite-orders-${np}pe.log" | head -2
     NVSHMEM_RS_TIMEOUT=10s CASE_TIMEOUT=60 \
       case_ faults-exit-at-end-${np}pe pass:"runtime dropped" nvrun "$np" .gpu/bin/faults exit-at-end

@@ -2,17 +2,24 @@
 //! making teams, finalising), each one gather of a small fixed-size entry per PE, waited for
 //! with a deadline.
 //!
-//! Every PE puts its [`Entry`] into symmetric memory and, after a team sync (so that every
-//! member is done with its earlier agreements, whose tables share that memory), NVSHMEM's
-//! fcollect over the team hands every member the whole table, on a stream of the runtime's own (never the program's, which
-//! may hold work that waits for a peer). The host waits for it by polling an event, never by
-//! blocking in the driver, so the wait ends after the runtime's timeout, or as soon as the
-//! watchdog sees a peer fail, with an error that names the call and what it waited for.
-//! Every member then reads the same table and decides the same thing.
+//! Every member puts its [`Entry`] straight into every other member's inbox with a signal
+//! (`nvshmemx_putmem_signal_on_stream`, point to point: no NVSHMEM collective, so nothing here
+//! depends on NVSHMEM's per-team state), on a stream of the runtime's own (never the
+//! program's, which may hold work that waits for a peer). The host then polls its signal words
+//! until every member's entry has arrived. Nothing on the GPU ever waits for a peer: a peer
+//! that never comes costs a host wait that ends after the runtime's timeout, or as soon as the
+//! watchdog sees the peer fail, with an error that names the call and what it waited for; no
+//! kernel is left spinning, so the process can still exit (under CUDA MPS a spinning kernel
+//! holds the process's exit). Every member then reads the same table and decides the same
+//! thing.
 //!
-//! World-wide agreements run over a duplicate of the world team made at start-up, which the
-//! program never uses, so they never meet the program's own collectives on NVSHMEM's
-//! per-team state. Agreements over another team are ordered after that team's earlier calls
+//! Two agreements never mix: each pair of PEs counts the agreements they have made together
+//! (both count alike, since each agreement is made by all its members), a sender's signal is
+//! set to that count, and its entry lands in the inbox of the count's parity. A sender can
+//! run at most one agreement ahead of a receiver (its next needs the receiver's entry, sent
+//! only once the receiver has read this one), so two inboxes per sender suffice.
+//!
+//! Agreements over a team are ordered after that team's earlier calls
 //! (its [`Ordered`](super::streams::Ordered)), as any call on it is.
 use std::{
     sync::{Arc, Mutex},
@@ -68,10 +75,11 @@ impl Drop for Pinned {
 /// The runtime's means of agreement: a stream, symmetric room for one entry per PE of the job
 /// and this PE's own, and page-locked host memory for both.
 pub(crate) struct Exchange {
-    lock: Mutex<()>,
+    /// Held for a whole agreement: per world PE, the agreements made with it so far.
+    lock: Mutex<Vec<u64>>,
     stream: Arc<CudaStream>,
     done: CudaEvent,
-    /// Symmetric: this PE's entry, then one per PE of the job.
+    /// Symmetric: see [`Layout`].
     sym: u64,
     host: Pinned,
     n_pes: usize,
@@ -85,9 +93,32 @@ impl std::fmt::Debug for Exchange {
     }
 }
 
+/// Where an exchange keeps things in its symmetric memory, in words: this PE's outgoing entry,
+/// then one signal word per sending PE, then two inboxes of one entry per sending PE.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    n_pes: usize,
+}
+
+impl Layout {
+    const MINE: usize = 0;
+
+    fn signal(self, sender: usize) -> usize {
+        WORDS + sender
+    }
+
+    fn inbox(self, parity: u64, sender: usize) -> usize {
+        WORDS + self.n_pes + (parity as usize * self.n_pes + sender) * WORDS
+    }
+
+    fn words(self) -> usize {
+        WORDS + self.n_pes + 2 * self.n_pes * WORDS
+    }
+}
+
 /// Bytes of symmetric memory an exchange needs for a job of `n_pes`.
 pub(crate) fn sym_bytes(n_pes: usize) -> usize {
-    (n_pes + 1) * WORDS * 8
+    Layout { n_pes }.words() * 8
 }
 
 /// What an agreement is about, for its errors.
@@ -103,12 +134,13 @@ impl Exchange {
     /// The exchange of a starting runtime: `sym` is [`sym_bytes`] of symmetric memory.
     pub(crate) fn new(stream: Arc<CudaStream>, sym: u64, n_pes: usize) -> Result<Self> {
         Ok(Exchange {
-            lock: Mutex::new(()),
+            lock: Mutex::new(vec![0; n_pes]),
             done: stream
                 .context()
                 .new_event(None)
                 .map_err(Error::cuda("cuEventCreate (exchange)"))?,
-            host: Pinned::new((n_pes + 1) * WORDS)?,
+            // The table (this PE's entry, then one per member), then the signals read back.
+            host: Pinned::new((n_pes + 1) * WORDS + n_pes)?,
             stream,
             sym,
             n_pes,
@@ -120,12 +152,29 @@ impl Exchange {
         &self.stream
     }
 
+    /// Waits, once at start-up, until every PE's exchange memory is zeroed (`nvshmem_calloc`
+    /// need not have finished zeroing on a peer when it returns here), so that no entry or
+    /// signal put into a peer is wiped: a barrier over `team` (every PE), waited for at most
+    /// the timeout.
+    pub(crate) fn open(&self, nv: Nvshmem, health: &Health, team: TeamHandle) -> Result<()> {
+        let about = About {
+            call: "Runtime::init",
+            team: "the world",
+        };
+        // SAFETY: `team` is the runtime's own world team; the stream is live, its context
+        // current (the runtime is starting on this thread).
+        unsafe { nv.barrier(Some(team), self.stream.cu_stream())? };
+        self.done
+            .record(&self.stream)
+            .map_err(Error::cuda("cuEventRecord (exchange)"))?;
+        wait(&self.done, health, about)
+    }
+
     /// Gathers every member's entry over `team` (of `n` members, in team order), waiting at
     /// most the runtime's timeout. `make` runs first, under the exchange's lock, with the
     /// exchange's stream: it queues there what must precede the gather (ordering after the
     /// team's earlier calls, zeroing what the entry offers) and returns this PE's entry. On a
-    /// timeout the runtime fails (the gather cannot be taken back; the peers that did arrive
-    /// wait in it).
+    /// timeout the runtime fails (the peers that did arrive wait for this one in vain).
     pub(crate) fn gather(
         &self,
         nv: Nvshmem,
@@ -136,7 +185,7 @@ impl Exchange {
         make: impl FnOnce(&Arc<CudaStream>) -> Result<Entry>,
     ) -> Result<Vec<Entry>> {
         assert!(n <= self.n_pes, "a team is part of the job");
-        let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut done_with = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         health.check()?;
         self.stream
             .context()
@@ -149,35 +198,95 @@ impl Exchange {
             tag = mine[0],
             "agreement"
         );
+        let me = nv.world().0;
+        // SAFETY: `team` is a live team of `n` members.
+        let members = (0..n)
+            .map(|i| unsafe { nv.world_pe(team, i) })
+            .collect::<Result<Vec<usize>>>()?;
+        let layout = Layout { n_pes: self.n_pes };
+        let at = |word: usize| self.sym + (word * 8) as u64;
         let cu_stream = self.stream.cu_stream();
-        let bytes = WORDS * 8;
-        // SAFETY: the host buffer holds n_pes + 1 entries and is touched only under the lock,
-        // while no copy of an earlier agreement is in flight (each waits for its own).
+        // SAFETY: the host buffer holds n_pes + 1 entries and n_pes signal words and is
+        // touched only under the lock, while no copy of an earlier agreement is in flight
+        // (each waits for its own, or the runtime fails and leaks the exchange).
         let host = unsafe { std::slice::from_raw_parts_mut(self.host.ptr, self.host.words) };
-        host[..WORDS].copy_from_slice(&mine);
-        // SAFETY: `sym` holds this PE's entry then n_pes entries, symmetric; the host buffer is
-        // page-locked and outlives the copies (they are waited for below, or the runtime
-        // fails and leaks it); the stream is live and its context current.
+        let (table, signals) = host.split_at_mut((self.n_pes + 1) * WORDS);
+        table[..WORDS].copy_from_slice(&mine);
+        // SAFETY: `sym` is this runtime's symmetric exchange memory laid out as `layout`, on
+        // every PE; the host buffer is page-locked and outlives the copies (waited for below);
+        // every member is a world PE; the stream is live and its context current.
         unsafe {
-            cu::memcpy_htod_async(self.sym, &host[..WORDS], cu_stream)
+            cu::memcpy_htod_async(at(Layout::MINE), &table[..WORDS], cu_stream)
                 .map_err(Error::cuda("cuMemcpyHtoDAsync (exchange)"))?;
-            // Every member must have finished its earlier agreements (read their tables, written
-            // its entry for this one) before any member's gather reads or writes its memory:
-            // OpenSHMEM leaves that to the caller.
-            nv.sync(Some(team), cu_stream)?;
-            nv.fcollect(team, self.sym + bytes as u64, self.sym, bytes, cu_stream)?;
-            cu::memcpy_dtoh_async(
-                &mut host[WORDS..WORDS * (n + 1)],
-                self.sym + bytes as u64,
-                cu_stream,
-            )
-            .map_err(Error::cuda("cuMemcpyDtoHAsync (exchange)"))?;
+            for &w in members.iter().filter(|&&w| w != me) {
+                nv.put_signal(
+                    at(layout.inbox(done_with[w] % 2, me)),
+                    at(Layout::MINE),
+                    WORDS * 8,
+                    at(layout.signal(me)),
+                    done_with[w] + 1,
+                    nvshmem_sys::NVSHMEM_SIGNAL_SET as std::os::raw::c_int,
+                    w,
+                    cu_stream,
+                );
+            }
+        }
+        let start = Instant::now();
+        // The puts are out (and `make`'s work done) before the entries are looked for.
+        self.done
+            .record(&self.stream)
+            .map_err(Error::cuda("cuEventRecord (exchange)"))?;
+        wait(&self.done, health, about)?;
+        let mut polls = 0u32;
+        loop {
+            // SAFETY: as above; the signal words of every PE are read back.
+            unsafe {
+                cu::memcpy_dtoh_async(signals, at(layout.signal(0)), cu_stream)
+                    .map_err(Error::cuda("cuMemcpyDtoHAsync (exchange)"))?;
+            }
+            self.done
+                .record(&self.stream)
+                .map_err(Error::cuda("cuEventRecord (exchange)"))?;
+            wait(&self.done, health, about)?;
+            if members
+                .iter()
+                .all(|&w| w == me || signals[w] > done_with[w])
+            {
+                break;
+            }
+            health.check()?;
+            if let Some(limit) = health.timeout() {
+                if start.elapsed() >= limit {
+                    return Err(health.host_wait_timed_out(about.call, about.team, limit));
+                }
+            }
+            polls += 1;
+            if polls < 200 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        for (i, &w) in members.iter().enumerate() {
+            let slot = &mut table[(i + 1) * WORDS..(i + 2) * WORDS];
+            if w == me {
+                slot.copy_from_slice(&mine);
+                continue;
+            }
+            // SAFETY: as above; the signal said this inbox holds `w`'s whole entry.
+            unsafe {
+                cu::memcpy_dtoh_async(slot, at(layout.inbox(done_with[w] % 2, w)), cu_stream)
+                    .map_err(Error::cuda("cuMemcpyDtoHAsync (exchange)"))?;
+            }
         }
         self.done
             .record(&self.stream)
             .map_err(Error::cuda("cuEventRecord (exchange)"))?;
         wait(&self.done, health, about)?;
-        Ok(host[WORDS..WORDS * (n + 1)]
+        for &w in members.iter().filter(|&&w| w != me) {
+            done_with[w] += 1;
+        }
+        Ok(table[WORDS..WORDS * (n + 1)]
             .chunks_exact(WORDS)
             .map(|c| c.try_into().expect("WORDS words"))
             .collect())
@@ -276,6 +385,35 @@ pub(crate) fn same_call(call: &'static str, table: &[Entry], want: u64) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every word of the exchange memory has one use: this PE's entry, one signal per sender,
+    /// two inboxes per sender, all inside `sym_bytes`.
+    #[test]
+    fn the_layout_gives_every_sender_its_own_words() {
+        for n_pes in [1, 2, 3, 8, 64] {
+            let l = Layout { n_pes };
+            let mut owner = vec![None; l.words()];
+            let mut claim = |range: std::ops::Range<usize>, who: String| {
+                for w in range {
+                    assert!(owner[w].is_none(), "word {w}: {who} and {:?}", owner[w]);
+                    owner[w] = Some(who.clone());
+                }
+            };
+            claim(Layout::MINE..Layout::MINE + WORDS, "mine".into());
+            for p in 0..n_pes {
+                claim(l.signal(p)..l.signal(p) + 1, format!("signal {p}"));
+                for parity in [0, 1] {
+                    let i = l.inbox(parity, p);
+                    claim(i..i + WORDS, format!("inbox {parity} {p}"));
+                }
+            }
+            assert!(
+                owner.iter().all(Option::is_some),
+                "unused words at {n_pes} PEs"
+            );
+            assert_eq!(sym_bytes(n_pes), l.words() * 8);
+        }
+    }
 
     #[test]
     fn entries_carry_their_tag_then_their_words() {

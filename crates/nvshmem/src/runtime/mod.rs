@@ -838,6 +838,7 @@ impl RuntimeBuilder {
             .new_stream()
             .map_err(Error::cuda("creating the runtime's own stream"))?;
         let exchange = Exchange::new(own, sym, n_pes)?;
+        exchange.open(nv, &health, agree_team)?;
         let identity = Identity::own();
         let mut words = identity.words.to_vec();
         words.push(heap_size as u64);

@@ -1,14 +1,21 @@
 //! [`Team::split`]: teams by colour and key, in one exchange.
 //!
 //! Every member needs every member's colour and key to know its team and its place in it, and
-//! each team needs one NVSHMEM team unique id that all its members hold. Both travel in one
-//! gather: each member makes an id (a host-side random number, no communication) and puts
-//! `(colour, key, id)` into its entry of the agreement that opens the call, which hands every
-//! member the whole table. Each member then computes the same teams from
-//! it ([`plan::split_teams`]), and joins its own with the id of that team's first member
-//! (`nvshmemx_team_init`, collective over that team only). The teams of different colours are
-//! therefore made at the same time, each by its own members: no member waits for a team it is
-//! not in, and no order between the colours is needed.
+//! a team that is not a progression of the parent needs one NVSHMEM team unique id that all
+//! its members hold. Both travel in one gather: each member makes an id (a host-side random
+//! number, no communication) and puts `(colour, key, id)` into its entry of the agreement that
+//! opens the call, which hands every member the whole table. Each member then computes the
+//! same teams from it ([`plan::split_teams`]).
+//!
+//! A team whose members, in team order, are an increasing progression of the parent (even
+//! PEs, all but the first, one PE) is made by NVSHMEM's own `nvshmem_team_split_strided`,
+//! collective over the whole parent: every parent member, in a team or not, makes each of
+//! them in increasing colour order. NVSHMEM 3.4.5's own collective kernels (which it runs when
+//! it does not hand a call to NCCL, e.g. several PEs on one GPU) went wrong with an illegal
+//! address on a team of 3 made from a unique id inside 4 PEs (world PEs 1 to 3, 2026-11-24),
+//! and are right on strided teams. Any other team is joined with the id of its first member
+//! (`nvshmemx_team_init`, collective over that team only), all at the same time, each by its
+//! own members.
 //!
 //! The gather is the agreement that opens every team-making call (over the parent, on the
 //! runtime's own stream, waited for at most the runtime's timeout), before NVSHMEM's own team
@@ -71,12 +78,39 @@ pub(super) fn split(parent: &Team, color: Option<u32>, key: i32) -> Result<Optio
             table[me].0
         )));
     }
+    let choices: Vec<Choice> = table.iter().map(|&(choice, _)| choice).collect();
+    let teams = plan::split_teams(&choices);
+    // The progressions, made by every parent member alike (module docs).
+    let mut strided = None;
+    for (c, members) in &teams {
+        let Some(s) = plan::as_progression(members) else {
+            continue;
+        };
+        // SAFETY: the parent handle is valid (its runtime is alive); the progression lies in
+        // the parent (its members came from the gathered table); every parent member makes
+        // the same calls in the same order (computed from the same table).
+        let handle = unsafe {
+            parent
+                .rt
+                .nv()
+                .split_strided(parent.handle(), s.start, s.stride, s.size)
+        }
+        .map_err(|e| e.in_call(CALL))?;
+        if Some(*c) == color {
+            strided = Some(parent.finish(handle, &entries, members, |_| 0));
+        } else if handle != nvshmem_sys::teams::NVSHMEM_TEAM_INVALID {
+            return Err(exchange_error(format!(
+                "NVSHMEM put parent PE {me} into the team of colour {c}, which it did not choose"
+            )));
+        }
+    }
+    if let Some(team) = strided {
+        return team;
+    }
     // Nothing more is collective over the parent: a PE in no team is done.
     let Some(color) = color else {
         return Ok(None);
     };
-    let choices: Vec<Choice> = table.iter().map(|&(choice, _)| choice).collect();
-    let teams = plan::split_teams(&choices);
     // This PE's own entry (checked above) puts it in the team of its colour.
     let Some((members, index)) = teams
         .iter()
