@@ -280,8 +280,9 @@ case_() {
   local log="$out/$name.log" t0=$SECONDS
   timeout -k 10 "${CASE_TIMEOUT:-180}" bash -c '"$@"' bash "$@" >"$log" 2>&1
   local rc=$? secs=$((SECONDS - t0)) verdict
-  # A case ended by the time limit or a signal may have left the MPS server unusable.
-  if mps_on && { [ $rc -gt 128 ] || [ $rc -eq 124 ]; }; then mps_restart >>"$log" 2>&1; fi
+  # A failed case may have left the MPS server unusable: one ended by the time limit or a
+  # signal, and one where a PE failed (its launcher then kills the others in their kernels).
+  if mps_on && [ $rc -ne 0 ]; then mps_restart >>"$log" 2>&1; fi
   local counts
   counts=$(grep -Eo '[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?' "$log" |
     awk '{p+=$1; f+=$3; k+=$5} END {if (NR) printf "%d passed, %d failed%s", p, f, k ? ", " k " skipped" : ""}')

@@ -656,11 +656,12 @@ fn split_teams(rt: &Runtime, world: &Team, _seed: u64) -> anyhow::Result<()> {
     let m = 3001;
     let mut bufs = Vec::new();
     for (k, t) in teams.iter().enumerate() {
-        let tn = t.n_pes();
         let ar_src = rt.alloc_from(&vec![(t.my_pe() * 3 + k + 1) as f32; m])?;
         let ar_dst = rt.alloc_zeroed::<f32>(m)?;
         let fc_src = rt.alloc_from(&vec![(t.my_pe() * 5 + k) as f32; m])?;
-        let fc_dst = rt.alloc_zeroed::<f32>(tn * m)?;
+        // Every PE allocates the same arrays (teams of one split differ in size at odd PE
+        // counts): room for the largest team, of which each team fills its own size.
+        let fc_dst = rt.alloc_zeroed::<f32>(n * m)?;
         let bc = rt.alloc_from(&vec![(t.my_pe() * 7 + k) as f32; m])?;
         let bc_dst = rt.alloc_zeroed::<f32>(m)?;
         bufs.push((ar_src, ar_dst, fc_src, fc_dst, bc, bc_dst));
@@ -672,7 +673,8 @@ fn split_teams(rt: &Runtime, world: &Team, _seed: u64) -> anyhow::Result<()> {
             let (a, b, c, d, e, f) = &mut bufs[k];
             let st = &streams[k];
             t.all_reduce(&*a, b, ReduceOp::Sum, st)?;
-            t.fcollect(&*c, d, st)?;
+            let tn = t.n_pes();
+            t.fcollect(&*c, &mut d.view_mut(..tn * m)?, st)?;
             t.broadcast(t.n_pes() - 1, &*e, f, st)?;
             if round == 0 {
                 st.synchronize()?;
@@ -691,7 +693,7 @@ fn split_teams(rt: &Runtime, world: &Team, _seed: u64) -> anyhow::Result<()> {
             "team {k} ({tn} PEs): all-reduce"
         );
         let fc = d.to_vec()?;
-        for (i, &v) in fc.iter().enumerate() {
+        for (i, &v) in fc[..tn * m].iter().enumerate() {
             ensure!(
                 v == ((i / m) * 5 + k) as f32,
                 "team {k} ({tn} PEs): fcollect element {i} is {v}"
