@@ -38,11 +38,16 @@ fn main() -> anyhow::Result<()> {
     // (NVSHMEM's path, one PE without peers).
     let bare_ar = team.bare_launch_for_bench(Some((&src, &dst)), &stream).ok();
     let bare_bar = team.bare_launch_for_bench(None, &stream).ok();
+    // The same calls prepared once (on arrays of their own, which they borrow).
+    let src2 = rt.alloc_from(&[1.0f32; 2])?;
+    let mut dst2 = rt.alloc_zeroed::<f32>(2)?;
+    let prep_ar = team.prepare_all_reduce(&src2, &mut dst2, ReduceOp::Sum)?;
+    let prep_bar = team.prepare_barrier()?;
     // Per-call host times, one per sample, alternating within each sample: ours and raw
     // all-reduce, ours and raw barrier, the bare all-reduce and barrier kernels (0 without, or
     // unless `with_bare`).
-    let mut sample_all = |with_bare: bool| -> anyhow::Result<[Vec<f64>; 6]> {
-        let mut t: [Vec<f64>; 6] = Default::default();
+    let mut sample_all = |with_bare: bool| -> anyhow::Result<[Vec<f64>; 8]> {
+        let mut t: [Vec<f64>; 8] = Default::default();
         for sample in 0..SAMPLES + 10 {
             let row = [
                 per_call(&stream, || {
@@ -78,6 +83,8 @@ fn main() -> anyhow::Result<()> {
                     }
                     None => 0.0,
                 },
+                per_call(&stream, || prep_ar.start(&stream).map_err(Into::into))?,
+                per_call(&stream, || prep_bar.start(&stream).map_err(Into::into))?,
             ];
             if sample >= 10 {
                 for (v, x) in t.iter_mut().zip(row) {
@@ -87,13 +94,13 @@ fn main() -> anyhow::Result<()> {
         }
         Ok(t)
     };
-    let [mut ours, mut raw, mut barrier_ours, mut barrier_raw, mut ar_bare, mut bar_bare] =
+    let [mut ours, mut raw, mut barrier_ours, mut barrier_raw, mut ar_bare, mut bar_bare, mut ar_prep, mut bar_prep] =
         sample_all(true)?;
     // The algorithm layer's own cost: the same calls forced onto NVSHMEM's algorithm, against
     // the raw calls, alternating as above.
     rt.set_algorithm(Collective::AllReduce, Some("nvshmem"))?;
     rt.set_algorithm(Collective::Barrier, Some("nvshmem"))?;
-    let [mut f_ar, mut f_ar_raw, mut f_bar, mut f_bar_raw, _, _] = sample_all(false)?;
+    let [mut f_ar, mut f_ar_raw, mut f_bar, mut f_bar_raw, _, _, _, _] = sample_all(false)?;
     rt.set_algorithm(Collective::AllReduce, None)?;
     rt.set_algorithm(Collective::Barrier, None)?;
 
@@ -133,6 +140,9 @@ fn main() -> anyhow::Result<()> {
             println!("against a bare cuLaunchKernel of the same kernel (resolved once):");
             bare("all_reduce f32 sum, 2 elements", &mut ours, &mut ar_bare);
             bare("barrier", &mut barrier_ours, &mut bar_bare);
+            println!("prepared once (Team::prepare_*), each start against the bare launch:");
+            bare("all_reduce f32 sum, 2 elements", &mut ar_prep, &mut ar_bare);
+            bare("barrier", &mut bar_prep, &mut bar_bare);
         }
         println!("forced onto NVSHMEM's algorithm (the algorithm layer's own cost):");
         report("all_reduce f32 sum, 2 elements", &mut f_ar, &mut f_ar_raw);
@@ -142,6 +152,8 @@ fn main() -> anyhow::Result<()> {
              {stream_id:.0} ns, cuCtxGetCurrent {current:.0} ns"
         );
     }
+    drop((prep_ar, prep_bar));
+    drop((src2, dst2));
     drop((bare_ar, bare_bar, src, dst, team));
     Ok(())
 }

@@ -162,6 +162,9 @@ fn gpu_collectives() {
         || drop_after_queue(&rt, &world),
     );
     c.run("what_a_free_costs", || free_cost(&rt));
+    c.run("prepared_calls_give_what_the_calls_give", || {
+        prepared(&rt, &world, listed.as_ref())
+    });
 
     if me == 0 {
         println!(
@@ -1488,4 +1491,74 @@ fn matrix_host_helpers() {
     assert_eq!(reduce_at(ReduceOp::Xor, 3, |k| (k + 1) as f64), 0.0);
     assert_eq!(reduce_at(ReduceOp::PreMulSum(2.0), 3, |k| k as f64), 6.0);
     assert_eq!(reduce_at(ReduceOp::Min, 3, |k| k as f64 - 1.0), -1.0);
+}
+
+/// Prepared calls (`Team::prepare_*`) started many times, on two streams and on a listed team,
+/// give what the calls give; their arrays, dropped right after the prepared call while its
+/// last start may still run, are not reused early.
+fn prepared(rt: &Runtime, world: &Team, listed: Option<&Team>) -> anyhow::Result<()> {
+    let other = rt.context().new_stream()?;
+    for (name, team) in [("world", Some(world)), ("listed", listed)] {
+        let Some(team) = team else { continue };
+        let (tme, tn) = (team.my_pe(), team.n_pes());
+        for count in [3usize, 4099, 1 << 18] {
+            let src = rt.alloc_from(&vec![(tme + 1) as f32; count])?;
+            let mut dst = rt.alloc_zeroed::<f32>(count)?;
+            let blocks = rt.alloc_from(&vec![tme as i32; count])?;
+            let mut all = rt.alloc_zeroed::<i32>(count * tn)?;
+            let mut bc = rt.alloc_zeroed::<f32>(count)?;
+            {
+                let ar = team.prepare_all_reduce(&src, &mut dst, ReduceOp::Sum)?;
+                let fc = team.prepare_fcollect(&blocks, &mut all)?;
+                let br = team.prepare_broadcast(tn - 1, &src, &mut bc)?;
+                let bar = team.prepare_barrier()?;
+                for i in 0..20 {
+                    let s = if i % 2 == 0 { rt.stream() } else { &other };
+                    ar.start(s)?;
+                    fc.start(s)?;
+                    br.start(s)?;
+                    bar.start(s)?;
+                }
+            }
+            other.synchronize()?;
+            rt.stream().synchronize()?;
+            let want = (tn * (tn + 1) / 2) as f32;
+            ensure!(
+                dst.to_vec()?.iter().all(|&x| x == want),
+                "{name}: prepared all_reduce of {count} gave {}, expected {want}",
+                dst.to_vec()?[0]
+            );
+            let got = all.to_vec()?;
+            for j in 0..tn {
+                ensure!(
+                    got[j * count..(j + 1) * count]
+                        .iter()
+                        .all(|&x| x == j as i32),
+                    "{name}: prepared fcollect of {count}: block {j} wrong"
+                );
+            }
+            ensure!(
+                bc.to_vec()?.iter().all(|&x| x == tn as f32),
+                "{name}: prepared broadcast of {count} wrong"
+            );
+        }
+    }
+    // Dropped right after the last start, with the start still queued behind a long kernel of
+    // the same stream: the next allocation must not get the arrays' memory while it runs.
+    let big = 1 << 22;
+    let src = rt.alloc_from(&vec![1.0f32; big])?;
+    let mut dst = rt.alloc_zeroed::<f32>(big)?;
+    let ar = world.prepare_all_reduce(&src, &mut dst, ReduceOp::Sum)?;
+    for _ in 0..8 {
+        ar.start(rt.stream())?;
+    }
+    drop(ar);
+    drop((src, dst));
+    let fresh = rt.alloc_from(&vec![-1.0f32; big])?;
+    rt.stream().synchronize()?;
+    ensure!(
+        fresh.to_vec()?.iter().all(|&x| x == -1.0),
+        "an array freed after its prepared call was reused while the call ran"
+    );
+    Ok(())
 }

@@ -126,6 +126,7 @@
 //! ```
 pub(crate) mod algo;
 mod check;
+mod prepared;
 #[cfg(test)]
 mod props;
 
@@ -133,6 +134,7 @@ pub use crate::op::ReduceOp;
 #[doc(hidden)]
 pub use algo::BareLaunch;
 pub use algo::{Collective, ALGORITHMS_VAR};
+pub use prepared::Prepared;
 
 use std::sync::Arc;
 
@@ -329,19 +331,31 @@ impl Team {
         dst: &impl SymBuffer<T>,
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
+        let args = self.two_args(coll, name, op, root, src, dst)?;
+        self.collective(args, &[src.alloc(), dst.alloc()], stream)
+    }
+
+    /// The description of a two-buffer call, with both buffers checked to be of this runtime.
+    fn two_args<'s, T: Element>(
+        &self,
+        coll: Collective,
+        name: &'static str,
+        op: Option<ReduceOp>,
+        root: Option<usize>,
+        src: &'s impl SymBuffer<T>,
+        dst: &'s impl SymBuffer<T>,
+    ) -> Result<Args<'s>> {
         let rt = self.runtime();
         rt.check_same(name, "src", src.sym_runtime())?;
         rt.check_same(name, "dst", dst.sym_runtime())?;
-        let bufs = Bufs::two(src, dst);
-        let args = Args {
+        Ok(Args {
             coll,
             name,
             dtype: T::DTYPE,
             op,
             root,
-            bufs,
-        };
-        self.collective(args, &[src.alloc(), dst.alloc()], stream)
+            bufs: Bufs::two(src, dst),
+        })
     }
 
     /// An in-place call on `buf`, of this runtime: input and output are all of it

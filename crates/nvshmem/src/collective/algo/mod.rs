@@ -378,6 +378,99 @@ pub(crate) fn run(
     queue::execute(&steps, &mut device)
 }
 
+/// A call checked, chosen and planned once ([`prepare`]), to be queued as often as wanted by
+/// [`Planned::start`]: what [`run`] does on every call, less the choice, the plan and the
+/// kernel lookup.
+pub(crate) struct Planned {
+    name: &'static str,
+    /// The plan's steps; empty for a call with nothing to move.
+    steps: Vec<Step>,
+    /// The plan's one kernel of this crate, resolved, when that is the whole plan.
+    kernel: Option<(cudarc::driver::sys::CUfunction, crate::kernels::NvrLaunch)>,
+    /// What every start notes its use of: the call's arrays, the scratch lease it planned on.
+    arrays: Vec<Arc<Alloc>>,
+    scratch: Option<Arc<crate::memory::Scratch>>,
+}
+
+// SAFETY: the raw function handle is a CUDA driver handle, usable from any thread with its
+// context current (every start makes it so); the rest is Send and Sync.
+unsafe impl Send for Planned {}
+// SAFETY: as above; starting only reads the plan.
+unsafe impl Sync for Planned {}
+
+/// Chooses and plans `call` once, as [`run`] would, for [`Planned::start`]: the scratch lease
+/// and every kernel are taken now.
+pub(crate) fn prepare(team: &Team, mut call: Call, arrays: &[&Arc<Alloc>]) -> Result<Planned> {
+    let rt = team.runtime();
+    let own = rt.stream().clone();
+    rt.enter(call.name, &own)?;
+    let alg = choose(&call, rt.collectives().forced.get(call.coll))?;
+    let mut planned = Planned {
+        name: call.name,
+        steps: Vec::new(),
+        kernel: None,
+        arrays: arrays.iter().map(|a| Arc::clone(a)).collect(),
+        scratch: None,
+    };
+    if call.is_empty() {
+        return Ok(planned);
+    }
+    planned.scratch = match alg.scratch(&call) {
+        0 => None,
+        bytes => Some(rt.heap().scratch(call.name, bytes)?),
+    };
+    call.scratch = planned.scratch.as_ref().map_or(0, |s| s.ptr());
+    alg.plan(&call, &mut planned.steps);
+    for step in &planned.steps {
+        if let Step::Kernel(launch) | Step::ClosingKernel(launch) = step {
+            kernels::prepare(&own, launch.key())?;
+        }
+    }
+    if let [Step::Kernel(kernels::Launch::Nvr(l))] = planned.steps.as_slice() {
+        planned.kernel = Some((kernels::resolve_nvr(&own, l)?, l.clone()));
+    }
+    Ok(planned)
+}
+
+impl Planned {
+    /// Queues the planned call on `stream`, noting its uses as [`run`] does.
+    pub(crate) fn start(&self, team: &Team, stream: &Arc<CudaStream>) -> Result<()> {
+        let rt = team.runtime();
+        let q = rt.enqueue(self.name, stream)?;
+        if self.steps.is_empty() {
+            return Ok(());
+        }
+        q.uses(team.inner())?;
+        for a in &self.arrays {
+            q.uses(a)?;
+        }
+        if let Some(s) = &self.scratch {
+            q.uses(s)?;
+        }
+        if let Some((function, launch)) = &self.kernel {
+            // SAFETY: `function` was resolved for this launch in the runtime's context (made
+            // current by `enqueue`), whose kernel cache keeps its module loaded while the
+            // runtime lives (the team holds it); the launch's addresses are the team's channel
+            // (the team is held) and the arrays (held, and borrowed by the prepared call), whose
+            // use on this stream was just noted.
+            return unsafe { kernels::fire_nvr(*function, stream, launch) };
+        }
+        let side = self
+            .steps
+            .contains(&Step::Fork)
+            .then(|| team.inner().lane.side(stream))
+            .transpose()?;
+        let mut device = queue::Device {
+            nv: rt.nv(),
+            team: team.handle(),
+            stream,
+            cu: q.cu,
+            side,
+        };
+        queue::execute(&self.steps, &mut device)
+    }
+}
+
 /// A call's one kernel launch, resolved once: for the host-overhead bench, which times a bare
 /// `cuLaunchKernel` of the kernel a call queues against the whole call (see
 /// [`Team::bare_launch_for_bench`]).
