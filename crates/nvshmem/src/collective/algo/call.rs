@@ -1,0 +1,195 @@
+//! What a collective call is: the public [`Collective`] names, and [`Call`], one call as
+//! every algorithm sees it.
+use std::{fmt, str::FromStr};
+
+use super::*;
+
+macro_rules! collectives {
+    ($($variant:ident $name:literal [$($alias:literal),*] $doc:literal;)*) => {
+        /// A collective operation, to name it when forcing an algorithm or reporting.
+        ///
+        /// Parsed from its name (`all_reduce`) and from NCCL's and MPI's names for it
+        /// (`allreduce`, `AllReduce`, `all_gather`, `MPI_Allgather`, ...).
+        ///
+        /// ```
+        /// use nvshmem::collective::Collective;
+        /// assert_eq!("allgather".parse::<Collective>()?, Collective::Fcollect);
+        /// assert_eq!(Collective::AllReduce.to_string(), "all_reduce");
+        /// assert!(Collective::Gather.algorithms().contains(&"rooted_get"));
+        /// # Ok::<(), nvshmem::Error>(())
+        /// ```
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Collective {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl Collective {
+            /// Every collective.
+            ///
+            /// ```
+            /// assert_eq!(nvshmem::collective::Collective::ALL.len(), 10);
+            /// ```
+            pub const ALL: [Collective; 10] = [$(Collective::$variant),*];
+
+            /// The name (`all_reduce`, `reduce_scatter`, ...), as the benchmark and
+            /// [`ALGORITHMS_VAR`] write it.
+            ///
+            /// ```
+            /// assert_eq!(nvshmem::collective::Collective::ReduceScatter.name(), "reduce_scatter");
+            /// ```
+            pub const fn name(self) -> &'static str {
+                match self { $(Collective::$variant => $name,)* }
+            }
+
+            fn aliases(self) -> &'static [&'static str] {
+                match self { $(Collective::$variant => &[$($alias),*],)* }
+            }
+        }
+    };
+}
+
+collectives! {
+    AllReduce "all_reduce" ["allreduce", "mpi_allreduce"] "All-reduce ([`Team::all_reduce`]).";
+    Reduce "reduce" ["mpi_reduce"] "Reduce to a root ([`Team::reduce`]).";
+    Broadcast "broadcast" ["bcast", "mpi_bcast"] "Broadcast ([`Team::broadcast`]).";
+    Fcollect "fcollect" ["all_gather", "allgather", "mpi_allgather"] "All-gather ([`Team::fcollect`]).";
+    Alltoall "alltoall" ["all_to_all", "mpi_alltoall"] "All-to-all ([`Team::alltoall`]).";
+    ReduceScatter "reduce_scatter" ["reducescatter", "mpi_reduce_scatter_block"] "Reduce-scatter ([`Team::reduce_scatter`]).";
+    Gather "gather" ["mpi_gather"] "Gather to a root ([`Team::gather`]).";
+    Scatter "scatter" ["mpi_scatter"] "Scatter from a root ([`Team::scatter`]).";
+    Barrier "barrier" ["mpi_barrier"] "Barrier ([`Team::barrier`], [`Runtime::barrier_all`]).";
+    Sync "sync" ["team_sync", "sync_all"] "Synchronisation ([`Team::sync`], [`Runtime::sync_all`]).";
+}
+
+impl Collective {
+    /// The names of the algorithms that can run this collective, in the order the automatic
+    /// choice tries them.
+    ///
+    /// ```
+    /// use nvshmem::collective::Collective;
+    /// assert_eq!(
+    ///     Collective::Broadcast.algorithms(),
+    ///     ["nvlink_ll", "nvlink_ce", "nvlink_direct", "nvshmem"]
+    /// );
+    /// ```
+    pub fn algorithms(self) -> Vec<&'static str> {
+        registry(self).iter().map(|a| a.name()).collect()
+    }
+
+    pub(super) fn index(self) -> usize {
+        Collective::ALL
+            .iter()
+            .position(|&c| c == self)
+            .expect("ALL lists every collective")
+    }
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Collective {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let key = s.trim().to_ascii_lowercase().replace('-', "_");
+        Collective::ALL
+            .into_iter()
+            .find(|c| c.name() == key || c.aliases().contains(&key.as_str()))
+            .ok_or_else(|| {
+                let names: Vec<_> = Collective::ALL.iter().map(|c| c.name()).collect();
+                Error::arg(
+                    "Collective::from_str",
+                    "collective",
+                    format_args!("{s:?}: expected one of {}", names.join(", ")),
+                )
+            })
+    }
+}
+
+/// One collective call, as every algorithm sees it. Made after the arguments were checked.
+#[derive(Debug, Clone)]
+pub(crate) struct Call<'a> {
+    pub(crate) coll: Collective,
+    /// The public call, for errors (`"all_reduce_in_place"`).
+    pub(crate) name: &'static str,
+    pub(crate) team: &'a TeamShape,
+    /// This PE's index in the team.
+    pub(crate) me: usize,
+    pub(crate) dtype: DataType,
+    /// The operator (reductions only; `Sum` otherwise, and unused).
+    pub(crate) op: ReduceOp,
+    /// The root (rooted collectives only; 0 otherwise).
+    pub(crate) root: usize,
+    pub(crate) src: Span,
+    pub(crate) dst: Span,
+    /// Elements of one PE's part: the whole input of all-reduce, reduce and broadcast; one
+    /// block of the others (a PE's input of fcollect and gather, its output of reduce-scatter
+    /// and scatter, one destination's share of alltoall); 0 for barrier and sync.
+    pub(crate) count: usize,
+    /// The input is (part of) the output, as the in-place forms define it.
+    pub(crate) in_place: bool,
+    /// The collective scratch, held for the call (0 when the algorithm needs none).
+    pub(crate) scratch: u64,
+    /// The NVLink kernels' view of the team (its channel), when the team has one.
+    pub(crate) nvr: Option<NvrTeam>,
+    /// The architecture of this PE's GPU, which the crossovers depend on
+    /// ([`crossover`]); set with `nvr`, `None` (unknown) until then.
+    pub(crate) arch: Option<crossover::Arch>,
+}
+
+impl Call<'_> {
+    /// Whether the collective reduces.
+    pub(crate) fn is_reduction(&self) -> bool {
+        matches!(
+            self.coll,
+            Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
+        )
+    }
+
+    /// Whether the call has no data to move, and so queues nothing (barrier and sync always
+    /// run).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0 && !matches!(self.coll, Collective::Barrier | Collective::Sync)
+    }
+
+    /// Team size.
+    pub(crate) fn n(&self) -> usize {
+        self.team.n_pes
+    }
+
+    /// Bytes of one PE's part ([`Call::count`] elements).
+    pub(crate) fn block_bytes(&self) -> usize {
+        self.count * self.dtype.size()
+    }
+
+    /// Member `j`'s own block of a gather (its input) or a scatter (its output), as a
+    /// symmetric address: the same array on every member, so the same number names it
+    /// everywhere. Not in place that is the `src` (gather) or `dst` (scatter) every member
+    /// passes; in place, block `j` of the whole buffer.
+    pub(crate) fn member_block(&self, j: usize) -> u64 {
+        let (whole, own) = match self.coll {
+            Collective::Scatter => (&self.src, &self.dst),
+            _ => (&self.dst, &self.src),
+        };
+        if self.in_place {
+            whole.ptr + (j * self.block_bytes()) as u64
+        } else {
+            own.ptr
+        }
+    }
+
+    /// The address of `addr` (a symmetric address) on team member `j`, as this GPU loads and
+    /// stores it; `None` unless every member is peer-mapped.
+    pub(crate) fn peer(&self, addr: u64, j: usize) -> Option<u64> {
+        let off = self.team.peer_offsets.as_ref()?;
+        Some(addr.wrapping_add(off[j] as u64))
+    }
+
+    /// Whether this PE can load and store every member's symmetric memory.
+    pub(crate) fn peer_mapped(&self) -> bool {
+        self.team.peer_offsets.is_some()
+    }
+}

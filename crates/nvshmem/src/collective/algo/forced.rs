@@ -1,0 +1,186 @@
+//! Algorithms forced by the user: per runtime ([`Collectives`]), from the builder, at run
+//! time ([`Runtime::set_algorithm`]) or from the environment ([`ALGORITHMS_VAR`]).
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+
+/// The environment variable that forces algorithms, for programs that cannot be rebuilt:
+/// `collective=algorithm` pairs separated by commas, e.g.
+/// `NVSHMEM_RS_ALGORITHMS=all_reduce=nvshmem,gather=rooted_get`. It overrides
+/// [`RuntimeBuilder::algorithm`].
+///
+/// ```
+/// assert_eq!(nvshmem::collective::ALGORITHMS_VAR, "NVSHMEM_RS_ALGORITHMS");
+/// ```
+pub const ALGORITHMS_VAR: &str = "NVSHMEM_RS_ALGORITHMS";
+
+/// The collectives' state in a runtime: the algorithm forced for each collective.
+pub(crate) struct Collectives {
+    forced: Forced,
+}
+
+impl Collectives {
+    /// The algorithm forced for `coll`, if any.
+    pub(super) fn forced(&self, coll: Collective) -> Option<&'static dyn Algorithm> {
+        self.forced.get(coll)
+    }
+
+    /// The state of a starting runtime, from the builder's forced algorithms, then the
+    /// environment's ([`ALGORITHMS_VAR`], which overrides them), and `NVSHMEM_RS_PDL` checked:
+    /// judged before NVSHMEM starts, so a bad value never leaves it started.
+    pub(crate) fn new(algorithms: &[(Collective, String)]) -> Result<Self> {
+        let forced = Forced::default();
+        for (coll, name) in algorithms {
+            forced
+                .set(*coll, Some(name))
+                .map_err(|reason| Error::arg("RuntimeBuilder::algorithm", "algorithm", reason))?;
+        }
+        if let Ok(list) = std::env::var(ALGORITHMS_VAR) {
+            forced.apply(&list).map_err(|reason| Error::Environment {
+                var: ALGORITHMS_VAR.into(),
+                value: list.clone(),
+                reason,
+            })?;
+        }
+        if let Ok(value) = std::env::var(kernels::PDL_VAR) {
+            kernels::parse_pdl(&value).map_err(|reason| Error::Environment {
+                var: kernels::PDL_VAR.into(),
+                value: value.clone(),
+                reason,
+            })?;
+        }
+        Ok(Collectives { forced })
+    }
+}
+
+/// The algorithm forced for each collective: an index into its registry, plus one; 0 for the
+/// automatic choice.
+#[derive(Default)]
+pub(crate) struct Forced([AtomicUsize; Collective::ALL.len()]);
+
+impl Forced {
+    pub(crate) fn get(&self, coll: Collective) -> Option<&'static dyn Algorithm> {
+        match self.0[coll.index()].load(Ordering::Relaxed) {
+            0 => None,
+            i => Some(registry(coll)[i - 1]),
+        }
+    }
+
+    /// Forces the pairs of `list` (`collective=algorithm,...`, as [`ALGORITHMS_VAR`] holds):
+    /// the reason for the first that cannot be parsed or names no algorithm of its collective.
+    pub(crate) fn apply(&self, list: &str) -> std::result::Result<(), String> {
+        for (c, a) in parse_forced(list)? {
+            self.set(c, Some(&a))?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn set(
+        &self,
+        coll: Collective,
+        algorithm: Option<&str>,
+    ) -> std::result::Result<(), String> {
+        let index = match algorithm {
+            None | Some("auto") => 0,
+            Some(name) => {
+                registry(coll)
+                    .iter()
+                    .position(|a| a.name() == name)
+                    .ok_or_else(|| {
+                        format!(
+                            "{coll} has no algorithm {name:?}; it has auto, {}",
+                            coll.algorithms().join(", ")
+                        )
+                    })?
+                    + 1
+            }
+        };
+        self.0[coll.index()].store(index, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Parses `collective=algorithm` pairs separated by commas.
+pub(crate) fn parse_forced(list: &str) -> std::result::Result<Vec<(Collective, String)>, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|pair| {
+            let (c, a) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not collective=algorithm"))?;
+            let c: Collective = c.parse().map_err(|e: Error| e.to_string())?;
+            Ok((c, a.trim().to_string()))
+        })
+        .collect()
+}
+
+impl Runtime {
+    /// Forces `coll` to run with the algorithm named `algorithm` (one of
+    /// [`Collective::algorithms`]), or restores the automatic choice with `None` or
+    /// `Some("auto")`. Takes effect for calls made after it; make it on every PE alike, at the
+    /// same point of the program. A forced algorithm that cannot run a call makes that call
+    /// fail with [`Error::AlgorithmRefused`]. An unknown name is [`Error::InvalidArgument`].
+    ///
+    /// ```no_run
+    /// use nvshmem::collective::Collective;
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// rt.set_algorithm(Collective::Gather, Some("peer_copy"))?;
+    /// assert!(rt.set_algorithm(Collective::Gather, Some("carrier_pigeon")).is_err());
+    /// rt.set_algorithm(Collective::Gather, None)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn set_algorithm(&self, coll: Collective, algorithm: Option<&str>) -> Result<()> {
+        self.collectives()
+            .forced
+            .set(coll, algorithm)
+            .map_err(|reason| Error::arg("Runtime::set_algorithm", "algorithm", reason))
+    }
+
+    /// The algorithm forced for `coll`, if any.
+    ///
+    /// ```no_run
+    /// use nvshmem::collective::Collective;
+    /// # let rt = nvshmem::Runtime::init()?;
+    /// assert_eq!(rt.forced_algorithm(Collective::AllReduce), None);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn forced_algorithm(&self, coll: Collective) -> Option<&'static str> {
+        self.collectives().forced.get(coll).map(|a| a.name())
+    }
+}
+
+impl RuntimeBuilder {
+    /// Forces `coll` to run with the algorithm named `algorithm` (one of
+    /// [`Collective::algorithms`]); checked when the runtime starts. The environment variable
+    /// [`ALGORITHMS_VAR`] overrides it.
+    ///
+    /// ```no_run
+    /// use nvshmem::{collective::Collective, Runtime};
+    /// let rt = Runtime::builder()
+    ///     .algorithm(Collective::AllReduce, "nvshmem")
+    ///     .init()?;
+    /// assert_eq!(rt.forced_algorithm(Collective::AllReduce), Some("nvshmem"));
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn algorithm(mut self, coll: Collective, algorithm: &str) -> Self {
+        self.algorithms.push((coll, algorithm.to_string()));
+        self
+    }
+
+    /// How many teams can use this crate's NVLink collectives at once (default 8, fewer on a
+    /// heap under 256 MiB, at most 64): each such team holds a channel from when it is made
+    /// until it is dropped (predefined teams with the world's members share the world's).
+    /// Each channel is a fixed amount of symmetric memory (about 2 MiB), allocated when the
+    /// runtime starts; a team made when none is free runs NVSHMEM's collectives instead
+    /// ([`Team::has_nvlink_kernels`] says which).
+    ///
+    /// ```no_run
+    /// let rt = nvshmem::Runtime::builder().channels(16).init()?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn channels(mut self, count: usize) -> Self {
+        self.channels = Some(count);
+        self
+    }
+}
