@@ -3,7 +3,7 @@
 //! input pattern and expected results for `--check` are in [`crate::check`].
 use std::str::FromStr;
 
-use nvshmem::collective::Collective as LibCollective;
+use nvshmem::collective::{Collective as LibCollective, Geometry};
 
 /// A collective (`--collective`), in table order. The names are the library's
 /// ([`Collective::lib`]).
@@ -87,34 +87,24 @@ impl Collective {
 
     /// Whether it moves no data (timed once per repetition set, at size 0).
     pub fn is_sync_only(self) -> bool {
-        matches!(self, Collective::Barrier | Collective::Sync)
+        self.lib().geometry() == Geometry::None
     }
 
     /// Whether `-o` applies.
     pub fn has_op(self) -> bool {
-        matches!(
-            self,
-            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
-        )
+        self.lib().reduces()
     }
 
     /// Whether `-r` applies.
     pub fn has_root(self) -> bool {
-        matches!(
-            self,
-            Collective::Broadcast | Collective::Reduce | Collective::Gather | Collective::Scatter
-        )
+        self.lib().is_rooted()
     }
 
     /// Whether the buffers are split in one chunk per PE, so the count must divide by `n`.
     pub fn is_chunked(self) -> bool {
         matches!(
-            self,
-            Collective::Fcollect
-                | Collective::Alltoall
-                | Collective::ReduceScatter
-                | Collective::Gather
-                | Collective::Scatter
+            self.lib().geometry(),
+            Geometry::Gathered | Geometry::Scattered | Geometry::Exchanged
         )
     }
 
@@ -151,16 +141,10 @@ impl Collective {
     /// as nccl-tests' size is).
     pub fn layout(self, count: usize, n: usize) -> Layout {
         let n = n.max(1);
-        let per = count / n;
-        let (in_elems, out_elems, chunk) = match self {
-            Collective::Barrier | Collective::Sync => (0, 0, 0),
-            Collective::AllReduce | Collective::Broadcast | Collective::Reduce => {
-                (count, count, count)
-            }
-            Collective::Fcollect | Collective::Gather => (per, count, per),
-            Collective::ReduceScatter | Collective::Scatter => (count, per, per),
-            Collective::Alltoall => (count, count, per),
-        };
+        let geometry = self.lib().geometry();
+        // nccl-tests' size is the larger buffer: the block is that over n where chunked.
+        let chunk = if self.is_chunked() { count / n } else { count };
+        let (in_elems, out_elems) = geometry.lengths(chunk, n);
         Layout {
             in_elems,
             out_elems,

@@ -133,7 +133,7 @@ mod props;
 pub use crate::op::ReduceOp;
 #[doc(hidden)]
 pub use algo::BareLaunch;
-pub use algo::{Collective, ALGORITHMS_VAR};
+pub use algo::{Collective, Geometry, ALGORITHMS_VAR};
 pub use prepared::Prepared;
 
 use std::sync::Arc;
@@ -214,42 +214,38 @@ fn describe<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
         }
         Bufs::InPlace { buf, shape } => {
             check::span(call, "buf", &buf)?;
-            match a.coll {
-                Collective::AllReduce | Collective::Reduce | Collective::Broadcast => {
-                    (buf, buf, None)
-                }
-                Collective::Fcollect | Collective::Gather => {
+            match a.coll.geometry() {
+                Geometry::Same => (buf, buf, None),
+                Geometry::Gathered => {
                     let (all, mine) = check::own_block(call, n, me, &buf, shape)?;
                     (mine, all, Some(me))
                 }
-                Collective::ReduceScatter | Collective::Scatter => {
+                Geometry::Scattered => {
                     let (all, mine) = check::own_block(call, n, me, &buf, shape)?;
                     (all, mine, Some(me))
                 }
-                Collective::Alltoall | Collective::Barrier | Collective::Sync => {
-                    unreachable!("no in-place form")
-                }
+                Geometry::Exchanged | Geometry::None => unreachable!("no in-place form"),
             }
         }
     };
     if let Some(root) = a.root {
         check::root(call, root, n)?;
     }
-    let (count, in_place) = match a.coll {
-        Collective::AllReduce | Collective::Reduce | Collective::Broadcast => {
+    let (count, in_place) = match a.coll.geometry() {
+        Geometry::Same => {
             check::same_shape(call, &src, &dst)?;
             (src.len, src.ptr == dst.ptr)
         }
-        Collective::Fcollect | Collective::Gather => {
+        Geometry::Gathered => {
             let count = check::fcollect(call, n, own, &src, &dst)?;
             (count, src.overlaps(&dst))
         }
-        Collective::ReduceScatter | Collective::Scatter => {
+        Geometry::Scattered => {
             let count = check::reduce_scatter(call, n, own, &src, &dst)?;
             (count, src.overlaps(&dst))
         }
-        Collective::Alltoall => (check::alltoall(call, n, &src, &dst)?, false),
-        Collective::Barrier | Collective::Sync => (0, false),
+        Geometry::Exchanged => (check::alltoall(call, n, &src, &dst)?, false),
+        Geometry::None => (0, false),
     };
     if let Some(op) = a.op {
         op.check_for(call, a.dtype)?;

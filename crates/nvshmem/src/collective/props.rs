@@ -205,24 +205,15 @@ fn right_lengths(coll: Collective, n: usize, count: usize) -> (usize, usize) {
 }
 
 fn has_in_place_form(coll: Collective) -> bool {
-    !matches!(
-        coll,
-        Collective::Alltoall | Collective::Barrier | Collective::Sync
-    )
+    coll.geometry().has_in_place()
 }
 
 fn is_rooted(coll: Collective) -> bool {
-    matches!(
-        coll,
-        Collective::Reduce | Collective::Broadcast | Collective::Gather | Collective::Scatter
-    )
+    coll.is_rooted()
 }
 
 fn is_reduction(coll: Collective) -> bool {
-    matches!(
-        coll,
-        Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
-    )
+    coll.reduces()
 }
 
 /// Elements a part: mostly a few, sometimes any size.

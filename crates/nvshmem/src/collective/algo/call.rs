@@ -5,7 +5,8 @@ use std::{fmt, str::FromStr};
 use super::*;
 
 macro_rules! collectives {
-    ($($variant:ident $name:literal [$($alias:literal),*] $doc:literal;)*) => {
+    ($($variant:ident $name:literal [$($alias:literal),*] $geometry:ident
+        rooted $rooted:literal reduces $reduces:literal $doc:literal;)*) => {
         /// A collective operation, to name it when forcing an algorithm or reporting.
         ///
         /// Parsed from its name (`all_reduce`) and from NCCL's and MPI's names for it
@@ -45,21 +46,122 @@ macro_rules! collectives {
             fn aliases(self) -> &'static [&'static str] {
                 match self { $(Collective::$variant => &[$($alias),*],)* }
             }
+
+            /// How its buffers relate ([`Geometry`]).
+            ///
+            /// ```
+            /// use nvshmem::collective::{Collective, Geometry};
+            /// assert_eq!(Collective::Fcollect.geometry(), Geometry::Gathered);
+            /// ```
+            pub const fn geometry(self) -> Geometry {
+                match self { $(Collective::$variant => Geometry::$geometry,)* }
+            }
+
+            /// Whether it has a root PE.
+            ///
+            /// ```
+            /// use nvshmem::collective::Collective;
+            /// assert!(Collective::Gather.is_rooted() && !Collective::Fcollect.is_rooted());
+            /// ```
+            pub const fn is_rooted(self) -> bool {
+                match self { $(Collective::$variant => $rooted,)* }
+            }
+
+            /// Whether it reduces (takes a [`ReduceOp`]).
+            ///
+            /// ```
+            /// use nvshmem::collective::Collective;
+            /// assert!(Collective::ReduceScatter.reduces() && !Collective::Scatter.reduces());
+            /// ```
+            pub const fn reduces(self) -> bool {
+                match self { $(Collective::$variant => $reduces,)* }
+            }
         }
     };
 }
 
+/// How a collective's two buffers relate, for a team of `n` PEs: the one description of a
+/// collective's layout, from which the argument checks, the shape rules and the benchmark's
+/// buffers derive.
+///
+/// ```
+/// use nvshmem::collective::Geometry;
+/// // (input, output) elements a PE for blocks of 4 elements in a team of 3.
+/// assert_eq!(Geometry::Scattered.lengths(4, 3), (12, 4));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Geometry {
+    /// No buffers (barrier, sync).
+    None,
+    /// Input and output of one length (all-reduce, reduce, broadcast).
+    Same,
+    /// The output is `n` blocks, one from each PE in team order; the input one block
+    /// (fcollect, gather).
+    Gathered,
+    /// The input is `n` blocks, block `i` for team PE `i`; the output one block
+    /// (reduce-scatter, scatter).
+    Scattered,
+    /// Input and output are `n` blocks each; input block `j` goes to team PE `j`, output
+    /// block `i` came from team PE `i` (alltoall).
+    Exchanged,
+}
+
+impl Geometry {
+    /// Input and output lengths of one PE, in elements, for blocks of `count` elements in a
+    /// team of `n`.
+    ///
+    /// ```
+    /// use nvshmem::collective::Geometry;
+    /// assert_eq!(Geometry::Gathered.lengths(4, 3), (4, 12));
+    /// assert_eq!(Geometry::Exchanged.lengths(4, 3), (12, 12));
+    /// ```
+    pub const fn lengths(self, count: usize, n: usize) -> (usize, usize) {
+        match self {
+            Geometry::None => (0, 0),
+            Geometry::Same => (count, count),
+            Geometry::Gathered => (count, count * n),
+            Geometry::Scattered => (count * n, count),
+            Geometry::Exchanged => (count * n, count * n),
+        }
+    }
+
+    /// Whether the collective has an in-place form (`_in_place` calls): every geometry but
+    /// the exchange and none.
+    ///
+    /// ```
+    /// assert!(!nvshmem::collective::Geometry::Exchanged.has_in_place());
+    /// ```
+    pub const fn has_in_place(self) -> bool {
+        matches!(
+            self,
+            Geometry::Same | Geometry::Gathered | Geometry::Scattered
+        )
+    }
+}
+
+// The one table of the collectives: name, NCCL's and MPI's names, geometry, root, reduction.
 collectives! {
-    AllReduce "all_reduce" ["allreduce", "mpi_allreduce"] "All-reduce ([`Team::all_reduce`]).";
-    Reduce "reduce" ["mpi_reduce"] "Reduce to a root ([`Team::reduce`]).";
-    Broadcast "broadcast" ["bcast", "mpi_bcast"] "Broadcast ([`Team::broadcast`]).";
-    Fcollect "fcollect" ["all_gather", "allgather", "mpi_allgather"] "All-gather ([`Team::fcollect`]).";
-    Alltoall "alltoall" ["all_to_all", "mpi_alltoall"] "All-to-all ([`Team::alltoall`]).";
-    ReduceScatter "reduce_scatter" ["reducescatter", "mpi_reduce_scatter_block"] "Reduce-scatter ([`Team::reduce_scatter`]).";
-    Gather "gather" ["mpi_gather"] "Gather to a root ([`Team::gather`]).";
-    Scatter "scatter" ["mpi_scatter"] "Scatter from a root ([`Team::scatter`]).";
-    Barrier "barrier" ["mpi_barrier"] "Barrier ([`Team::barrier`], [`Runtime::barrier_all`]).";
-    Sync "sync" ["team_sync", "sync_all"] "Synchronisation ([`Team::sync`], [`Runtime::sync_all`]).";
+    AllReduce "all_reduce" ["allreduce", "mpi_allreduce"] Same
+        rooted false reduces true "All-reduce ([`Team::all_reduce`]).";
+    Reduce "reduce" ["mpi_reduce"] Same
+        rooted true reduces true "Reduce to a root ([`Team::reduce`]).";
+    Broadcast "broadcast" ["bcast", "mpi_bcast"] Same
+        rooted true reduces false "Broadcast ([`Team::broadcast`]).";
+    Fcollect "fcollect" ["all_gather", "allgather", "mpi_allgather"] Gathered
+        rooted false reduces false "All-gather ([`Team::fcollect`]).";
+    Alltoall "alltoall" ["all_to_all", "mpi_alltoall"] Exchanged
+        rooted false reduces false "All-to-all ([`Team::alltoall`]).";
+    ReduceScatter "reduce_scatter" ["reducescatter", "mpi_reduce_scatter_block"] Scattered
+        rooted false reduces true "Reduce-scatter ([`Team::reduce_scatter`]).";
+    Gather "gather" ["mpi_gather"] Gathered
+        rooted true reduces false "Gather to a root ([`Team::gather`]).";
+    Scatter "scatter" ["mpi_scatter"] Scattered
+        rooted true reduces false "Scatter from a root ([`Team::scatter`]).";
+    Barrier "barrier" ["mpi_barrier"] None
+        rooted false reduces false "Barrier ([`Team::barrier`], [`Runtime::barrier_all`]).";
+    Sync "sync" ["team_sync", "sync_all"] None
+        rooted false reduces false "Synchronisation ([`Team::sync`], [`Runtime::sync_all`]).";
 }
 
 impl Collective {
@@ -143,16 +245,13 @@ pub(crate) struct Call<'a> {
 impl Call<'_> {
     /// Whether the collective reduces.
     pub(crate) fn is_reduction(&self) -> bool {
-        matches!(
-            self.coll,
-            Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
-        )
+        self.coll.reduces()
     }
 
     /// Whether the call has no data to move, and so queues nothing (barrier and sync always
     /// run).
     pub(crate) fn is_empty(&self) -> bool {
-        self.count == 0 && !matches!(self.coll, Collective::Barrier | Collective::Sync)
+        self.count == 0 && self.coll.geometry() != Geometry::None
     }
 
     /// Team size.

@@ -34,7 +34,7 @@ use crate::{
     DataType, Error, ReduceOp, Result, Runtime, RuntimeBuilder, Team,
 };
 pub(crate) use call::Call;
-pub use call::Collective;
+pub use call::{Collective, Geometry};
 pub(crate) use forced::Collectives;
 pub use forced::ALGORITHMS_VAR;
 #[cfg(test)]

@@ -9,7 +9,10 @@
 //! buffer of the blocked calls) must have a leading dimension divisible by the team size,
 //! whatever the other buffer carries, so that every block is whole rows. With no shapes at
 //! all, [`pair`] returns before looking further: the unshaped path costs two tests.
-use crate::{collective::Collective, Error, Result};
+use crate::{
+    collective::{Collective, Geometry},
+    Error, Result,
+};
 
 /// How a collective relates its output's shape to its input's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,15 +31,11 @@ impl Rule {
     /// The rule of a two-buffer collective (barrier and sync have no buffers: `Same`, which
     /// two absent shapes pass).
     pub(crate) fn of(coll: Collective) -> Rule {
-        match coll {
-            Collective::AllReduce
-            | Collective::Reduce
-            | Collective::Broadcast
-            | Collective::Barrier
-            | Collective::Sync => Rule::Same,
-            Collective::Fcollect | Collective::Gather => Rule::Concat,
-            Collective::ReduceScatter | Collective::Scatter => Rule::Split,
-            Collective::Alltoall => Rule::Exchange,
+        match coll.geometry() {
+            Geometry::Same | Geometry::None => Rule::Same,
+            Geometry::Gathered => Rule::Concat,
+            Geometry::Scattered => Rule::Split,
+            Geometry::Exchanged => Rule::Exchange,
         }
     }
 }
