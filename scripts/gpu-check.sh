@@ -11,7 +11,7 @@
 #                                         start there (mpirun, nvshmem-run, Hydra, none) and prints
 #                                         a summary last. SUITES default to "foundation"; others:
 #                                         foundation_hydra (its Hydra legs alone), examples,
-#                                         faults, soak, collectives, multipe, scale, repro, lifetimes,
+#                                         faults, soak, collectives, multipe, shared_gpu, scale, repro, lifetimes,
 #                                         device, perf, perfgraph, perfiso, reddiag, probe,
 #                                         probelarge, perfpoints, pdl, cepoints, perfgraphsplit.
 #                                         Each of collectives, perf
@@ -387,6 +387,19 @@ multipe() {
       case_ collectives-outside-matrix-${np}pe pass mpi "$np" $f
   done
   LIFETIMES_ENDINGS_ONLY=1 lifetimes
+}
+
+# Two PEs on one GPU without CUDA MPS (NVSHMEM's limited mode, where its collectives end the
+# process): Runtime::init must refuse with Error::GpuSharedWithoutMps on every PE, exit status
+# non-zero, no NVSHMEM abort. Only where that can happen: one GPU and no MPS=1.
+shared_gpu() {
+  if mps_on || [ "$(nvidia-smi -L | wc -l)" -ne 1 ]; then
+    echo "shared_gpu: needs one GPU and no MPS=1; skipped"
+    return 0
+  fi
+  CASE_TIMEOUT=60 case_ shared-gpu-without-mps-is-an-error fail:"without CUDA MPS" mpi 2 .gpu/bin/hello
+  grep -c "without CUDA MPS" "$out/shared-gpu-without-mps-is-an-error.log"
+  ! grep -q "limited MPG" "$out/shared-gpu-without-mps-is-an-error.log" || echo "shared_gpu: NVSHMEM's own limited-MPG abort was reached"
 }
 
 # tests/gpu_scale.rs at each PE count of PES above 1: every algorithm forced over unaligned
