@@ -204,18 +204,6 @@ fn right_lengths(coll: Collective, n: usize, count: usize) -> (usize, usize) {
     }
 }
 
-fn has_in_place_form(coll: Collective) -> bool {
-    coll.geometry().has_in_place()
-}
-
-fn is_rooted(coll: Collective) -> bool {
-    coll.is_rooted()
-}
-
-fn is_reduction(coll: Collective) -> bool {
-    coll.reduces()
-}
-
 /// Elements a part: mostly a few, sometimes any size.
 fn count() -> impl Strategy<Value = usize> {
     prop_oneof![4 => 0usize..=40, 1 => size()]
@@ -302,7 +290,7 @@ fn build((c, b, r): (CallParts, BufferParts, RuntimeParts)) -> Case {
     let (coll, n, in_place, dtype, op, (root_in_range, root_raw)) = c;
     let (count, (d_src, d_dst), base, placement, (src_shape, dst_shape)) = b;
     let (mapped, channel, forced, reserved) = r;
-    let in_place = in_place && has_in_place_form(coll);
+    let in_place = in_place && coll.geometry().has_in_place();
     let el = dtype.size();
     let (src_len, dst_len) = right_lengths(coll, n, count);
     let (src_len, dst_len) = (
@@ -330,8 +318,10 @@ fn build((c, b, r): (CallParts, BufferParts, RuntimeParts)) -> Case {
         coll,
         in_place,
         dtype,
-        op: is_reduction(coll).then_some(op),
-        root: is_rooted(coll).then(|| root_of(n, root_in_range, root_raw)),
+        op: coll.reduces().then_some(op),
+        root: coll
+            .is_rooted()
+            .then(|| root_of(n, root_in_range, root_raw)),
         src: Span::new(src_ptr, src_len, el),
         dst: Span::new(dst_ptr, dst_len, el),
         src_shape: src_shape.of(src_len),
