@@ -65,6 +65,10 @@ fn gpu_lifetimes() {
     c.run("allocations_out_of_step_are_refused_alike", || {
         out_of_step(&rt)
     });
+    c.run(
+        "allocations_beside_nvshmem_world_collectives_in_flight",
+        || alloc_beside_world_collectives(&rt),
+    );
     drop(spin);
     c.finish("gpu_lifetimes");
     drop(rt);
@@ -257,6 +261,46 @@ fn drop_does_not_wait(rt: &Runtime) -> anyhow::Result<()> {
         "dropping 8 arrays took {dropped_in:?} while another thread allocated"
     );
     Ok(())
+}
+
+/// NVSHMEM's `nvshmem_malloc` and `nvshmem_free` end with a barrier over
+/// `NVSHMEM_TEAM_WORLD` on NVSHMEM's own stream. While the world team of this crate was that
+/// team, an allocation right after queuing a world collective on NVSHMEM's path ran that
+/// barrier beside the collective, on the same team's sync counters: at 3, 4 and 8 PEs on one
+/// GPU the sums came out wrong (one member's part twice or missing) or the PEs hung. Here
+/// every round queues world all-reduces and barriers forced onto NVSHMEM's path on a side
+/// stream, then at once drops the input and allocates (a malloc, and the free of what the
+/// previous round dropped), and checks every sum.
+fn alloc_beside_world_collectives(rt: &Runtime) -> anyhow::Result<()> {
+    const LEN: usize = 1 << 22; // 16 MiB of f32
+    const ROUNDS: usize = 12;
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let world = rt.world();
+    let side = rt.context().new_stream()?;
+    rt.set_algorithm(Collective::AllReduce, Some("nvshmem"))?;
+    rt.set_algorithm(Collective::Barrier, Some("nvshmem"))?;
+    let result = (|| -> anyhow::Result<()> {
+        let want = (n * (n + 1) / 2) as f32;
+        for round in 0..ROUNDS {
+            let src = rt.alloc_from(&vec![(me + 1) as f32; LEN])?;
+            let mut dst = rt.alloc_zeroed::<f32>(LEN)?;
+            world.all_reduce(&src, &mut dst, ReduceOp::Sum, &side)?;
+            world.barrier(&side)?;
+            world.all_reduce(&src, &mut dst, ReduceOp::Sum, &side)?;
+            drop(src);
+            let extra = rt.alloc_zeroed::<u8>(4096 * (round + 1))?;
+            side.synchronize()?;
+            let got = dst.to_vec()?;
+            if let Some(i) = got.iter().position(|&x| x != want) {
+                bail!("round {round}: element {i} is {}, expected {want}", got[i]);
+            }
+            drop(extra);
+        }
+        Ok(())
+    })();
+    rt.set_algorithm(Collective::AllReduce, None)?;
+    rt.set_algorithm(Collective::Barrier, None)?;
+    result
 }
 
 /// Hole 8: a drop that landed before an allocation on one PE and after it on another gave

@@ -230,8 +230,14 @@ struct RuntimeInner {
     /// hand: a runtime that failed leaks it (a copy into its page-locked memory may be in
     /// flight).
     exchange: std::mem::ManuallyDrop<Exchange>,
-    /// The duplicate of the world team agreements over every PE run on.
-    agree_team: crate::ffi::TeamHandle,
+    /// This crate's world team: a duplicate of `NVSHMEM_TEAM_WORLD`, which agreements over
+    /// every PE and the program's world collectives ([`Runtime::world`]) run on.
+    /// `NVSHMEM_TEAM_WORLD` itself is left to NVSHMEM's host calls: `nvshmem_malloc` and
+    /// `nvshmem_free` end with a barrier over it on NVSHMEM's own stream, which must not meet
+    /// a collective of ours on the same team still running on another stream or PE (the two
+    /// would share the team's sync counters: the GPU run of 2026-11-24 saw wrong sums and
+    /// hangs at 3, 4 and 8 PEs when an allocation followed a world all-reduce at once).
+    world_team: crate::ffi::TeamHandle,
     /// The graphs being captured through [`Runtime::capture`].
     captures: Captures,
     heap: Heap,
@@ -562,7 +568,7 @@ impl Runtime {
         self.inner.exchange.gather(
             self.inner.nv,
             &self.inner.health,
-            self.inner.agree_team,
+            self.inner.world_team,
             self.inner.n_pes,
             about,
             make,
@@ -582,6 +588,12 @@ impl Runtime {
         self.inner
             .exchange
             .gather(self.inner.nv, &self.inner.health, team, n, about, make)
+    }
+
+    /// The NVSHMEM team behind [`Runtime::world`]: a duplicate of `NVSHMEM_TEAM_WORLD`
+    /// (`RuntimeInner::world_team` says why).
+    pub(crate) fn world_handle(&self) -> crate::ffi::TeamHandle {
+        self.inner.world_team
     }
 
     /// A handle that does not keep the runtime alive.
@@ -820,11 +832,11 @@ impl RuntimeBuilder {
             .new_stream()
             .map_err(Error::cuda("creating the runtime's stream"))?;
         let health = Health::start(my_pe, timeout)?;
-        // The library's own agreements: a duplicate of the world team that the program never
-        // uses, and room for one entry per PE (the heap's first allocation, at the same offset
-        // on every PE: the origin the heap measures offsets from).
+        // The world team (see `RuntimeInner::world_team`), and room for the agreements'
+        // entries (the heap's first allocation, at the same offset on every PE: the origin the
+        // heap measures offsets from).
         // SAFETY: NVSHMEM is initialised; the world team has n_pes members.
-        let agree_team =
+        let world_team =
             unsafe { nv.split_strided(nvshmem_sys::teams::NVSHMEM_TEAM_WORLD, 0, 1, n_pes) }
                 .map_err(|e| e.in_call("nvshmem_team_split_strided (the runtime's own team)"))?;
         let sym_bytes = exchange::sym_bytes(n_pes);
@@ -838,14 +850,14 @@ impl RuntimeBuilder {
             .new_stream()
             .map_err(Error::cuda("creating the runtime's own stream"))?;
         let exchange = Exchange::new(own, sym, n_pes)?;
-        exchange.open(nv, &health, agree_team)?;
+        exchange.open(nv, &health, world_team)?;
         let identity = Identity::own();
         let mut words = identity.words.to_vec();
         words.push(heap_size as u64);
         let table = exchange.gather(
             nv,
             &health,
-            agree_team,
+            world_team,
             n_pes,
             About {
                 call: "Runtime::init",
@@ -884,7 +896,7 @@ impl RuntimeBuilder {
                 n_pes,
                 info,
                 exchange: std::mem::ManuallyDrop::new(exchange),
-                agree_team,
+                world_team,
                 captures: Captures::default(),
                 collectives,
                 teams: OnceLock::new(),
@@ -1212,7 +1224,7 @@ impl RuntimeInner {
         match self.exchange.gather(
             self.nv,
             &self.health,
-            self.agree_team,
+            self.world_team,
             self.n_pes,
             about,
             |_| Ok(mine),

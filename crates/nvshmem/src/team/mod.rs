@@ -319,7 +319,7 @@ impl Teams {
         same_call(CALL, &table, tag::MAKE_TEAM)?;
         let world = Arc::new(core.build(
             rt,
-            ids::NVSHMEM_TEAM_WORLD,
+            rt.world_handle(),
             SetUp::agree(&table, &everyone, |_| 0),
             None,
         )?);
@@ -991,12 +991,18 @@ impl Team {
         &self.rt
     }
 
-    /// NVSHMEM's handle, for calls through `nvshmem-sys`.
+    /// NVSHMEM's handle, for calls through `nvshmem-sys`. The world team's is a duplicate of
+    /// `NVSHMEM_TEAM_WORLD`, not that team itself: NVSHMEM's own `nvshmem_malloc` and
+    /// `nvshmem_free` end with a barrier over `NVSHMEM_TEAM_WORLD`, which must never run
+    /// beside a collective on the same team, and this crate allocates while collectives are
+    /// in flight. Collectives that a program's own code (device code included) runs on
+    /// `NVSHMEM_TEAM_WORLD` must therefore never be in flight while an array is allocated or
+    /// dropped arrays are freed.
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
     /// let handle = rt.world().raw();
-    /// assert_eq!(handle, nvshmem_sys::teams::NVSHMEM_TEAM_WORLD);
+    /// assert_ne!(handle, nvshmem_sys::teams::NVSHMEM_TEAM_WORLD);
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn raw(&self) -> nvshmem_team_t {
