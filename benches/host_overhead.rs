@@ -69,16 +69,17 @@ fn main() -> anyhow::Result<()> {
                     unsafe { lib.nvshmemx_barrier_on_stream(0, stream.cu_stream()) };
                     Ok(())
                 })?,
-                // SAFETY (both): src and dst live until the end of `main`, after the stream is
-                // synchronised, and the team's calls all run on this one stream.
                 match bare_ar.as_ref().filter(|_| with_bare) {
                     Some(b) => {
+                        // SAFETY: src and dst live until the end of `main`, after the stream is
+                        // synchronised, and the team's calls all run on this one stream.
                         per_call(&stream, || unsafe { b.fire(&stream) }.map_err(Into::into))?
                     }
                     None => 0.0,
                 },
                 match bare_bar.as_ref().filter(|_| with_bare) {
                     Some(b) => {
+                        // SAFETY: as the all-reduce's above.
                         per_call(&stream, || unsafe { b.fire(&stream) }.map_err(Into::into))?
                     }
                     None => 0.0,
@@ -113,17 +114,18 @@ fn main() -> anyhow::Result<()> {
         t.elapsed().as_secs_f64() / 10_000.0 * 1e9
     };
     let cu = stream.cu_stream();
-    // SAFETY (the three queries): `cu` is the runtime's live stream; the out-parameters are
-    // valid locals.
+    // SAFETY: `cu` is the runtime's live stream; the out-parameter is a valid local.
     let capturing = driver(&|| unsafe {
         let mut st =
             nvshmem::cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         nvshmem::cudarc::driver::sys::cuStreamIsCapturing(cu, &mut st);
     });
+    // SAFETY: as above.
     let stream_id = driver(&|| unsafe {
         let mut id = 0;
         nvshmem::cudarc::driver::sys::cuStreamGetId(cu, &mut id);
     });
+    // SAFETY: the out-parameter is a valid local.
     let current = driver(&|| unsafe {
         let mut c = std::ptr::null_mut();
         nvshmem::cudarc::driver::sys::cuCtxGetCurrent(&mut c);

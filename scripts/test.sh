@@ -4,6 +4,7 @@
 #   - formatting (`cargo fmt --check`) and clippy (`-D warnings`), one check each;
 #   - every test of `cargo test --workspace` (unit, integration, doc tests); the GPU test
 #     programs are #[ignore]d here and count as skipped (scripts/gpu-check.sh runs them);
+#   - `cargo package` of the published crates (nvshmem-sys, nvshmem, nvshmem-run), one check;
 #   - the NVRTC compile of every CUDA kernel, and the NVRTC compile + nvJitLink link of every
 #     device-initiated kernel (one test per source, tests/device_kernels.rs), both by
 #     scripts/check-kernels.sh, counted once: the main run skips them.
@@ -102,6 +103,30 @@ device_skips=()
 for t in $(scripts/check-kernels.sh --list-device-tests); do device_skips+=(--skip "$t"); done
 tests "cargo test --workspace" workspace \
   cargo test --workspace --no-fail-fast -- --skip kernels::tests::every_kernel_compiles_with_nvrtc "${device_skips[@]}"
+
+# The published crates, packaged as crates.io would get them and each built from its package
+# alone (the verify step), together so that nvshmem builds against the packaged nvshmem-sys:
+# a file the build needs but the package leaves out, or a manifest warning, fails here. Offline:
+# the build above has fetched every crate they need. (About a minute with nothing built, a few
+# seconds after the build above.) cargo verifies them through a temporary local registry, whose
+# crates it unpacks under $CARGO_HOME/registry/src/-<hash>/ and, when a directory of the same
+# name and version is already there, reuses without comparing it with the new package: a
+# second run would build nvshmem against the first run's nvshmem-sys. Those unpacked copies
+# (of a local registry: its directory has no host name) are removed first.
+step cargo package
+published=(nvshmem-sys nvshmem nvshmem-run)
+for crate in "${published[@]}"; do
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$crate"-[0-9]*
+done
+cargo package --allow-dirty --offline "${published[@]/#/--package=}" 2>&1 | tee "$tmp/package.log"
+package=${PIPESTATUS[0]}
+if [ "$package" -ne 0 ]; then
+  fail "cargo package (exit $package, above)"
+elif plain "$tmp/package.log" | grep -q '^warning'; then
+  fail "cargo package (warnings, above)"
+else
+  passed=$((passed + 1))
+fi
 
 step scripts/check-kernels.sh
 tests "scripts/check-kernels.sh" kernels scripts/check-kernels.sh

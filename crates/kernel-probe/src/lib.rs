@@ -718,8 +718,8 @@ impl Node {
                     continue;
                 }
                 let mut can = 0;
-                // SAFETY: out-pointer to a local; device handles come from live contexts.
                 ck(
+                    // SAFETY: out-pointer to a local; device handles come from live contexts.
                     unsafe { sys::cuDeviceCanAccessPeer(&mut can, ci.cu_device(), cj.cu_device()) },
                     "cuDeviceCanAccessPeer",
                 )?;
@@ -744,8 +744,8 @@ impl Node {
         ctxs[0].1.bind_to_thread()?;
         let mut host: *mut c_void = std::ptr::null_mut();
         let rec_len = REC_BYTES * count;
-        // SAFETY: out-pointer to a local; a context is current.
         ck(
+            // SAFETY: out-pointer to a local; a context is current.
             unsafe {
                 sys::cuMemHostAlloc(
                     &mut host,
@@ -766,19 +766,19 @@ impl Node {
         for (i, (device, ctx)) in ctxs.into_iter().enumerate() {
             ctx.bind_to_thread()?;
             let mut heap = 0;
-            // SAFETY: out-pointer to a local; GPU i's context is current.
             ck(
+                // SAFETY: out-pointer to a local; GPU i's context is current.
                 unsafe { sys::cuMemAlloc_v2(&mut heap, heap_bytes) },
                 "cuMemAlloc (heap)",
             )?;
-            // SAFETY: the heap was just allocated with `heap_bytes` bytes.
             ck(
+                // SAFETY: the heap was just allocated with `heap_bytes` bytes.
                 unsafe { sys::cuMemsetD8_v2(heap, 0, heap_bytes) },
                 "cuMemsetD8 (heap)",
             )?;
             let mut rec = 0;
-            // SAFETY: `host` is a DEVICEMAP allocation; out-pointer to a local.
             ck(
+                // SAFETY: `host` is a DEVICEMAP allocation; out-pointer to a local.
                 unsafe {
                     sys::cuMemHostGetDevicePointer_v2(
                         &mut rec,
@@ -848,8 +848,8 @@ impl Node {
     pub fn zero(&self, off: usize, bytes: usize) -> Result<()> {
         for g in &self.gpus {
             g.ctx.bind_to_thread()?;
-            // SAFETY: [off, off + bytes) lies in g's heap (allocated by `alloc`).
             ck(
+                // SAFETY: [off, off + bytes) lies in g's heap (allocated by `alloc`).
                 unsafe { sys::cuMemsetD8_v2(g.addr(off), 0, bytes) },
                 "cuMemsetD8",
             )?;

@@ -176,10 +176,11 @@ impl Nvshmem {
         uid: &nvshmem_sys::nvshmemx_uniqueid_t,
         attr: &mut nvshmem_sys::nvshmemx_init_attr_t,
     ) -> Result<()> {
-        check(
-            "nvshmemx_set_attr_uniqueid_args",
-            lib.nvshmemx_set_attr_uniqueid_args(rank as c_int, size as c_int, uid, attr),
-        )
+        // SAFETY: both references are valid for the call, and the caller keeps `uid` alive
+        // until the initialisation that reads it returns (this function's contract).
+        check("nvshmemx_set_attr_uniqueid_args", unsafe {
+            lib.nvshmemx_set_attr_uniqueid_args(rank as c_int, size as c_int, uid, attr)
+        })
     }
 
     /// `nvshmemx_hostlib_init_attr`: starts NVSHMEM (collective over the job's PEs).
@@ -192,10 +193,11 @@ impl Nvshmem {
         flags: u32,
         attr: &mut nvshmem_sys::nvshmemx_init_attr_t,
     ) -> Result<()> {
-        check(
-            "nvshmemx_hostlib_init_attr",
-            lib.nvshmemx_hostlib_init_attr(flags, attr),
-        )
+        // SAFETY: the caller guarantees NVSHMEM is not yet initialised, `attr` is valid
+        // through the call and the right context is current (this function's contract).
+        check("nvshmemx_hostlib_init_attr", unsafe {
+            lib.nvshmemx_hostlib_init_attr(flags, attr)
+        })
     }
 
     /// Finalises NVSHMEM (collective over every PE).
@@ -204,7 +206,9 @@ impl Nvshmem {
     /// Nothing uses NVSHMEM any more: no symmetric memory is in use by queued work, and no
     /// copy of this handle is used after.
     pub(crate) unsafe fn finalize(self) {
-        self.lib.nvshmemx_hostlib_finalize()
+        // SAFETY: NVSHMEM is initialised (this handle's invariant) and the caller guarantees
+        // that nothing uses it any more (this function's contract).
+        unsafe { self.lib.nvshmemx_hostlib_finalize() }
     }
 
     /// This PE's number and the number of PEs.
@@ -239,10 +243,14 @@ impl Nvshmem {
     /// # Safety
     /// The runtime's CUDA context is current.
     pub(crate) unsafe fn malloc(&self, bytes: usize, zeroed: bool) -> Option<u64> {
-        let p = if zeroed {
-            self.lib.nvshmem_calloc(1, bytes)
-        } else {
-            self.lib.nvshmem_malloc(bytes)
+        // SAFETY: NVSHMEM is initialised (this handle's invariant) and the caller makes the
+        // runtime's context current; a refusal is a null pointer, checked below.
+        let p = unsafe {
+            if zeroed {
+                self.lib.nvshmem_calloc(1, bytes)
+            } else {
+                self.lib.nvshmem_malloc(bytes)
+            }
         };
         (!p.is_null()).then_some(p as u64)
     }
@@ -253,7 +261,9 @@ impl Nvshmem {
     /// `ptr` came from [`Nvshmem::malloc`] and is freed once; no queued work uses it; the
     /// runtime's context is current.
     pub(crate) unsafe fn free(&self, ptr: u64) {
-        self.lib.nvshmem_free(ptr as *mut c_void)
+        // SAFETY: the caller guarantees `ptr` is a live allocation of this heap that no
+        // queued work uses, freed once, with the context current (this function's contract).
+        unsafe { self.lib.nvshmem_free(ptr as *mut c_void) }
     }
 
     /// The address at which this GPU can load and store `addr` of PE `pe` (world numbering),
@@ -262,7 +272,9 @@ impl Nvshmem {
     /// # Safety
     /// `addr` is an address of this runtime's symmetric heap and `pe` a world PE.
     pub(crate) unsafe fn ptr(&self, addr: u64, pe: usize) -> Option<u64> {
-        let p = self.lib.nvshmem_ptr(addr as *const c_void, pe as c_int);
+        // SAFETY: the caller guarantees `addr` is in this runtime's symmetric heap and `pe` a
+        // world PE (this function's contract); the call only computes an address.
+        let p = unsafe { self.lib.nvshmem_ptr(addr as *const c_void, pe as c_int) };
         (!p.is_null()).then_some(p as u64)
     }
 
@@ -275,11 +287,12 @@ impl Nvshmem {
     /// for at least `bytes` bytes (more than 0) until [`Nvshmem::buffer_unregister`] undoes
     /// this; the runtime's context is current.
     pub(crate) unsafe fn buffer_register(&self, addr: u64, bytes: usize) -> Result<()> {
-        check(
-            "nvshmemx_buffer_register",
+        // SAFETY: the caller guarantees `addr` is `bytes` of this PE's device memory that
+        // stays allocated until it is unregistered (this function's contract).
+        check("nvshmemx_buffer_register", unsafe {
             self.lib
-                .nvshmemx_buffer_register(addr as *mut c_void, bytes),
-        )
+                .nvshmemx_buffer_register(addr as *mut c_void, bytes)
+        })
     }
 
     /// `nvshmemx_buffer_unregister`: undoes [`Nvshmem::buffer_register`] of `addr`.
@@ -288,10 +301,11 @@ impl Nvshmem {
     /// `addr` was registered by [`Nvshmem::buffer_register`] and is unregistered once; no
     /// queued work uses it any more; the runtime's context is current.
     pub(crate) unsafe fn buffer_unregister(&self, addr: u64) -> Result<()> {
-        check(
-            "nvshmemx_buffer_unregister",
-            self.lib.nvshmemx_buffer_unregister(addr as *mut c_void),
-        )
+        // SAFETY: the caller guarantees `addr` was registered, is unregistered once and no
+        // queued work uses it (this function's contract).
+        check("nvshmemx_buffer_unregister", unsafe {
+            self.lib.nvshmemx_buffer_unregister(addr as *mut c_void)
+        })
     }
 
     // ---- modules of device-initiated kernels
@@ -304,10 +318,11 @@ impl Nvshmem {
     /// `module` is a live module of the runtime's context (current), linked with NVSHMEM's
     /// device library, not registered yet.
     pub(crate) unsafe fn cumodule_init(&self, module: cudarc::driver::sys::CUmodule) -> Result<()> {
-        check(
-            "nvshmemx_cumodule_init",
-            self.lib.nvshmemx_cumodule_init(module),
-        )
+        // SAFETY: the caller guarantees `module` is a live, unregistered module linked with
+        // NVSHMEM's device library, in the current context (this function's contract).
+        check("nvshmemx_cumodule_init", unsafe {
+            self.lib.nvshmemx_cumodule_init(module)
+        })
     }
 
     /// `nvshmemx_cumodule_finalize`: unregisters a module [`Nvshmem::cumodule_init`]
@@ -320,10 +335,11 @@ impl Nvshmem {
         &self,
         module: cudarc::driver::sys::CUmodule,
     ) -> Result<()> {
-        check(
-            "nvshmemx_cumodule_finalize",
-            self.lib.nvshmemx_cumodule_finalize(module),
-        )
+        // SAFETY: the caller guarantees `module` was registered and is finalised once, in
+        // the current context (this function's contract).
+        check("nvshmemx_cumodule_finalize", unsafe {
+            self.lib.nvshmemx_cumodule_finalize(module)
+        })
     }
 
     // ---- teams
@@ -333,10 +349,14 @@ impl Nvshmem {
     /// # Safety
     /// `team` is a valid team handle of this runtime.
     pub(crate) unsafe fn team_shape(&self, team: TeamHandle) -> (Option<usize>, usize) {
-        let (me, n) = (
-            self.lib.nvshmem_team_my_pe(team),
-            self.lib.nvshmem_team_n_pes(team),
-        );
+        // SAFETY: the caller guarantees `team` is a valid handle (this function's contract);
+        // both calls only read NVSHMEM's state.
+        let (me, n) = unsafe {
+            (
+                self.lib.nvshmem_team_my_pe(team),
+                self.lib.nvshmem_team_n_pes(team),
+            )
+        };
         (usize::try_from(me).ok(), n.max(0) as usize)
     }
 
@@ -350,7 +370,10 @@ impl Nvshmem {
         pe: usize,
         to: TeamHandle,
     ) -> Option<usize> {
-        usize::try_from(self.lib.nvshmem_team_translate_pe(from, pe as c_int, to)).ok()
+        // SAFETY: the caller guarantees both handles are valid and `pe` is in `from` (this
+        // function's contract); the call only reads NVSHMEM's state.
+        let to_pe = unsafe { self.lib.nvshmem_team_translate_pe(from, pe as c_int, to) };
+        usize::try_from(to_pe).ok()
     }
 
     /// The world number of team PE `pe`.
@@ -358,11 +381,12 @@ impl Nvshmem {
     /// # Safety
     /// As [`Nvshmem::translate`].
     pub(crate) unsafe fn world_pe(&self, team: TeamHandle, pe: usize) -> Result<usize> {
-        self.translate(team, pe, teams::NVSHMEM_TEAM_WORLD)
-            .ok_or(Error::Nvshmem {
-                call: "nvshmem_team_translate_pe",
-                status: -1,
-            })
+        // SAFETY: `team` is valid and `pe` in it (this function's contract), and the world
+        // team always is.
+        unsafe { self.translate(team, pe, teams::NVSHMEM_TEAM_WORLD) }.ok_or(Error::Nvshmem {
+            call: "nvshmem_team_translate_pe",
+            status: -1,
+        })
     }
 
     /// `nvshmem_team_split_strided` with NVSHMEM's default configuration; the new handle
@@ -378,8 +402,10 @@ impl Nvshmem {
         size: usize,
     ) -> Result<TeamHandle> {
         let mut handle = teams::NVSHMEM_TEAM_INVALID;
-        check(
-            "nvshmem_team_split_strided",
+        // SAFETY: the caller guarantees `parent` is valid and the numbers fit it (this
+        // function's contract); a null configuration with mask 0 means the defaults, and
+        // `handle` is a valid place for the answer.
+        check("nvshmem_team_split_strided", unsafe {
             self.lib.nvshmem_team_split_strided(
                 parent,
                 start as c_int,
@@ -388,8 +414,8 @@ impl Nvshmem {
                 std::ptr::null(),
                 0,
                 &mut handle,
-            ),
-        )?;
+            )
+        })?;
         Ok(handle)
     }
 
@@ -404,16 +430,21 @@ impl Nvshmem {
         xrange: usize,
     ) -> (TeamHandle, TeamHandle, Result<()>) {
         let (mut x, mut y) = (teams::NVSHMEM_TEAM_INVALID, teams::NVSHMEM_TEAM_INVALID);
-        let status = self.lib.nvshmem_team_split_2d(
-            parent,
-            xrange as c_int,
-            std::ptr::null(),
-            0,
-            &mut x,
-            std::ptr::null(),
-            0,
-            &mut y,
-        );
+        // SAFETY: the caller guarantees `parent` is valid and `xrange` fits it (this
+        // function's contract); null configurations with mask 0 mean the defaults, and `x`
+        // and `y` are valid places for the answers.
+        let status = unsafe {
+            self.lib.nvshmem_team_split_2d(
+                parent,
+                xrange as c_int,
+                std::ptr::null(),
+                0,
+                &mut x,
+                std::ptr::null(),
+                0,
+                &mut y,
+            )
+        };
         (x, y, check("nvshmem_team_split_2d", status))
     }
 
@@ -440,11 +471,12 @@ impl Nvshmem {
         index: usize,
     ) -> Result<TeamHandle> {
         let mut handle = teams::NVSHMEM_TEAM_INVALID;
-        check(
-            "nvshmemx_team_init",
+        // SAFETY: the caller guarantees `config` is a versioned configuration naming the
+        // team's id (this function's contract); `handle` is a valid place for the answer.
+        check("nvshmemx_team_init", unsafe {
             self.lib
-                .nvshmemx_team_init(&mut handle, config, mask as _, n as c_int, index as c_int),
-        )?;
+                .nvshmemx_team_init(&mut handle, config, mask as _, n as c_int, index as c_int)
+        })?;
         Ok(handle)
     }
 
@@ -454,7 +486,9 @@ impl Nvshmem {
     /// # Safety
     /// `team` came from a split of this runtime, is destroyed once, and no queued work uses it.
     pub(crate) unsafe fn team_destroy(&self, team: TeamHandle) {
-        self.lib.nvshmem_team_destroy(team)
+        // SAFETY: the caller guarantees `team` came from a split, is destroyed once and no
+        // queued work uses it (this function's contract).
+        unsafe { self.lib.nvshmem_team_destroy(team) }
     }
 
     // ---- collectives on a stream (every member of the team makes the same call)
@@ -465,13 +499,15 @@ impl Nvshmem {
     /// `team` is valid; `stream` is a live stream of the runtime's context, which is current.
     pub(crate) unsafe fn barrier(&self, team: Option<TeamHandle>, stream: CUstream) -> Result<()> {
         match team {
-            Some(t) => check(
-                "nvshmemx_barrier_on_stream",
-                self.lib.nvshmemx_barrier_on_stream(t, stream),
-            ),
+            // SAFETY: the caller guarantees the team is valid and the stream live in the
+            // current context (this function's contract).
+            Some(t) => check("nvshmemx_barrier_on_stream", unsafe {
+                self.lib.nvshmemx_barrier_on_stream(t, stream)
+            }),
             None => {
                 // Returns void: a failure shows at the next synchronisation of the stream.
-                self.lib.nvshmemx_barrier_all_on_stream(stream);
+                // SAFETY: as above; the world team always exists.
+                unsafe { self.lib.nvshmemx_barrier_all_on_stream(stream) };
                 Ok(())
             }
         }
@@ -483,12 +519,14 @@ impl Nvshmem {
     /// As [`Nvshmem::barrier`].
     pub(crate) unsafe fn sync(&self, team: Option<TeamHandle>, stream: CUstream) -> Result<()> {
         match team {
-            Some(t) => check(
-                "nvshmemx_team_sync_on_stream",
-                self.lib.nvshmemx_team_sync_on_stream(t, stream),
-            ),
+            // SAFETY: the caller guarantees the team is valid and the stream live in the
+            // current context (this function's contract).
+            Some(t) => check("nvshmemx_team_sync_on_stream", unsafe {
+                self.lib.nvshmemx_team_sync_on_stream(t, stream)
+            }),
             None => {
-                self.lib.nvshmemx_sync_all_on_stream(stream);
+                // SAFETY: as above; the world team always exists.
+                unsafe { self.lib.nvshmemx_sync_all_on_stream(stream) };
                 Ok(())
             }
         }
@@ -527,16 +565,18 @@ impl Nvshmem {
             Reduction::AllReduce => "nvshmemx_<T>_<op>_reduce_on_stream",
             Reduction::ReduceScatter => "nvshmemx_<T>_<op>_reducescatter_on_stream",
         };
-        check(
-            call,
+        // SAFETY: the caller guarantees `f` is the typed reduction of the buffers' element
+        // type, the buffers are symmetric and hold what it reads and writes, the team is
+        // valid and the stream live in the current context (this function's contract).
+        check(call, unsafe {
             f(
                 team,
                 dst as *mut c_void,
                 src as *const c_void,
                 count,
                 stream,
-            ),
-        )
+            )
+        })
     }
 
     /// `nvshmemx_broadcastmem_on_stream`: `bytes` from `root`'s `src` to every `dst`.
@@ -553,8 +593,9 @@ impl Nvshmem {
         root: usize,
         stream: CUstream,
     ) -> Result<()> {
-        check(
-            "nvshmemx_broadcastmem_on_stream",
+        // SAFETY: the caller guarantees symmetric buffers of `bytes`, identical or disjoint,
+        // a root in the team, a valid team and a live stream (this function's contract).
+        check("nvshmemx_broadcastmem_on_stream", unsafe {
             self.lib.nvshmemx_broadcastmem_on_stream(
                 team,
                 dst as *mut c_void,
@@ -562,8 +603,8 @@ impl Nvshmem {
                 bytes,
                 root as c_int,
                 stream,
-            ),
-        )
+            )
+        })
     }
 
     /// `nvshmemx_fcollectmem_on_stream`: every `dst` gets each member's `bytes` of `src`.
@@ -579,16 +620,18 @@ impl Nvshmem {
         bytes: usize,
         stream: CUstream,
     ) -> Result<()> {
-        check(
-            "nvshmemx_fcollectmem_on_stream",
+        // SAFETY: the caller guarantees `dst` holds a block per member, `src` is disjoint
+        // from it or this PE's block, a valid team and a live stream (this function's
+        // contract).
+        check("nvshmemx_fcollectmem_on_stream", unsafe {
             self.lib.nvshmemx_fcollectmem_on_stream(
                 team,
                 dst as *mut c_void,
                 src as *const c_void,
                 bytes,
                 stream,
-            ),
-        )
+            )
+        })
     }
 
     /// `nvshmemx_alltoallmem_on_stream` with blocks of `bytes`.
@@ -604,16 +647,17 @@ impl Nvshmem {
         bytes: usize,
         stream: CUstream,
     ) -> Result<()> {
-        check(
-            "nvshmemx_alltoallmem_on_stream",
+        // SAFETY: the caller guarantees disjoint buffers of a block per member, a valid
+        // team and a live stream (this function's contract).
+        check("nvshmemx_alltoallmem_on_stream", unsafe {
             self.lib.nvshmemx_alltoallmem_on_stream(
                 team,
                 dst as *mut c_void,
                 src as *const c_void,
                 bytes,
                 stream,
-            ),
-        )
+            )
+        })
     }
 
     // ---- one-sided communication on a stream
@@ -634,10 +678,15 @@ impl Nvshmem {
         stream: CUstream,
     ) {
         let (d, s, p) = (dst as *mut c_void, src as *const c_void, pe as c_int);
-        if get {
-            self.lib.nvshmemx_getmem_on_stream(d, s, bytes, p, stream)
-        } else {
-            self.lib.nvshmemx_putmem_on_stream(d, s, bytes, p, stream)
+        // SAFETY: the caller guarantees both sides hold `bytes` (symmetric, or registered
+        // locally), a world PE and a live stream in the current context (this function's
+        // contract).
+        unsafe {
+            if get {
+                self.lib.nvshmemx_getmem_on_stream(d, s, bytes, p, stream)
+            } else {
+                self.lib.nvshmemx_putmem_on_stream(d, s, bytes, p, stream)
+            }
         }
     }
 
@@ -657,16 +706,19 @@ impl Nvshmem {
         pe: usize,
         stream: CUstream,
     ) {
-        self.lib.nvshmemx_putmem_signal_on_stream(
-            dst as *mut c_void,
-            src as *const c_void,
-            bytes,
-            sig as *mut u64,
-            value,
-            op,
-            pe as c_int,
-            stream,
-        )
+        // SAFETY: as `copy`'s, and `sig` is a symmetric `u64` (this function's contract).
+        unsafe {
+            self.lib.nvshmemx_putmem_signal_on_stream(
+                dst as *mut c_void,
+                src as *const c_void,
+                bytes,
+                sig as *mut u64,
+                value,
+                op,
+                pe as c_int,
+                stream,
+            )
+        }
     }
 
     /// `nvshmemx_signal_op_on_stream`.
@@ -681,8 +733,12 @@ impl Nvshmem {
         pe: usize,
         stream: CUstream,
     ) {
-        self.lib
-            .nvshmemx_signal_op_on_stream(sig as *mut u64, value, op, pe as c_int, stream)
+        // SAFETY: the caller guarantees a symmetric `u64`, a world PE and a live stream in the
+        // current context (this function's contract).
+        unsafe {
+            self.lib
+                .nvshmemx_signal_op_on_stream(sig as *mut u64, value, op, pe as c_int, stream)
+        }
     }
 
     /// `nvshmemx_signal_wait_until_on_stream`.
@@ -690,8 +746,12 @@ impl Nvshmem {
     /// # Safety
     /// `sig` is a symmetric `u64` of this PE; `stream` live, its context current.
     pub(crate) unsafe fn signal_wait(&self, sig: u64, cmp: c_int, value: u64, stream: CUstream) {
-        self.lib
-            .nvshmemx_signal_wait_until_on_stream(sig as *mut u64, cmp, value, stream)
+        // SAFETY: the caller guarantees a symmetric `u64` of this PE and a live stream in the
+        // current context (this function's contract).
+        unsafe {
+            self.lib
+                .nvshmemx_signal_wait_until_on_stream(sig as *mut u64, cmp, value, stream)
+        }
     }
 
     /// `nvshmemx_quiet_on_stream`.
@@ -699,7 +759,9 @@ impl Nvshmem {
     /// # Safety
     /// `stream` live, its context current.
     pub(crate) unsafe fn quiet(&self, stream: CUstream) {
-        self.lib.nvshmemx_quiet_on_stream(stream)
+        // SAFETY: the caller guarantees a live stream in the current context (this
+        // function's contract).
+        unsafe { self.lib.nvshmemx_quiet_on_stream(stream) }
     }
 }
 

@@ -17,8 +17,8 @@
 //! and [`timing`]; [`device`] loads the program's own kernels that call NVSHMEM's device
 //! API. Below them all sit the element types ([`element`]), the operators
 //! ([`ReduceOp`]), the one wrapper of NVSHMEM's functions, and this crate's CUDA kernels.
+// (undocumented_unsafe_blocks and unsafe_op_in_unsafe_fn come from the workspace's lints.)
 #![deny(missing_docs)]
-#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod collective;
 pub mod device;

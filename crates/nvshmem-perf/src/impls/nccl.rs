@@ -236,7 +236,7 @@ impl Implementation for NcclImpl {
         let (src, dst) = (src as *const c_void, dst as *mut c_void);
         let comm = self.comm;
         let chunk = spec.layout.chunk;
-        // SAFETY (for every call below): src and dst are live device allocations of this PE's
+        // SAFETY: for every call below, src and dst are live device allocations of this PE's
         // GPU sized by prepare for this spec's layout, and every count and offset stays inside
         // them (offsets are whole chunks below n_pes chunks); comm is a live communicator over
         // the world, peers are below n_pes; the stream belongs to the comm's device.

@@ -150,7 +150,7 @@ impl Implementation for NvshmemRaw {
         let dst = self.output.as_ref().map_or(src, |a| a.device_ptr_raw());
         let (src, dst) = (src as *const c_void, dst as *mut c_void);
         let team = self.team;
-        // SAFETY (for every call below): src and dst are live symmetric allocations of
+        // SAFETY: for every call below, src and dst are live symmetric allocations of
         // spec.in_bytes() and spec.out_bytes() on every PE (prepare is collective and all PEs
         // run the same spec); the byte and element counts passed are those of the layout, so
         // NVSHMEM stays inside them; the stream belongs to the runtime's context.

@@ -2,7 +2,6 @@
 //! (or LTO-IR), nvJitLink links it with NVSHMEM's device library, and the machine code is
 //! cached on disk beside the crate's own kernels (`kernels::compile`'s cache folder).
 use std::ffi::{c_char, CString};
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -11,7 +10,9 @@ use cudarc::nvrtc::sys as nvrtc_sys;
 
 use super::jitlink::{self, Input, Part};
 use crate::error::{Error, Result};
-use crate::kernels::compile::{cache_dir, cuda_include_dir, nvrtc_available, nvrtc_version, store};
+use crate::kernels::compile::{
+    cache_dir, cuda_include_dir, nvrtc_available, nvrtc_version, store, KeyHasher,
+};
 
 /// The crate's device header, which a kernel includes as `<nvshmem_rs.cuh>`.
 pub const HEADER: &str = include_str!("../../include/nvshmem_rs.cuh");
@@ -273,23 +274,18 @@ impl DeviceSource {
         opts
     }
 
-    /// The cache's file name: a hash of everything that makes the code except where the
-    /// headers were found (a build machine and a GPU machine differ there, not in what the
-    /// headers say: NVRTC's version and NVSHMEM's pin them).
+    /// The cache's file name: the source's name, the route, the architecture and
+    /// [`device_cache_key`].
     fn cache_file(&self, tools: &Toolchain, opts: &[String], arch: &str) -> String {
-        let code_opts: Vec<&String> = opts
-            .iter()
-            .filter(|o| !o.starts_with("--include-path"))
-            .collect();
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (
+        let key = device_cache_key(
             &self.code,
             HEADER,
-            code_opts,
+            opts,
+            arch,
             nvrtc_version(),
+            tools.jitlink_version,
             &tools.nvshmem_version,
-        )
-            .hash(&mut h);
+        );
         let safe: String = self
             .name
             .chars()
@@ -302,11 +298,39 @@ impl DeviceSource {
             })
             .collect();
         format!(
-            "device-{safe}-{}-{arch}-{:016x}.cubin",
-            self.route.name(),
-            h.finish()
+            "device-{safe}-{}-{arch}-{key:016x}.cubin",
+            self.route.name()
         )
     }
+}
+
+/// The cache key of a device-initiated kernel: a [`KeyHasher`] over everything that makes
+/// its machine code but where the headers were found (a build machine and a GPU machine
+/// differ there, not in what the headers say): the program's source, the crate's header
+/// ([`HEADER`]),
+/// NVRTC's options (defines, route), the architecture, NVRTC's and nvJitLink's versions and
+/// NVSHMEM's version header (which pins its device library). Stable across machines and Rust
+/// toolchains, as the crate's own kernels' key ([`KeyHasher`] says why).
+fn device_cache_key(
+    code: &str,
+    header: &str,
+    opts: &[String],
+    arch: &str,
+    nvrtc: (i32, i32),
+    jitlink: (u32, u32),
+    nvshmem_version: &str,
+) -> u64 {
+    let mut h = KeyHasher::new(b"nvshmem-rs device kernel cache key 1");
+    h.field(code.as_bytes());
+    h.field(header.as_bytes());
+    h.options(opts);
+    h.field(arch.as_bytes());
+    h.field(&nvrtc.0.to_le_bytes());
+    h.field(&nvrtc.1.to_le_bytes());
+    h.field(&jitlink.0.to_le_bytes());
+    h.field(&jitlink.1.to_le_bytes());
+    h.field(nvshmem_version.as_bytes());
+    h.finish()
 }
 
 impl DeviceImage {
@@ -431,6 +455,8 @@ pub struct Toolchain {
     pub device_library: PathBuf,
     /// The text of NVSHMEM's `non_abi/nvshmem_version.h` (part of every cache key).
     nvshmem_version: String,
+    /// nvJitLink's version (part of every cache key: the linker makes the machine code).
+    jitlink_version: (u32, u32),
 }
 
 /// The variable naming NVSHMEM's folder (holding `include/` and `lib/`), as scripts/setup.sh
@@ -464,7 +490,7 @@ impl Toolchain {
 
     fn search() -> Result<Toolchain> {
         nvrtc_available()?;
-        jitlink::available()?;
+        let jitlink_version = jitlink::version()?;
         let root = nvshmem_root()?;
         let nvshmem_include = root.join("include");
         let device_library = ["lib", "lib64"]
@@ -505,6 +531,7 @@ impl Toolchain {
             include_dirs,
             device_library,
             nvshmem_version,
+            jitlink_version,
         })
     }
 }
@@ -621,5 +648,92 @@ fn compile(name: &str, code: &str, opts: &[String], route: Route) -> Result<Vec<
         })();
         nvrtc_sys::nvrtcDestroyProgram(&mut prog);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_cache_key;
+
+    const CODE: &str = "#include <nvshmem_rs.cuh>\nextern \"C\" __global__ void k() {}\n";
+    const HEADER: &str = "#pragma once\n";
+    const VERSION_H: &str = "#define NVSHMEM_VENDOR_MAJOR_VERSION 3\n";
+
+    fn opts(arch: &str, include: &str) -> Vec<String> {
+        vec![
+            format!("--gpu-architecture={arch}"),
+            "-rdc=true".into(),
+            "-default-device".into(),
+            "-std=c++17".into(),
+            "-DBLOCK=256".into(),
+            format!("--include-path={include}"),
+        ]
+    }
+
+    fn key(code: &str, opts: &[String], nvrtc: (i32, i32), jitlink: (u32, u32)) -> u64 {
+        device_cache_key(code, HEADER, opts, "sm_90", nvrtc, jitlink, VERSION_H)
+    }
+
+    /// Pinned, as the crate's own kernels' key is (`kernels::compile`'s tests): the value was
+    /// computed apart from this code, by a plain 64-bit FNV-1a over the length-prefixed fields
+    /// `device_cache_key` lists.
+    #[test]
+    fn the_device_cache_key_is_fixed_across_toolchains() {
+        let k = key(
+            CODE,
+            &opts("sm_90", "/opt/nvshmem/include"),
+            (13, 0),
+            (13, 0),
+        );
+        assert_eq!(k, 0x07c9_36ed_fd89_3fe4, "{k:#018x}");
+    }
+
+    #[test]
+    fn the_device_cache_key_follows_what_makes_the_code_and_nothing_else() {
+        let base = key(CODE, &opts("sm_90", "/a"), (13, 0), (13, 0));
+        assert_eq!(base, key(CODE, &opts("sm_90", "/b"), (13, 0), (13, 0)));
+        let mut lto = opts("sm_90", "/a");
+        lto.push("-dlto".into());
+        for other in [
+            key(
+                "__global__ void k2() {}",
+                &opts("sm_90", "/a"),
+                (13, 0),
+                (13, 0),
+            ),
+            key(CODE, &opts("sm_100", "/a"), (13, 0), (13, 0)),
+            key(CODE, &lto, (13, 0), (13, 0)),
+            key(CODE, &opts("sm_90", "/a"), (13, 1), (13, 0)),
+            key(CODE, &opts("sm_90", "/a"), (13, 0), (13, 1)),
+            device_cache_key(
+                CODE,
+                "",
+                &opts("sm_90", "/a"),
+                "sm_90",
+                (13, 0),
+                (13, 0),
+                VERSION_H,
+            ),
+            device_cache_key(
+                CODE,
+                HEADER,
+                &opts("sm_90", "/a"),
+                "sm_100",
+                (13, 0),
+                (13, 0),
+                VERSION_H,
+            ),
+            device_cache_key(
+                CODE,
+                HEADER,
+                &opts("sm_90", "/a"),
+                "sm_90",
+                (13, 0),
+                (13, 0),
+                "",
+            ),
+        ] {
+            assert_ne!(base, other);
+        }
     }
 }

@@ -99,12 +99,8 @@ fn resolve(lib: Library) -> std::result::Result<Api, libloading::Error> {
     }
 }
 
-/// Whether nvJitLink can be loaded (the error says where it was looked for).
-pub(crate) fn available() -> Result<()> {
-    api().map(|_| ())
-}
-
-/// nvJitLink's version, e.g. (13, 0).
+/// nvJitLink's version, e.g. (13, 0); an error saying where it was looked for when it cannot
+/// be loaded.
 pub(crate) fn version() -> Result<(u32, u32)> {
     let api = api()?;
     let (mut major, mut minor) = (0, 0);

@@ -6,10 +6,11 @@
 //! `$NVSHMEM_RS_KERNEL_CACHE` (`off` turns it off), else `$XDG_CACHE_HOME/nvshmem-rs/kernels`,
 //! else `~/.cache/nvshmem-rs/kernels`. A file's name holds a hash of everything that makes the
 //! code and of nothing else (source, options, target architecture, NVRTC's version), by an
-//! algorithm fixed here ([`cache_key`]), so a stale file is never used and a build with another
-//! Rust toolchain finds the same files. Files are written under a temporary name and renamed,
-//! so PEs of one node compiling the same kernel at once do not see half a file. Compiling every kernel costs minutes; with the cache, a process
-//! pays only for kernels no earlier process on the machine compiled.
+//! algorithm fixed here ([`cache_key`], [`KeyHasher`]), so a stale file is never used and a
+//! build with another Rust toolchain finds the same files. Files are written under a temporary
+//! name and renamed, so PEs of one node compiling the same kernel at once do not see half a
+//! file. Compiling every kernel costs minutes; with the cache, a process pays only for kernels
+//! no earlier process on the machine compiled.
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use std::hash::Hasher;
@@ -149,32 +150,62 @@ pub(crate) fn compile(key: KernelKey, arch: &str) -> Result<Ptx> {
 }
 
 /// The cache key of a kernel compiled from `source` with `opts` for `arch` by NVRTC
-/// `nvrtc` (major, minor): FNV-1a (64-bit) over those, each field written as its length
-/// (8 bytes, little-endian) and its bytes, after a tag naming this layout. Only these inputs
-/// and a fixed algorithm enter it, so the key is the same on every machine and with every Rust
-/// toolchain (std's `DefaultHasher`, used before, may change between Rust releases). The
-/// include path is left out: where the CUDA headers are found differs between a build
-/// machine and a GPU machine, not what they say (NVRTC's version pins them).
+/// `nvrtc` (major, minor): a [`KeyHasher`] over those, after a tag naming this layout. Only
+/// what makes the code enters it, so a filler of the cache (`scripts/gpu-check.sh stage`) and
+/// a reader on another machine, or built by another Rust toolchain, agree. The include path
+/// is left out: where the CUDA headers are found differs between a build machine and a GPU
+/// machine, not what they say (NVRTC's version pins them).
 fn cache_key(source: &str, opts: &[String], arch: &str, nvrtc: (i32, i32)) -> u64 {
-    let mut h = fnv::FnvHasher::default();
-    let mut field = |bytes: &[u8]| {
-        h.write(&(bytes.len() as u64).to_le_bytes());
-        h.write(bytes);
-    };
-    field(b"nvshmem-rs kernel cache key 1");
-    field(source.as_bytes());
-    let code_opts: Vec<&String> = opts
-        .iter()
-        .filter(|o| !o.starts_with("--include-path"))
-        .collect();
-    field(&(code_opts.len() as u64).to_le_bytes());
-    for o in code_opts {
-        field(o.as_bytes());
-    }
-    field(arch.as_bytes());
-    field(&nvrtc.0.to_le_bytes());
-    field(&nvrtc.1.to_le_bytes());
+    let mut h = KeyHasher::new(b"nvshmem-rs kernel cache key 1");
+    h.field(source.as_bytes());
+    h.options(opts);
+    h.field(arch.as_bytes());
+    h.field(&nvrtc.0.to_le_bytes());
+    h.field(&nvrtc.1.to_le_bytes());
     h.finish()
+}
+
+/// The hash of the on-disk kernel caches' file names (this module's and `device`'s): 64-bit
+/// FNV-1a (the `fnv` crate), a fixed, documented algorithm whose value depends on the bytes
+/// fed and nothing else, where std's `DefaultHasher` (used before) may change between Rust
+/// releases and `Hash` impls feed platform- and version-dependent bytes (`usize` lengths,
+/// enum discriminants). Each field is written as its length (8 bytes, little-endian) and its
+/// bytes, so moving bytes from one field to the next changes the key; the first field is a
+/// tag naming the key's layout, changed whenever the fields change, so that old files are
+/// never read as new ones.
+pub(crate) struct KeyHasher(fnv::FnvHasher);
+
+impl KeyHasher {
+    /// A hasher that has taken `tag`, the layout's name.
+    pub(crate) fn new(tag: &[u8]) -> Self {
+        let mut h = KeyHasher(fnv::FnvHasher::default());
+        h.field(tag);
+        h
+    }
+
+    /// Takes one field.
+    pub(crate) fn field(&mut self, bytes: &[u8]) {
+        self.0.write(&(bytes.len() as u64).to_le_bytes());
+        self.0.write(bytes);
+    }
+
+    /// Takes NVRTC's options but the include paths (where headers were found is no part of
+    /// the code; what they say is pinned by the tools' versions): their count, then each.
+    pub(crate) fn options(&mut self, opts: &[String]) {
+        let code_opts: Vec<&String> = opts
+            .iter()
+            .filter(|o| !o.starts_with("--include-path"))
+            .collect();
+        self.field(&(code_opts.len() as u64).to_le_bytes());
+        for o in code_opts {
+            self.field(o.as_bytes());
+        }
+    }
+
+    /// The key.
+    pub(crate) fn finish(&self) -> u64 {
+        self.0.finish()
+    }
 }
 
 fn image(bytes: Vec<u8>, machine_code: bool) -> Ptx {
