@@ -34,6 +34,13 @@ fn main() -> anyhow::Result<()> {
         dst.device_ptr_raw() as *mut f32,
     );
 
+    // A team of one PE runs `local` (a copy, a quiet: no kernel of this crate): the host path
+    // of a kernel call is measured there on the kernels the calls took before, forced.
+    let one_pe = team.n_pes() == 1 && team.has_nvlink_kernels();
+    if one_pe {
+        rt.set_algorithm(Collective::AllReduce, Some("nvlink_ll"))?;
+        rt.set_algorithm(Collective::Barrier, Some("nvlink"))?;
+    }
     // The same kernels, bare: `None` where the calls are not one kernel of this crate
     // (NVSHMEM's path, one PE without peers).
     let bare_ar = team.bare_launch_for_bench(Some((&src, &dst)), &stream).ok();
@@ -97,6 +104,14 @@ fn main() -> anyhow::Result<()> {
     };
     let [mut ours, mut raw, mut barrier_ours, mut barrier_raw, mut ar_bare, mut bar_bare, mut ar_prep, mut bar_prep] =
         sample_all(true)?;
+    // One PE's own calls (`local`), automatic choice, against the raw calls.
+    let mut local = None;
+    if one_pe {
+        rt.set_algorithm(Collective::AllReduce, None)?;
+        rt.set_algorithm(Collective::Barrier, None)?;
+        let [l_ar, l_ar_raw, l_bar, l_bar_raw, _, _, _, _] = sample_all(false)?;
+        local = Some([l_ar, l_ar_raw, l_bar, l_bar_raw]);
+    }
     // The algorithm layer's own cost: the same calls forced onto NVSHMEM's algorithm, against
     // the raw calls, alternating as above.
     rt.set_algorithm(Collective::AllReduce, Some("nvshmem"))?;
@@ -136,6 +151,11 @@ fn main() -> anyhow::Result<()> {
             "host time per call, median of {SAMPLES} batches of {BATCH} calls, {} PEs:",
             rt.n_pes()
         );
+        if one_pe {
+            println!(
+                "  (1 PE: forced onto nvlink_ll and nvlink; the automatic choice, local, below)"
+            );
+        }
         report("all_reduce f32 sum, 2 elements", &mut ours, &mut raw);
         report("barrier", &mut barrier_ours, &mut barrier_raw);
         if bare_ar.is_some() && bare_bar.is_some() {
@@ -149,6 +169,11 @@ fn main() -> anyhow::Result<()> {
         println!("forced onto NVSHMEM's algorithm (the algorithm layer's own cost):");
         report("all_reduce f32 sum, 2 elements", &mut f_ar, &mut f_ar_raw);
         report("barrier", &mut f_bar, &mut f_bar_raw);
+        if let Some([mut ar, mut ar_raw, mut bar, mut bar_raw]) = local {
+            println!("one PE's automatic choice (local: a copy, a quiet):");
+            report("all_reduce f32 sum, 2 elements", &mut ar, &mut ar_raw);
+            report("barrier", &mut bar, &mut bar_raw);
+        }
         println!(
             "driver queries on the path: cuStreamIsCapturing {capturing:.0} ns, cuStreamGetId \
              {stream_id:.0} ns, cuCtxGetCurrent {current:.0} ns"

@@ -13,7 +13,8 @@
 #                                         foundation_hydra (its Hydra legs alone), examples,
 #                                         faults, soak, collectives, multipe, shared_gpu, scale, repro, lifetimes,
 #                                         device, perf, perfgraph, perfiso, reddiag, probe,
-#                                         probelarge, perfpoints, pdl, cepoints, perfgraphsplit.
+#                                         probelarge, perfpoints, pdl, cepoints, perfgraphsplit,
+#                                         onepe (1 PE, no launcher, about a minute).
 #                                         Each of collectives, perf
 #                                         and perfgraph needs most of one 10-minute call; probe
 #                                         (small, then probelarge) most of one too, probelarge
@@ -660,6 +661,44 @@ perfpoints() {
     grep -hE '^ *(8|134217728) ' "$out/points-$mode-auto.log" "$out/points-$mode-forced-nvshmem.log" | head -60
   done
   tar -czf "$final/points.tgz" -C "$final" points && rm -rf "$dir"
+}
+
+# Teams of one PE (issue 22): nvshmem-perf as 1 PE with no launcher (run it without MPS=1),
+# nvshmem-rs's automatic choice (`local`: one copy out of place, nothing in place, a quiet for
+# a barrier) beside raw NVSHMEM and NCCL: all-reduce, broadcast, barrier and sync at 8 B and
+# 128 MiB (ONEPE_SIZES), on a stream (results checked) and in a CUDA graph, out of place, then
+# all-reduce and broadcast in place; then the same forced onto NVSHMEM's algorithm against raw
+# NVSHMEM, and onto this crate's kernels at 8 B (nvlink_ll, nvlink: what these calls cost
+# before `local`). About a minute; JSON into $final/onepe/, the tables in the summary.
+onepe() {
+  local w=/opt/torch/.venv/lib/python3.12/site-packages
+  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=2G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  local forced=all_reduce=nvshmem,broadcast=nvshmem,barrier=nvshmem,sync=nvshmem
+  local kernels=all_reduce=nvlink_ll,broadcast=nvlink_ll,barrier=nvlink,sync=nvlink
+  local dir="$final/onepe" mode g common name
+  mkdir -p "$dir"
+  mps_share 1 # started without a launcher function
+  for mode in stream graph; do
+    g=0; [ $mode = graph ] && g=1
+    common=(-n 50 -w 5 --reps 3 -c $((1 - g)) -G $g --no-progress)
+    # shellcheck disable=SC2206
+    local sizes=(${ONEPE_SIZES:--b 8 -e 128M -f 16777216})
+    CASE_TIMEOUT=${ONEPE_TIMEOUT:-90} case_ onepe-$mode-auto pass .gpu/bin/nvshmem-perf \
+      all_reduce,broadcast,barrier,sync "${sizes[@]}" "${common[@]}" --json "$dir/$mode-auto.jsonl"
+    CASE_TIMEOUT=${ONEPE_TIMEOUT:-90} case_ onepe-$mode-in-place pass .gpu/bin/nvshmem-perf \
+      all_reduce,broadcast "${sizes[@]}" "${common[@]}" --in-place --json "$dir/$mode-in-place.jsonl"
+    CASE_TIMEOUT=${ONEPE_TIMEOUT:-90} case_ onepe-$mode-forced-nvshmem pass .gpu/bin/nvshmem-perf \
+      all_reduce,broadcast,barrier,sync "${sizes[@]}" "${common[@]}" --impl nvshmem-rs,nvshmem \
+      --algo "$forced" --json "$dir/$mode-forced-nvshmem.jsonl"
+    CASE_TIMEOUT=${ONEPE_TIMEOUT:-90} case_ onepe-$mode-forced-kernels pass .gpu/bin/nvshmem-perf \
+      all_reduce,broadcast,barrier,sync -b 8 -e 8 "${common[@]}" --impl nvshmem-rs \
+      --algo "$kernels" --json "$dir/$mode-forced-kernels.jsonl"
+    for name in auto in-place forced-nvshmem forced-kernels; do
+      echo "== onepe $mode $name"
+      sed -n '/^# [a-z_]* *type/,/^# Out of bounds/p' "$out/onepe-$mode-$name.log"
+    done
+  done
+  tar -czf "$final/onepe.tgz" -C "$final" onepe && rm -rf "$dir"
 }
 
 # Programmatic dependent launch (kernels/PROTOCOL.md, "Launch") on and off, alternately, in

@@ -26,6 +26,12 @@
 //! Each collective goes through one internal function that chooses an algorithm per call,
 //! so the public API does not change with the algorithm.
 //!
+//! On a team of one PE a call costs no more than the copy it needs: one device-to-device copy
+//! of its bytes out of place, nothing in place (premul_sum, and every fp8 reduction, run the
+//! scaling kernel instead, so the result is the other algorithms' to the bit); a barrier is
+//! `nvshmemx_quiet_on_stream` (it still completes the PE's RMA), a sync nothing. Such calls
+//! need no collective scratch.
+//!
 //! # Reductions
 //!
 //! [`Team::all_reduce`], [`Team::reduce`] and [`Team::reduce_scatter`] (and their in-place

@@ -11,14 +11,14 @@ use super::{
     algo::{
         choose, registry,
         tests::{collective_steps, team},
-        Forced,
+        Forced, Step,
     },
     check::{self, shape::Rule, Span},
     describe, Args, Bufs, Collective,
 };
 use crate::{
     collective::algo::channel::MAX_TEAM,
-    kernels::NvrTeam,
+    kernels::{Launch, NvrTeam},
     memory::check_scratch,
     props::{address, collective, config, dtype, names_arg, op, size},
     team::TeamShape,
@@ -341,8 +341,13 @@ fn case() -> impl Strategy<Value = Case> {
 /// A call every rule accepts, with its part length: right lengths, buffers apart (or the
 /// in-place form), a root in the team, an operator the type has, shapes absent or consistent.
 fn well_formed() -> impl Strategy<Value = (Case, usize)> {
+    well_formed_of(call_parts())
+}
+
+/// [`well_formed`] from the given call parts (a team size of the caller's).
+fn well_formed_of(parts: impl Strategy<Value = CallParts>) -> impl Strategy<Value = (Case, usize)> {
     (
-        call_parts(),
+        parts,
         0usize..=4096,
         1u64..4096,
         0usize..=4,
@@ -417,6 +422,48 @@ proptest! {
             let in_place = case.in_place
                 && (count > 0 || matches!(case.coll, Collective::AllReduce | Collective::Reduce | Collective::Broadcast));
             prop_assert_eq!(call.in_place, in_place, "{:?}", case);
+        }
+    }
+
+    /// On a team of one PE the automatic choice takes `local` for every well-formed call: no
+    /// scratch, and at most one step: a copy of the call's bytes between disjoint buffers
+    /// (out of place), the scaling kernel in its place where a copy would not give the
+    /// kernels' bits (premul_sum other than 1, fp8), the quiet for a barrier, else nothing.
+    #[test]
+    fn one_pe_calls_take_local_and_cost_one_copy_or_nothing(
+        (case, count) in well_formed_of(call_parts().prop_map(|mut c| {
+            c.1 = 1;
+            c
+        }))
+    ) {
+        let team = team(1, 0, case.mapped);
+        let mut call = describe(&case.args(), &team)?;
+        call.nvr = case.channel.and_then(|ll| channel(&team, ll));
+        let alg = choose(&call, None)?;
+        prop_assert_eq!(alg.name(), "local");
+        prop_assert_eq!(alg.scratch(&call), 0);
+        let mut steps = Vec::new();
+        alg.plan(&call, &mut steps);
+        let fp8 = matches!(case.dtype, DataType::F8E4M3 | DataType::F8E5M2);
+        let scaled = case.coll.reduces()
+            && (fp8 || matches!(case.op, Some(ReduceOp::PreMulSum(s)) if s != 1.0));
+        let bytes = count * case.dtype.size();
+        match (case.coll, steps.as_slice()) {
+            (Collective::Barrier, [Step::Quiet]) | (Collective::Sync, []) => {}
+            (_, []) => prop_assert!(call.in_place && !scaled, "{case:?}"),
+            (_, [Step::Copy { dst, src, bytes: b }]) => {
+                prop_assert!(!call.in_place && !scaled, "{case:?}");
+                prop_assert_eq!((*src, *dst, *b), (call.src.ptr, call.dst.ptr, bytes));
+                prop_assert!(!call.src.overlaps(&call.dst) || bytes == 0, "{case:?}");
+            }
+            (_, [Step::Kernel(Launch::Map { src, dst, len, divide: false, .. })]) => {
+                prop_assert!(scaled, "{case:?}");
+                prop_assert_eq!((*src, *dst, *len), (call.src.ptr, call.dst.ptr, count));
+            }
+            (_, s) => prop_assert!(false, "{case:?}: {s:?}"),
+        }
+        if call.in_place {
+            prop_assert_eq!(call.src.ptr, call.dst.ptr);
         }
     }
 

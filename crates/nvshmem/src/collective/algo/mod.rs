@@ -17,6 +17,7 @@ mod ce;
 pub(crate) mod channel;
 pub(crate) mod crossover;
 mod forced;
+mod local;
 mod nvlink;
 mod nvshmem;
 mod peer;
@@ -47,6 +48,13 @@ pub(crate) use run::{bare, prepare, run, Planned};
 pub(crate) trait Algorithm: Sync {
     /// The name users force it by.
     fn name(&self) -> &'static str;
+    /// Whether it can run any call on a team of `n` PEs: a test that builds no reason, made
+    /// first by the automatic choice, so that an algorithm for other teams (`local`, one PE)
+    /// costs other teams' calls nothing. [`refuses`](Self::refuses) refuses alike, and says
+    /// why.
+    fn takes_team_of(&self, _n: usize) -> bool {
+        true
+    }
     /// Why it cannot run `call`, or `None` when it can. A pure function of what every PE of
     /// the team passes alike.
     fn refuses(&self, call: &Call) -> Option<String>;
@@ -73,12 +81,14 @@ impl fmt::Debug for dyn Algorithm {
 /// The algorithms of a collective, in the order the automatic choice tries them.
 pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
     use ce::Ce;
+    use local::Local;
     use nvlink::{Direct, Flags, Ll};
     use nvshmem::{Native, ScaleThenSum, SumThenDiv};
     use peer::{PeerCopy, PeerKernel};
     use rooted::RootedGet;
     match coll {
         Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter => &[
+            &Local,
             &Ll,
             &Direct,
             &Native,
@@ -87,10 +97,12 @@ pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
             &PeerKernel,
         ],
         Collective::Broadcast | Collective::Fcollect | Collective::Alltoall => {
-            &[&Ll, &Ce, &Direct, &Native]
+            &[&Local, &Ll, &Ce, &Direct, &Native]
         }
-        Collective::Barrier | Collective::Sync => &[&Flags, &Native],
-        Collective::Gather | Collective::Scatter => &[&Ll, &Ce, &Direct, &RootedGet, &PeerCopy],
+        Collective::Barrier | Collective::Sync => &[&Local, &Flags, &Native],
+        Collective::Gather | Collective::Scatter => {
+            &[&Local, &Ll, &Ce, &Direct, &RootedGet, &PeerCopy]
+        }
     }
 }
 
@@ -113,6 +125,9 @@ pub(crate) fn choose(
     let mut why = Vec::new();
     let mut fallback = None;
     for &a in registry(call.coll) {
+        if !a.takes_team_of(call.n()) {
+            continue;
+        }
         match a.refuses(call) {
             None if a.prefers(call) => return Ok(a),
             None => {

@@ -40,6 +40,9 @@ pub(crate) enum Step {
     Barrier { always: bool },
     /// A team sync (NVSHMEM's), with `always` as for [`Step::Barrier`].
     Sync { always: bool },
+    /// `nvshmemx_quiet_on_stream`: every put this PE issued before it is complete at its
+    /// target before work after it runs (a one-PE barrier's whole work).
+    Quiet,
     /// `nvshmemx_getmem_on_stream`: `bytes` of `src` on world PE `pe` into `dst` here.
     Get {
         dst: u64,
@@ -183,6 +186,11 @@ impl Queue for Device<'_> {
             Step::Sync { .. } => {
                 // SAFETY: as above.
                 unsafe { nv.sync(Some(team), cu) }
+            }
+            Step::Quiet => {
+                // SAFETY: as above.
+                unsafe { nv.quiet(cu) };
+                Ok(())
             }
             Step::Get {
                 dst,

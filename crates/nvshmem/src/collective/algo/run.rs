@@ -56,7 +56,10 @@ pub(crate) fn run(
 /// kernel lookup.
 pub(crate) struct Planned {
     name: &'static str,
-    /// The plan's steps; empty for a call with nothing to move.
+    /// Whether the call has nothing to move (no elements): nothing is noted or queued.
+    empty: bool,
+    /// The plan's steps; empty for an empty call, and for a plan with nothing to queue (a
+    /// one-PE call in place), which still notes its uses.
     steps: Vec<Step>,
     /// The plan's one kernel of this crate, resolved, when that is the whole plan.
     kernel: Option<(cudarc::driver::sys::CUfunction, crate::kernels::NvrLaunch)>,
@@ -80,6 +83,7 @@ pub(crate) fn prepare(team: &Team, mut call: Call, arrays: &[&Arc<Alloc>]) -> Re
     let alg = choose(&call, rt.collectives().forced(call.coll))?;
     let mut planned = Planned {
         name: call.name,
+        empty: call.is_empty(),
         steps: Vec::new(),
         kernel: None,
         arrays: arrays.iter().map(|a| Arc::clone(a)).collect(),
@@ -110,7 +114,7 @@ impl Planned {
     pub(crate) fn start(&self, team: &Team, stream: &Arc<CudaStream>) -> Result<()> {
         let rt = team.runtime();
         let q = rt.enqueue(self.name, stream)?;
-        if self.steps.is_empty() {
+        if self.empty {
             return Ok(());
         }
         q.uses(team.inner())?;

@@ -549,7 +549,7 @@ fn forced_algorithms_parse_and_unknown_names_are_refused() {
     let e = state.set(Collective::Gather, Some("nvshmem")).unwrap_err();
     assert_eq!(
         e,
-        "gather has no algorithm \"nvshmem\"; it has auto, nvlink_ll, nvlink_ce, nvlink_direct, rooted_get, peer_copy"
+        "gather has no algorithm \"nvshmem\"; it has auto, local, nvlink_ll, nvlink_ce, nvlink_direct, rooted_get, peer_copy"
     );
     assert!(parse_forced("all_reduce").is_err());
     assert!(parse_forced("everything=nvshmem")
@@ -1172,5 +1172,215 @@ fn launches_fit_the_blocks_every_member_keeps_resident() {
             }
         }
         assert!(grids.windows(2).all(|w| w[0] == w[1]), "{grids:?}");
+    }
+}
+
+/// What a one-PE call must queue (`local`): the copy of its bytes out of place, nothing in
+/// place; the scaling kernel for premul_sum (scale other than 1) and for every fp8 reduction;
+/// the quiet for a barrier; nothing for a sync.
+fn one_pe_expected(c: &Call) -> Vec<Step> {
+    let fp8 = matches!(c.dtype, DataType::F8E4M3 | DataType::F8E5M2);
+    let scale = match c.op {
+        ReduceOp::PreMulSum(s) if c.coll.reduces() && (s != 1.0 || fp8) => Some(s),
+        _ if c.coll.reduces() && fp8 => Some(1.0),
+        _ => None,
+    };
+    match (c.coll, scale) {
+        (Collective::Barrier, _) => vec![Step::Quiet],
+        (Collective::Sync, _) => vec![],
+        (_, Some(factor)) => vec![Step::Kernel(Launch::Map {
+            dtype: c.dtype,
+            divide: false,
+            src: c.src.ptr,
+            dst: c.dst.ptr,
+            len: c.count,
+            factor,
+        })],
+        _ if c.in_place => vec![],
+        _ => vec![Step::Copy {
+            dst: c.dst.ptr,
+            src: c.src.ptr,
+            bytes: c.count * c.dtype.size(),
+        }],
+    }
+}
+
+#[test]
+fn one_pe_calls_cost_one_copy_or_nothing() {
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::And,
+        ReduceOp::Or,
+        ReduceOp::Xor,
+        ReduceOp::Avg,
+        ReduceOp::PreMulSum(2.0),
+        ReduceOp::PreMulSum(1.0),
+        ReduceOp::PreMulSum(-0.5),
+    ];
+    let mut planned = 0;
+    for mapped in [false, true] {
+        let t = team(1, 0, mapped);
+        for coll in Collective::ALL {
+            let counts: &[usize] = match coll.geometry() {
+                Geometry::None => &[0],
+                _ => &[1, 1000, 3 << 19, 64 << 20],
+            };
+            for &dtype in DataType::ALL {
+                for op in ops {
+                    if coll.reduces() && op.check_for("t", dtype).is_err() {
+                        continue;
+                    }
+                    if !coll.reduces() && op != ReduceOp::Sum {
+                        continue; // the operator is unused
+                    }
+                    for &count in counts {
+                        for in_place in [false, true] {
+                            if in_place && !coll.geometry().has_in_place() {
+                                continue;
+                            }
+                            for channel in [false, true] {
+                                let mut c = call(&t, coll, dtype, op, count, in_place, 0);
+                                if channel && mapped {
+                                    c = with_channel(c);
+                                }
+                                let what = format!(
+                                    "{coll} {dtype} {op} count {count} in place {in_place} \
+                                     mapped {mapped} channel {channel}"
+                                );
+                                let (name, steps) = plan(&c);
+                                assert_eq!(name, "local", "{what}");
+                                assert_eq!(local::Local.scratch(&c), 0, "{what}");
+                                assert_eq!(steps, one_pe_expected(&c), "{what}");
+                                if in_place {
+                                    assert_eq!(c.src.ptr, c.dst.ptr, "{what}");
+                                }
+                                // Queued as planned, an empty plan included.
+                                let mut rec = Recorder::default();
+                                execute(&steps, &mut rec).unwrap();
+                                assert_eq!(rec.queued, steps, "{what}");
+                                planned += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(planned > 2000, "{planned}");
+}
+
+#[test]
+fn every_registry_tries_local_first_and_local_takes_no_other_team() {
+    for coll in Collective::ALL {
+        assert_eq!(registry(coll)[0].name(), "local", "{coll}");
+        assert_eq!(coll.algorithms()[0], "local", "{coll}");
+    }
+    for n in [2, 3, 8] {
+        assert!(!local::Local.takes_team_of(n));
+        for mapped in [false, true] {
+            let t = team(n, n - 1, mapped);
+            for coll in Collective::ALL {
+                let count = if coll.geometry() == Geometry::None {
+                    0
+                } else {
+                    16
+                };
+                for in_place in [false, true] {
+                    let c = call(&t, coll, DataType::F32, ReduceOp::Sum, count, in_place, 0);
+                    let why = format!("it runs teams of one PE; this team has {n}");
+                    assert_eq!(local::Local.refuses(&c), Some(why.clone()), "{coll}");
+                    for c in [c.clone(), with_channel(c)] {
+                        if let Ok(a) = choose(&c, None) {
+                            assert_ne!(a.name(), "local", "{coll} n {n}");
+                        }
+                        match choose(&c, Some(&local::Local)) {
+                            Err(Error::AlgorithmRefused {
+                                algorithm: "local",
+                                reason,
+                                ..
+                            }) => assert_eq!(reason, why),
+                            other => panic!("{coll} n {n}: {other:?}"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // A multi-PE call no algorithm accepts names the others' reasons, not local's.
+    let t = team(2, 0, false);
+    let c = call(
+        &t,
+        Collective::Gather,
+        DataType::F32,
+        ReduceOp::Sum,
+        4,
+        false,
+        0,
+    );
+    let e = choose(&c, Some(&nvshmem::Native)).unwrap_err().to_string();
+    assert!(e.contains("NVSHMEM has no gather"), "{e}");
+}
+
+/// Another algorithm can still be forced on a one-PE team, so that the benchmark compares
+/// `local` with NVSHMEM's path and this crate's kernels on one GPU.
+#[test]
+fn other_algorithms_can_still_be_forced_on_one_pe() {
+    let t = team(1, 0, true);
+    let c = with_channel(call(
+        &t,
+        Collective::AllReduce,
+        DataType::F32,
+        ReduceOp::Sum,
+        2,
+        false,
+        0,
+    ));
+    assert_eq!(plan(&c).0, "local");
+    let forced = Forced::default();
+    forced
+        .apply("all_reduce=nvshmem,barrier=nvshmem,broadcast=nvlink_ce")
+        .unwrap();
+    let a = choose(&c, forced.get(Collective::AllReduce)).unwrap();
+    assert_eq!(a.name(), "nvshmem");
+    let mut steps = Vec::new();
+    a.plan(&c, &mut steps);
+    assert_eq!(
+        steps,
+        [all_reduce(DST, SRC, DataType::F32, ReduceOp::Sum, 2)]
+    );
+    let b = call(
+        &t,
+        Collective::Barrier,
+        DataType::U8,
+        ReduceOp::Sum,
+        0,
+        false,
+        0,
+    );
+    let a = choose(&b, forced.get(Collective::Barrier)).unwrap();
+    let mut steps = Vec::new();
+    a.plan(&b, &mut steps);
+    assert_eq!(steps, [Step::Barrier { always: false }]);
+    for (coll, name) in [
+        (Collective::AllReduce, "nvlink_ll"),
+        (Collective::AllReduce, "nvlink_direct"),
+        (Collective::Broadcast, "nvlink_ce"),
+        (Collective::Barrier, "nvlink"),
+    ] {
+        let a = registry(coll).iter().find(|a| a.name() == name).unwrap();
+        let count = if coll == Collective::Barrier { 0 } else { 2 };
+        let c = with_channel(call(
+            &t,
+            coll,
+            DataType::F32,
+            ReduceOp::Sum,
+            count,
+            false,
+            0,
+        ));
+        assert_eq!(choose(&c, Some(*a)).unwrap().name(), name);
     }
 }
