@@ -11,10 +11,10 @@
 mod common;
 
 use anyhow::{bail, ensure, Context as _};
-use common::Checks;
+use common::{mix, poison, refused, Checks, Layout};
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use nvshmem::{
-    collective::Collective, element::Element, ElementKind, Error, ReduceOp, Runtime, SymArray, Team,
+    collective::Collective, element::Element, ElementKind, ReduceOp, Runtime, SymArray, Team,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,17 +39,33 @@ fn gpu_scale() {
     let stream = rt.stream().clone();
 
     c.run("broadcast_of_1mib_from_pe_0_repeated", || {
-        repeated::<f32>(&rt, &world, &stream, Coll::Broadcast, (1 << 20) / 4, 0, 10)
+        repeated::<f32>(
+            &rt,
+            &world,
+            &stream,
+            Collective::Broadcast,
+            (1 << 20) / 4,
+            0,
+            10,
+        )
     });
     c.run("all_reduce_of_4mib_repeated", || {
-        repeated::<f32>(&rt, &world, &stream, Coll::AllReduce, (4 << 20) / 4, 0, 5)
+        repeated::<f32>(
+            &rt,
+            &world,
+            &stream,
+            Collective::AllReduce,
+            (4 << 20) / 4,
+            0,
+            5,
+        )
     });
     c.run("broadcasts_of_64mib_bf16_and_f64", || {
         repeated::<half::bf16>(
             &rt,
             &world,
             &stream,
-            Coll::Broadcast,
+            Collective::Broadcast,
             (64 << 20) / 2,
             n - 1,
             3,
@@ -58,7 +74,7 @@ fn gpu_scale() {
             &rt,
             &world,
             &stream,
-            Coll::Broadcast,
+            Collective::Broadcast,
             (64 << 20) / 8,
             n - 1,
             3,
@@ -87,60 +103,6 @@ fn gpu_scale() {
 
 // ---- inputs, expectations, one checked call ----------------------------------------------
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Coll {
-    AllReduce,
-    Reduce,
-    Broadcast,
-    Fcollect,
-    Alltoall,
-    ReduceScatter,
-    Gather,
-    Scatter,
-}
-
-const COLLS: [Coll; 8] = [
-    Coll::AllReduce,
-    Coll::Reduce,
-    Coll::Broadcast,
-    Coll::Fcollect,
-    Coll::Alltoall,
-    Coll::ReduceScatter,
-    Coll::Gather,
-    Coll::Scatter,
-];
-
-impl Coll {
-    fn lib(self) -> Collective {
-        match self {
-            Coll::AllReduce => Collective::AllReduce,
-            Coll::Reduce => Collective::Reduce,
-            Coll::Broadcast => Collective::Broadcast,
-            Coll::Fcollect => Collective::Fcollect,
-            Coll::Alltoall => Collective::Alltoall,
-            Coll::ReduceScatter => Collective::ReduceScatter,
-            Coll::Gather => Collective::Gather,
-            Coll::Scatter => Collective::Scatter,
-        }
-    }
-
-    /// (input, output) elements of one member out of place, for `m` elements a part.
-    fn lens(self, n: usize, m: usize) -> (usize, usize) {
-        match self {
-            Coll::AllReduce | Coll::Reduce | Coll::Broadcast => (m, m),
-            Coll::Fcollect | Coll::Gather => (m, n * m),
-            Coll::Alltoall => (n * m, n * m),
-            Coll::ReduceScatter | Coll::Scatter => (n * m, m),
-        }
-    }
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Element `i` of team member `k`'s input in case `key`: small whole numbers, exact in every
 /// type and in sums over 8 PEs (bf16 included).
 fn input<T: Element>(key: u64, k: usize, i: usize) -> T {
@@ -153,18 +115,10 @@ fn input<T: Element>(key: u64, k: usize, i: usize) -> T {
     T::from_f64(v)
 }
 
-fn poison<T: Element>() -> T {
-    T::from_f64(if T::KIND == ElementKind::Unsigned {
-        99.0
-    } else {
-        -99.0
-    })
-}
-
 /// One call: the collective, its layout and its inputs' key.
 #[derive(Clone, Copy, Debug)]
 struct Case {
-    coll: Coll,
+    coll: Collective,
     /// Elements of one part (`Call::count`).
     m: usize,
     in_place: bool,
@@ -177,13 +131,19 @@ struct Case {
 }
 
 impl Case {
-    fn out_len(&self, n: usize) -> usize {
-        let (s, d) = self.coll.lens(n, self.m);
-        if self.in_place {
-            s.max(d)
-        } else {
-            d
+    /// Its buffers and result in a team of `n`.
+    fn layout(&self, n: usize) -> Layout {
+        Layout {
+            coll: self.coll,
+            n,
+            m: self.m,
+            in_place: self.in_place,
+            root: self.root,
         }
+    }
+
+    fn out_len(&self, n: usize) -> usize {
+        self.layout(n).out_len()
     }
 }
 
@@ -205,15 +165,13 @@ fn one<T: Element>(
         return Ok(());
     };
     let (n, r) = (team.n_pes(), team.my_pe());
-    let (src_len, dst_len) = case.coll.lens(n, case.m);
-    let out_len = case.out_len(n);
+    let layout = case.layout(n);
+    let (src_len, _) = layout.lens();
+    let out_len = layout.out_len();
     let own: Vec<T> = (0..src_len).map(|i| input(case.key, r, i)).collect();
     let mut before = vec![poison::<T>(); out_len];
     if case.in_place {
-        let at = match case.coll {
-            Coll::Fcollect | Coll::Gather => r * case.m,
-            _ => 0,
-        };
+        let at = layout.input_at(r);
         before[at..at + src_len].copy_from_slice(&own);
     } else {
         s.memcpy_htod(
@@ -247,7 +205,7 @@ fn one<T: Element>(
     // A kernel that stopped waiting (timeout, abort) says so here, before its results are
     // judged: they are undefined then, and the error names the cause.
     rt.async_error()?;
-    check(&case, n, r, &own, &before, &got, dst_len)?;
+    check(&case, n, r, &before, &got)?;
     ensure!(
         case.in_place || bits(&src_after) == bits(&own),
         "the input was changed"
@@ -259,7 +217,7 @@ fn bits<T: Element>(v: &[T]) -> &[u8] {
     bytemuck::cast_slice(v)
 }
 
-/// Queues the call of `case`.
+/// Queues the call of `case`, in views of `src` and `dst` at its offsets.
 fn call<T: Element>(
     team: &Team,
     src: &SymArray<T>,
@@ -268,67 +226,34 @@ fn call<T: Element>(
     n: usize,
     s: &Arc<CudaStream>,
 ) -> anyhow::Result<()> {
-    let (src_len, _) = case.coll.lens(n, case.m);
-    let out_len = case.out_len(n);
+    let layout = case.layout(n);
+    let (src_len, _) = layout.lens();
     let sv = src.view(case.src_at..case.src_at + src_len)?;
-    let mut dv = dst.view_mut(case.dst_at..case.dst_at + out_len)?;
-    let (root, op) = (case.root, ReduceOp::Sum);
-    match (case.coll, case.in_place) {
-        (Coll::AllReduce, false) => team.all_reduce(&sv, &mut dv, op, s)?,
-        (Coll::AllReduce, true) => team.all_reduce_in_place(&mut dv, op, s)?,
-        (Coll::Reduce, false) => team.reduce(root, &sv, &mut dv, op, s)?,
-        (Coll::Reduce, true) => team.reduce_in_place(root, &mut dv, op, s)?,
-        (Coll::Broadcast, false) => team.broadcast(root, &sv, &mut dv, s)?,
-        (Coll::Broadcast, true) => team.broadcast_in_place(root, &mut dv, s)?,
-        (Coll::Fcollect, false) => team.fcollect(&sv, &mut dv, s)?,
-        (Coll::Fcollect, true) => team.fcollect_in_place(&mut dv, s)?,
-        (Coll::Alltoall, _) => team.alltoall(&sv, &mut dv, s)?,
-        (Coll::ReduceScatter, false) => team.reduce_scatter(&sv, &mut dv, op, s)?,
-        (Coll::ReduceScatter, true) => team.reduce_scatter_in_place(&mut dv, op, s)?,
-        (Coll::Gather, false) => team.gather(root, &sv, &mut dv, s)?,
-        (Coll::Gather, true) => team.gather_in_place(root, &mut dv, s)?,
-        (Coll::Scatter, false) => team.scatter(root, &sv, &mut dv, s)?,
-        (Coll::Scatter, true) => team.scatter_in_place(root, &mut dv, s)?,
-    }
+    let mut dv = dst.view_mut(case.dst_at..case.dst_at + layout.out_len())?;
+    let (coll, in_place, root) = (case.coll, case.in_place, case.root);
+    common::call(team, coll, in_place, root, ReduceOp::Sum, &sv, &mut dv, s)?;
     Ok(())
 }
 
-/// What member `r` of `n` must read back after `case` (sums of whole numbers: exact).
+/// What member `r` of `n` must read back after `case` (sums of whole numbers: exact), with
+/// `before` the output buffer as written before the call.
 fn check<T: Element>(
     case: &Case,
     n: usize,
     r: usize,
-    own: &[T],
     before: &[T],
     got: &[T],
-    _dst_len: usize,
 ) -> anyhow::Result<()> {
-    let (m, root, key) = (case.m, case.root, case.key);
-    let f = |k: usize, i: usize| input::<T>(key, k, i).to_f64();
-    let _ = own;
-    if matches!(case.coll, Coll::Reduce | Coll::Gather) && r != root {
+    let layout = case.layout(n);
+    let f = |k: usize, i: usize| input::<T>(case.key, k, i).to_f64();
+    if layout.root_only(r) {
         ensure!(bits(got) == bits(before), "a non-root output was written");
         return Ok(());
     }
-    let at = match case.coll {
-        Coll::ReduceScatter | Coll::Scatter if case.in_place => r * m,
-        _ => 0,
-    };
-    let len = match case.coll {
-        Coll::Fcollect | Coll::Gather | Coll::Alltoall => n * m,
-        _ => m,
-    };
-    let sum = |i: usize| (0..n).map(|k| f(k, i)).sum::<f64>();
-    let want = |i: usize| -> f64 {
-        match case.coll {
-            Coll::AllReduce | Coll::Reduce => sum(i),
-            Coll::Broadcast => f(root, i),
-            Coll::Fcollect | Coll::Gather => f(i / m, i % m),
-            Coll::Alltoall => f(i / m, r * m + i % m),
-            Coll::ReduceScatter => (0..n).map(|k| f(k, r * m + i)).sum(),
-            Coll::Scatter => f(root, r * m + i),
-        }
-    };
+    let result = layout.result(r);
+    let (at, len) = (result.start, result.len());
+    let sum = |val: &dyn Fn(usize) -> f64| (0..n).map(val).sum::<f64>();
+    let want = |i: usize| layout.expected(r, i, f, sum);
     for i in 0..len {
         let (g, w) = (got[at + i].to_f64(), T::from_f64(want(i)).to_f64());
         if g != w {
@@ -348,14 +273,6 @@ fn check<T: Element>(
     Ok(())
 }
 
-/// Whether `e` is a forced algorithm's refusal (the same on every PE).
-fn refused(e: &anyhow::Error) -> bool {
-    matches!(
-        e.downcast_ref::<Error>(),
-        Some(Error::AlgorithmRefused { .. })
-    )
-}
-
 /// Runs `case` with `algo` forced (or the automatic choice), counting a refusal as skipped.
 #[allow(clippy::too_many_arguments)]
 fn forced<T: Element>(
@@ -368,12 +285,11 @@ fn forced<T: Element>(
     s: &Arc<CudaStream>,
     tally: &mut Tally,
 ) {
-    let lib = case.coll.lib();
     let done = rt
-        .set_algorithm(lib, algo)
+        .set_algorithm(case.coll, algo)
         .map_err(anyhow::Error::from)
         .and_then(|()| one(rt, team, src, dst, case, s));
-    let _ = rt.set_algorithm(lib, None);
+    let _ = rt.set_algorithm(case.coll, None);
     match done {
         Ok(()) => tally.passed += 1,
         Err(e) if refused(&e) => tally.refused += 1,
@@ -423,9 +339,9 @@ impl Tally {
 }
 
 /// The algorithms to force for `coll`: the automatic choice, then each of its registry.
-fn algorithms(coll: Coll) -> Vec<Option<&'static str>> {
+fn algorithms(coll: Collective) -> Vec<Option<&'static str>> {
     std::iter::once(None)
-        .chain(coll.lib().algorithms().into_iter().map(Some))
+        .chain(coll.algorithms().into_iter().map(Some))
         .collect()
 }
 
@@ -436,13 +352,13 @@ fn repeated<T: Element>(
     rt: &Runtime,
     world: &Team,
     s: &Arc<CudaStream>,
-    coll: Coll,
+    coll: Collective,
     m: usize,
     root: usize,
     rounds: u64,
 ) -> anyhow::Result<()> {
     let n = rt.n_pes();
-    let (sl, dl) = coll.lens(n, m);
+    let (sl, dl) = coll.geometry().lengths(m, n);
     let mut src = rt.alloc_zeroed::<T>(sl)?;
     let mut dst = rt.alloc_zeroed::<T>(dl)?;
     for round in 0..rounds {
@@ -479,8 +395,8 @@ fn in_place_layouts(
     let mut dst = rt.alloc_zeroed::<i32>(longest)?;
     let mut tally = Tally::default();
     for (ti, team) in [Some(world), listed.as_ref()].into_iter().enumerate() {
-        for (ci, coll) in COLLS.into_iter().enumerate() {
-            if coll == Coll::Alltoall {
+        for (ci, coll) in common::data_collectives().into_iter().enumerate() {
+            if !coll.geometry().has_in_place() {
                 continue;
             }
             for algo in algorithms(coll) {
@@ -524,11 +440,11 @@ fn unaligned(rt: &Runtime, world: &Team, s: &Arc<CudaStream>, seed: u64) -> anyh
         let longest = n * counts[2] + 16;
         let mut src = rt.alloc_zeroed::<T>(longest)?;
         let mut dst = rt.alloc_zeroed::<T>(longest)?;
-        for (ci, coll) in COLLS.into_iter().enumerate() {
+        for (ci, coll) in common::data_collectives().into_iter().enumerate() {
             for algo in algorithms(coll) {
                 for (k, &m) in counts.iter().enumerate() {
                     for (l, &(src_at, dst_at, in_place)) in layouts.iter().enumerate() {
-                        if in_place && coll == Coll::Alltoall {
+                        if in_place && !coll.geometry().has_in_place() {
                             continue;
                         }
                         let case = Case {
@@ -571,7 +487,7 @@ fn graphs(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
     let mut dst = rt.alloc_zeroed::<f32>(n * counts[2])?;
     let mut replays = 0;
     for (tname, team) in &teams {
-        for (ci, coll) in COLLS.into_iter().enumerate() {
+        for (ci, coll) in common::data_collectives().into_iter().enumerate() {
             for (k, &m) in counts.iter().enumerate() {
                 let case = |key: u64| Case {
                     coll,
@@ -599,11 +515,10 @@ fn graphs(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
                     // Inputs and poison as `one` writes them, then the graph instead of a call.
                     let c = case(key);
                     let (tn, r) = team.map_or((0, 0), |t| (t.n_pes(), t.my_pe()));
-                    let mut own = Vec::new();
                     let mut before = Vec::new();
                     if team.is_some() {
-                        let (sl, _) = coll.lens(tn, m);
-                        own = (0..sl).map(|i| input::<f32>(key, r, i)).collect();
+                        let (sl, _) = c.layout(tn).lens();
+                        let own: Vec<f32> = (0..sl).map(|i| input(key, r, i)).collect();
                         before = vec![poison::<f32>(); c.out_len(tn)];
                         s.memcpy_htod(own.as_slice(), &mut src.view_mut(..sl)?)?;
                         s.memcpy_htod(before.as_slice(), &mut dst.view_mut(..c.out_len(tn))?)?;
@@ -621,8 +536,7 @@ fn graphs(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
                         let mut host = vec![0f32; c.out_len(tn)];
                         s.memcpy_dtoh(&got, host.as_mut_slice())?;
                         s.synchronize()?;
-                        let (_, dl) = coll.lens(tn, m);
-                        check(&c, tn, r, &own, &before, &host, dl).with_context(|| {
+                        check(&c, tn, r, &before, &host).with_context(|| {
                             format!("{tname} {coll:?} x{m}: graph replayed {times} times")
                         })?;
                         replays += times;
@@ -741,12 +655,12 @@ extern "C" __global__ void fill(unsigned long long ns) {
     )? as u32;
     let side = ctx.new_stream()?;
     let s = rt.context().new_stream()?;
-    let sizes: [(Coll, usize); 5] = [
-        (Coll::AllReduce, 1001),
-        (Coll::AllReduce, (4 << 20) / 4),
-        (Coll::Broadcast, (1 << 20) / 4),
-        (Coll::Fcollect, 70001),
-        (Coll::ReduceScatter, 70001),
+    let sizes: [(Collective, usize); 5] = [
+        (Collective::AllReduce, 1001),
+        (Collective::AllReduce, (4 << 20) / 4),
+        (Collective::Broadcast, (1 << 20) / 4),
+        (Collective::Fcollect, 70001),
+        (Collective::ReduceScatter, 70001),
     ];
     let longest = n * (4 << 20) / 4;
     let mut a = rt.alloc_zeroed::<f32>(longest)?;
@@ -765,7 +679,7 @@ extern "C" __global__ void fill(unsigned long long ns) {
             // The filler goes in right after the barrier that opens the case, so the
             // collective is queued while it holds the SMs: `one`'s steps, with the filler
             // between its first barrier and the call.
-            let (sl, _) = coll.lens(n, m);
+            let (sl, _) = case.layout(n).lens();
             let own: Vec<f32> = (0..sl).map(|i| input(case.key, me, i)).collect();
             let before = vec![poison::<f32>(); case.out_len(n)];
             s.memcpy_htod(own.as_slice(), &mut a.view_mut(..sl)?)?;
@@ -798,11 +712,10 @@ extern "C" __global__ void fill(unsigned long long ns) {
             synced.with_context(|| {
                 format!("{coll:?} x{m} beside the filler (round {round}): after {took:?}")
             })?;
-            let (_, dl) = coll.lens(n, m);
             rt.async_error().with_context(|| {
                 format!("{coll:?} x{m} beside the filler (round {round}, {took:?})")
             })?;
-            check(&case, n, me, &own, &before, &got, dl).with_context(|| {
+            check(&case, n, me, &before, &got).with_context(|| {
                 format!("{coll:?} x{m} beside the filler (round {round}, {took:?})")
             })?;
         }
