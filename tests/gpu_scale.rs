@@ -4,7 +4,7 @@
 //! branch; NVSHMEM's in-place layouts); CUDA graphs replayed at sizes that take each path;
 //! collectives queued beside a kernel that fills the GPU; several split teams at once; the
 //! broadcasts and all-reduces that went wrong or waited until the timeout when the PEs' kernels
-//! could not all be resident. Run by `scripts/gpu-check.sh`'s `scale` suite at each PE count,
+//! could not all be resident; the NVLink kernels across their channels' epoch wrap. Run by `scripts/gpu-check.sh`'s `scale` suite at each PE count,
 //! on separate GPUs or with several PEs on one GPU under CUDA MPS.
 //!
 //! Every check is collective: every PE runs every check, in the same order, whatever failed.
@@ -94,6 +94,9 @@ fn gpu_scale() {
     });
     c.run("collectives_beside_a_kernel_that_fills_the_gpu", || {
         beside_filler(&rt, &world, seed)
+    });
+    c.run("channel_epochs_across_the_wrap", || {
+        epoch_wrap(&rt, &world, seed)
     });
 
     drop((world, stream, rt));
@@ -721,4 +724,211 @@ extern "C" __global__ void fill(unsigned long long ns) {
         }
     }
     Ok(())
+}
+
+/// The last live epoch of a channel block (`NVR_EPOCH_LAST`, `kernels/PROTOCOL.md`, "Epochs").
+const EPOCH_LAST: u32 = 0xFFFF_FFFE;
+
+/// The NVLink kernels across their epoch wrap (`kernels/PROTOCOL.md`, "Epochs": live epochs are
+/// 1 ..= `EPOCH_LAST`, 0 and 0xFFFFFFFF are skipped, so consecutive runs alternate parity
+/// across the wrap too), which in use comes only after 2^32 - 2 runs of one block. The
+/// channels of the world team and of the world listed in reverse (team index != world PE) are
+/// set as if every block had just run epoch `EPOCH_LAST - 3 k` (round k: 0 to 5, so both
+/// parities, the first call of round 0 running epoch 1); then 40 calls of every collective
+/// with `nvlink_ll` and `nvlink_direct` forced, the automatic choice, barriers and syncs, on
+/// both teams at random (the same on every PE), are queued back to back with nothing between
+/// them, and every result is checked once they are done.
+fn epoch_wrap(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
+    const ROUNDS: u32 = 6;
+    const CALLS: u64 = 40;
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    if !world.has_nvlink_kernels() {
+        if me == 0 {
+            println!(
+                "epoch wrap: the world team has no NVLink kernels (no channel): nothing wraps"
+            );
+        }
+        return Ok(());
+    }
+    let reversed: Vec<usize> = (0..n).rev().collect();
+    let listed = world
+        .from_pes(&reversed)?
+        .context("every PE is in the reversed list")?;
+    // Both have channels unless every channel is taken (then the listed team runs NVSHMEM's
+    // algorithms, and only the world's channel wraps).
+    let teams: Vec<&Team> = [world, &listed]
+        .into_iter()
+        .filter(|t| t.has_nvlink_kernels())
+        .collect();
+    let s = rt.context().new_stream()?;
+    // Before and after the setting: every PE done with the channels, then every PE's setting
+    // done, by NVSHMEM's own barrier, which does not use them.
+    let fence = || -> anyhow::Result<()> {
+        s.synchronize()?;
+        rt.set_algorithm(Collective::Barrier, Some("nvshmem"))?;
+        let done = rt.barrier_all(&s);
+        rt.set_algorithm(Collective::Barrier, None)?;
+        done?;
+        s.synchronize()?;
+        Ok(())
+    };
+    let colls = common::data_collectives();
+    let mut tally = Tally::default();
+    // Calls queued by forced nvlink_ll, forced nvlink_direct, the automatic choice, and
+    // barriers or syncs.
+    let mut kinds = [0usize; 4];
+    for round in 0..ROUNDS {
+        let start = EPOCH_LAST - 3 * round;
+        fence()?;
+        for &t in &teams {
+            ensure!(
+                t.set_channel_epoch_for_tests(start, &s)?,
+                "a team with NVLink kernels has no channel"
+            );
+        }
+        fence()?;
+        // The calls: (team, case or a barrier/sync, forced algorithm), the same on every PE.
+        let mut plan = Vec::new();
+        let (mut src_len, mut dst_len) = (0usize, 0usize);
+        for i in 0..CALLS {
+            let r = mix(seed ^ (u64::from(round) << 32) ^ i ^ 0xe90c);
+            let ti = usize::from(r.is_multiple_of(4)).min(teams.len() - 1);
+            let kind = (r >> 8) % 10;
+            if kind < 2 {
+                let coll = [Collective::Barrier, Collective::Sync][kind as usize];
+                plan.push((ti, coll, None, None));
+                continue;
+            }
+            let coll = colls[((r >> 16) % colls.len() as u64) as usize];
+            let (algo, m) = match kind {
+                2..=5 => (Some("nvlink_ll"), 1 + (r >> 24) % 1500),
+                6 | 7 => (Some("nvlink_direct"), 20_000 + (r >> 24) % 50_001),
+                _ => (None, 1 + (r >> 24) % 70_000),
+            };
+            let algo = algo.filter(|a| coll.algorithms().contains(a));
+            let case = Case {
+                coll,
+                m: m as usize,
+                in_place: coll.geometry().has_in_place() && (r >> 44).is_multiple_of(3),
+                root: ((r >> 48) as usize) % n,
+                // Each call its own part of the arrays, 16-byte aligned.
+                src_at: src_len,
+                dst_at: dst_len,
+                key: mix(r),
+            };
+            let layout = case.layout(n);
+            src_len += layout.lens().0.next_multiple_of(4);
+            dst_len += layout.out_len().next_multiple_of(4);
+            plan.push((ti, coll, Some(case), algo));
+        }
+        let mut src = rt.alloc_zeroed::<f32>(src_len.max(1))?;
+        let mut dst = rt.alloc_zeroed::<f32>(dst_len.max(1))?;
+        // Inputs and poison as `one` writes them, for every call, then one barrier.
+        let mut befores = Vec::new();
+        for &(ti, _, case, _) in &plan {
+            let Some(case) = case else {
+                befores.push(Vec::new());
+                continue;
+            };
+            let r = teams[ti].my_pe();
+            let layout = case.layout(n);
+            let (sl, _) = layout.lens();
+            let own: Vec<f32> = (0..sl).map(|i| input(case.key, r, i)).collect();
+            let mut before = vec![poison::<f32>(); layout.out_len()];
+            if case.in_place {
+                let at = layout.input_at(r);
+                before[at..at + sl].copy_from_slice(&own);
+            } else {
+                s.memcpy_htod(
+                    own.as_slice(),
+                    &mut src.view_mut(case.src_at..case.src_at + sl)?,
+                )?;
+            }
+            s.memcpy_htod(
+                before.as_slice(),
+                &mut dst.view_mut(case.dst_at..case.dst_at + before.len())?,
+            )?;
+            befores.push(before);
+        }
+        rt.barrier_all(&s)?;
+        // Back to back.
+        let mut queued = Vec::new();
+        for &(ti, coll, case, algo) in &plan {
+            let team = teams[ti];
+            let Some(case) = case else {
+                common::call::<f32>(team, coll, false, 0, ReduceOp::Sum, &src, &mut dst, &s)?;
+                kinds[3] += 1;
+                queued.push(Ok(()));
+                continue;
+            };
+            rt.set_algorithm(coll, algo)?;
+            let done = call(team, &src, &mut dst, case, n, &s);
+            rt.set_algorithm(coll, None)?;
+            if done.is_ok() {
+                kinds[match algo {
+                    Some("nvlink_ll") => 0,
+                    Some(_) => 1,
+                    None => 2,
+                }] += 1;
+            }
+            queued.push(done);
+        }
+        let mut got = Vec::new();
+        for (k, &(_, _, case, _)) in plan.iter().enumerate() {
+            let mut back = vec![0f32; befores[k].len()];
+            if let (Some(case), Ok(())) = (case, &queued[k]) {
+                s.memcpy_dtoh(
+                    &dst.view(case.dst_at..case.dst_at + back.len())?,
+                    back.as_mut_slice(),
+                )?;
+            }
+            got.push(back);
+        }
+        rt.barrier_all(&s)?;
+        s.synchronize()?;
+        rt.async_error()
+            .with_context(|| format!("round {round}, from epoch {start:#x}"))?;
+        for (k, (&(ti, _, case, algo), done)) in plan.iter().zip(queued).enumerate() {
+            let Some(case) = case else { continue };
+            let r = teams[ti].my_pe();
+            let checked = done
+                .and_then(|()| check(&case, n, r, &befores[k], &got[k]))
+                .with_context(|| format!("round {round} (from epoch {start:#x}), call {k}"));
+            match checked {
+                Ok(()) => tally.passed += 1,
+                Err(e) if refused(&e) => tally.refused += 1,
+                Err(e) => {
+                    tally.failed += 1;
+                    if tally.first.len() < 8 {
+                        tally.first.push(format!(
+                            "{:?} x{} {}on team {ti} ({}): {e:#}",
+                            case.coll,
+                            case.m,
+                            if case.in_place { "in place " } else { "" },
+                            algo.unwrap_or("auto")
+                        ));
+                    }
+                }
+            }
+        }
+        drop((src, dst));
+    }
+    fence()?;
+    let used = teams.len();
+    drop(teams);
+    // Destroyed collectively, on every PE.
+    drop(listed);
+    if me == 0 {
+        println!(
+            "epoch wrap: {ROUNDS} rounds of {CALLS} calls on {} teams from epochs {EPOCH_LAST:#x} - 3 k: \
+             {} queued by nvlink_ll (forced), {} by nvlink_direct (forced), {} by the automatic \
+             choice, {} barriers and syncs",
+            used,
+            kinds[0],
+            kinds[1],
+            kinds[2],
+            kinds[3]
+        );
+    }
+    tally.finish(rt, "epoch wrap")
 }
