@@ -171,21 +171,7 @@ fn one<T: Element>(
     let layout = case.layout(n);
     let (src_len, _) = layout.lens();
     let out_len = layout.out_len();
-    let own: Vec<T> = (0..src_len).map(|i| input(case.key, r, i)).collect();
-    let mut before = vec![poison::<T>(); out_len];
-    if case.in_place {
-        let at = layout.input_at(r);
-        before[at..at + src_len].copy_from_slice(&own);
-    } else {
-        s.memcpy_htod(
-            own.as_slice(),
-            &mut src.view_mut(case.src_at..case.src_at + src_len)?,
-        )?;
-    }
-    s.memcpy_htod(
-        before.as_slice(),
-        &mut dst.view_mut(case.dst_at..case.dst_at + out_len)?,
-    )?;
+    let (own, before) = write_inputs(src, dst, case, n, r, s)?;
     rt.barrier_all(s)?;
     let called = call(team, src, dst, case, n, s);
     let mut got = vec![T::default(); out_len];
@@ -214,6 +200,37 @@ fn one<T: Element>(
         "the input was changed"
     );
     Ok(())
+}
+
+/// Queues on `s` the writes of member `r`'s input of `case` (in a team of `n`) and of its
+/// poisoned output (in place, the input in it); returns both as written (input, output).
+fn write_inputs<T: Element>(
+    src: &mut SymArray<T>,
+    dst: &mut SymArray<T>,
+    case: Case,
+    n: usize,
+    r: usize,
+    s: &Arc<CudaStream>,
+) -> anyhow::Result<(Vec<T>, Vec<T>)> {
+    let layout = case.layout(n);
+    let (src_len, _) = layout.lens();
+    let own: Vec<T> = (0..src_len).map(|i| input(case.key, r, i)).collect();
+    let mut before = vec![poison::<T>(); layout.out_len()];
+    if case.in_place {
+        let at = layout.input_at(r);
+        before[at..at + src_len].copy_from_slice(&own);
+    } else {
+        s.memcpy_htod(
+            own.as_slice(),
+            &mut src.view_mut(case.src_at..case.src_at + src_len)?,
+        )?;
+    }
+    // From pageable memory: CUDA has staged the data when the call returns.
+    s.memcpy_htod(
+        before.as_slice(),
+        &mut dst.view_mut(case.dst_at..case.dst_at + before.len())?,
+    )?;
+    Ok((own, before))
 }
 
 fn bits<T: Element>(v: &[T]) -> &[u8] {
@@ -293,25 +310,18 @@ fn forced<T: Element>(
         .map_err(anyhow::Error::from)
         .and_then(|()| one(rt, team, src, dst, case, s));
     let _ = rt.set_algorithm(case.coll, None);
-    match done {
-        Ok(()) => tally.passed += 1,
-        Err(e) if refused(&e) => tally.refused += 1,
-        Err(e) => {
-            tally.failed += 1;
-            if tally.first.len() < 8 {
-                tally.first.push(format!(
-                    "{} {:?} x{} {}at {}/{} ({}): {e:#}",
-                    T::NAME,
-                    case.coll,
-                    case.m,
-                    if case.in_place { "in place " } else { "" },
-                    case.src_at,
-                    case.dst_at,
-                    algo.unwrap_or("auto")
-                ));
-            }
-        }
-    }
+    tally.record(done, || {
+        format!(
+            "{} {:?} x{} {}at {}/{} ({})",
+            T::NAME,
+            case.coll,
+            case.m,
+            if case.in_place { "in place " } else { "" },
+            case.src_at,
+            case.dst_at,
+            algo.unwrap_or("auto")
+        )
+    });
 }
 
 #[derive(Default)]
@@ -323,6 +333,20 @@ struct Tally {
 }
 
 impl Tally {
+    /// Counts one case's outcome; a failure's first few are kept, named by `what`.
+    fn record(&mut self, done: anyhow::Result<()>, what: impl FnOnce() -> String) {
+        match done {
+            Ok(()) => self.passed += 1,
+            Err(e) if refused(&e) => self.refused += 1,
+            Err(e) => {
+                self.failed += 1;
+                if self.first.len() < 8 {
+                    self.first.push(format!("{}: {e:#}", what()));
+                }
+            }
+        }
+    }
+
     fn finish(self, rt: &Runtime, what: &str) -> anyhow::Result<()> {
         if rt.my_pe() == 0 {
             println!(
@@ -520,11 +544,7 @@ fn graphs(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
                     let (tn, r) = team.map_or((0, 0), |t| (t.n_pes(), t.my_pe()));
                     let mut before = Vec::new();
                     if team.is_some() {
-                        let (sl, _) = c.layout(tn).lens();
-                        let own: Vec<f32> = (0..sl).map(|i| input(key, r, i)).collect();
-                        before = vec![poison::<f32>(); c.out_len(tn)];
-                        s.memcpy_htod(own.as_slice(), &mut src.view_mut(..sl)?)?;
-                        s.memcpy_htod(before.as_slice(), &mut dst.view_mut(..c.out_len(tn))?)?;
+                        before = write_inputs(&mut src, &mut dst, c, tn, r, &s)?.1;
                     }
                     rt.barrier_all(&s)?;
                     if let Some(g) = &graph {
@@ -682,11 +702,7 @@ extern "C" __global__ void fill(unsigned long long ns) {
             // The filler goes in right after the barrier that opens the case, so the
             // collective is queued while it holds the SMs: `one`'s steps, with the filler
             // between its first barrier and the call.
-            let (sl, _) = case.layout(n).lens();
-            let own: Vec<f32> = (0..sl).map(|i| input(case.key, me, i)).collect();
-            let before = vec![poison::<f32>(); case.out_len(n)];
-            s.memcpy_htod(own.as_slice(), &mut a.view_mut(..sl)?)?;
-            s.memcpy_htod(before.as_slice(), &mut b.view_mut(..case.out_len(n))?)?;
+            let (_, before) = write_inputs(&mut a, &mut b, case, n, me, &s)?;
             rt.barrier_all(&s)?;
             s.synchronize()?;
             let t0 = Instant::now();
@@ -831,24 +847,7 @@ fn epoch_wrap(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
                 continue;
             };
             let r = teams[ti].my_pe();
-            let layout = case.layout(n);
-            let (sl, _) = layout.lens();
-            let own: Vec<f32> = (0..sl).map(|i| input(case.key, r, i)).collect();
-            let mut before = vec![poison::<f32>(); layout.out_len()];
-            if case.in_place {
-                let at = layout.input_at(r);
-                before[at..at + sl].copy_from_slice(&own);
-            } else {
-                s.memcpy_htod(
-                    own.as_slice(),
-                    &mut src.view_mut(case.src_at..case.src_at + sl)?,
-                )?;
-            }
-            s.memcpy_htod(
-                before.as_slice(),
-                &mut dst.view_mut(case.dst_at..case.dst_at + before.len())?,
-            )?;
-            befores.push(before);
+            befores.push(write_inputs(&mut src, &mut dst, case, n, r, &s)?.1);
         }
         rt.barrier_all(&s)?;
         // Back to back.
@@ -894,22 +893,15 @@ fn epoch_wrap(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
             let checked = done
                 .and_then(|()| check(&case, n, r, &befores[k], &got[k]))
                 .with_context(|| format!("round {round} (from epoch {start:#x}), call {k}"));
-            match checked {
-                Ok(()) => tally.passed += 1,
-                Err(e) if refused(&e) => tally.refused += 1,
-                Err(e) => {
-                    tally.failed += 1;
-                    if tally.first.len() < 8 {
-                        tally.first.push(format!(
-                            "{:?} x{} {}on team {ti} ({}): {e:#}",
-                            case.coll,
-                            case.m,
-                            if case.in_place { "in place " } else { "" },
-                            algo.unwrap_or("auto")
-                        ));
-                    }
-                }
-            }
+            tally.record(checked, || {
+                format!(
+                    "{:?} x{} {}on team {ti} ({})",
+                    case.coll,
+                    case.m,
+                    if case.in_place { "in place " } else { "" },
+                    algo.unwrap_or("auto")
+                )
+            });
         }
         drop((src, dst));
     }
