@@ -3,9 +3,9 @@
 //! collective launch) puts its edge cells into its neighbours' ghost cells with
 //! put-with-signal, waits for theirs, smooths, and synchronises its grid, for every iteration:
 //! no host step per iteration. The result is checked against the host's, and the same
-//! iterations are timed again host-initiated, as examples/halo.rs does them (two
-//! `put_with_signal`, `quiet` and two `signal_wait_until` on the stream, then the stencil
-//! kernel), so the two can be compared.
+//! iterations are timed again host-initiated, as examples/halo.rs does them (the exchange of
+//! examples/common/halo.rs: two `put_with_signal`, `quiet` and two `signal_wait_until` on the
+//! stream, then the stencil kernel), so the two can be compared.
 //!
 //! `--device-only` skips the host-initiated run (scripts/gpu-check.sh passes it when PEs share
 //! a GPU under MPS, where timings mean nothing and NVSHMEM's on-stream waits are unchecked).
@@ -14,76 +14,36 @@
 //! scripts/run-example.sh halo_device                # one PE per GPU through nvshmem-run
 //! mpirun -np 2 target/release/examples/halo_device  # any launcher; needs NVRTC and nvJitLink
 //! ```
+#[path = "common/halo.rs"]
+mod halo;
+
 use anyhow::{ensure, Context};
 use cudarc::driver::LaunchConfig;
+use halo::CHUNK;
 use nvshmem::device::{Args, DeviceModule, DeviceSource};
 use nvshmem::prelude::*;
 
-/// Elements each PE owns.
-const CHUNK: usize = 1 << 20;
 /// Smoothing iterations.
 const ITERS: u64 = 100;
 /// Threads per block of the persistent kernel.
 const BLOCK: u32 = 256;
-/// Ghost cells and signal words: index 0 is the left side, 1 the right.
-const LEFT: usize = 0;
-const RIGHT: usize = 1;
-
-/// The initial value of global element `g` (a saw-tooth, as in examples/halo.rs).
-fn initial(g: usize) -> f32 {
-    ((g * 37) % 101) as f32 / 100.0
-}
-
-/// One iteration on the host, over the whole periodic array, with the kernel's arithmetic.
-fn smooth_host(u: &[f32]) -> Vec<f32> {
-    let n = u.len();
-    (0..n)
-        .map(|i| 0.25 * u[(i + n - 1) % n] + 0.5 * u[i] + 0.25 * u[(i + 1) % n])
-        .collect()
-}
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
-    match halo_device() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("halo_device: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    halo::main("halo_device", halo_device)
 }
 
 fn halo_device() -> anyhow::Result<()> {
     let rt = Runtime::init().context("starting NVSHMEM")?;
     let (me, n) = (rt.my_pe(), rt.n_pes());
-    let (left, right) = ((me + n - 1) % n, (me + 1) % n);
     let stream = rt.stream().clone();
     let source = DeviceSource::new("halo_device", include_str!("kernels/halo_device.cu"));
     let module = DeviceModule::compile(&rt, &source).context("building the halo kernels")?;
     let step = module.kernel("halo_device")?;
     let smooth = module.kernel("smooth")?;
 
-    let mine: Vec<f32> = (0..CHUNK).map(|i| initial(me * CHUNK + i)).collect();
-    let mut host: Vec<f32> = (0..n * CHUNK).map(initial).collect();
-    for _ in 0..ITERS {
-        host = smooth_host(&host);
-    }
-    let want = &host[me * CHUNK..(me + 1) * CHUNK];
-    let check = |got: &[f32], how: &str| -> anyhow::Result<f32> {
-        // The same f32 operations in the same order as the host's (see examples/halo.rs).
-        let worst = got
-            .iter()
-            .zip(want)
-            .map(|(g, w)| (g - w).abs())
-            .fold(0.0f32, f32::max);
-        ensure!(
-            worst <= 1e-6,
-            "PE {me} ({how}): the result differs from the host's by up to {worst}"
-        );
-        Ok(worst)
-    };
+    let mine = halo::mine(me);
+    let want = halo::reference(me, n, ITERS);
+    let check = |got: &[f32], how: &str| halo::compare(got, &want, me, how);
 
     // ---- device-initiated: one collective launch for every iteration.
     let mut u0 = rt.alloc_from(&mine)?;
@@ -143,26 +103,7 @@ fn halo_device() -> anyhow::Result<()> {
     let one_per_elem = LaunchConfig::for_num_elems(CHUNK as u32);
     let hstart = stream.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))?;
     for it in 1..=ITERS {
-        let slot = 2 * (it as usize % 2);
-        rt.put_with_signal(
-            &cur.view(..1)?,
-            &mut hghosts.view_mut(slot + RIGHT..slot + RIGHT + 1)?,
-            harrived.signal(RIGHT)?,
-            SignalOp::Add(1),
-            left,
-            &stream,
-        )?;
-        rt.put_with_signal(
-            &cur.view(CHUNK - 1..)?,
-            &mut hghosts.view_mut(slot + LEFT..slot + LEFT + 1)?,
-            harrived.signal(LEFT)?,
-            SignalOp::Add(1),
-            right,
-            &stream,
-        )?;
-        rt.quiet(&stream)?;
-        rt.signal_wait_until(harrived.signal(LEFT)?, Cmp::Ge, it, &stream)?;
-        rt.signal_wait_until(harrived.signal(RIGHT)?, Cmp::Ge, it, &stream)?;
+        let slot = halo::exchange(&rt, &cur, &mut hghosts, &harrived, it, &stream)?;
         let ghost = hghosts.view(slot..slot + 2)?;
         let args = Args::new()
             .ptr(&cur)

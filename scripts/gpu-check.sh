@@ -12,13 +12,12 @@
 #                                         a summary last. SUITES default to "foundation"; others:
 #                                         foundation_hydra (its Hydra legs alone), examples,
 #                                         faults, soak, collectives, multipe, shared_gpu, scale, repro, lifetimes,
-#                                         device, perf, perfgraph, perfiso, reddiag, probe,
-#                                         probelarge, perfpoints, pdl, cepoints, perfgraphsplit,
+#                                         device, perf, perfgraph, perfiso, reddiag,
+#                                         perfpoints, pdl, cepoints, perfgraphsplit,
 #                                         onepe (1 PE, no launcher, about a minute).
 #                                         Each of collectives, perf
-#                                         and perfgraph needs most of one 10-minute call; probe
-#                                         (small, then probelarge) most of one too, probelarge
-#                                         about 4 min; soak up to 9 min.
+#                                         and perfgraph needs most of one 10-minute call; soak up
+#                                         to 9 min.
 #
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs. NVLink multicast stays off
 # for every process: NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0.
@@ -44,7 +43,7 @@ shift || true
 stage() {
   set -e
   . scripts/setup.sh
-  cargo build --release --bins --examples -p nvshmem-rs -p nvshmem-run -p nvshmem-perf -p kernel-probe
+  cargo build --release --bins --examples -p nvshmem-rs -p nvshmem-run -p nvshmem-perf
   rm -rf .gpu && mkdir -p .gpu/bin
   # The test executables' paths come from cargo's JSON messages.
   { cargo test --release --no-run --test 'gpu_*' --message-format=json 2>/dev/null
@@ -59,7 +58,7 @@ for line in sys.stdin:
   for exe in target/release/examples/*; do
     [ -f "$exe" ] && [ -x "$exe" ] && case "$exe" in *-*) ;; *) cp "$exe" .gpu/bin/ ;; esac
   done
-  for b in nvshmem-run nvshmem-perf small large; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
+  for b in nvshmem-run nvshmem-perf; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
   strip --strip-debug .gpu/bin/*   # the device tool carries at most 64 MiB
   # Every kernel compiled here to sm_90 machine code (H100, H200), so the PEs there compile
   # nothing; emptied first, since the cache's file names change with the sources and old
@@ -405,8 +404,9 @@ shared_gpu() {
 
 # tests/gpu_scale.rs at each PE count of PES above 1: every algorithm forced over unaligned
 # views, odd counts and in-place layouts, graphs replayed at every size, split teams at once,
-# collectives beside a kernel that fills the GPU, and the broadcasts and all-reduces that went
-# wrong when the PEs' kernels could not all be resident. GPU_TEST_SKIP leaves checks out.
+# collectives beside a kernel that fills the GPU, the broadcasts and all-reduces that went
+# wrong when the PEs' kernels could not all be resident, and the NVLink kernels across their
+# channels' epoch wrap (check channel_epochs_across_the_wrap). GPU_TEST_SKIP leaves checks out.
 scale() {
   local t np
   t=$(gtest gpu_scale)
@@ -743,33 +743,6 @@ cepoints() {
           <(awk '/^ *[0-9]+ +[0-9]+ / {printf "ce %8s\n", $6}' "$out/ce-$mode-forced.log")
   done
   tar -czf "$final/ce.tgz" -C "$final" ce && rm -rf "$dir"
-}
-
-# The crate's own NVLink collective kernels (crates/nvshmem/src/kernels/ll.cu), checked and then
-# timed by the kernel-probe harness: one process drives every GPU (no MPI, no NVSHMEM), compiling
-# the kernels with NVRTC from /usr/local/cuda. PROBE_ARGS go before the mode (e.g. --gpus 2
-# --ll-bytes 32768), PROBE_CHECK_ARGS / PROBE_TIME_ARGS after it (e.g. --filter all_reduce).
-probe() {
-  # shellcheck disable=SC2086
-  CASE_TIMEOUT=${PROBE_CHECK_TIMEOUT:-400} case_ probe-small-check pass .gpu/bin/small ${PROBE_ARGS:-} check --seed "$GPU_TEST_SEED" ${PROBE_CHECK_ARGS:-}
-  grep -E '^(FAILED|[a-z_]+ +[0-9]+ cases|abort:|timeout:|seed )' "$out/probe-small-check.log" | head -40
-  # shellcheck disable=SC2086
-  CASE_TIMEOUT=${PROBE_TIME_TIMEOUT:-150} case_ probe-small-time pass .gpu/bin/small ${PROBE_ARGS:-} time ${PROBE_TIME_ARGS:-}
-  sed -n '/^LL collectives on/,$p' "$out/probe-small-time.log"
-  probelarge
-}
-
-# The large-message collectives of direct.cu (kernel-probe's `large`; also run alone as the
-# suite `probelarge`, about 4 minutes): results against a host reference, then times of every
-# kernel and copy-engine variant, 1 to 256 MiB, stream and graph mode, with the table against
-# the targets and NCCL last. (`large sweep`, busbw by grid size for tuning the grid rule, is
-# run by hand.)
-probelarge() {
-  CASE_TIMEOUT=${PROBE_LARGE_TIMEOUT:-300} case_ probe-large-check pass .gpu/bin/large check --seed "$GPU_TEST_SEED"
-  grep -E '^(FAILED|  [a-z_]+ +[0-9]+ cases|  (abort|timeout) path|check took|compiled)' "$out/probe-large-check.log" | head -40
-  CASE_TIMEOUT=${PROBE_LARGE_TIMEOUT:-300} case_ probe-large-time pass .gpu/bin/large time
-  grep -E '^(link ceiling|compiled)' "$out/probe-large-time.log"
-  sed -n '/==== summary/,$p' "$out/probe-large-time.log"
 }
 
 # Device-initiated kernels (nvshmem::device): halo_device and ping_pong at 1 PE, then at 2 and 4

@@ -11,7 +11,7 @@
 mod common;
 
 use anyhow::{bail, ensure, Context as _};
-use common::Checks;
+use common::{mix, poison, refused, Checks, Layout};
 use cudarc::driver::CudaStream;
 use nvshmem::{
     collective::Collective, Element, ElementKind, Error, ReduceOp, Runtime, SymArray, Team,
@@ -318,13 +318,6 @@ fn par_find(len: usize, threads: usize, bad: impl Fn(usize) -> bool + Sync) -> O
     })
 }
 
-/// splitmix64's output function: a well-mixed 64-bit hash.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// The deterministic inputs of one case: element `i` of what the member at team index `k`
@@ -389,19 +382,6 @@ impl<T: Element> Inputs<T> {
 
 fn is_fp8<T: Element>() -> bool {
     T::KIND == ElementKind::Float && std::mem::size_of::<T>() == 1
-}
-
-fn poison<T: Element>() -> T {
-    if T::KIND == ElementKind::Bool {
-        // True but not a byte any reduction of 0/1 inputs produces: an unwritten element
-        // shows in the byte check of `compare`.
-        return *bytemuck::from_bytes::<T>(&[0x5A]);
-    }
-    T::from_f64(if T::KIND == ElementKind::Unsigned {
-        99.0
-    } else {
-        -99.0
-    })
 }
 
 /// The expected reduction of one element over the `n` members, `val(k)` being member `k`'s
@@ -489,54 +469,6 @@ fn compare<T: Element>(
 /// Cases a forced algorithm refused (skipped, not failed).
 static REFUSED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// Whether `e` is a forced algorithm's refusal.
-fn refused(e: &anyhow::Error) -> bool {
-    matches!(
-        e.downcast_ref::<Error>(),
-        Some(Error::AlgorithmRefused { .. })
-    )
-}
-
-/// Ops run by the matrix, each a closure over the team and the two buffers.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Coll {
-    AllReduce,
-    Reduce,
-    Broadcast,
-    Fcollect,
-    Alltoall,
-    ReduceScatter,
-    Gather,
-    Scatter,
-}
-
-impl Coll {
-    /// The library's name for it.
-    fn collective(self) -> Collective {
-        match self {
-            Coll::AllReduce => Collective::AllReduce,
-            Coll::Reduce => Collective::Reduce,
-            Coll::Broadcast => Collective::Broadcast,
-            Coll::Fcollect => Collective::Fcollect,
-            Coll::Alltoall => Collective::Alltoall,
-            Coll::ReduceScatter => Collective::ReduceScatter,
-            Coll::Gather => Collective::Gather,
-            Coll::Scatter => Collective::Scatter,
-        }
-    }
-}
-
-const COLLS: [Coll; 8] = [
-    Coll::AllReduce,
-    Coll::Reduce,
-    Coll::Broadcast,
-    Coll::Fcollect,
-    Coll::Alltoall,
-    Coll::ReduceScatter,
-    Coll::Gather,
-    Coll::Scatter,
-];
-
 /// The symmetric buffers every case of one type, size and team runs in: `n * count`
 /// elements each, the longest any case uses; a case views the lengths it needs (views keep
 /// the symmetric address). Allocated once instead of per case, since every allocation and
@@ -573,17 +505,15 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
     // MATRIX_FORCE=each: every case runs once with each algorithm of its collective forced
     // in turn (the sizes up to 1 MiB), instead of once with the automatic choice.
     let each = std::env::var("MATRIX_FORCE").is_ok_and(|v| v == "each") && !ctx.big;
-    for (ci, coll) in COLLS.iter().enumerate() {
-        let lib = coll.collective();
+    for (ci, coll) in common::data_collectives().into_iter().enumerate() {
         let algos: Vec<Option<&str>> = if each {
-            lib.algorithms().into_iter().map(Some).collect()
+            coll.algorithms().into_iter().map(Some).collect()
         } else {
             vec![None]
         };
         for algo in algos {
-            ctx.rt.set_algorithm(lib, algo)?;
-            let reducing = matches!(coll, Coll::AllReduce | Coll::Reduce | Coll::ReduceScatter);
-            let op_list: Vec<Option<ReduceOp>> = if reducing {
+            ctx.rt.set_algorithm(coll, algo)?;
+            let op_list: Vec<Option<ReduceOp>> = if coll.reduces() {
                 ops.iter().map(|o| Some(*o)).collect()
             } else {
                 vec![None]
@@ -599,27 +529,22 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
                 } else {
                     vec![false, true]
                 } {
-                    if in_place && *coll == Coll::Alltoall {
+                    if in_place && !coll.geometry().has_in_place() {
                         continue; // alltoall has no in-place form (as NCCL's)
                     }
                     let case = (ci * 100 + oi * 2 + in_place as usize) as u64;
-                    let root = ctx.n() - 1; // the last team index: not world PE 0 in general
                     *cases += 1;
-                    let (n, m) = (ctx.n(), ctx.count);
-                    let (src_len, dst_len) = match coll {
-                        Coll::AllReduce | Coll::Reduce | Coll::Broadcast => (m, m),
-                        Coll::Fcollect | Coll::Gather => (m, n * m),
-                        Coll::Alltoall => (n * m, n * m),
-                        Coll::ReduceScatter | Coll::Scatter => (n * m, m),
+                    let layout = Layout {
+                        coll,
+                        n: ctx.n(),
+                        m: ctx.count,
+                        in_place,
+                        root: ctx.n() - 1, // the last team index: not world PE 0 in general
                     };
                     let one = Case {
-                        coll: *coll,
                         op,
-                        in_place,
-                        root,
-                        inputs: Inputs::new(ctx.seed, case, src_len, op),
-                        src_len,
-                        dst_len,
+                        inputs: Inputs::new(ctx.seed, case, layout.lens().0, op),
+                        layout,
                     };
                     match one_case::<T>(ctx, &mut bufs, one) {
                         Ok(()) => {}
@@ -642,7 +567,7 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
                 }
             }
         }
-        ctx.rt.set_algorithm(lib, None)?;
+        ctx.rt.set_algorithm(coll, None)?;
     }
     // The buffers are freed here (collectively, in the same order on every PE), after the
     // last case's barrier and synchronize: no PE is still working on them.
@@ -653,29 +578,11 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
     }
 }
 
-/// One case of the matrix: the call and the lengths and inputs it runs with.
+/// One case of the matrix: the call, its buffers and the inputs it runs with.
 struct Case<T> {
-    coll: Coll,
     op: Option<ReduceOp>,
-    in_place: bool,
-    root: usize,
     inputs: Inputs<T>,
-    /// Elements of each member's input (out of place, `src`'s length).
-    src_len: usize,
-    /// Elements of `dst` out of place.
-    dst_len: usize,
-}
-
-impl<T> Case<T> {
-    /// Elements of the output buffer the call gets: in place, one buffer of the larger
-    /// length, holding the input where NCCL puts it.
-    fn out_len(&self) -> usize {
-        if self.in_place {
-            self.src_len.max(self.dst_len)
-        } else {
-            self.dst_len
-        }
-    }
+    layout: Layout,
 }
 
 /// What a member read back after its call, for the checks.
@@ -697,9 +604,13 @@ fn one_case<T: Element>(ctx: &Ctx, bufs: &mut Bufs<T>, case: Case<T>) -> anyhow:
         "{} x{} {:?} {}{}",
         T::NAME,
         ctx.count,
-        case.coll,
+        case.layout.coll,
         case.op.map(|o| o.to_string()).unwrap_or_default(),
-        if case.in_place { " in place" } else { "" }
+        if case.layout.in_place {
+            " in place"
+        } else {
+            ""
+        }
     );
     common::step(format!("{what}: inputs, call"));
     let member = ctx.team.zip(ctx.rank());
@@ -742,14 +653,11 @@ fn write_inputs<T: Element>(
     case: &Case<T>,
 ) -> anyhow::Result<Written<T>> {
     let s = ctx.stream;
-    let (src_len, out_len) = (case.src_len, case.out_len());
+    let (src_len, out_len) = (case.layout.lens().0, case.layout.out_len());
     let own = case.inputs.whole(r, src_len, ctx.threads);
     let mut before = vec![poison::<T>(); out_len];
-    if case.in_place {
-        let at = match case.coll {
-            Coll::Fcollect | Coll::Gather => r * ctx.count,
-            _ => 0,
-        };
+    if case.layout.in_place {
+        let at = case.layout.input_at(r);
         before[at..at + src_len].copy_from_slice(&own);
     } else {
         s.memcpy_htod(own.as_slice(), &mut bufs.src.view_mut(..src_len)?)?;
@@ -769,32 +677,15 @@ fn launch<T: Element>(
     written: Written<T>,
 ) -> anyhow::Result<Readback<T>> {
     let s = ctx.stream;
-    let (src_len, out_len) = (case.src_len, case.out_len());
+    let l = case.layout;
+    let (src_len, out_len) = (l.lens().0, l.out_len());
     let src = bufs.src.view(..src_len)?;
     let mut dst = bufs.dst.view_mut(..out_len)?;
-    let root = case.root;
     let op = case.op.unwrap_or(ReduceOp::Sum);
-    let cs = s;
-    match (case.coll, case.in_place) {
-        (Coll::AllReduce, false) => team.all_reduce(&src, &mut dst, op, cs)?,
-        (Coll::AllReduce, true) => team.all_reduce_in_place(&mut dst, op, cs)?,
-        (Coll::Reduce, false) => team.reduce(root, &src, &mut dst, op, cs)?,
-        (Coll::Reduce, true) => team.reduce_in_place(root, &mut dst, op, cs)?,
-        (Coll::Broadcast, false) => team.broadcast(root, &src, &mut dst, cs)?,
-        (Coll::Broadcast, true) => team.broadcast_in_place(root, &mut dst, cs)?,
-        (Coll::Fcollect, false) => team.fcollect(&src, &mut dst, cs)?,
-        (Coll::Fcollect, true) => team.fcollect_in_place(&mut dst, cs)?,
-        (Coll::Alltoall, _) => team.alltoall(&src, &mut dst, cs)?,
-        (Coll::ReduceScatter, false) => team.reduce_scatter(&src, &mut dst, op, cs)?,
-        (Coll::ReduceScatter, true) => team.reduce_scatter_in_place(&mut dst, op, cs)?,
-        (Coll::Gather, false) => team.gather(root, &src, &mut dst, cs)?,
-        (Coll::Gather, true) => team.gather_in_place(root, &mut dst, cs)?,
-        (Coll::Scatter, false) => team.scatter(root, &src, &mut dst, cs)?,
-        (Coll::Scatter, true) => team.scatter_in_place(root, &mut dst, cs)?,
-    }
+    common::call(team, l.coll, l.in_place, l.root, op, &src, &mut dst, s)?;
     let mut got = vec![T::default(); out_len];
     s.memcpy_dtoh(&dst, got.as_mut_slice())?;
-    let src_after = if case.in_place {
+    let src_after = if l.in_place {
         None
     } else {
         let mut v = vec![T::default(); src_len];
@@ -816,46 +707,28 @@ fn check<T: Element>(
     case: &Case<T>,
     back: &Readback<T>,
 ) -> anyhow::Result<()> {
-    let (n, m, threads) = (ctx.n(), ctx.count, ctx.threads);
-    let (root, inputs) = (case.root, case.inputs);
+    let (n, threads) = (ctx.n(), ctx.threads);
+    let (layout, inputs) = (case.layout, case.inputs);
     let op = case.op.unwrap_or(ReduceOp::Sum);
     let got = &back.got;
-    let root_only = matches!(case.coll, Coll::Reduce | Coll::Gather) && r != root;
-    if root_only {
+    if layout.root_only(r) {
         // Left untouched: the very bytes written before.
         ensure!(
             bytemuck::cast_slice::<T, u8>(got) == bytemuck::cast_slice::<T, u8>(&back.before),
             "a non-root output was written"
         );
     } else {
-        // The region of the output the call defines: where it starts and how long it is.
-        let at = match case.coll {
-            Coll::ReduceScatter | Coll::Scatter if case.in_place => r * m,
-            _ => 0,
-        };
-        let len = match case.coll {
-            Coll::Fcollect | Coll::Gather | Coll::Alltoall => n * m,
-            _ => m,
-        };
-        let Some(region) = got.get(at..at + len) else {
+        // The region of the output the call defines.
+        let result = layout.result(r);
+        let Some(region) = got.get(result.clone()) else {
             bail!(
-                "the output has {} elements, the result needs {}..{}",
-                got.len(),
-                at,
-                at + len
+                "the output has {} elements, the result needs {result:?}",
+                got.len()
             );
         };
-        let cmp =
-            |want: &(dyn Fn(usize) -> f64 + Sync)| compare::<T>("result", region, want, n, threads);
-        match case.coll {
-            Coll::AllReduce | Coll::Reduce => cmp(&|i| reduce_at(op, n, |k| inputs.f(k, i))),
-            Coll::Broadcast => cmp(&|i| inputs.f(root, i)),
-            Coll::Fcollect | Coll::Gather => cmp(&|i| inputs.f(i / m, i % m)),
-            // Block k of the result is block r of member k's input.
-            Coll::Alltoall => cmp(&|i| inputs.f(i / m, r * m + i % m)),
-            Coll::ReduceScatter => cmp(&|i| reduce_at(op, n, |k| inputs.f(k, r * m + i))),
-            Coll::Scatter => cmp(&|i| inputs.f(root, r * m + i)),
-        }?;
+        let want =
+            |i: usize| layout.expected(r, i, |k, j| inputs.f(k, j), |val| reduce_at(op, n, val));
+        compare::<T>("result", region, want, n, threads)?;
     }
     if let Some(src_after) = &back.src_after {
         ensure!(
@@ -884,11 +757,11 @@ fn graph_algorithms(coll: Collective) -> Vec<Option<&'static str>> {
 
 fn graph_replay(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> anyhow::Result<()> {
     let stream = rt.context().new_stream()?;
-    for coll in COLLS {
-        for algo in graph_algorithms(coll.collective()) {
-            rt.set_algorithm(coll.collective(), algo)?;
+    for coll in common::data_collectives() {
+        for algo in graph_algorithms(coll) {
+            rt.set_algorithm(coll, algo)?;
             let done = graph_replay_one(rt, world, seed, coll, &stream, cases);
-            rt.set_algorithm(coll.collective(), None)?;
+            rt.set_algorithm(coll, None)?;
             match done {
                 Err(e) if refused(&e) => {
                     REFUSED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -907,7 +780,7 @@ fn graph_replay_one(
     rt: &Runtime,
     world: &Team,
     seed: u64,
-    coll: Coll,
+    coll: Collective,
     stream: &std::sync::Arc<CudaStream>,
     cases: &mut usize,
 ) -> anyhow::Result<()> {
@@ -916,31 +789,23 @@ fn graph_replay_one(
     let mut src = rt.alloc_zeroed::<f32>(n * m)?;
     let mut dst = rt.alloc_zeroed::<f32>(n * m)?;
     {
-        let root = n - 1;
-        let queue = |src: &SymArray<f32>, dst: &mut SymArray<f32>| match coll {
-            Coll::AllReduce => world.all_reduce(
-                &src.view(..m)?,
-                &mut dst.view_mut(..m)?,
-                ReduceOp::Sum,
-                stream,
-            ),
-            Coll::Reduce => world.reduce(
-                root,
-                &src.view(..m)?,
-                &mut dst.view_mut(..m)?,
-                ReduceOp::Max,
-                stream,
-            ),
-            Coll::Broadcast => {
-                world.broadcast(root, &src.view(..m)?, &mut dst.view_mut(..m)?, stream)
-            }
-            Coll::Fcollect => world.fcollect(&src.view(..m)?, dst, stream),
-            Coll::Alltoall => world.alltoall(src, dst, stream),
-            Coll::ReduceScatter => {
-                world.reduce_scatter(src, &mut dst.view_mut(..m)?, ReduceOp::Sum, stream)
-            }
-            Coll::Gather => world.gather(root, &src.view(..m)?, dst, stream),
-            Coll::Scatter => world.scatter(root, src, &mut dst.view_mut(..m)?, stream),
+        let layout = Layout {
+            coll,
+            n,
+            m,
+            in_place: false,
+            root: n - 1,
+        };
+        let (sl, dl) = layout.lens();
+        // Max for reduce: a second operator through the same graph path.
+        let op = if coll == Collective::Reduce {
+            ReduceOp::Max
+        } else {
+            ReduceOp::Sum
+        };
+        let queue = |src: &SymArray<f32>, dst: &mut SymArray<f32>| {
+            let (sv, mut dv) = (src.view(..sl)?, dst.view_mut(..dl)?);
+            common::call(world, coll, false, layout.root, op, &sv, &mut dv, stream)
         };
         // Once outside the capture: the kernels compile.
         queue(&src, &mut dst)?;
@@ -968,28 +833,17 @@ fn graph_replay_one(
             let of = |pe: usize, i: usize| {
                 ((i as u64 * 31 + seed + replay * 7 + pe as u64 * 1000) % 97) as f32
             };
-            let want: Vec<(usize, f32)> = match coll {
-                Coll::AllReduce => (0..m)
-                    .map(|i| (i, (0..n).map(|p| of(p, i)).sum()))
-                    .collect(),
-                Coll::Reduce if me == root => (0..m)
-                    .map(|i| (i, (0..n).map(|p| of(p, i)).fold(f32::MIN, f32::max)))
-                    .collect(),
-                Coll::Reduce | Coll::Gather => (0..m).map(|i| (i, -1.0)).collect(),
-                Coll::Broadcast => (0..m).map(|i| (i, of(root, i))).collect(),
-                Coll::Fcollect => (0..n * m).map(|i| (i, of(i / m, i % m))).collect(),
-                Coll::Alltoall => (0..n * m).map(|i| (i, of(i / m, me * m + i % m))).collect(),
-                Coll::ReduceScatter => (0..m)
-                    .map(|i| (i, (0..n).map(|p| of(p, me * m + i)).sum()))
-                    .collect(),
-                Coll::Scatter => (0..m).map(|i| (i, of(root, me * m + i))).collect(),
+            // A non-root output of reduce and gather keeps the -1 written before.
+            let want = |i: usize| {
+                if layout.root_only(me) {
+                    -1.0
+                } else {
+                    let of64 = |p: usize, j: usize| of(p, j) as f64;
+                    layout.expected(me, i, of64, |val| reduce_at(op, n, val)) as f32
+                }
             };
-            let want = if coll == Coll::Gather && me == root {
-                (0..n * m).map(|i| (i, of(i / m, i % m))).collect()
-            } else {
-                want
-            };
-            for (i, w) in want {
+            for i in layout.result(me) {
+                let w = want(i);
                 ensure!(
                     got[i] == w,
                     "{coll:?} replay {replay}: element {i} is {}, expected {w}",

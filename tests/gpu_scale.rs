@@ -4,17 +4,17 @@
 //! branch; NVSHMEM's in-place layouts); CUDA graphs replayed at sizes that take each path;
 //! collectives queued beside a kernel that fills the GPU; several split teams at once; the
 //! broadcasts and all-reduces that went wrong or waited until the timeout when the PEs' kernels
-//! could not all be resident. Run by `scripts/gpu-check.sh`'s `scale` suite at each PE count,
+//! could not all be resident; the NVLink kernels across their channels' epoch wrap. Run by `scripts/gpu-check.sh`'s `scale` suite at each PE count,
 //! on separate GPUs or with several PEs on one GPU under CUDA MPS.
 //!
 //! Every check is collective: every PE runs every check, in the same order, whatever failed.
 mod common;
 
 use anyhow::{bail, ensure, Context as _};
-use common::Checks;
+use common::{mix, poison, refused, Checks, Layout};
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use nvshmem::{
-    collective::Collective, element::Element, ElementKind, Error, ReduceOp, Runtime, SymArray, Team,
+    collective::Collective, element::Element, ElementKind, ReduceOp, Runtime, SymArray, Team,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,17 +39,33 @@ fn gpu_scale() {
     let stream = rt.stream().clone();
 
     c.run("broadcast_of_1mib_from_pe_0_repeated", || {
-        repeated::<f32>(&rt, &world, &stream, Coll::Broadcast, (1 << 20) / 4, 0, 10)
+        repeated::<f32>(
+            &rt,
+            &world,
+            &stream,
+            Collective::Broadcast,
+            (1 << 20) / 4,
+            0,
+            10,
+        )
     });
     c.run("all_reduce_of_4mib_repeated", || {
-        repeated::<f32>(&rt, &world, &stream, Coll::AllReduce, (4 << 20) / 4, 0, 5)
+        repeated::<f32>(
+            &rt,
+            &world,
+            &stream,
+            Collective::AllReduce,
+            (4 << 20) / 4,
+            0,
+            5,
+        )
     });
     c.run("broadcasts_of_64mib_bf16_and_f64", || {
         repeated::<half::bf16>(
             &rt,
             &world,
             &stream,
-            Coll::Broadcast,
+            Collective::Broadcast,
             (64 << 20) / 2,
             n - 1,
             3,
@@ -58,7 +74,7 @@ fn gpu_scale() {
             &rt,
             &world,
             &stream,
-            Coll::Broadcast,
+            Collective::Broadcast,
             (64 << 20) / 8,
             n - 1,
             3,
@@ -79,6 +95,9 @@ fn gpu_scale() {
     c.run("collectives_beside_a_kernel_that_fills_the_gpu", || {
         beside_filler(&rt, &world, seed)
     });
+    c.run("channel_epochs_across_the_wrap", || {
+        epoch_wrap(&rt, &world, seed)
+    });
 
     drop((world, stream, rt));
     c.finish("gpu_scale");
@@ -86,60 +105,6 @@ fn gpu_scale() {
 }
 
 // ---- inputs, expectations, one checked call ----------------------------------------------
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Coll {
-    AllReduce,
-    Reduce,
-    Broadcast,
-    Fcollect,
-    Alltoall,
-    ReduceScatter,
-    Gather,
-    Scatter,
-}
-
-const COLLS: [Coll; 8] = [
-    Coll::AllReduce,
-    Coll::Reduce,
-    Coll::Broadcast,
-    Coll::Fcollect,
-    Coll::Alltoall,
-    Coll::ReduceScatter,
-    Coll::Gather,
-    Coll::Scatter,
-];
-
-impl Coll {
-    fn lib(self) -> Collective {
-        match self {
-            Coll::AllReduce => Collective::AllReduce,
-            Coll::Reduce => Collective::Reduce,
-            Coll::Broadcast => Collective::Broadcast,
-            Coll::Fcollect => Collective::Fcollect,
-            Coll::Alltoall => Collective::Alltoall,
-            Coll::ReduceScatter => Collective::ReduceScatter,
-            Coll::Gather => Collective::Gather,
-            Coll::Scatter => Collective::Scatter,
-        }
-    }
-
-    /// (input, output) elements of one member out of place, for `m` elements a part.
-    fn lens(self, n: usize, m: usize) -> (usize, usize) {
-        match self {
-            Coll::AllReduce | Coll::Reduce | Coll::Broadcast => (m, m),
-            Coll::Fcollect | Coll::Gather => (m, n * m),
-            Coll::Alltoall => (n * m, n * m),
-            Coll::ReduceScatter | Coll::Scatter => (n * m, m),
-        }
-    }
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 /// Element `i` of team member `k`'s input in case `key`: small whole numbers, exact in every
 /// type and in sums over 8 PEs (bf16 included).
@@ -153,18 +118,10 @@ fn input<T: Element>(key: u64, k: usize, i: usize) -> T {
     T::from_f64(v)
 }
 
-fn poison<T: Element>() -> T {
-    T::from_f64(if T::KIND == ElementKind::Unsigned {
-        99.0
-    } else {
-        -99.0
-    })
-}
-
 /// One call: the collective, its layout and its inputs' key.
 #[derive(Clone, Copy, Debug)]
 struct Case {
-    coll: Coll,
+    coll: Collective,
     /// Elements of one part (`Call::count`).
     m: usize,
     in_place: bool,
@@ -177,13 +134,19 @@ struct Case {
 }
 
 impl Case {
-    fn out_len(&self, n: usize) -> usize {
-        let (s, d) = self.coll.lens(n, self.m);
-        if self.in_place {
-            s.max(d)
-        } else {
-            d
+    /// Its buffers and result in a team of `n`.
+    fn layout(&self, n: usize) -> Layout {
+        Layout {
+            coll: self.coll,
+            n,
+            m: self.m,
+            in_place: self.in_place,
+            root: self.root,
         }
+    }
+
+    fn out_len(&self, n: usize) -> usize {
+        self.layout(n).out_len()
     }
 }
 
@@ -205,26 +168,10 @@ fn one<T: Element>(
         return Ok(());
     };
     let (n, r) = (team.n_pes(), team.my_pe());
-    let (src_len, dst_len) = case.coll.lens(n, case.m);
-    let out_len = case.out_len(n);
-    let own: Vec<T> = (0..src_len).map(|i| input(case.key, r, i)).collect();
-    let mut before = vec![poison::<T>(); out_len];
-    if case.in_place {
-        let at = match case.coll {
-            Coll::Fcollect | Coll::Gather => r * case.m,
-            _ => 0,
-        };
-        before[at..at + src_len].copy_from_slice(&own);
-    } else {
-        s.memcpy_htod(
-            own.as_slice(),
-            &mut src.view_mut(case.src_at..case.src_at + src_len)?,
-        )?;
-    }
-    s.memcpy_htod(
-        before.as_slice(),
-        &mut dst.view_mut(case.dst_at..case.dst_at + out_len)?,
-    )?;
+    let layout = case.layout(n);
+    let (src_len, _) = layout.lens();
+    let out_len = layout.out_len();
+    let (own, before) = write_inputs(src, dst, case, n, r, s)?;
     rt.barrier_all(s)?;
     let called = call(team, src, dst, case, n, s);
     let mut got = vec![T::default(); out_len];
@@ -247,7 +194,7 @@ fn one<T: Element>(
     // A kernel that stopped waiting (timeout, abort) says so here, before its results are
     // judged: they are undefined then, and the error names the cause.
     rt.async_error()?;
-    check(&case, n, r, &own, &before, &got, dst_len)?;
+    check(&case, n, r, &before, &got)?;
     ensure!(
         case.in_place || bits(&src_after) == bits(&own),
         "the input was changed"
@@ -255,11 +202,42 @@ fn one<T: Element>(
     Ok(())
 }
 
+/// Queues on `s` the writes of member `r`'s input of `case` (in a team of `n`) and of its
+/// poisoned output (in place, the input in it); returns both as written (input, output).
+fn write_inputs<T: Element>(
+    src: &mut SymArray<T>,
+    dst: &mut SymArray<T>,
+    case: Case,
+    n: usize,
+    r: usize,
+    s: &Arc<CudaStream>,
+) -> anyhow::Result<(Vec<T>, Vec<T>)> {
+    let layout = case.layout(n);
+    let (src_len, _) = layout.lens();
+    let own: Vec<T> = (0..src_len).map(|i| input(case.key, r, i)).collect();
+    let mut before = vec![poison::<T>(); layout.out_len()];
+    if case.in_place {
+        let at = layout.input_at(r);
+        before[at..at + src_len].copy_from_slice(&own);
+    } else {
+        s.memcpy_htod(
+            own.as_slice(),
+            &mut src.view_mut(case.src_at..case.src_at + src_len)?,
+        )?;
+    }
+    // From pageable memory: CUDA has staged the data when the call returns.
+    s.memcpy_htod(
+        before.as_slice(),
+        &mut dst.view_mut(case.dst_at..case.dst_at + before.len())?,
+    )?;
+    Ok((own, before))
+}
+
 fn bits<T: Element>(v: &[T]) -> &[u8] {
     bytemuck::cast_slice(v)
 }
 
-/// Queues the call of `case`.
+/// Queues the call of `case`, in views of `src` and `dst` at its offsets.
 fn call<T: Element>(
     team: &Team,
     src: &SymArray<T>,
@@ -268,67 +246,34 @@ fn call<T: Element>(
     n: usize,
     s: &Arc<CudaStream>,
 ) -> anyhow::Result<()> {
-    let (src_len, _) = case.coll.lens(n, case.m);
-    let out_len = case.out_len(n);
+    let layout = case.layout(n);
+    let (src_len, _) = layout.lens();
     let sv = src.view(case.src_at..case.src_at + src_len)?;
-    let mut dv = dst.view_mut(case.dst_at..case.dst_at + out_len)?;
-    let (root, op) = (case.root, ReduceOp::Sum);
-    match (case.coll, case.in_place) {
-        (Coll::AllReduce, false) => team.all_reduce(&sv, &mut dv, op, s)?,
-        (Coll::AllReduce, true) => team.all_reduce_in_place(&mut dv, op, s)?,
-        (Coll::Reduce, false) => team.reduce(root, &sv, &mut dv, op, s)?,
-        (Coll::Reduce, true) => team.reduce_in_place(root, &mut dv, op, s)?,
-        (Coll::Broadcast, false) => team.broadcast(root, &sv, &mut dv, s)?,
-        (Coll::Broadcast, true) => team.broadcast_in_place(root, &mut dv, s)?,
-        (Coll::Fcollect, false) => team.fcollect(&sv, &mut dv, s)?,
-        (Coll::Fcollect, true) => team.fcollect_in_place(&mut dv, s)?,
-        (Coll::Alltoall, _) => team.alltoall(&sv, &mut dv, s)?,
-        (Coll::ReduceScatter, false) => team.reduce_scatter(&sv, &mut dv, op, s)?,
-        (Coll::ReduceScatter, true) => team.reduce_scatter_in_place(&mut dv, op, s)?,
-        (Coll::Gather, false) => team.gather(root, &sv, &mut dv, s)?,
-        (Coll::Gather, true) => team.gather_in_place(root, &mut dv, s)?,
-        (Coll::Scatter, false) => team.scatter(root, &sv, &mut dv, s)?,
-        (Coll::Scatter, true) => team.scatter_in_place(root, &mut dv, s)?,
-    }
+    let mut dv = dst.view_mut(case.dst_at..case.dst_at + layout.out_len())?;
+    let (coll, in_place, root) = (case.coll, case.in_place, case.root);
+    common::call(team, coll, in_place, root, ReduceOp::Sum, &sv, &mut dv, s)?;
     Ok(())
 }
 
-/// What member `r` of `n` must read back after `case` (sums of whole numbers: exact).
+/// What member `r` of `n` must read back after `case` (sums of whole numbers: exact), with
+/// `before` the output buffer as written before the call.
 fn check<T: Element>(
     case: &Case,
     n: usize,
     r: usize,
-    own: &[T],
     before: &[T],
     got: &[T],
-    _dst_len: usize,
 ) -> anyhow::Result<()> {
-    let (m, root, key) = (case.m, case.root, case.key);
-    let f = |k: usize, i: usize| input::<T>(key, k, i).to_f64();
-    let _ = own;
-    if matches!(case.coll, Coll::Reduce | Coll::Gather) && r != root {
+    let layout = case.layout(n);
+    let f = |k: usize, i: usize| input::<T>(case.key, k, i).to_f64();
+    if layout.root_only(r) {
         ensure!(bits(got) == bits(before), "a non-root output was written");
         return Ok(());
     }
-    let at = match case.coll {
-        Coll::ReduceScatter | Coll::Scatter if case.in_place => r * m,
-        _ => 0,
-    };
-    let len = match case.coll {
-        Coll::Fcollect | Coll::Gather | Coll::Alltoall => n * m,
-        _ => m,
-    };
-    let sum = |i: usize| (0..n).map(|k| f(k, i)).sum::<f64>();
-    let want = |i: usize| -> f64 {
-        match case.coll {
-            Coll::AllReduce | Coll::Reduce => sum(i),
-            Coll::Broadcast => f(root, i),
-            Coll::Fcollect | Coll::Gather => f(i / m, i % m),
-            Coll::Alltoall => f(i / m, r * m + i % m),
-            Coll::ReduceScatter => (0..n).map(|k| f(k, r * m + i)).sum(),
-            Coll::Scatter => f(root, r * m + i),
-        }
-    };
+    let result = layout.result(r);
+    let (at, len) = (result.start, result.len());
+    let sum = |val: &dyn Fn(usize) -> f64| (0..n).map(val).sum::<f64>();
+    let want = |i: usize| layout.expected(r, i, f, sum);
     for i in 0..len {
         let (g, w) = (got[at + i].to_f64(), T::from_f64(want(i)).to_f64());
         if g != w {
@@ -348,14 +293,6 @@ fn check<T: Element>(
     Ok(())
 }
 
-/// Whether `e` is a forced algorithm's refusal (the same on every PE).
-fn refused(e: &anyhow::Error) -> bool {
-    matches!(
-        e.downcast_ref::<Error>(),
-        Some(Error::AlgorithmRefused { .. })
-    )
-}
-
 /// Runs `case` with `algo` forced (or the automatic choice), counting a refusal as skipped.
 #[allow(clippy::too_many_arguments)]
 fn forced<T: Element>(
@@ -368,31 +305,23 @@ fn forced<T: Element>(
     s: &Arc<CudaStream>,
     tally: &mut Tally,
 ) {
-    let lib = case.coll.lib();
     let done = rt
-        .set_algorithm(lib, algo)
+        .set_algorithm(case.coll, algo)
         .map_err(anyhow::Error::from)
         .and_then(|()| one(rt, team, src, dst, case, s));
-    let _ = rt.set_algorithm(lib, None);
-    match done {
-        Ok(()) => tally.passed += 1,
-        Err(e) if refused(&e) => tally.refused += 1,
-        Err(e) => {
-            tally.failed += 1;
-            if tally.first.len() < 8 {
-                tally.first.push(format!(
-                    "{} {:?} x{} {}at {}/{} ({}): {e:#}",
-                    T::NAME,
-                    case.coll,
-                    case.m,
-                    if case.in_place { "in place " } else { "" },
-                    case.src_at,
-                    case.dst_at,
-                    algo.unwrap_or("auto")
-                ));
-            }
-        }
-    }
+    let _ = rt.set_algorithm(case.coll, None);
+    tally.record(done, || {
+        format!(
+            "{} {:?} x{} {}at {}/{} ({})",
+            T::NAME,
+            case.coll,
+            case.m,
+            if case.in_place { "in place " } else { "" },
+            case.src_at,
+            case.dst_at,
+            algo.unwrap_or("auto")
+        )
+    });
 }
 
 #[derive(Default)]
@@ -404,6 +333,20 @@ struct Tally {
 }
 
 impl Tally {
+    /// Counts one case's outcome; a failure's first few are kept, named by `what`.
+    fn record(&mut self, done: anyhow::Result<()>, what: impl FnOnce() -> String) {
+        match done {
+            Ok(()) => self.passed += 1,
+            Err(e) if refused(&e) => self.refused += 1,
+            Err(e) => {
+                self.failed += 1;
+                if self.first.len() < 8 {
+                    self.first.push(format!("{}: {e:#}", what()));
+                }
+            }
+        }
+    }
+
     fn finish(self, rt: &Runtime, what: &str) -> anyhow::Result<()> {
         if rt.my_pe() == 0 {
             println!(
@@ -423,9 +366,9 @@ impl Tally {
 }
 
 /// The algorithms to force for `coll`: the automatic choice, then each of its registry.
-fn algorithms(coll: Coll) -> Vec<Option<&'static str>> {
+fn algorithms(coll: Collective) -> Vec<Option<&'static str>> {
     std::iter::once(None)
-        .chain(coll.lib().algorithms().into_iter().map(Some))
+        .chain(coll.algorithms().into_iter().map(Some))
         .collect()
 }
 
@@ -436,13 +379,13 @@ fn repeated<T: Element>(
     rt: &Runtime,
     world: &Team,
     s: &Arc<CudaStream>,
-    coll: Coll,
+    coll: Collective,
     m: usize,
     root: usize,
     rounds: u64,
 ) -> anyhow::Result<()> {
     let n = rt.n_pes();
-    let (sl, dl) = coll.lens(n, m);
+    let (sl, dl) = coll.geometry().lengths(m, n);
     let mut src = rt.alloc_zeroed::<T>(sl)?;
     let mut dst = rt.alloc_zeroed::<T>(dl)?;
     for round in 0..rounds {
@@ -479,8 +422,8 @@ fn in_place_layouts(
     let mut dst = rt.alloc_zeroed::<i32>(longest)?;
     let mut tally = Tally::default();
     for (ti, team) in [Some(world), listed.as_ref()].into_iter().enumerate() {
-        for (ci, coll) in COLLS.into_iter().enumerate() {
-            if coll == Coll::Alltoall {
+        for (ci, coll) in common::data_collectives().into_iter().enumerate() {
+            if !coll.geometry().has_in_place() {
                 continue;
             }
             for algo in algorithms(coll) {
@@ -524,11 +467,11 @@ fn unaligned(rt: &Runtime, world: &Team, s: &Arc<CudaStream>, seed: u64) -> anyh
         let longest = n * counts[2] + 16;
         let mut src = rt.alloc_zeroed::<T>(longest)?;
         let mut dst = rt.alloc_zeroed::<T>(longest)?;
-        for (ci, coll) in COLLS.into_iter().enumerate() {
+        for (ci, coll) in common::data_collectives().into_iter().enumerate() {
             for algo in algorithms(coll) {
                 for (k, &m) in counts.iter().enumerate() {
                     for (l, &(src_at, dst_at, in_place)) in layouts.iter().enumerate() {
-                        if in_place && coll == Coll::Alltoall {
+                        if in_place && !coll.geometry().has_in_place() {
                             continue;
                         }
                         let case = Case {
@@ -571,7 +514,7 @@ fn graphs(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
     let mut dst = rt.alloc_zeroed::<f32>(n * counts[2])?;
     let mut replays = 0;
     for (tname, team) in &teams {
-        for (ci, coll) in COLLS.into_iter().enumerate() {
+        for (ci, coll) in common::data_collectives().into_iter().enumerate() {
             for (k, &m) in counts.iter().enumerate() {
                 let case = |key: u64| Case {
                     coll,
@@ -599,14 +542,9 @@ fn graphs(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
                     // Inputs and poison as `one` writes them, then the graph instead of a call.
                     let c = case(key);
                     let (tn, r) = team.map_or((0, 0), |t| (t.n_pes(), t.my_pe()));
-                    let mut own = Vec::new();
                     let mut before = Vec::new();
                     if team.is_some() {
-                        let (sl, _) = coll.lens(tn, m);
-                        own = (0..sl).map(|i| input::<f32>(key, r, i)).collect();
-                        before = vec![poison::<f32>(); c.out_len(tn)];
-                        s.memcpy_htod(own.as_slice(), &mut src.view_mut(..sl)?)?;
-                        s.memcpy_htod(before.as_slice(), &mut dst.view_mut(..c.out_len(tn))?)?;
+                        before = write_inputs(&mut src, &mut dst, c, tn, r, &s)?.1;
                     }
                     rt.barrier_all(&s)?;
                     if let Some(g) = &graph {
@@ -621,8 +559,7 @@ fn graphs(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
                         let mut host = vec![0f32; c.out_len(tn)];
                         s.memcpy_dtoh(&got, host.as_mut_slice())?;
                         s.synchronize()?;
-                        let (_, dl) = coll.lens(tn, m);
-                        check(&c, tn, r, &own, &before, &host, dl).with_context(|| {
+                        check(&c, tn, r, &before, &host).with_context(|| {
                             format!("{tname} {coll:?} x{m}: graph replayed {times} times")
                         })?;
                         replays += times;
@@ -741,12 +678,12 @@ extern "C" __global__ void fill(unsigned long long ns) {
     )? as u32;
     let side = ctx.new_stream()?;
     let s = rt.context().new_stream()?;
-    let sizes: [(Coll, usize); 5] = [
-        (Coll::AllReduce, 1001),
-        (Coll::AllReduce, (4 << 20) / 4),
-        (Coll::Broadcast, (1 << 20) / 4),
-        (Coll::Fcollect, 70001),
-        (Coll::ReduceScatter, 70001),
+    let sizes: [(Collective, usize); 5] = [
+        (Collective::AllReduce, 1001),
+        (Collective::AllReduce, (4 << 20) / 4),
+        (Collective::Broadcast, (1 << 20) / 4),
+        (Collective::Fcollect, 70001),
+        (Collective::ReduceScatter, 70001),
     ];
     let longest = n * (4 << 20) / 4;
     let mut a = rt.alloc_zeroed::<f32>(longest)?;
@@ -765,11 +702,7 @@ extern "C" __global__ void fill(unsigned long long ns) {
             // The filler goes in right after the barrier that opens the case, so the
             // collective is queued while it holds the SMs: `one`'s steps, with the filler
             // between its first barrier and the call.
-            let (sl, _) = coll.lens(n, m);
-            let own: Vec<f32> = (0..sl).map(|i| input(case.key, me, i)).collect();
-            let before = vec![poison::<f32>(); case.out_len(n)];
-            s.memcpy_htod(own.as_slice(), &mut a.view_mut(..sl)?)?;
-            s.memcpy_htod(before.as_slice(), &mut b.view_mut(..case.out_len(n))?)?;
+            let (_, before) = write_inputs(&mut a, &mut b, case, n, me, &s)?;
             rt.barrier_all(&s)?;
             s.synchronize()?;
             let t0 = Instant::now();
@@ -798,14 +731,196 @@ extern "C" __global__ void fill(unsigned long long ns) {
             synced.with_context(|| {
                 format!("{coll:?} x{m} beside the filler (round {round}): after {took:?}")
             })?;
-            let (_, dl) = coll.lens(n, m);
             rt.async_error().with_context(|| {
                 format!("{coll:?} x{m} beside the filler (round {round}, {took:?})")
             })?;
-            check(&case, n, me, &own, &before, &got, dl).with_context(|| {
+            check(&case, n, me, &before, &got).with_context(|| {
                 format!("{coll:?} x{m} beside the filler (round {round}, {took:?})")
             })?;
         }
     }
     Ok(())
+}
+
+/// The last live epoch of a channel block (`NVR_EPOCH_LAST`, `kernels/PROTOCOL.md`, "Epochs").
+const EPOCH_LAST: u32 = 0xFFFF_FFFE;
+
+/// The NVLink kernels across their epoch wrap (`kernels/PROTOCOL.md`, "Epochs": live epochs are
+/// 1 ..= `EPOCH_LAST`, 0 and 0xFFFFFFFF are skipped, so consecutive runs alternate parity
+/// across the wrap too), which in use comes only after 2^32 - 2 runs of one block. The
+/// channels of the world team and of the world listed in reverse (team index != world PE) are
+/// set as if every block had just run epoch `EPOCH_LAST - 3 k` (round k: 0 to 5, so both
+/// parities, the first call of round 0 running epoch 1); then 40 calls of every collective
+/// with `nvlink_ll` and `nvlink_direct` forced, the automatic choice, barriers and syncs, on
+/// both teams at random (the same on every PE), are queued back to back with nothing between
+/// them, and every result is checked once they are done.
+fn epoch_wrap(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
+    const ROUNDS: u32 = 6;
+    const CALLS: u64 = 40;
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    if !world.has_nvlink_kernels() {
+        if me == 0 {
+            println!(
+                "epoch wrap: the world team has no NVLink kernels (no channel): nothing wraps"
+            );
+        }
+        return Ok(());
+    }
+    let reversed: Vec<usize> = (0..n).rev().collect();
+    let listed = world
+        .from_pes(&reversed)?
+        .context("every PE is in the reversed list")?;
+    // Both have channels unless every channel is taken (then the listed team runs NVSHMEM's
+    // algorithms, and only the world's channel wraps).
+    let teams: Vec<&Team> = [world, &listed]
+        .into_iter()
+        .filter(|t| t.has_nvlink_kernels())
+        .collect();
+    let s = rt.context().new_stream()?;
+    // Before and after the setting: every PE done with the channels, then every PE's setting
+    // done, by NVSHMEM's own barrier, which does not use them.
+    let fence = || -> anyhow::Result<()> {
+        s.synchronize()?;
+        rt.set_algorithm(Collective::Barrier, Some("nvshmem"))?;
+        let done = rt.barrier_all(&s);
+        rt.set_algorithm(Collective::Barrier, None)?;
+        done?;
+        s.synchronize()?;
+        Ok(())
+    };
+    let colls = common::data_collectives();
+    let mut tally = Tally::default();
+    // Calls queued by forced nvlink_ll, forced nvlink_direct, the automatic choice, and
+    // barriers or syncs.
+    let mut kinds = [0usize; 4];
+    for round in 0..ROUNDS {
+        let start = EPOCH_LAST - 3 * round;
+        fence()?;
+        for &t in &teams {
+            ensure!(
+                t.set_channel_epoch_for_tests(start, &s)?,
+                "a team with NVLink kernels has no channel"
+            );
+        }
+        fence()?;
+        // The calls: (team, case or a barrier/sync, forced algorithm), the same on every PE.
+        let mut plan = Vec::new();
+        let (mut src_len, mut dst_len) = (0usize, 0usize);
+        for i in 0..CALLS {
+            let r = mix(seed ^ (u64::from(round) << 32) ^ i ^ 0xe90c);
+            let ti = usize::from(r.is_multiple_of(4)).min(teams.len() - 1);
+            let kind = (r >> 8) % 10;
+            if kind < 2 {
+                let coll = [Collective::Barrier, Collective::Sync][kind as usize];
+                plan.push((ti, coll, None, None));
+                continue;
+            }
+            let coll = colls[((r >> 16) % colls.len() as u64) as usize];
+            let (algo, m) = match kind {
+                2..=5 => (Some("nvlink_ll"), 1 + (r >> 24) % 1500),
+                6 | 7 => (Some("nvlink_direct"), 20_000 + (r >> 24) % 50_001),
+                _ => (None, 1 + (r >> 24) % 70_000),
+            };
+            let algo = algo.filter(|a| coll.algorithms().contains(a));
+            let case = Case {
+                coll,
+                m: m as usize,
+                in_place: coll.geometry().has_in_place() && (r >> 44).is_multiple_of(3),
+                root: ((r >> 48) as usize) % n,
+                // Each call its own part of the arrays, 16-byte aligned.
+                src_at: src_len,
+                dst_at: dst_len,
+                key: mix(r),
+            };
+            let layout = case.layout(n);
+            src_len += layout.lens().0.next_multiple_of(4);
+            dst_len += layout.out_len().next_multiple_of(4);
+            plan.push((ti, coll, Some(case), algo));
+        }
+        let mut src = rt.alloc_zeroed::<f32>(src_len.max(1))?;
+        let mut dst = rt.alloc_zeroed::<f32>(dst_len.max(1))?;
+        // Inputs and poison as `one` writes them, for every call, then one barrier.
+        let mut befores = Vec::new();
+        for &(ti, _, case, _) in &plan {
+            let Some(case) = case else {
+                befores.push(Vec::new());
+                continue;
+            };
+            let r = teams[ti].my_pe();
+            befores.push(write_inputs(&mut src, &mut dst, case, n, r, &s)?.1);
+        }
+        rt.barrier_all(&s)?;
+        // Back to back.
+        let mut queued = Vec::new();
+        for &(ti, coll, case, algo) in &plan {
+            let team = teams[ti];
+            let Some(case) = case else {
+                common::call::<f32>(team, coll, false, 0, ReduceOp::Sum, &src, &mut dst, &s)?;
+                kinds[3] += 1;
+                queued.push(Ok(()));
+                continue;
+            };
+            rt.set_algorithm(coll, algo)?;
+            let done = call(team, &src, &mut dst, case, n, &s);
+            rt.set_algorithm(coll, None)?;
+            if done.is_ok() {
+                kinds[match algo {
+                    Some("nvlink_ll") => 0,
+                    Some(_) => 1,
+                    None => 2,
+                }] += 1;
+            }
+            queued.push(done);
+        }
+        let mut got = Vec::new();
+        for (k, &(_, _, case, _)) in plan.iter().enumerate() {
+            let mut back = vec![0f32; befores[k].len()];
+            if let (Some(case), Ok(())) = (case, &queued[k]) {
+                s.memcpy_dtoh(
+                    &dst.view(case.dst_at..case.dst_at + back.len())?,
+                    back.as_mut_slice(),
+                )?;
+            }
+            got.push(back);
+        }
+        rt.barrier_all(&s)?;
+        s.synchronize()?;
+        rt.async_error()
+            .with_context(|| format!("round {round}, from epoch {start:#x}"))?;
+        for (k, (&(ti, _, case, algo), done)) in plan.iter().zip(queued).enumerate() {
+            let Some(case) = case else { continue };
+            let r = teams[ti].my_pe();
+            let checked = done
+                .and_then(|()| check(&case, n, r, &befores[k], &got[k]))
+                .with_context(|| format!("round {round} (from epoch {start:#x}), call {k}"));
+            tally.record(checked, || {
+                format!(
+                    "{:?} x{} {}on team {ti} ({})",
+                    case.coll,
+                    case.m,
+                    if case.in_place { "in place " } else { "" },
+                    algo.unwrap_or("auto")
+                )
+            });
+        }
+        drop((src, dst));
+    }
+    fence()?;
+    let used = teams.len();
+    drop(teams);
+    // Destroyed collectively, on every PE.
+    drop(listed);
+    if me == 0 {
+        println!(
+            "epoch wrap: {ROUNDS} rounds of {CALLS} calls on {} teams from epochs {EPOCH_LAST:#x} - 3 k: \
+             {} queued by nvlink_ll (forced), {} by nvlink_direct (forced), {} by the automatic \
+             choice, {} barriers and syncs",
+            used,
+            kinds[0],
+            kinds[1],
+            kinds[2],
+            kinds[3]
+        );
+    }
+    tally.finish(rt, "epoch wrap")
 }

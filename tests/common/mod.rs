@@ -3,10 +3,18 @@
 //! Each GPU test file holds one `#[test]`, ignored by default (with the reason, so CI shows it
 //! as skipped), that starts NVSHMEM once and runs named checks in order. `scripts/gpu-check.sh`
 //! runs the files under each launcher with `--ignored`.
+//!
+//! The collective tests also share here what a collective call is, from the library's one
+//! table of collectives ([`Collective`], [`Geometry`]): [`call`], the one place a collective
+//! becomes its `Team` method, and [`Layout`], where a call's input, output and result lie and
+//! what the result must be.
 #![allow(dead_code)]
 
-use nvshmem::{Runtime, RuntimeBuilder};
-use std::sync::Mutex;
+use cudarc::driver::CudaStream;
+use nvshmem::collective::{Collective, Geometry};
+use nvshmem::{Element, ElementKind, Error, ReduceOp, Runtime, RuntimeBuilder, Team};
+use nvshmem::{SymBuffer, SymBufferMut};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What this PE is doing and since when, for the watchdog.
@@ -170,4 +178,162 @@ macro_rules! ensure_eq {
         let (a, b) = (&$a, &$b);
         anyhow::ensure!(a == b, "{} = {:?}, expected {:?}", stringify!($a), a, b);
     }};
+}
+
+// ---- collective calls, from the library's table of collectives ---------------------------
+
+/// The collectives that move data (all but barrier and sync), in the table's order.
+pub fn data_collectives() -> Vec<Collective> {
+    Collective::ALL
+        .into_iter()
+        .filter(|c| c.geometry() != Geometry::None)
+        .collect()
+}
+
+/// Queues `coll` over `team` on `s`: from `src` into `dst`, or in place in `dst` alone (`src`
+/// unused). `root` is used by rooted collectives only, `op` by reductions only.
+#[allow(clippy::too_many_arguments)]
+pub fn call<T: Element>(
+    team: &Team,
+    coll: Collective,
+    in_place: bool,
+    root: usize,
+    op: ReduceOp,
+    src: &impl SymBuffer<T>,
+    dst: &mut impl SymBufferMut<T>,
+    s: &Arc<CudaStream>,
+) -> nvshmem::Result<()> {
+    use Collective as C;
+    match (coll, in_place) {
+        (C::AllReduce, false) => team.all_reduce(src, dst, op, s),
+        (C::AllReduce, true) => team.all_reduce_in_place(dst, op, s),
+        (C::Reduce, false) => team.reduce(root, src, dst, op, s),
+        (C::Reduce, true) => team.reduce_in_place(root, dst, op, s),
+        (C::Broadcast, false) => team.broadcast(root, src, dst, s),
+        (C::Broadcast, true) => team.broadcast_in_place(root, dst, s),
+        (C::Fcollect, false) => team.fcollect(src, dst, s),
+        (C::Fcollect, true) => team.fcollect_in_place(dst, s),
+        (C::Alltoall, false) => team.alltoall(src, dst, s),
+        (C::ReduceScatter, false) => team.reduce_scatter(src, dst, op, s),
+        (C::ReduceScatter, true) => team.reduce_scatter_in_place(dst, op, s),
+        (C::Gather, false) => team.gather(root, src, dst, s),
+        (C::Gather, true) => team.gather_in_place(root, dst, s),
+        (C::Scatter, false) => team.scatter(root, src, dst, s),
+        (C::Scatter, true) => team.scatter_in_place(root, dst, s),
+        (C::Barrier, _) => team.barrier(s),
+        (C::Sync, _) => team.sync(s),
+        (c, in_place) => panic!("no call for {c} (in place: {in_place})"),
+    }
+}
+
+/// Where one call's buffers and result lie, for team member `r`, derived from the collective's
+/// [`Geometry`]: `m` elements a part (the library's `count`: the whole input of all-reduce,
+/// reduce and broadcast, one block of the others) in a team of `n`.
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    pub coll: Collective,
+    pub n: usize,
+    pub m: usize,
+    pub in_place: bool,
+    pub root: usize,
+}
+
+impl Layout {
+    /// (input, output) elements of one member out of place.
+    pub fn lens(&self) -> (usize, usize) {
+        self.coll.geometry().lengths(self.m, self.n)
+    }
+
+    /// Elements of the output buffer the call gets: in place, one buffer of the larger length,
+    /// holding the input where NCCL puts it ([`Layout::input_at`]).
+    pub fn out_len(&self) -> usize {
+        let (src, dst) = self.lens();
+        if self.in_place {
+            src.max(dst)
+        } else {
+            dst
+        }
+    }
+
+    /// Where member `r`'s input starts in the in-place buffer: its own block of a gathered
+    /// output, else the start.
+    pub fn input_at(&self, r: usize) -> usize {
+        match self.coll.geometry() {
+            Geometry::Gathered if self.in_place => r * self.m,
+            _ => 0,
+        }
+    }
+
+    /// Whether member `r` gets no result, its output left untouched: not the root of a
+    /// rooted reduction or gather (broadcast and scatter give every member a result).
+    pub fn root_only(&self, r: usize) -> bool {
+        self.coll.is_rooted()
+            && r != self.root
+            && (self.coll.reduces() || self.coll.geometry() == Geometry::Gathered)
+    }
+
+    /// The part of member `r`'s output buffer the call defines: in place, a scattered result is
+    /// the member's own block.
+    pub fn result(&self, r: usize) -> std::ops::Range<usize> {
+        let at = match self.coll.geometry() {
+            Geometry::Scattered if self.in_place => r * self.m,
+            _ => 0,
+        };
+        at..at + self.lens().1
+    }
+
+    /// Element `i` of member `r`'s result, `input(k, j)` being element `j` of member `k`'s
+    /// input and `reduce(val)` the reduction of `val(k)` over the members.
+    pub fn expected(
+        &self,
+        r: usize,
+        i: usize,
+        input: impl Fn(usize, usize) -> f64,
+        reduce: impl Fn(&dyn Fn(usize) -> f64) -> f64,
+    ) -> f64 {
+        let m = self.m;
+        // Whose input (None: every member's, reduced, or the root's) and which element of it.
+        let (from, at) = match self.coll.geometry() {
+            Geometry::Same => (None, i),
+            Geometry::Gathered => (Some(i / m), i % m),
+            Geometry::Scattered => (None, r * m + i),
+            Geometry::Exchanged => (Some(i / m), r * m + i % m),
+            g => panic!("{} ({g:?}) has no result", self.coll),
+        };
+        if self.coll.reduces() {
+            reduce(&|k| input(k, at))
+        } else {
+            input(from.unwrap_or(self.root), at)
+        }
+    }
+}
+
+/// splitmix64's output function: a well-mixed 64-bit hash.
+pub fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// What an output holds before a call writes it: a value no check's inputs give.
+pub fn poison<T: Element>() -> T {
+    if T::KIND == ElementKind::Bool {
+        // True but not a byte any reduction of 0/1 inputs produces: an unwritten element
+        // shows in a byte check.
+        return *bytemuck::from_bytes::<T>(&[0x5A]);
+    }
+    T::from_f64(if T::KIND == ElementKind::Unsigned {
+        99.0
+    } else {
+        -99.0
+    })
+}
+
+/// Whether `e` is a forced algorithm's refusal (the same on every PE: the choice depends only
+/// on what every PE passes).
+pub fn refused(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<Error>(),
+        Some(Error::AlgorithmRefused { .. })
+    )
 }

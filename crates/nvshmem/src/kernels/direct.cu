@@ -22,8 +22,8 @@
 //         scatter:                       bytes * max(n - 1, 1) (bytes = one PE's block)
 //     grid = clamp(ceil(W / 16 KiB), 1, min(128, max_blocks))
 //
-// (`direct_grid` in crates/kernel-probe/src/bin/large.rs computes it; the rule is a tuning
-// choice: the `sweep` mode of that harness times other grids.)
+// (`direct_grid` in crates/nvshmem/src/collective/algo/nvlink.rs computes it; the rule is a
+// tuning choice.)
 //
 // Compile-time knobs (all optional; the defaults are the library's choice):
 //   NVR_D_INFLIGHT   16-byte vectors each thread loads before its first store (default 8)

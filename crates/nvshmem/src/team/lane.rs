@@ -218,6 +218,30 @@ impl Lane {
         let made = Arc::new(SideStream::new(stream)?);
         Ok(self.side.get_or_init(|| made).clone())
     }
+
+    /// [`Team::set_channel_epoch_for_tests`](crate::Team::set_channel_epoch_for_tests): this
+    /// PE's part of the channel set, on `stream`, to the state after run `epoch` of every block.
+    pub(crate) fn preset_epoch(&self, epoch: u32, stream: &CudaStream) -> Result<bool> {
+        let Some(c) = self.channel else {
+            return Ok(false);
+        };
+        // The header (epochs, arrive and depart words) is what precedes the LL regions.
+        let header = crate::collective::algo::channel::chan_bytes(0);
+        let s = stream.cu_stream();
+        // SAFETY: the channel lies inside the pool's allocation, which lives as long as the
+        // pool (held by this lane), `each` bytes from its address, the header first; the
+        // stream is live and the runtime's context current (the caller bound it). No kernel
+        // uses the channel meanwhile: the caller's contract, and the team's order puts this
+        // after the team's earlier calls on this PE.
+        unsafe {
+            cu::memset_d8_async(c.addr, 0, self.pool.each, s)
+                .map_err(Error::cuda("cuMemsetD8Async (channel)"))?;
+            cudarc::driver::sys::cuMemsetD32Async(c.addr, epoch, header / 4, s)
+                .result()
+                .map_err(Error::cuda("cuMemsetD32Async (channel)"))?;
+        }
+        Ok(true)
+    }
 }
 
 impl Resource for Lane {

@@ -1041,6 +1041,34 @@ impl Team {
     pub fn has_nvlink_kernels(&self) -> bool {
         self.inner.shape.nvr.is_some()
     }
+
+    /// **A hook for this repository's GPU tests, not an API** (`tests/gpu_scale.rs` uses it to
+    /// take the NVLink kernels across their epoch wrap, which otherwise comes after 2^32 - 2
+    /// runs). Queues on `stream` the setting of this PE's part of the team's channel to the
+    /// state after run `epoch` of every block, every peer having started and left it
+    /// (`kernels/PROTOCOL.md`, "Epochs": every epoch, arrive and depart word `epoch`, the LL
+    /// regions zeroed). Returns whether the team has a channel (else nothing is queued).
+    ///
+    /// Every member must do it at the same point, with no call of the team in flight on any
+    /// member before it and none started on any member until every member's setting is done
+    /// (a barrier that does not use this team's channel between, as NVSHMEM's own).
+    #[doc(hidden)]
+    pub fn set_channel_epoch_for_tests(
+        &self,
+        epoch: u32,
+        stream: &Arc<cudarc::driver::CudaStream>,
+    ) -> Result<bool> {
+        if epoch == 0 || epoch == u32::MAX {
+            return Err(Error::arg(
+                "set_channel_epoch_for_tests",
+                "epoch",
+                format_args!("{epoch:#x}: live epochs are 1 ..= 0xfffffffe"),
+            ));
+        }
+        self.rt.bind()?;
+        self.inner.lane.order.enter(stream, self.rt.captures())?;
+        self.inner.lane.preset_epoch(epoch, stream)
+    }
 }
 
 /// What each parent member offers in the agreement that opens a team-making call, after the
