@@ -116,6 +116,8 @@ pub(crate) struct TeamInner {
     /// Where a team made by a split retires to when its last handle drops; `None` for
     /// NVSHMEM's predefined teams, which live as long as NVSHMEM.
     retire: Option<Arc<Retired>>,
+    /// The plans of its recent calls, reused when a call repeats.
+    pub(crate) plans: crate::collective::algo::Plans,
 }
 
 impl std::fmt::Debug for TeamInner {
@@ -145,6 +147,7 @@ impl TeamInner {
             },
             lane: self.lane.clone(),
             retire: None,
+            plans: Default::default(),
         })
     }
 }
@@ -508,6 +511,7 @@ impl Core {
             },
             lane: Arc::new(Lane::new(self.pool.clone(), channel)),
             retire,
+            plans: Default::default(),
         })
     }
 }

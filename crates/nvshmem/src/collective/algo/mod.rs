@@ -42,7 +42,7 @@ pub use forced::ALGORITHMS_VAR;
 pub(super) use forced::{parse_forced, Forced};
 pub(crate) use queue::Step;
 pub use run::BareLaunch;
-pub(crate) use run::{bare, prepare, run, Planned};
+pub(crate) use run::{bare, prepare, run, Planned, Plans};
 
 /// One way to run a collective.
 pub(crate) trait Algorithm: Sync {

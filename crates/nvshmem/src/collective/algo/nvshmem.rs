@@ -133,10 +133,16 @@ impl Layout {
         self.result.next_multiple_of(SCRATCH_ALIGN)
     }
 
+    /// Saturating: a call too large for any scratch asks for `usize::MAX` bytes, which the
+    /// scratch refuses with a typed error (the sizes are checked spans, each under 2^64 bytes,
+    /// but two of them together can overflow).
     fn bytes(&self) -> usize {
         match self.staged {
             0 => self.result,
-            s => self.staged_at() + s,
+            s => self
+                .result
+                .checked_next_multiple_of(SCRATCH_ALIGN)
+                .map_or(usize::MAX, |at| at.saturating_add(s)),
         }
     }
 }

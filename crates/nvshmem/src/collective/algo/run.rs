@@ -1,6 +1,6 @@
-//! Queuing a chosen algorithm's plan: at once ([`run`]), prepared once and started many
-//! times ([`Planned`]), or as one bare kernel launch for the host-overhead bench
-//! ([`BareLaunch`]).
+//! Queuing a chosen algorithm's plan: at once ([`run`], which keeps the plans of repeated
+//! calls), prepared once and started many times ([`Planned`]), both through [`Plan::queue`];
+//! or as one bare kernel launch for the host-overhead bench ([`BareLaunch`]).
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
@@ -10,6 +10,11 @@ use super::*;
 /// Chooses, plans and queues `call` on `stream`. `arrays` are the allocations its buffers are
 /// part of: the call notes its use of them, of the team and of the scratch, before queuing
 /// anything (see [`crate::runtime::streams`]).
+///
+/// A plan that needs no scratch is kept in the team's [`Plans`], keyed by everything it was
+/// made from, so a call repeated on the same arrays (the common case: a training step, a
+/// solver iteration) skips the choice, the plan and the kernel lookup, and costs what a
+/// prepared call's start costs.
 pub(crate) fn run(
     team: &Team,
     mut call: Call,
@@ -18,7 +23,13 @@ pub(crate) fn run(
 ) -> Result<()> {
     let rt = team.runtime();
     let q = rt.enqueue(call.name, stream)?;
-    let alg = choose(&call, rt.collectives().forced(call.coll))?;
+    let forced = rt.collectives().forced(call.coll);
+    let key = PlanKey::of(&call, forced);
+    let plans = &team.inner().plans;
+    if let Some(plan) = plans.get(&key) {
+        return plan.queue(&q, team, stream, arrays.iter().copied(), None);
+    }
+    let alg = choose(&call, forced)?;
     if call.is_empty() {
         return Ok(());
     }
@@ -27,109 +38,87 @@ pub(crate) fn run(
         bytes => Some(rt.heap().scratch(call.name, bytes)?),
     };
     call.scratch = scratch.as_ref().map_or(0, |s| s.ptr());
-    let mut steps = Vec::with_capacity(4);
-    alg.plan(&call, &mut steps);
-    let side = steps
-        .contains(&Step::Fork)
-        .then(|| team.inner().lane.side(stream))
-        .transpose()?;
-    // The team first: its order makes this stream wait for the team's earlier calls.
-    q.uses(team.inner())?;
-    for a in arrays {
-        q.uses(*a)?;
+    let plan = Plan::make(alg, &call, stream)?;
+    if scratch.is_none() {
+        let plan = plans.insert(key, plan);
+        return plan.queue(&q, team, stream, arrays.iter().copied(), None);
     }
-    if let Some(s) = &scratch {
-        q.uses(s)?;
-    }
-    let mut device = queue::Device {
-        nv: rt.nv(),
-        team: team.handle(),
-        stream,
-        cu: q.cu,
-        side,
-    };
-    queue::execute(&steps, &mut device)
+    plan.queue(&q, team, stream, arrays.iter().copied(), scratch.as_ref())
 }
 
-/// A call checked, chosen and planned once ([`prepare`]), to be queued as often as wanted by
-/// [`Planned::start`]: what [`run`] does on every call, less the choice, the plan and the
-/// kernel lookup.
-pub(crate) struct Planned {
+/// What a call queues once checked, chosen and planned: the plan's steps with every kernel
+/// compiled, and, when the whole plan is one kernel of this crate, that kernel resolved. Made
+/// per call ([`run`], which keeps it in the team's [`Plans`]) or once for many starts
+/// ([`Planned`]); both queue it through [`Plan::queue`].
+pub(crate) struct Plan {
     name: &'static str,
     /// Whether the call has nothing to move (no elements): nothing is noted or queued.
     empty: bool,
-    /// The plan's steps; empty for an empty call, and for a plan with nothing to queue (a
-    /// one-PE call in place), which still notes its uses.
+    /// The steps; empty for an empty call, and for a plan with nothing to queue (a one-PE
+    /// call in place), which still notes its uses.
     steps: Vec<Step>,
     /// The plan's one kernel of this crate, resolved, when that is the whole plan.
     kernel: Option<(cudarc::driver::sys::CUfunction, crate::kernels::NvrLaunch)>,
-    /// What every start notes its use of: the call's arrays, the scratch lease it planned on.
-    arrays: Vec<Arc<Alloc>>,
-    scratch: Option<Arc<crate::memory::Scratch>>,
 }
 
 // SAFETY: the raw function handle is a CUDA driver handle, usable from any thread with its
 // context current (every start makes it so); the rest is Send and Sync.
-unsafe impl Send for Planned {}
-// SAFETY: as above; starting only reads the plan.
-unsafe impl Sync for Planned {}
+unsafe impl Send for Plan {}
+// SAFETY: as above; queuing only reads the plan.
+unsafe impl Sync for Plan {}
 
-/// Chooses and plans `call` once, as [`run`] would, for [`Planned::start`]: the scratch lease
-/// and every kernel are taken now.
-pub(crate) fn prepare(team: &Team, mut call: Call, arrays: &[&Arc<Alloc>]) -> Result<Planned> {
-    let rt = team.runtime();
-    let own = rt.stream().clone();
-    rt.enter(call.name, &own)?;
-    let alg = choose(&call, rt.collectives().forced(call.coll))?;
-    let mut planned = Planned {
-        name: call.name,
-        empty: call.is_empty(),
-        steps: Vec::new(),
-        kernel: None,
-        arrays: arrays.iter().map(|a| Arc::clone(a)).collect(),
-        scratch: None,
-    };
-    if call.is_empty() {
-        return Ok(planned);
-    }
-    planned.scratch = match alg.scratch(&call) {
-        0 => None,
-        bytes => Some(rt.heap().scratch(call.name, bytes)?),
-    };
-    call.scratch = planned.scratch.as_ref().map_or(0, |s| s.ptr());
-    alg.plan(&call, &mut planned.steps);
-    for step in &planned.steps {
-        if let Step::Kernel(launch) | Step::ClosingKernel(launch) = step {
-            kernels::prepare(&own, launch.key())?;
+impl Plan {
+    /// The plan of `alg` for `call` (scratch already set), its kernels compiled and loaded in
+    /// `stream`'s context.
+    fn make(alg: &dyn Algorithm, call: &Call, stream: &CudaStream) -> Result<Plan> {
+        let mut plan = Plan {
+            name: call.name,
+            empty: call.is_empty(),
+            steps: Vec::new(),
+            kernel: None,
+        };
+        if plan.empty {
+            return Ok(plan);
         }
+        alg.plan(call, &mut plan.steps);
+        for step in &plan.steps {
+            if let Step::Kernel(launch) | Step::ClosingKernel(launch) = step {
+                kernels::prepare(stream, launch.key())?;
+            }
+        }
+        if let [Step::Kernel(kernels::Launch::Nvr(l))] = plan.steps.as_slice() {
+            plan.kernel = Some((kernels::resolve_nvr(stream, l)?, l.clone()));
+        }
+        Ok(plan)
     }
-    if let [Step::Kernel(kernels::Launch::Nvr(l))] = planned.steps.as_slice() {
-        planned.kernel = Some((kernels::resolve_nvr(&own, l)?, l.clone()));
-    }
-    Ok(planned)
-}
 
-impl Planned {
-    /// Queues the planned call on `stream`, noting its uses as [`run`] does.
-    pub(crate) fn start(&self, team: &Team, stream: &Arc<CudaStream>) -> Result<()> {
-        let rt = team.runtime();
-        let q = rt.enqueue(self.name, stream)?;
+    /// Queues the plan on `stream` (checked by `q`), after noting the uses of the team, of
+    /// `arrays` and of the `scratch` lease: the one way every call and every start queues.
+    fn queue<'a>(
+        &self,
+        q: &crate::runtime::Enqueue<'_>,
+        team: &Team,
+        stream: &Arc<CudaStream>,
+        arrays: impl Iterator<Item = &'a Arc<Alloc>>,
+        scratch: Option<&Arc<crate::memory::Scratch>>,
+    ) -> Result<()> {
         if self.empty {
             return Ok(());
         }
+        // The team first: its order makes this stream wait for the team's earlier calls.
         q.uses(team.inner())?;
-        for a in &self.arrays {
+        for a in arrays {
             q.uses(a)?;
         }
-        if let Some(s) = &self.scratch {
+        if let Some(s) = scratch {
             q.uses(s)?;
         }
         if let Some((function, launch)) = &self.kernel {
             // SAFETY: `function` was resolved for this launch in the runtime's context (made
             // current by `enqueue`), whose kernel cache keeps its module loaded while the
             // runtime lives (the team holds it); the launch's addresses are the team's channel
-            // (the team is held) and the arrays (held, and borrowed by the prepared call), whose
-            // use on this stream was just noted.
+            // (the team is held) and the call's arrays, held by the caller, whose use on this
+            // stream was just noted.
             return unsafe { kernels::fire_nvr(*function, stream, launch) };
         }
         let side = self
@@ -138,13 +127,130 @@ impl Planned {
             .then(|| team.inner().lane.side(stream))
             .transpose()?;
         let mut device = queue::Device {
-            nv: rt.nv(),
+            nv: team.runtime().nv(),
             team: team.handle(),
             stream,
             cu: q.cu,
             side,
         };
         queue::execute(&self.steps, &mut device)
+    }
+}
+
+/// Everything a scratch-free plan is made from, besides the team (each team keeps its own
+/// [`Plans`]): two calls with equal keys plan alike. The operator's scale is compared by its
+/// bits, and the forced algorithm by identity, so a change of either plans anew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PlanKey {
+    coll: Collective,
+    dtype: DataType,
+    op: (std::mem::Discriminant<ReduceOp>, u64),
+    root: usize,
+    src: Span,
+    dst: Span,
+    count: usize,
+    in_place: bool,
+    forced: Option<*const u8>,
+}
+
+// SAFETY: the pointer is only compared (the forced algorithm's name, a `&'static str`).
+unsafe impl Send for PlanKey {}
+// SAFETY: as above.
+unsafe impl Sync for PlanKey {}
+
+impl PlanKey {
+    fn of(call: &Call, forced: Option<&'static dyn Algorithm>) -> PlanKey {
+        let scale = match call.op {
+            ReduceOp::PreMulSum(scale) => scale.to_bits(),
+            _ => 0,
+        };
+        let op = (std::mem::discriminant(&call.op), scale);
+        PlanKey {
+            coll: call.coll,
+            dtype: call.dtype,
+            op,
+            root: call.root,
+            src: call.src,
+            dst: call.dst,
+            count: call.count,
+            in_place: call.in_place,
+            forced: forced.map(|a| a.name().as_ptr()),
+        }
+    }
+}
+
+/// A team's most recent scratch-free plans ([`run`]), newest first. Small and scanned in
+/// order: a program repeats a few calls, and comparing a key costs less than hashing it.
+#[derive(Default)]
+pub(crate) struct Plans(std::sync::Mutex<Vec<(PlanKey, Arc<Plan>)>>);
+
+impl Plans {
+    /// How many plans a team keeps.
+    const KEPT: usize = 16;
+
+    fn get(&self, key: &PlanKey) -> Option<Arc<Plan>> {
+        let mut plans = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let i = plans.iter().position(|(k, _)| k == key)?;
+        if i > 0 {
+            let hit = plans.remove(i);
+            plans.insert(0, hit);
+        }
+        Some(Arc::clone(&plans[0].1))
+    }
+
+    fn insert(&self, key: PlanKey, plan: Plan) -> Arc<Plan> {
+        let plan = Arc::new(plan);
+        let mut plans = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        plans.retain(|(k, _)| *k != key);
+        plans.truncate(Self::KEPT - 1);
+        plans.insert(0, (key, Arc::clone(&plan)));
+        plan
+    }
+}
+
+impl std::fmt::Debug for Plans {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map_or(0, |p| p.len());
+        write!(f, "Plans({n})")
+    }
+}
+
+/// A call checked, chosen and planned once ([`prepare`]), to be queued as often as wanted by
+/// [`Planned::start`]: its [`Plan`], the arrays it was made for and the scratch lease it
+/// planned on.
+pub(crate) struct Planned {
+    plan: Plan,
+    /// What every start notes its use of: the call's arrays, the scratch lease.
+    arrays: Vec<Arc<Alloc>>,
+    scratch: Option<Arc<crate::memory::Scratch>>,
+}
+
+/// Chooses and plans `call` once, as [`run`] would, for [`Planned::start`]: the scratch lease
+/// and every kernel are taken now.
+pub(crate) fn prepare(team: &Team, mut call: Call, arrays: &[&Arc<Alloc>]) -> Result<Planned> {
+    let rt = team.runtime();
+    let own = rt.stream().clone();
+    rt.enter(call.name, &own)?;
+    let alg = choose(&call, rt.collectives().forced(call.coll))?;
+    let scratch = match alg.scratch(&call) {
+        0 => None,
+        _ if call.is_empty() => None,
+        bytes => Some(rt.heap().scratch(call.name, bytes)?),
+    };
+    call.scratch = scratch.as_ref().map_or(0, |s| s.ptr());
+    Ok(Planned {
+        plan: Plan::make(alg, &call, &own)?,
+        arrays: arrays.iter().map(|a| Arc::clone(a)).collect(),
+        scratch,
+    })
+}
+
+impl Planned {
+    /// Queues the planned call on `stream`, noting its uses as [`run`] does.
+    pub(crate) fn start(&self, team: &Team, stream: &Arc<CudaStream>) -> Result<()> {
+        let q = team.runtime().enqueue(self.plan.name, stream)?;
+        self.plan
+            .queue(&q, team, stream, self.arrays.iter(), self.scratch.as_ref())
     }
 }
 
@@ -203,5 +309,134 @@ pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<BareL
                 alg.name()
             ),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{call, team};
+    use super::*;
+
+    fn empty_plan() -> Plan {
+        Plan {
+            name: "test",
+            empty: false,
+            steps: Vec::new(),
+            kernel: None,
+        }
+    }
+
+    #[test]
+    fn a_plan_is_reused_only_for_a_call_that_plans_alike() {
+        let t = team(4, 1, true);
+        let (f32_, sum) = (DataType::F32, ReduceOp::Sum);
+        let base = call(&t, Collective::AllReduce, f32_, sum, 1024, false, 0);
+        let key = PlanKey::of(&base, None);
+        assert_eq!(key, PlanKey::of(&base.clone(), None));
+        let mut other = base.clone();
+        other.dst.ptr += 256;
+        let scaled = |s: f64| {
+            let c = call(
+                &t,
+                Collective::AllReduce,
+                f32_,
+                ReduceOp::PreMulSum(s),
+                1024,
+                false,
+                0,
+            );
+            PlanKey::of(&c, None)
+        };
+        let forced = registry(Collective::AllReduce)[0];
+        let differ = [
+            PlanKey::of(&other, None),
+            PlanKey::of(
+                &call(&t, Collective::AllReduce, f32_, sum, 1023, false, 0),
+                None,
+            ),
+            PlanKey::of(
+                &call(
+                    &t,
+                    Collective::AllReduce,
+                    f32_,
+                    ReduceOp::Max,
+                    1024,
+                    false,
+                    0,
+                ),
+                None,
+            ),
+            PlanKey::of(
+                &call(
+                    &t,
+                    Collective::AllReduce,
+                    DataType::I32,
+                    sum,
+                    1024,
+                    false,
+                    0,
+                ),
+                None,
+            ),
+            PlanKey::of(
+                &call(&t, Collective::AllReduce, f32_, sum, 1024, true, 0),
+                None,
+            ),
+            PlanKey::of(
+                &call(&t, Collective::Broadcast, f32_, sum, 1024, false, 0),
+                None,
+            ),
+            PlanKey::of(
+                &call(&t, Collective::Broadcast, f32_, sum, 1024, false, 1),
+                None,
+            ),
+            PlanKey::of(&base, Some(forced)),
+        ];
+        for (i, k) in differ.iter().enumerate() {
+            assert_ne!(key, *k, "variant {i} must plan anew");
+        }
+        // Scales compare by their bits: 0.0 and -0.0 give results of different signs.
+        assert_eq!(scaled(0.5), scaled(0.5));
+        assert_ne!(scaled(0.0), scaled(-0.0));
+        assert_ne!(scaled(0.5), key);
+    }
+
+    #[test]
+    fn a_team_keeps_its_most_recent_plans() {
+        let t = team(2, 0, true);
+        let keys: Vec<PlanKey> = (1..=Plans::KEPT + 1)
+            .map(|n| {
+                let c = call(
+                    &t,
+                    Collective::AllReduce,
+                    DataType::F32,
+                    ReduceOp::Sum,
+                    n,
+                    false,
+                    0,
+                );
+                PlanKey::of(&c, None)
+            })
+            .collect();
+        let plans = Plans::default();
+        assert!(plans.get(&keys[0]).is_none());
+        let first = plans.insert(keys[0], empty_plan());
+        assert!(Arc::ptr_eq(&first, &plans.get(&keys[0]).expect("kept")));
+        for k in &keys[1..Plans::KEPT] {
+            plans.insert(*k, empty_plan());
+        }
+        // The first key, used again, is the newest: the next insert evicts the second.
+        assert!(plans.get(&keys[0]).is_some());
+        plans.insert(keys[Plans::KEPT], empty_plan());
+        assert!(plans.get(&keys[0]).is_some());
+        assert!(plans.get(&keys[1]).is_none());
+        assert!(plans.get(&keys[Plans::KEPT]).is_some());
+        // Inserting a key again replaces its plan instead of keeping two.
+        let again = plans.insert(keys[Plans::KEPT], empty_plan());
+        assert!(Arc::ptr_eq(
+            &again,
+            &plans.get(&keys[Plans::KEPT]).expect("kept")
+        ));
+        assert_eq!(plans.0.lock().unwrap().len(), Plans::KEPT);
     }
 }
