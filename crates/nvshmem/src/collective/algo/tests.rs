@@ -1207,19 +1207,10 @@ fn one_pe_expected(c: &Call) -> Vec<Step> {
 
 #[test]
 fn one_pe_calls_cost_one_copy_or_nothing() {
-    let ops = [
-        ReduceOp::Sum,
-        ReduceOp::Prod,
-        ReduceOp::Min,
-        ReduceOp::Max,
-        ReduceOp::And,
-        ReduceOp::Or,
-        ReduceOp::Xor,
-        ReduceOp::Avg,
-        ReduceOp::PreMulSum(2.0),
-        ReduceOp::PreMulSum(1.0),
-        ReduceOp::PreMulSum(-0.5),
-    ];
+    let ops: Vec<ReduceOp> = ReduceOp::BASIC
+        .into_iter()
+        .chain([2.0, 1.0, -0.5].map(ReduceOp::PreMulSum))
+        .collect();
     let mut planned = 0;
     for mapped in [false, true] {
         let t = team(1, 0, mapped);
@@ -1229,7 +1220,7 @@ fn one_pe_calls_cost_one_copy_or_nothing() {
                 _ => &[1, 1000, 3 << 19, 64 << 20],
             };
             for &dtype in DataType::ALL {
-                for op in ops {
+                for &op in &ops {
                     if coll.reduces() && op.check_for("t", dtype).is_err() {
                         continue;
                     }
