@@ -14,7 +14,8 @@
 #                                         faults, soak, collectives, multipe, shared_gpu, scale, repro, lifetimes,
 #                                         device, perf, perfgraph, perfiso, reddiag,
 #                                         perfpoints, pdl, cepoints, perfgraphsplit,
-#                                         onepe (1 PE, no launcher, about a minute).
+#                                         onepe (1 PE, no launcher, about a minute),
+#                                         hostcost (host time of a call, 1 PE, no MPS).
 #                                         Each of collectives, perf
 #                                         and perfgraph needs most of one 10-minute call; soak up
 #                                         to 9 min.
@@ -642,6 +643,21 @@ perf_mode() {
 # 128 MiB), stream then graph mode, first with the automatic choice against raw NVSHMEM and
 # NCCL, then with every collective forced onto NVSHMEM's algorithm (gather and scatter, which
 # NVSHMEM lacks, onto rooted_get) against raw NVSHMEM. JSON into $final/points/.
+# The host time of one call (benches/host_overhead.rs) on one PE, without a launcher, twice
+# (the machines are noisy: the two runs show how much): ours against raw NVSHMEM, a bare launch
+# of the same kernel and a prepared call's start. Under MPS=1 it measures nothing: refused.
+hostcost() {
+  if mps_on; then
+    echo "hostcost: host times under MPS measure nothing; skipped"
+    return 0
+  fi
+  local run
+  for run in 1 2; do
+    case_ host-overhead-1pe-run$run pass .gpu/bin/host_overhead
+    grep -h "host time\|  \|against\|forced\|local" "$out/host-overhead-1pe-run$run.log" | head -24
+  done
+}
+
 perfpoints() {
   local w=/opt/torch/.venv/lib/python3.12/site-packages
   export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
@@ -837,5 +853,5 @@ case "$mode" in
     tar -czf "$final/logs.tgz" -C "$final" logs && rm -rf "$out"
     [ $failures -eq 0 ]
     ;;
-  *) sed -n '2,19p' "$0"; exit 2 ;;
+  *) sed -n '2,21p' "$0"; exit 2 ;;
 esac
