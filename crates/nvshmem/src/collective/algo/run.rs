@@ -1,6 +1,6 @@
 //! Queuing a chosen algorithm's plan: at once ([`run`]), prepared once and started many
 //! times ([`Planned`]), or as one bare kernel launch for the host-overhead bench
-//! ([`BareLaunch`]).
+//! ([`ResolvedKernel`]).
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
@@ -62,7 +62,10 @@ pub(crate) struct Planned {
     /// one-PE call in place), which still notes its uses.
     steps: Vec<Step>,
     /// The plan's one kernel of this crate, resolved, when that is the whole plan.
-    kernel: Option<(cudarc::driver::sys::CUfunction, crate::kernels::NvrLaunch)>,
+    kernel: Option<(
+        cudarc::driver::sys::CUfunction,
+        crate::kernels::NvlinkLaunch,
+    )>,
     /// What every start notes its use of: the call's arrays, the scratch lease it planned on.
     arrays: Vec<Arc<Alloc>>,
     scratch: Option<Arc<crate::memory::Scratch>>,
@@ -103,8 +106,8 @@ pub(crate) fn prepare(team: &Team, mut call: Call, arrays: &[&Arc<Alloc>]) -> Re
             kernels::prepare(&own, launch.key())?;
         }
     }
-    if let [Step::Kernel(kernels::Launch::Nvr(l))] = planned.steps.as_slice() {
-        planned.kernel = Some((kernels::resolve_nvr(&own, l)?, l.clone()));
+    if let [Step::Kernel(kernels::Launch::Nvlink(l))] = planned.steps.as_slice() {
+        planned.kernel = Some((l.resolve(&own)?, l.clone()));
     }
     Ok(planned)
 }
@@ -130,7 +133,7 @@ impl Planned {
             // runtime lives (the team holds it); the launch's addresses are the team's channel
             // (the team is held) and the arrays (held, and borrowed by the prepared call), whose
             // use on this stream was just noted.
-            return unsafe { kernels::fire_nvr(*function, stream, launch) };
+            return unsafe { launch.fire(*function, stream) };
         }
         let side = self
             .steps
@@ -152,16 +155,16 @@ impl Planned {
 /// `cuLaunchKernel` of the kernel a call queues against the whole call (see
 /// [`Team::bare_launch_for_bench`]).
 #[doc(hidden)]
-pub struct BareLaunch {
+pub struct ResolvedKernel {
     function: cudarc::driver::sys::CUfunction,
-    launch: crate::kernels::NvrLaunch,
+    launch: crate::kernels::NvlinkLaunch,
     /// The runtime, which keeps the kernels' module alive, and the team, which keeps its
     /// channel.
     rt: Runtime,
     _team: Team,
 }
 
-impl BareLaunch {
+impl ResolvedKernel {
     /// Queues the kernel once more on `stream` (which must be the stream it was resolved
     /// for): one `cuLaunchKernel`, nothing else. Every PE must fire as often as the others.
     ///
@@ -175,12 +178,12 @@ impl BareLaunch {
         // after `enter`), whose kernel cache keeps the module loaded; the launch's addresses
         // are the team's channel (kept by `_team`) and the arrays, which the caller keeps
         // alive.
-        unsafe { crate::kernels::fire_nvr(self.function, stream, &self.launch) }
+        unsafe { self.launch.fire(self.function, stream) }
     }
 }
 
 /// Plans `call` as [`run`] would and returns its one kernel launch, resolved.
-pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<BareLaunch> {
+pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<ResolvedKernel> {
     let rt = team.runtime();
     rt.enter(call.name, stream)?;
     let alg = choose(&call, rt.collectives().forced(call.coll))?;
@@ -189,8 +192,8 @@ pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<BareL
         alg.plan(&call, &mut steps);
     }
     match steps.as_slice() {
-        [Step::Kernel(crate::kernels::Launch::Nvr(l))] => Ok(BareLaunch {
-            function: crate::kernels::resolve_nvr(stream, l)?,
+        [Step::Kernel(crate::kernels::Launch::Nvlink(l))] => Ok(ResolvedKernel {
+            function: l.resolve(stream)?,
             launch: l.clone(),
             rt: rt.clone(),
             _team: team.clone(),
