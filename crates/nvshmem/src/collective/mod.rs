@@ -138,7 +138,7 @@ mod props;
 
 pub use crate::op::ReduceOp;
 #[doc(hidden)]
-pub use algo::BareLaunch;
+pub use algo::ResolvedKernel;
 pub use algo::{Collective, Geometry, ALGORITHMS_VAR};
 pub use prepared::Prepared;
 
@@ -269,7 +269,7 @@ fn describe<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
         count,
         in_place,
         scratch: 0,
-        nvr: team.nvr,
+        descriptor: team.descriptor,
         arch: team
             .arch
             .map(|(major, minor)| algo::crossover::Arch { major, minor }),
@@ -293,7 +293,7 @@ impl Team {
         &self,
         all_reduce: Option<(&crate::SymArray<f32>, &crate::SymArray<f32>)>,
         stream: &CudaStream,
-    ) -> Result<algo::BareLaunch> {
+    ) -> Result<algo::ResolvedKernel> {
         let (coll, name, dtype, op, bufs) = match all_reduce {
             None => (
                 Collective::Barrier,

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::{
     collective::algo::channel::MAX_TEAM,
-    kernels::{Launch, NvrTeam},
+    kernels::{Launch, TeamDescriptor},
     memory::check_scratch,
     props::{address, collective, config, dtype, names_arg, op, size},
     team::TeamShape,
@@ -129,14 +129,14 @@ struct Decision {
 }
 
 /// The team's channel as the kernels see it on PE `team.my_pe`.
-fn channel(team: &TeamShape, ll_bytes: u32) -> Option<NvrTeam> {
+fn channel(team: &TeamShape, ll_bytes: u32) -> Option<TeamDescriptor> {
     let offsets = team.peer_offsets.as_ref()?;
     if team.n_pes > MAX_TEAM {
         return None;
     }
     let mut off = [0i64; MAX_TEAM];
     off[..offsets.len()].copy_from_slice(offsets);
-    Some(NvrTeam {
+    Some(TeamDescriptor {
         off,
         n: team.n_pes as i32,
         me: team.my_pe as i32,
@@ -155,7 +155,7 @@ fn decide(case: &Case, me: usize) -> Result<Decision> {
     let team = team(case.n, me, case.mapped);
     let args = case.args();
     let mut call = describe(&args, &team)?;
-    call.nvr = case.channel.and_then(|ll| channel(&team, ll));
+    call.descriptor = case.channel.and_then(|ll| channel(&team, ll));
     let forced = case.forced.map(|i| {
         let algorithms = registry(case.coll);
         algorithms[i % algorithms.len()]
@@ -438,7 +438,7 @@ proptest! {
     ) {
         let team = team(1, 0, case.mapped);
         let mut call = describe(&case.args(), &team)?;
-        call.nvr = case.channel.and_then(|ll| channel(&team, ll));
+        call.descriptor = case.channel.and_then(|ll| channel(&team, ll));
         let alg = choose(&call, None)?;
         prop_assert_eq!(alg.name(), "local");
         prop_assert_eq!(alg.scratch(&call), 0);

@@ -1,6 +1,6 @@
 //! This crate's own CUDA kernels: the NVLink collectives of peer-mapped teams, and what
 //! NVSHMEM lacks (reductions on bool and fp8, avg and pre-multiplied sum, gather and scatter
-//! through peer-mapped memory).
+//! through peer-mapped memory). Their C names begin with `nvr_`, for nvshmem-rs.
 //!
 //! The kernels work on raw device addresses that this GPU can dereference: its own buffers and
 //! peers' symmetric buffers mapped with `nvshmem_ptr`. They are CUDA C sources kept beside this
@@ -21,21 +21,25 @@
 //! between the NVLink kernels and the host side.
 //!
 //! A launch is described as data ([`Launch`]), so the algorithm layer can record what it
-//! would queue in tests without a GPU. Ordering is the caller's job: a launch only enqueues
-//! on the stream. Before a kernel reads a peer's buffer the peer must have finished writing it
-//! (a team barrier on the stream), and nothing may write a buffer that a peer's kernel is
-//! still reading.
+//! would queue in tests without a GPU. Every launch takes one path: [`launch`] checks it and
+//! builds its kernel family's parameter block ([`Params`], the one place that lays parameters
+//! out as the C signatures), [`resolve`] finds the loaded function, and [`fire`] enqueues it
+//! with one `cuLaunchKernelEx`; a prepared call resolves once and fires
+//! ([`NvlinkLaunch::resolve`], [`NvlinkLaunch::fire`]). Ordering is the caller's job: a
+//! launch only enqueues on the stream. Before a kernel reads a peer's buffer the peer must have
+//! finished writing it (a team barrier on the stream), and nothing may write a buffer that a
+//! peer's kernel is still reading.
 pub(crate) mod compile;
 mod types;
 
 use std::{ffi::c_void, sync::OnceLock};
 
-use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{sys, CudaStream};
 
 pub(crate) use compile::compute_capability;
 #[cfg(test)]
 use compile::{cuda_include_dir, nvrtc_available};
-pub(crate) use types::{reduces, KernelKey, NvrFile};
+pub(crate) use types::{reduces, KernelKey, NvlinkSource};
 
 use crate::{DataType, Error, ReduceOp, Result};
 
@@ -48,20 +52,16 @@ const BLOCK: u32 = 256;
 /// 1000 blocks of 256 threads at once).
 const MAX_BLOCKS: u64 = 2048;
 
-fn grid(work: u64) -> LaunchConfig {
-    let blocks = work.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS) as u32;
-    LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    }
+/// The blocks (of [`BLOCK`] threads) of a grid-stride kernel over `work` items.
+fn grid(work: u64) -> u32 {
+    work.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS) as u32
 }
 
 /// The team descriptor of `kernels/PROTOCOL.md` (`struct nvr_team`), passed by value to every
 /// NVLink kernel.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct NvrTeam {
+pub(crate) struct TeamDescriptor {
     /// What to add to a local symmetric address to reach team PE `j`'s copy.
     pub(crate) off: [i64; 8],
     pub(crate) n: i32,
@@ -77,13 +77,9 @@ pub(crate) struct NvrTeam {
     pub(crate) timeout_ns: u64,
 }
 
-// SAFETY: plain old data with the layout of `struct nvr_team` (repr(C), the same field types
-// and order; 112 bytes, checked by a test).
-unsafe impl DeviceRepr for NvrTeam {}
-
-/// The arguments after the team of an NVLink kernel.
+/// The arguments after the team descriptor of an NVLink kernel (ll.cu, direct.cu).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum NvrArgs {
+pub(crate) enum NvlinkArgs {
     /// `(team, [root,] src, dst, count, scale)`: a reduction of `count` elements.
     Reduce {
         root: Option<i32>,
@@ -106,13 +102,41 @@ pub(crate) enum NvrArgs {
 /// One launch of an NVLink kernel: the function, its grid (the same on every member) and its
 /// arguments.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct NvrLaunch {
+pub(crate) struct NvlinkLaunch {
     pub(crate) key: KernelKey,
     pub(crate) function: &'static str,
     pub(crate) grid: u32,
     pub(crate) block: u32,
-    pub(crate) team: NvrTeam,
-    pub(crate) args: NvrArgs,
+    pub(crate) team: TeamDescriptor,
+    pub(crate) args: NvlinkArgs,
+}
+
+impl NvlinkLaunch {
+    /// Its parameter block.
+    fn params(&self) -> Params<'_> {
+        Params::Nvlink {
+            team: &self.team,
+            args: &self.args,
+        }
+    }
+
+    /// Its loaded function (compiled and loaded on first use), for [`NvlinkLaunch::fire`].
+    pub(crate) fn resolve(&self, stream: &CudaStream) -> Result<sys::CUfunction> {
+        resolve(stream, self.key, self.function)
+    }
+
+    /// Enqueues it once more, its function `f` resolved before: one `cuLaunchKernelEx`, its
+    /// parameters on the stack (this is the small collectives' whole host cost, so nothing is
+    /// allocated).
+    ///
+    /// # Safety
+    /// As for [`fire`]: `f` is this launch's function from [`NvlinkLaunch::resolve`] in the
+    /// stream's context, which is current; every address it names holds what the kernel reads
+    /// and writes until the stream passes this point.
+    pub(crate) unsafe fn fire(&self, f: sys::CUfunction, stream: &CudaStream) -> Result<()> {
+        // SAFETY: passed on from the caller.
+        unsafe { fire(f, stream, self.grid, self.block, &self.params()) }
+    }
 }
 
 /// One kernel launch, with its arguments.
@@ -156,7 +180,7 @@ pub(crate) enum Launch {
         block_bytes: usize,
     },
     /// An NVLink kernel.
-    Nvr(NvrLaunch),
+    Nvlink(NvlinkLaunch),
 }
 
 impl Launch {
@@ -187,7 +211,142 @@ impl Launch {
                 *block_bytes,
                 dst_peers.iter().copied().chain([*src]),
             )),
-            Launch::Nvr(l) => l.key,
+            Launch::Nvlink(l) => l.key,
+        }
+    }
+
+    /// The function of [`Launch::key`]'s module it runs.
+    fn function(&self) -> &'static str {
+        match self {
+            Launch::ReducePeers { .. } => "nvr_reduce",
+            Launch::Map { .. } => "nvr_map",
+            Launch::Gather { .. } => "nvr_gather",
+            Launch::Scatter { .. } => "nvr_scatter",
+            Launch::Nvlink(l) => l.function,
+        }
+    }
+}
+
+/// The most parameters a kernel of this crate takes (an NVLink reduction with a root).
+const MAX_PARAMS: usize = 6;
+
+/// A kernel's parameters, typed by kernel family. Each field has its C parameter's type
+/// (addresses and `unsigned long long` as `u64`, `int` as `i32`, `double` as `f64`, the peer
+/// tables and the team descriptor by reference to their by-value layout), so
+/// [`Params::pointers`], the one place that lays parameters out for the driver, only takes
+/// their addresses in the signature's order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Params<'a> {
+    /// reduce.cu: `nvr_reduce(nvr_peers src, int n_src, NVR_T *dst, nvr_size len, double
+    /// scale)`; `nvr_peers` is `MAX_PEERS` pointers by value.
+    ReducePeers {
+        peers: &'a [u64; MAX_PEERS],
+        n: i32,
+        dst: u64,
+        len: u64,
+        scale: f64,
+    },
+    /// reduce.cu: `nvr_map(const NVR_T *src, NVR_T *dst, nvr_size len, double s)`.
+    Map {
+        src: u64,
+        dst: u64,
+        len: u64,
+        factor: f64,
+    },
+    /// copy.cu: `nvr_gather(nvr_wpeers src, int n, NVR_W *dst, nvr_size words)`.
+    Gather {
+        src: &'a [u64; MAX_PEERS],
+        n: i32,
+        dst: u64,
+        words: u64,
+    },
+    /// copy.cu: `nvr_scatter(const NVR_W *src, nvr_wpeers dst, int n, nvr_size words)`.
+    Scatter {
+        src: u64,
+        dst: &'a [u64; MAX_PEERS],
+        n: i32,
+        words: u64,
+    },
+    /// ll.cu and direct.cu (`kernels/PROTOCOL.md`): `(nvr_team t, [int root,] src, dst,
+    /// unsigned long long count, double scale)` for a reduction, `(nvr_team t, [int root,] src,
+    /// dst, unsigned long long bytes)` for data movement, `nvr_barrier(nvr_team t, int fence)`.
+    Nvlink {
+        team: &'a TeamDescriptor,
+        args: &'a NvlinkArgs,
+    },
+}
+
+impl Params<'_> {
+    /// The kernel parameter array of `cuLaunchKernelEx`: a pointer to each parameter, in the
+    /// order of the C signature written at each variant, null past the last. They point into
+    /// `self`, so they are valid while it is borrowed.
+    fn pointers(&self) -> [*mut c_void; MAX_PARAMS] {
+        // The driver only reads through them.
+        fn at<T>(x: &T) -> *mut c_void {
+            (x as *const T).cast_mut().cast()
+        }
+        let mut p = [std::ptr::null_mut(); MAX_PARAMS];
+        let mut put = |list: &[*mut c_void]| p[..list.len()].copy_from_slice(list);
+        match self {
+            Params::ReducePeers {
+                peers,
+                n,
+                dst,
+                len,
+                scale,
+            } => put(&[at(*peers), at(n), at(dst), at(len), at(scale)]),
+            Params::Map {
+                src,
+                dst,
+                len,
+                factor,
+            } => put(&[at(src), at(dst), at(len), at(factor)]),
+            Params::Gather { src, n, dst, words } => put(&[at(*src), at(n), at(dst), at(words)]),
+            Params::Scatter { src, dst, n, words } => put(&[at(src), at(*dst), at(n), at(words)]),
+            Params::Nvlink { team, args } => {
+                let team = at(*team);
+                match args {
+                    NvlinkArgs::Reduce {
+                        root: Some(root),
+                        src,
+                        dst,
+                        count,
+                        scale,
+                    } => put(&[team, at(root), at(src), at(dst), at(count), at(scale)]),
+                    NvlinkArgs::Reduce {
+                        root: None,
+                        src,
+                        dst,
+                        count,
+                        scale,
+                    } => put(&[team, at(src), at(dst), at(count), at(scale)]),
+                    NvlinkArgs::Move {
+                        root: Some(root),
+                        src,
+                        dst,
+                        bytes,
+                    } => put(&[team, at(root), at(src), at(dst), at(bytes)]),
+                    NvlinkArgs::Move {
+                        root: None,
+                        src,
+                        dst,
+                        bytes,
+                    } => put(&[team, at(src), at(dst), at(bytes)]),
+                    NvlinkArgs::Barrier { fence } => put(&[team, at(fence)]),
+                }
+            }
+        }
+        p
+    }
+
+    /// What a failed launch is reported as.
+    fn what(&self) -> &'static str {
+        match self {
+            Params::ReducePeers { .. } => "cuLaunchKernelEx(nvr_reduce)",
+            Params::Map { .. } => "cuLaunchKernelEx(nvr_map)",
+            Params::Gather { .. } => "cuLaunchKernelEx(nvr_gather)",
+            Params::Scatter { .. } => "cuLaunchKernelEx(nvr_scatter)",
+            Params::Nvlink { .. } => "cuLaunchKernelEx (NVLink collective)",
         }
     }
 }
@@ -235,33 +394,24 @@ fn check_ptr(call: &'static str, arg: &'static str, p: u64, align: usize) -> Res
     Ok(())
 }
 
-fn function(stream: &CudaStream, key: KernelKey, index: usize) -> Result<CudaFunction> {
-    Ok(compile::functions(stream.context(), key)?[index].clone())
-}
-
 /// Compiles and loads (once per context) the kernel `key`, so that a collective can learn
 /// that NVRTC or the headers are missing before it queues its first step.
 pub(crate) fn prepare(stream: &CudaStream, key: KernelKey) -> Result<()> {
     compile::functions(stream.context(), key).map(|_| ())
 }
 
-/// Enqueues an NVLink kernel with one `cuLaunchKernel`, its parameters on the stack: this is
-/// the small collectives' whole host cost, so nothing is allocated.
-fn launch_nvr(stream: &CudaStream, l: &NvrLaunch) -> Result<()> {
-    let f = resolve_nvr(stream, l)?;
-    // SAFETY: `f` is the launch's function, loaded in the stream's context by `resolve_nvr`;
-    // the caller's guarantee on the addresses is passed on.
-    unsafe { fire_nvr(f, stream, l) }
-}
-
-/// The loaded function of an NVLink launch (compiled and loaded on first use).
-pub(crate) fn resolve_nvr(stream: &CudaStream, l: &NvrLaunch) -> Result<sys::CUfunction> {
-    let fns = compile::functions(stream.context(), l.key)?;
-    let index = l
-        .key
+/// The loaded function `function` of the kernel `key` in the stream's context (compiled and
+/// loaded on first use; the process-wide kernel cache keeps its module loaded).
+pub(crate) fn resolve(
+    stream: &CudaStream,
+    key: KernelKey,
+    function: &str,
+) -> Result<sys::CUfunction> {
+    let fns = compile::functions(stream.context(), key)?;
+    let index = key
         .functions()
         .iter()
-        .position(|f| *f == l.function)
+        .position(|f| *f == function)
         .expect("the launch names a function of its key");
     Ok(fns[index].cu_function())
 }
@@ -306,61 +456,26 @@ fn pdl() -> bool {
     })
 }
 
-/// One launch of `l`, whose function is `f`: `cuLaunchKernelEx` with programmatic stream
+/// The one kernel launch of this crate: `f` on `stream` over `grid` blocks of `block` threads,
+/// with `params`, by `cuLaunchKernelEx`. The NVLink kernels get programmatic stream
 /// serialization unless [`PDL_VAR`] turns it off (the driver ignores the attribute where the
-/// GPU cannot overlap launches, before sm_90).
+/// GPU cannot overlap launches, before sm_90); the peer kernels, which do not wait for their
+/// predecessor on the device, keep plain stream order.
 ///
 /// # Safety
-/// `f` is `l`'s function from [`resolve_nvr`] in the stream's context, which is current and
-/// keeps its module loaded (the process-wide kernel cache holds it); every address `l` names
-/// holds what the kernel reads and writes until the stream passes this point.
-pub(crate) unsafe fn fire_nvr(
+/// `f` is the function of `params`' kernel from [`resolve`] in the stream's context, which is
+/// current (the runtime's `enter` or `enqueue` made it so) and keeps its module loaded (the
+/// process-wide kernel cache holds it); every address `params` names holds what the kernel
+/// reads and writes, on this device or mapped to it, until the stream passes this point.
+pub(crate) unsafe fn fire(
     f: sys::CUfunction,
     stream: &CudaStream,
-    l: &NvrLaunch,
+    grid: u32,
+    block: u32,
+    params: &Params<'_>,
 ) -> Result<()> {
-    // The parameters, each a pointer to a local of its C type; at most six (team, root, src,
-    // dst, count, scale).
-    let mut team = l.team;
-    let (has_root, mut root, mut fence) = match l.args {
-        NvrArgs::Reduce { root, .. } | NvrArgs::Move { root, .. } => {
-            (root.is_some(), root.unwrap_or(0), 0)
-        }
-        NvrArgs::Barrier { fence } => (false, 0, fence),
-    };
-    let (mut src, mut dst, mut len, mut scale, tail) = match l.args {
-        NvrArgs::Reduce {
-            src,
-            dst,
-            count,
-            scale,
-            ..
-        } => (src, dst, count, scale, 4),
-        NvrArgs::Move {
-            src, dst, bytes, ..
-        } => (src, dst, bytes, 0.0, 3),
-        NvrArgs::Barrier { .. } => (0, 0, 0, 0.0, 0),
-    };
-    let mut params = [std::ptr::null_mut::<c_void>(); 6];
-    params[0] = &mut team as *mut NvrTeam as *mut c_void;
-    let mut used = 1;
-    if tail == 0 {
-        params[1] = &mut fence as *mut i32 as *mut c_void;
-        used = 2;
-    }
-    if has_root {
-        params[used] = &mut root as *mut i32 as *mut c_void;
-        used += 1;
-    }
-    let rest: [*mut c_void; 4] = [
-        &mut src as *mut u64 as *mut c_void,
-        &mut dst as *mut u64 as *mut c_void,
-        &mut len as *mut u64 as *mut c_void,
-        &mut scale as *mut f64 as *mut c_void,
-    ];
-    params[used..used + tail].copy_from_slice(&rest[..tail]);
-    used += tail;
-    debug_assert!(used <= params.len());
+    let mut pointers = params.pointers();
+    let overlap = matches!(params, Params::Nvlink { .. }) && pdl();
     let mut attr = sys::CUlaunchAttribute {
         id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
         pad: [0; 4],
@@ -369,37 +484,41 @@ pub(crate) unsafe fn fire_nvr(
         },
     };
     let config = sys::CUlaunchConfig {
-        gridDimX: l.grid,
+        gridDimX: grid,
         gridDimY: 1,
         gridDimZ: 1,
-        blockDimX: l.block,
+        blockDimX: block,
         blockDimY: 1,
         blockDimZ: 1,
         sharedMemBytes: 0,
         hStream: stream.cu_stream(),
         attrs: &mut attr,
-        numAttrs: pdl() as u32,
+        numAttrs: overlap as u32,
     };
-    // SAFETY: `f` is the named function of its module (loaded in this context, which the
-    // caller made current); the parameters are, in order, exactly those of its signature in
-    // PROTOCOL.md (nvr_team by value, then int root where the function has one, pointers and
-    // 64-bit counts, a double scale or an int fence), each pointing at a live local of the
-    // right type and size, which the driver copies before returning (as it copies `config`
-    // and the attribute it points at); the caller guarantees the addresses they name hold
-    // what the kernel reads and writes. Every kernel launched here begins with
-    // `nvr_launch_begin`, which keeps it in stream order under the attribute.
-    unsafe { sys::cuLaunchKernelEx(&config, f, params.as_mut_ptr(), std::ptr::null_mut()) }
+    // SAFETY: `f` is the kernel's function, loaded in this context, which the caller made
+    // current; `pointers` are, in order, exactly the parameters of its C signature
+    // (`Params::pointers`, written beside each family's signature), each pointing at a value of
+    // the C type and size inside `params`, which outlives the call; the driver copies them
+    // before returning (as it copies `config` and the attribute it points at). The caller
+    // guarantees the addresses they name hold what the kernel reads and writes. Every kernel
+    // launched with the attribute (the NVLink kernels) begins with `nvr_launch_begin`, which
+    // keeps it in stream order under it.
+    unsafe { sys::cuLaunchKernelEx(&config, f, pointers.as_mut_ptr(), std::ptr::null_mut()) }
         .result()
-        .map_err(Error::cuda("cuLaunchKernelEx (NVLink collective)"))
+        .map_err(Error::cuda(params.what()))
 }
 
-/// Enqueues `launch` on `stream`. The caller guarantees that every address it names holds
-/// what the launch reads or writes, on this device or mapped to it, until the stream passes
-/// this point.
+/// Enqueues `launch` on `stream`: checks its arguments, builds its parameter block, resolves
+/// its function and fires it. The caller guarantees that every address it names holds what the
+/// launch reads or writes, on this device or mapped to it, until the stream passes this point,
+/// and that the stream's context is current.
 pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
+    // The peer table of a gather, scatter or reduction over peers, on the stack (only those
+    // fill it: an NVLink launch pays nothing for it).
+    let table;
     let key = launch.key();
-    match launch {
-        Launch::Nvr(l) => return launch_nvr(stream, l),
+    let (grid, block, params) = match launch {
+        Launch::Nvlink(l) => (l.grid, l.block, l.params()),
         Launch::ReducePeers {
             dtype,
             op,
@@ -422,19 +541,20 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
                 }
                 _ => 1.0,
             };
-            let table = peer_table(CALL, "peers", peers, dtype.size())?;
+            table = peer_table(CALL, "peers", peers, dtype.size())?;
             check_ptr(CALL, "dst", *dst, dtype.size())?;
             if *len == 0 {
                 return Ok(());
             }
-            let f = function(stream, key, 0)?;
-            let (n, len64) = (peers.len() as i32, *len as u64);
-            let mut b = stream.launch_builder(&f);
-            b.arg(&table).arg(&n).arg(dst).arg(&len64).arg(&scale);
-            // SAFETY: the signature matches nvr_reduce(nvr_peers, int, T*, unsigned long long,
-            // double); the caller guarantees every address holds `len` elements of `dtype`
-            // reachable from this device until the stream passes this point.
-            unsafe { b.launch(grid(len64)) }.map_err(Error::cuda("cuLaunchKernel(nvr_reduce)"))?;
+            let len = *len as u64;
+            let params = Params::ReducePeers {
+                peers: &table,
+                n: peers.len() as i32,
+                dst: *dst,
+                len,
+                scale,
+            };
+            (self::grid(len), BLOCK, params)
         }
         Launch::Map {
             dtype,
@@ -457,13 +577,14 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
             if *len == 0 {
                 return Ok(());
             }
-            let f = function(stream, key, 0)?;
-            let len64 = *len as u64;
-            let mut b = stream.launch_builder(&f);
-            b.arg(src).arg(dst).arg(&len64).arg(factor);
-            // SAFETY: matches nvr_map(const T*, T*, unsigned long long, double); the caller
-            // guarantees `src` and `dst` hold `len` elements on this device.
-            unsafe { b.launch(grid(len64)) }.map_err(Error::cuda("cuLaunchKernel(nvr_map)"))?;
+            let len = *len as u64;
+            let params = Params::Map {
+                src: *src,
+                dst: *dst,
+                len,
+                factor: *factor,
+            };
+            (self::grid(len), BLOCK, params)
         }
         Launch::Gather {
             src_peers,
@@ -471,23 +592,19 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
             block_bytes,
         } => {
             const CALL: &str = "gather (peer kernel)";
-            let table = peer_table(CALL, "src_peers", src_peers, 1)?;
+            table = peer_table(CALL, "src_peers", src_peers, 1)?;
             check_ptr(CALL, "dst", *dst, 1)?;
             if *block_bytes == 0 {
                 return Ok(());
             }
-            let KernelKey::Copy(w) = key else {
-                unreachable!("a gather is a copy")
+            let (n, words) = (src_peers.len() as i32, copy_words(key, *block_bytes));
+            let params = Params::Gather {
+                src: &table,
+                n,
+                dst: *dst,
+                words,
             };
-            let f = function(stream, key, 0)?;
-            let (n, words) = (src_peers.len() as i32, (*block_bytes / w) as u64);
-            let mut b = stream.launch_builder(&f);
-            b.arg(&table).arg(&n).arg(dst).arg(&words);
-            // SAFETY: matches nvr_gather(nvr_wpeers, int, W*, unsigned long long); every
-            // address is aligned to the word size `w` and the caller guarantees the blocks
-            // exist on or are mapped to this device.
-            unsafe { b.launch(grid(n as u64 * words)) }
-                .map_err(Error::cuda("cuLaunchKernel(nvr_gather)"))?;
+            (self::grid(n as u64 * words), BLOCK, params)
         }
         Launch::Scatter {
             src,
@@ -495,25 +612,35 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
             block_bytes,
         } => {
             const CALL: &str = "scatter (peer kernel)";
-            let table = peer_table(CALL, "dst_peers", dst_peers, 1)?;
+            table = peer_table(CALL, "dst_peers", dst_peers, 1)?;
             check_ptr(CALL, "src", *src, 1)?;
             if *block_bytes == 0 {
                 return Ok(());
             }
-            let KernelKey::Copy(w) = key else {
-                unreachable!("a scatter is a copy")
+            let (n, words) = (dst_peers.len() as i32, copy_words(key, *block_bytes));
+            let params = Params::Scatter {
+                src: *src,
+                dst: &table,
+                n,
+                words,
             };
-            let f = function(stream, key, 1)?;
-            let (n, words) = (dst_peers.len() as i32, (*block_bytes / w) as u64);
-            let mut b = stream.launch_builder(&f);
-            b.arg(src).arg(&table).arg(&n).arg(&words);
-            // SAFETY: matches nvr_scatter(const W*, nvr_wpeers, int, unsigned long long); as
-            // for the gather.
-            unsafe { b.launch(grid(n as u64 * words)) }
-                .map_err(Error::cuda("cuLaunchKernel(nvr_scatter)"))?;
+            (self::grid(n as u64 * words), BLOCK, params)
         }
-    }
-    Ok(())
+    };
+    let f = resolve(stream, key, launch.function())?;
+    // SAFETY: `f` is the launch's function, just resolved in the stream's context; `params`
+    // were built from the launch, whose addresses (null and alignment checked for the peer
+    // kernels) the caller guarantees.
+    unsafe { fire(f, stream, grid, block, &params) }
+}
+
+/// The words a block of a gather or scatter is copied in, its kernel being `key`: every address
+/// and the block size are aligned to the copy word of the kernel.
+fn copy_words(key: KernelKey, block_bytes: usize) -> u64 {
+    let KernelKey::Copy(w) = key else {
+        unreachable!("a gather or scatter is a copy")
+    };
+    (block_bytes / w) as u64
 }
 
 /// The widest copy word dividing the block size and every address.
@@ -554,7 +681,7 @@ mod tests {
     fn both_nvlink_files_name_a_kernel_for_every_collective() {
         let reductions = ["all_reduce", "reduce", "reduce_scatter"];
         let moves = ["broadcast", "fcollect", "alltoall", "gather", "scatter"];
-        for file in NvrFile::ALL {
+        for file in NvlinkSource::ALL {
             for (names, reducing) in [(&reductions[..], true), (&moves[..], false)] {
                 for name in names {
                     let f = file.function(name, reducing);
@@ -563,6 +690,116 @@ mod tests {
             }
             assert_eq!(file.function("fcollect", true), None);
             assert_eq!(file.function("reduce", false), None);
+        }
+    }
+
+    /// Reads back what `pointers` point at as the C types of a signature.
+    fn read(p: *mut c_void, ty: char) -> u64 {
+        // SAFETY: every test below passes the type the pointer was built for.
+        unsafe {
+            match ty {
+                'i' => *(p as *const i32) as u64,
+                'u' => *(p as *const u64),
+                'd' => (*(p as *const f64)).to_bits(),
+                't' => (*(p as *const TeamDescriptor)).chan,
+                'p' => (*(p as *const [u64; MAX_PEERS]))[1],
+                _ => unreachable!(),
+            }
+        }
+    }
+
+    /// The parameter arrays follow the C signatures: one pointer per parameter, in order, each
+    /// at a value of the parameter's type, nothing after the last.
+    #[test]
+    fn parameter_arrays_follow_the_kernel_signatures() {
+        let mut table = [0u64; MAX_PEERS];
+        table[1] = 0x2000;
+        let team = TeamDescriptor {
+            off: [0; 8],
+            n: 2,
+            me: 0,
+            chan: 0xc000,
+            ll_bytes: 0,
+            pad: 0,
+            abort: 0,
+            status: 0,
+            timeout_ns: 0,
+        };
+        let args = |a| Params::Nvlink {
+            team: &team,
+            args: a,
+        };
+        let reduce = |root| NvlinkArgs::Reduce {
+            root,
+            src: 0x10,
+            dst: 0x20,
+            count: 5,
+            scale: 0.5,
+        };
+        let moving = |root| NvlinkArgs::Move {
+            root,
+            src: 0x10,
+            dst: 0x20,
+            bytes: 64,
+        };
+        let (r1, r0, m1, m0) = (reduce(Some(1)), reduce(None), moving(Some(1)), moving(None));
+        let barrier = NvlinkArgs::Barrier { fence: 1 };
+        let half = 0.5f64.to_bits();
+        let cases: [(Params, &str, &[u64]); 9] = [
+            (
+                Params::ReducePeers {
+                    peers: &table,
+                    n: 2,
+                    dst: 0x30,
+                    len: 7,
+                    scale: 0.5,
+                },
+                "piuud",
+                &[0x2000, 2, 0x30, 7, half],
+            ),
+            (
+                Params::Map {
+                    src: 0x10,
+                    dst: 0x20,
+                    len: 7,
+                    factor: 0.5,
+                },
+                "uuud",
+                &[0x10, 0x20, 7, half],
+            ),
+            (
+                Params::Gather {
+                    src: &table,
+                    n: 3,
+                    dst: 0x30,
+                    words: 4,
+                },
+                "piuu",
+                &[0x2000, 3, 0x30, 4],
+            ),
+            (
+                Params::Scatter {
+                    src: 0x10,
+                    dst: &table,
+                    n: 3,
+                    words: 4,
+                },
+                "upiu",
+                &[0x10, 0x2000, 3, 4],
+            ),
+            (args(&r1), "tiuuud", &[0xc000, 1, 0x10, 0x20, 5, half]),
+            (args(&r0), "tuuud", &[0xc000, 0x10, 0x20, 5, half]),
+            (args(&m1), "tiuuu", &[0xc000, 1, 0x10, 0x20, 64]),
+            (args(&m0), "tuuu", &[0xc000, 0x10, 0x20, 64]),
+            (args(&barrier), "ti", &[0xc000, 1]),
+        ];
+        for (params, types, values) in cases {
+            let p = params.pointers();
+            let used = p.iter().take_while(|p| !p.is_null()).count();
+            assert_eq!(used, types.len(), "{params:?}");
+            assert!(p[used..].iter().all(|p| p.is_null()), "{params:?}");
+            let got: Vec<u64> = types.chars().zip(p).map(|(t, p)| read(p, t)).collect();
+            assert_eq!(got, values, "{params:?}");
         }
     }
 
@@ -584,8 +821,8 @@ mod tests {
             .to_string();
         assert!(e.contains("buffer 1 has address 0x1002"), "{e}");
         assert!(peer_table("c", "peers", &[8; 129], 4).is_err());
-        assert_eq!(grid(1).grid_dim.0, 1);
-        assert_eq!(grid(1 << 40).grid_dim.0, MAX_BLOCKS as u32);
+        assert_eq!(grid(1), 1);
+        assert_eq!(grid(1 << 40), MAX_BLOCKS as u32);
     }
 
     /// Compiles every kernel for `arch` on every core; the errors.

@@ -114,29 +114,29 @@ pub(crate) fn reduces(t: DataType, op: ReduceOp) -> bool {
 
 /// A source of the NVLink kernels (`kernels/PROTOCOL.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum NvrFile {
+pub(crate) enum NvlinkSource {
     /// `ll.cu`: one-shot LL collectives for small messages, and the flag barrier.
     Ll,
     /// `direct.cu`: large-message collectives loading and storing peers' buffers directly.
     Direct,
 }
 
-impl NvrFile {
+impl NvlinkSource {
     /// Every source.
     #[cfg(test)]
-    pub(crate) const ALL: [NvrFile; 2] = [NvrFile::Ll, NvrFile::Direct];
+    pub(crate) const ALL: [NvlinkSource; 2] = [NvlinkSource::Ll, NvlinkSource::Direct];
 
     fn source(self) -> &'static str {
         match self {
-            NvrFile::Ll => LL_SRC,
-            NvrFile::Direct => DIRECT_SRC,
+            NvlinkSource::Ll => LL_SRC,
+            NvlinkSource::Direct => DIRECT_SRC,
         }
     }
 
     fn name(self) -> &'static str {
         match self {
-            NvrFile::Ll => "ll",
-            NvrFile::Direct => "direct",
+            NvlinkSource::Ll => "ll",
+            NvlinkSource::Direct => "direct",
         }
     }
 
@@ -155,12 +155,12 @@ impl NvrFile {
     /// type-free kernels.
     fn functions(self, reducing: bool) -> &'static [&'static str] {
         match (self, reducing) {
-            (NvrFile::Ll, true) => &[
+            (NvlinkSource::Ll, true) => &[
                 "nvr_ll_all_reduce",
                 "nvr_ll_reduce",
                 "nvr_ll_reduce_scatter",
             ],
-            (NvrFile::Ll, false) => &[
+            (NvlinkSource::Ll, false) => &[
                 "nvr_ll_broadcast",
                 "nvr_ll_fcollect",
                 "nvr_ll_alltoall",
@@ -168,12 +168,12 @@ impl NvrFile {
                 "nvr_ll_scatter",
                 "nvr_barrier",
             ],
-            (NvrFile::Direct, true) => &[
+            (NvlinkSource::Direct, true) => &[
                 "nvr_direct_all_reduce",
                 "nvr_direct_reduce_scatter",
                 "nvr_direct_reduce",
             ],
-            (NvrFile::Direct, false) => &[
+            (NvlinkSource::Direct, false) => &[
                 "nvr_direct_broadcast",
                 "nvr_direct_fcollect",
                 "nvr_direct_alltoall",
@@ -198,7 +198,7 @@ pub(crate) enum KernelKey {
     Copy(usize),
     /// An NVLink kernel source, for a type and operator (its reductions) or for none (its
     /// type-free kernels).
-    Nvr(NvrFile, Option<(DataType, ReduceOp)>),
+    Nvlink(NvlinkSource, Option<(DataType, ReduceOp)>),
 }
 
 impl PartialEq for KernelKey {
@@ -238,7 +238,7 @@ impl KernelKey {
             Self::Scale(t) => (1, Some(t), None, 0),
             Self::Divide(t) => (2, Some(t), None, 0),
             Self::Copy(w) => (3, None, None, w),
-            Self::Nvr(f, r) => (
+            Self::Nvlink(f, r) => (
                 4 + f as u8,
                 r.map(|(t, _)| t),
                 r.map(|(_, op)| std::mem::discriminant(&op)),
@@ -267,15 +267,15 @@ impl KernelKey {
         }
         // Word sizes the copy kernels are instantiated for.
         v.extend([1, 2, 4, 8, 16].map(Self::Copy));
-        for file in NvrFile::ALL {
-            v.push(Self::Nvr(file, None));
+        for file in NvlinkSource::ALL {
+            v.push(Self::Nvlink(file, None));
             for &t in DataType::ALL {
                 for op in ReduceOp::BASIC
                     .into_iter()
                     .chain([ReduceOp::PreMulSum(1.0)])
                 {
                     if reduces(t, op) {
-                        v.push(Self::Nvr(file, Some((t, op))));
+                        v.push(Self::Nvlink(file, Some((t, op))));
                     }
                 }
             }
@@ -290,8 +290,8 @@ impl KernelKey {
             Self::Scale(t) => format!("map_{t}_mul"),
             Self::Divide(t) => format!("map_{t}_div"),
             Self::Copy(w) => format!("copy_w{w}"),
-            Self::Nvr(f, None) => f.name().to_string(),
-            Self::Nvr(f, Some((t, op))) => format!("{}_{t}_{}", f.name(), op.name()),
+            Self::Nvlink(f, None) => f.name().to_string(),
+            Self::Nvlink(f, Some((t, op))) => format!("{}_{t}_{}", f.name(), op.name()),
         }
     }
 
@@ -301,7 +301,7 @@ impl KernelKey {
             Self::Reduce(..) => &["nvr_reduce"],
             Self::Scale(_) | Self::Divide(_) => &["nvr_map"],
             Self::Copy(_) => &["nvr_gather", "nvr_scatter"],
-            Self::Nvr(f, r) => f.functions(r.is_some()),
+            Self::Nvlink(f, r) => f.functions(r.is_some()),
         }
     }
 
@@ -317,7 +317,7 @@ impl KernelKey {
                 "{}#define NVR_MAP NVR_MAP_DIV\n{OPS_SRC}{REDUCE_SRC}",
                 prefix(t)
             ),
-            Self::Nvr(f, r) => {
+            Self::Nvlink(f, r) => {
                 let head = r.map(|(t, op)| typed(t, op)).unwrap_or_default();
                 format!("{head}{OPS_SRC}{COMMON_SRC}{}", f.source())
             }
@@ -339,8 +339,8 @@ impl KernelKey {
     pub(crate) fn needs_headers(self) -> bool {
         match self {
             Self::Reduce(t, _) | Self::Scale(t) | Self::Divide(t) => ctype(t).header.is_some(),
-            Self::Nvr(_, Some((t, _))) => ctype(t).header.is_some(),
-            Self::Copy(_) | Self::Nvr(_, None) => false,
+            Self::Nvlink(_, Some((t, _))) => ctype(t).header.is_some(),
+            Self::Copy(_) | Self::Nvlink(_, None) => false,
         }
     }
 }
@@ -407,7 +407,7 @@ mod tests {
         // the same six; bool: and or min max.
         assert_eq!(reductions, 12 * 6 + 8 * 3 + 2 * 6 + 4);
         assert_eq!(all.len(), reductions + 2 * 14 + 5 + 2 * (1 + reductions));
-        assert!(all.contains(&KernelKey::Nvr(NvrFile::Ll, None)));
+        assert!(all.contains(&KernelKey::Nvlink(NvlinkSource::Ll, None)));
         let s = KernelKey::Reduce(DataType::F8E4M3, ReduceOp::Sum).source();
         assert!(s.starts_with("#include <cuda_fp8.h>\n#define NVR_T __nv_fp8_e4m3\n"));
         assert!(s.contains("#define NVR_OP NVR_OP_SUM\n"));

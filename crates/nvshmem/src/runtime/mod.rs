@@ -74,7 +74,7 @@
 //! PE waiting in NVSHMEM's finalisation.
 pub(crate) mod exchange;
 mod health;
-mod launch;
+mod launcher;
 #[cfg(test)]
 mod props;
 pub(crate) mod streams;
@@ -92,8 +92,8 @@ use tracing::{debug, info, warn};
 
 pub(crate) use health::{Health, Identity};
 pub use health::{DEFAULT_TIMEOUT, GRACE, POLL, TIMEOUT_VAR};
-use launch::{detect, Launch};
-pub use launch::{Bootstrap, BOOTSTRAP_VAR};
+use launcher::{detect, Placement};
+pub use launcher::{Bootstrap, BOOTSTRAP_VAR};
 
 use crate::{
     collective::{algo::Collectives, Collective},
@@ -746,7 +746,7 @@ impl RuntimeBuilder {
         comm: &C,
         universe: Option<mpi::environment::Universe>,
     ) -> Result<Runtime> {
-        let launch = Launch {
+        let launch = Placement {
             bootstrap: Bootstrap::Mpi,
             rank: Some(comm.rank() as usize),
             size: Some(comm.size() as usize),
@@ -763,7 +763,7 @@ impl RuntimeBuilder {
     /// `universe` is MPI when this runtime started it, to be finalised after NVSHMEM.
     fn start(
         self,
-        launch: Launch,
+        launch: Placement,
         exchange: Option<&mut UidExchange>,
         #[cfg(feature = "mpi")] universe: Option<mpi::environment::Universe>,
     ) -> Result<Runtime> {
@@ -974,7 +974,7 @@ type UidExchange<'a> = dyn FnMut(Option<uid::UidBytes>) -> Result<uid::UidBytes>
 
 fn init_nvshmem(
     lib: &NvshmemLib,
-    launch: &Launch,
+    launch: &Placement,
     exchange: Option<&mut UidExchange>,
 ) -> Result<()> {
     let mut attr = nvshmem_sys::nvshmemx_init_attr_t::default();

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use super::{
     heap_size,
-    launch::{detect, Bootstrap},
+    launcher::{detect, Bootstrap},
     parse_size,
     uid::parse_timeout,
     DEFAULT_HEAP_SIZE,

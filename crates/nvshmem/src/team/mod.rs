@@ -64,7 +64,7 @@ use nvshmem_sys::{nvshmem_team_t, teams as ids};
 
 use crate::{
     ffi::TeamHandle,
-    kernels::NvrTeam,
+    kernels::TeamDescriptor,
     runtime::{
         exchange::{entry, same_call, tag, About},
         streams::{Ordered, Pending, Resource},
@@ -97,7 +97,7 @@ pub(crate) struct TeamShape {
     /// call can run at the same time.
     pub(crate) max_blocks: u32,
     /// The NVLink kernels' view of the team (its channel), when it has one.
-    pub(crate) nvr: Option<NvrTeam>,
+    pub(crate) descriptor: Option<TeamDescriptor>,
     /// The members' GPU architecture (compute capability major, minor), when every member's
     /// is the same: the automatic choice's crossovers depend on it, and must be read alike on
     /// every member.
@@ -142,7 +142,7 @@ impl TeamInner {
                 world: w.world.clone(),
                 peer_offsets: w.peer_offsets.clone(),
                 max_blocks: w.max_blocks,
-                nvr: w.nvr,
+                descriptor: w.descriptor,
                 arch: w.arch,
             },
             lane: self.lane.clone(),
@@ -481,12 +481,12 @@ impl Core {
             ?channel,
             "team set up"
         );
-        let nvr = channel.map(|c| {
+        let descriptor = channel.map(|c| {
             let offs = peer_offsets.as_ref().expect("a channel needs peer mapping");
             let mut off = [0i64; MAX_NVLINK_TEAM];
             off[..offs.len()].copy_from_slice(offs);
             let (abort, status) = rt.health().device_words();
-            NvrTeam {
+            TeamDescriptor {
                 off,
                 n: n as i32,
                 me: my_pe as i32,
@@ -506,7 +506,7 @@ impl Core {
                 world,
                 peer_offsets,
                 max_blocks: agreed.max_blocks,
-                nvr,
+                descriptor,
                 arch: agreed.arch,
             },
             lane: Arc::new(Lane::new(self.pool.clone(), channel)),
@@ -1043,7 +1043,7 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn has_nvlink_kernels(&self) -> bool {
-        self.inner.shape.nvr.is_some()
+        self.inner.shape.descriptor.is_some()
     }
 
     /// **A hook for this repository's GPU tests, not an API** (`tests/gpu_scale.rs` uses it to

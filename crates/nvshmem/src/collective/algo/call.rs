@@ -236,9 +236,9 @@ pub(crate) struct Call<'a> {
     /// The collective scratch, held for the call (0 when the algorithm needs none).
     pub(crate) scratch: u64,
     /// The NVLink kernels' view of the team (its channel), when the team has one.
-    pub(crate) nvr: Option<NvrTeam>,
+    pub(crate) descriptor: Option<TeamDescriptor>,
     /// The architecture of this PE's GPU, which the crossovers depend on
-    /// ([`crossover`]); set with `nvr`, `None` (unknown) until then.
+    /// ([`crossover`]); set with `descriptor`, `None` (unknown) until then.
     pub(crate) arch: Option<crossover::Arch>,
 }
 

@@ -3,7 +3,7 @@
 //! one, chosen when the team is made (`team/lane.rs` says how), so collectives of different
 //! teams never share one, and the calls of one team take turns on it.
 #[cfg(test)]
-use crate::kernels::NvrTeam;
+use crate::kernels::TeamDescriptor;
 
 /// The most team members the fast path serves (`NVR_MAX_TEAM`).
 pub(crate) const MAX_TEAM: usize = 8;
@@ -57,6 +57,6 @@ mod tests {
         // PROTOCOL.md: NVR_CHAN_HEADER = 4*MB*(1+2*MT), total + 2*MT*LB*ll_bytes.
         assert_eq!(HEADER, 4 * 512 * 17);
         assert_eq!(chan_bytes(16 << 10), 34816 + 2 * 8 * 8 * (16 << 10));
-        assert_eq!(std::mem::size_of::<NvrTeam>(), 112);
+        assert_eq!(std::mem::size_of::<TeamDescriptor>(), 112);
     }
 }

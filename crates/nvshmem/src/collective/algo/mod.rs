@@ -29,7 +29,7 @@ use std::fmt;
 
 use super::check::Span;
 use crate::{
-    kernels::{self, NvrTeam},
+    kernels::{self, TeamDescriptor},
     memory::Alloc,
     team::TeamShape,
     DataType, Error, ReduceOp, Result, Runtime, RuntimeBuilder, Team,
@@ -41,7 +41,7 @@ pub use forced::ALGORITHMS_VAR;
 #[cfg(test)]
 pub(super) use forced::{parse_forced, Forced};
 pub(crate) use queue::Step;
-pub use run::BareLaunch;
+pub use run::ResolvedKernel;
 pub(crate) use run::{bare, prepare, run, Planned, Plans};
 
 /// One way to run a collective.
@@ -189,7 +189,7 @@ impl ReduceOp {
             world: Box::new([0, 1]),
             peer_offsets: Some(Box::new([0, 1 << 40])),
             max_blocks: crate::team::DEFAULT_MAX_BLOCKS,
-            nvr: None,
+            descriptor: None,
             arch: Some((9, 0)),
         };
         let span = Span::new(1 << 20, 1, dtype.size());
@@ -206,7 +206,7 @@ impl ReduceOp {
             count: 1,
             in_place: false,
             scratch: 0,
-            nvr: None,
+            descriptor: None,
             arch: None,
         };
         registry(Collective::AllReduce)

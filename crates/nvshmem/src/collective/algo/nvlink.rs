@@ -14,7 +14,9 @@
 //! where [`direct_preferred`] says, both read from the crossover table
 //! ([`crossover`](super::crossover)).
 use super::{crossover, Algorithm, Call, Collective, Step};
-use crate::kernels::{self, KernelKey, Launch, NvrArgs, NvrFile, NvrLaunch, NvrTeam};
+use crate::kernels::{
+    self, KernelKey, Launch, NvlinkArgs, NvlinkLaunch, NvlinkSource, TeamDescriptor,
+};
 
 /// One-shot LL collectives.
 pub(super) struct Ll;
@@ -41,8 +43,8 @@ fn direct_preferred(call: &Call) -> bool {
 pub(super) struct Flags;
 
 /// Why a call cannot use the NVLink kernels at all, or its team descriptor.
-pub(super) fn team_view<'a>(call: &'a Call) -> Result<&'a NvrTeam, String> {
-    call.nvr.as_ref().ok_or_else(|| {
+pub(super) fn team_view<'a>(call: &'a Call) -> Result<&'a TeamDescriptor, String> {
+    call.descriptor.as_ref().ok_or_else(|| {
         if !call.peer_mapped() {
             "it needs every PE of the team reachable by load and store from this GPU (one \
              node, peer access)"
@@ -111,7 +113,7 @@ impl Algorithm for Ll {
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
         let (grid, block) = ll_shape(call.block_bytes(), call.n(), call.team.max_blocks);
-        steps.push(launch(call, NvrFile::Ll, grid, block));
+        steps.push(launch(call, NvlinkSource::Ll, grid, block));
     }
 }
 
@@ -146,13 +148,13 @@ impl Algorithm for Direct {
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
-        steps.push(launch(call, NvrFile::Direct, direct_grid(call), 512));
+        steps.push(launch(call, NvlinkSource::Direct, direct_grid(call), 512));
     }
 }
 
 /// What both kernel files refuse: a team without a channel, barrier and sync (the `nvlink`
 /// algorithm's), a reduction they have no code for. The team's channel view otherwise.
-fn kernel_view<'a>(call: &'a Call) -> Result<&'a NvrTeam, String> {
+fn kernel_view<'a>(call: &'a Call) -> Result<&'a TeamDescriptor, String> {
     let team = team_view(call)?;
     if matches!(call.coll, Collective::Barrier | Collective::Sync) {
         return Err(format!(
@@ -172,8 +174,11 @@ fn kernel_view<'a>(call: &'a Call) -> Result<&'a NvrTeam, String> {
 
 /// The one launch of an accepted call: `file`'s kernel for the collective, named alike in both
 /// files (`nvr_<file>_<collective>`), with the arguments of `kernels/PROTOCOL.md`.
-fn launch(call: &Call, file: NvrFile, grid: u32, block: u32) -> Step {
-    let team = *call.nvr.as_ref().expect("accepted: the team has a channel");
+fn launch(call: &Call, file: NvlinkSource, grid: u32, block: u32) -> Step {
+    let team = *call
+        .descriptor
+        .as_ref()
+        .expect("accepted: the team has a channel");
     let root = Some(call.root as i32);
     let move_ = |root| moving(root, call.src.ptr, call.dst.ptr, call.block_bytes());
     let args = match call.coll {
@@ -184,8 +189,8 @@ fn launch(call: &Call, file: NvrFile, grid: u32, block: u32) -> Step {
         Collective::Barrier | Collective::Sync => unreachable!("refused"),
     };
     let reduction = call.is_reduction().then_some((call.dtype, call.op));
-    Step::Kernel(Launch::Nvr(NvrLaunch {
-        key: KernelKey::Nvr(file, reduction),
+    Step::Kernel(Launch::Nvlink(NvlinkLaunch {
+        key: KernelKey::Nvlink(file, reduction),
         function: file
             .function(call.coll.name(), reduction.is_some())
             .expect("each file has a kernel for every collective it accepts"),
@@ -197,8 +202,8 @@ fn launch(call: &Call, file: NvrFile, grid: u32, block: u32) -> Step {
 }
 
 /// A reduction's arguments.
-fn reduce(call: &Call, root: Option<i32>) -> NvrArgs {
-    NvrArgs::Reduce {
+fn reduce(call: &Call, root: Option<i32>) -> NvlinkArgs {
+    NvlinkArgs::Reduce {
         root,
         src: call.src.ptr,
         dst: call.dst.ptr,
@@ -211,8 +216,8 @@ fn reduce(call: &Call, root: Option<i32>) -> NvrArgs {
 }
 
 /// A data movement's arguments.
-fn moving(root: Option<i32>, src: u64, dst: u64, bytes: usize) -> NvrArgs {
-    NvrArgs::Move {
+fn moving(root: Option<i32>, src: u64, dst: u64, bytes: usize) -> NvlinkArgs {
+    NvlinkArgs::Move {
         root,
         src,
         dst,
@@ -245,13 +250,16 @@ impl Algorithm for Flags {
 /// The launch of `nvr_barrier` on `call`'s channel: with `fence`, a barrier (this PE's
 /// earlier writes visible system-wide before any peer passes), else a sync.
 pub(super) fn flag_barrier(call: &Call, fence: bool) -> Launch {
-    Launch::Nvr(NvrLaunch {
-        key: KernelKey::Nvr(NvrFile::Ll, None),
+    Launch::Nvlink(NvlinkLaunch {
+        key: KernelKey::Nvlink(NvlinkSource::Ll, None),
         function: "nvr_barrier",
         grid: 1,
         block: 32,
-        team: *call.nvr.as_ref().expect("accepted: the team has a channel"),
-        args: NvrArgs::Barrier {
+        team: *call
+            .descriptor
+            .as_ref()
+            .expect("accepted: the team has a channel"),
+        args: NvlinkArgs::Barrier {
             fence: fence as i32,
         },
     })

@@ -1,6 +1,6 @@
 //! Queuing a chosen algorithm's plan: at once ([`run`], which keeps the plans of repeated
 //! calls), prepared once and started many times ([`Planned`]), both through [`Plan::queue`];
-//! or as one bare kernel launch for the host-overhead bench ([`BareLaunch`]).
+//! or as one bare kernel launch for the host-overhead bench ([`ResolvedKernel`]).
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
@@ -58,7 +58,10 @@ pub(crate) struct Plan {
     /// call in place), which still notes its uses.
     steps: Vec<Step>,
     /// The plan's one kernel of this crate, resolved, when that is the whole plan.
-    kernel: Option<(cudarc::driver::sys::CUfunction, crate::kernels::NvrLaunch)>,
+    kernel: Option<(
+        cudarc::driver::sys::CUfunction,
+        crate::kernels::NvlinkLaunch,
+    )>,
 }
 
 // SAFETY: the raw function handle is a CUDA driver handle, usable from any thread with its
@@ -86,8 +89,8 @@ impl Plan {
                 kernels::prepare(stream, launch.key())?;
             }
         }
-        if let [Step::Kernel(kernels::Launch::Nvr(l))] = plan.steps.as_slice() {
-            plan.kernel = Some((kernels::resolve_nvr(stream, l)?, l.clone()));
+        if let [Step::Kernel(kernels::Launch::Nvlink(l))] = plan.steps.as_slice() {
+            plan.kernel = Some((l.resolve(stream)?, l.clone()));
         }
         Ok(plan)
     }
@@ -119,7 +122,7 @@ impl Plan {
             // runtime lives (the team holds it); the launch's addresses are the team's channel
             // (the team is held) and the call's arrays, held by the caller, whose use on this
             // stream was just noted.
-            return unsafe { kernels::fire_nvr(*function, stream, launch) };
+            return unsafe { launch.fire(*function, stream) };
         }
         let side = self
             .steps
@@ -258,16 +261,16 @@ impl Planned {
 /// `cuLaunchKernel` of the kernel a call queues against the whole call (see
 /// [`Team::bare_launch_for_bench`]).
 #[doc(hidden)]
-pub struct BareLaunch {
+pub struct ResolvedKernel {
     function: cudarc::driver::sys::CUfunction,
-    launch: crate::kernels::NvrLaunch,
+    launch: crate::kernels::NvlinkLaunch,
     /// The runtime, which keeps the kernels' module alive, and the team, which keeps its
     /// channel.
     rt: Runtime,
     _team: Team,
 }
 
-impl BareLaunch {
+impl ResolvedKernel {
     /// Queues the kernel once more on `stream` (which must be the stream it was resolved
     /// for): one `cuLaunchKernel`, nothing else. Every PE must fire as often as the others.
     ///
@@ -281,12 +284,12 @@ impl BareLaunch {
         // after `enter`), whose kernel cache keeps the module loaded; the launch's addresses
         // are the team's channel (kept by `_team`) and the arrays, which the caller keeps
         // alive.
-        unsafe { crate::kernels::fire_nvr(self.function, stream, &self.launch) }
+        unsafe { self.launch.fire(self.function, stream) }
     }
 }
 
 /// Plans `call` as [`run`] would and returns its one kernel launch, resolved.
-pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<BareLaunch> {
+pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<ResolvedKernel> {
     let rt = team.runtime();
     rt.enter(call.name, stream)?;
     let alg = choose(&call, rt.collectives().forced(call.coll))?;
@@ -295,8 +298,8 @@ pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<BareL
         alg.plan(&call, &mut steps);
     }
     match steps.as_slice() {
-        [Step::Kernel(crate::kernels::Launch::Nvr(l))] => Ok(BareLaunch {
-            function: crate::kernels::resolve_nvr(stream, l)?,
+        [Step::Kernel(crate::kernels::Launch::Nvlink(l))] => Ok(ResolvedKernel {
+            function: l.resolve(stream)?,
             launch: l.clone(),
             rt: rt.clone(),
             _team: team.clone(),

@@ -27,7 +27,7 @@ pub(crate) fn team_fitting(n: usize, me: usize, mapped: bool, max_blocks: u32) -
                 .collect()
         }),
         max_blocks,
-        nvr: None,
+        descriptor: None,
         arch: Some((9, 0)),
     }
 }
@@ -77,7 +77,7 @@ pub(crate) fn call<'a>(
         count,
         in_place,
         scratch: SCRATCH,
-        nvr: None,
+        descriptor: None,
         arch: None,
     }
 }
@@ -663,7 +663,7 @@ pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
     if let Some(o) = &c.team.peer_offsets {
         off[..o.len()].copy_from_slice(o);
     }
-    c.nvr = Some(crate::kernels::NvrTeam {
+    c.descriptor = Some(crate::kernels::TeamDescriptor {
         off,
         n: c.n() as i32,
         me: c.me as i32,
@@ -688,8 +688,8 @@ fn ce_copies(coll: Collective, me: usize, in_place: bool) -> Vec<(char, u64, u64
     let mut steps = Vec::new();
     ce::Ce.plan(&c, &mut steps);
     let barrier = |s: &Step| {
-        matches!(s, Step::Kernel(Launch::Nvr(l)) | Step::ClosingKernel(Launch::Nvr(l))
-            if l.function == "nvr_barrier" && l.args == crate::kernels::NvrArgs::Barrier { fence: 1 })
+        matches!(s, Step::Kernel(Launch::Nvlink(l)) | Step::ClosingKernel(Launch::Nvlink(l))
+            if l.function == "nvr_barrier" && l.args == crate::kernels::NvlinkArgs::Barrier { fence: 1 })
     };
     assert!(matches!(steps.first(), Some(s @ Step::Kernel(_)) if barrier(s)));
     assert!(matches!(steps.last(), Some(s @ Step::ClosingKernel(_)) if barrier(s)));
@@ -774,7 +774,7 @@ fn copy_engines_refuse_what_they_cannot_move() {
         .unwrap()
         .contains("in place"));
     let mut no_channel = c(Collective::Broadcast, false);
-    no_channel.nvr = None;
+    no_channel.descriptor = None;
     assert!(ce::Ce.refuses(&no_channel).is_some());
     // Chosen only for large messages on two PEs (the measured crossovers), but accepted
     // whenever forced.
@@ -846,8 +846,8 @@ fn barrier_fences_and_sync_does_not() {
         let (name, steps) = plan(&c);
         assert_eq!(name, "nvlink");
         assert!(
-            matches!(&steps[..], [Step::Kernel(Launch::Nvr(l))]
-                if l.function == "nvr_barrier" && l.args == crate::kernels::NvrArgs::Barrier { fence }),
+            matches!(&steps[..], [Step::Kernel(Launch::Nvlink(l))]
+                if l.function == "nvr_barrier" && l.args == crate::kernels::NvlinkArgs::Barrier { fence }),
             "{coll}: {steps:?}"
         );
     }
@@ -1122,7 +1122,7 @@ fn in_place_reductions_take_the_nvlink_kernels_where_they_can() {
 #[test]
 fn launches_fit_the_blocks_every_member_keeps_resident() {
     let grid_of = |steps: &[Step]| match steps {
-        [Step::Kernel(Launch::Nvr(l))] => (l.function, l.grid),
+        [Step::Kernel(Launch::Nvlink(l))] => (l.function, l.grid),
         s => panic!("{s:?}"),
     };
     for max_blocks in [1, 4, 16, 33, 128, 1000] {

@@ -119,7 +119,7 @@ impl FromStr for Bootstrap {
 
 /// What the environment says about this process's place in the job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Launch {
+pub(crate) struct Placement {
     /// The bootstrap to use (never `Auto`).
     pub bootstrap: Bootstrap,
     /// This process's rank in the job, where the launcher says.
@@ -144,7 +144,10 @@ const LOCAL_RANK_VARS: &[&str] = &[
 
 /// Reads the launch from `env` (a lookup such as `|k| std::env::var(k).ok()`), honouring an
 /// explicit `requested` bootstrap over both `NVSHMEM_RS_BOOTSTRAP` and detection.
-pub(crate) fn detect(requested: Bootstrap, env: &dyn Fn(&str) -> Option<String>) -> Result<Launch> {
+pub(crate) fn detect(
+    requested: Bootstrap,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Placement> {
     let get_usize = |var: &str| -> Result<Option<usize>> {
         match env(var) {
             None => Ok(None),
@@ -195,7 +198,7 @@ pub(crate) fn detect(requested: Bootstrap, env: &dyn Fn(&str) -> Option<String>)
             ]),
         ),
     };
-    let mut launch = Launch {
+    let mut launch = Placement {
         bootstrap,
         rank,
         size,
@@ -217,7 +220,7 @@ fn first(values: &[Option<usize>]) -> Option<usize> {
 
 /// Completes and checks a [`Bootstrap::Env`] launch.
 fn env_launch(
-    launch: &mut Launch,
+    launch: &mut Placement,
     env: &dyn Fn(&str) -> Option<String>,
     get_usize: &dyn Fn(&str) -> Result<Option<usize>>,
 ) -> Result<()> {
