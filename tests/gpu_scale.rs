@@ -310,9 +310,15 @@ fn forced<T: Element>(
         .map_err(anyhow::Error::from)
         .and_then(|()| one(rt, team, src, dst, case, s));
     let _ = rt.set_algorithm(case.coll, None);
+    // Which team, roughly: the checks run on the world and on teams in another order.
+    let order = match team {
+        Some(t) if t.n_pes() == rt.n_pes() && t.my_pe() == rt.my_pe() => "world order",
+        Some(_) => "team in another order",
+        None => "not a member",
+    };
     tally.record(done, || {
         format!(
-            "{} {:?} x{} {}at {}/{} ({})",
+            "{} {:?} x{} {}at {}/{} ({}, {order})",
             T::NAME,
             case.coll,
             case.m,
