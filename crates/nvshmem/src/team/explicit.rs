@@ -85,7 +85,7 @@ pub(super) fn join(
             index,
         )
     }?;
-    parent.finish(handle, table, members, |_| 0)
+    parent.finish(handle, table, members, |_| 0, true)
 }
 
 #[cfg(test)]

@@ -102,6 +102,13 @@ pub(crate) struct TeamShape {
     /// is the same: the automatic choice's crossovers depend on it, and must be read alike on
     /// every member.
     pub(crate) arch: Option<(u32, u32)>,
+    /// Whether NVSHMEM's own collectives may run on the team: not on a team made by
+    /// `nvshmemx_team_init` (a list that is not an increasing progression of the parent). On
+    /// one H100 under MPS, NVSHMEM 3.4.5's all-reduce and broadcast there gave wrong results
+    /// at 8 PEs (gpu_scale, 2026-11-24, three runs of three) and its reduce an illegal address
+    /// at 4 PEs (2026-11-23); the algorithm layer then takes none of the algorithms that queue
+    /// NVSHMEM collectives (`Step::uses_nvshmem_collectives`).
+    pub(crate) nvshmem_collectives: bool,
 }
 
 /// The most 512-thread blocks an H100 or H200 holds with one PE a GPU (132 SMs, one such block
@@ -144,6 +151,7 @@ impl TeamInner {
                 max_blocks: w.max_blocks,
                 descriptor: w.descriptor,
                 arch: w.arch,
+                nvshmem_collectives: w.nvshmem_collectives,
             },
             lane: self.lane.clone(),
             retire: None,
@@ -325,6 +333,7 @@ impl Teams {
             rt.world_handle(),
             SetUp::agree(&table, &everyone, |_| 0),
             None,
+            false,
         )?);
         let taken = |p: usize| {
             // The world's channel is held on every PE.
@@ -337,7 +346,7 @@ impl Teams {
                 return Ok(world.alias(handle));
             }
             let agreed = SetUp::agree(&table, &members, taken);
-            Ok(Arc::new(core.build(rt, handle, agreed, None)?))
+            Ok(Arc::new(core.build(rt, handle, agreed, None, false)?))
         };
         let shared = predefined(ids::NVSHMEM_TEAM_SHARED)?;
         let node = if read_members(rt, ids::NVSHMEMX_TEAM_NODE)?.1 == shared.shape.world {
@@ -437,6 +446,7 @@ impl Core {
         handle: TeamHandle,
         agreed: Agreed,
         retire: Option<Arc<Retired>>,
+        by_init: bool,
     ) -> Result<TeamInner> {
         let (my_pe, world) = read_members(rt, handle)?;
         let n = world.len();
@@ -508,6 +518,7 @@ impl Core {
                 max_blocks: agreed.max_blocks,
                 descriptor,
                 arch: agreed.arch,
+                nvshmem_collectives: !by_init,
             },
             lane: Arc::new(Lane::new(self.pool.clone(), channel)),
             retire,
@@ -727,7 +738,7 @@ impl Team {
         }
         .map_err(|e| e.in_call(call))?;
         let members: Vec<usize> = (0..s.size).map(|i| s.start + i * s.stride).collect();
-        let team = self.finish(handle, &table, &members, |_| 0)?;
+        let team = self.finish(handle, &table, &members, |_| 0, false)?;
         let expected = s.index_of(self.my_pe());
         if team.as_ref().map(|t| t.my_pe()) != expected {
             tracing::warn!(
@@ -780,21 +791,30 @@ impl Team {
 
     /// The new team of `handle` (none on PEs NVSHMEM left out), made of the parent members
     /// `members` (parent indices, in team order), set up from the opening agreement's `table`;
-    /// `taken(p)` are the channels parent member `p` holds for another team of the same call.
-    /// A team that fails to set up is still destroyed later.
+    /// `taken(p)` are the channels parent member `p` holds for another team of the same call;
+    /// `by_init`: NVSHMEM made it with `nvshmemx_team_init` (see
+    /// [`TeamShape::nvshmem_collectives`]). A team that fails to set up is still destroyed
+    /// later.
     fn finish(
         &self,
         handle: nvshmem_team_t,
         table: &[[u64; 64]],
         members: &[usize],
         taken: impl Fn(usize) -> u64,
+        by_init: bool,
     ) -> Result<Option<Team>> {
         if handle == ids::NVSHMEM_TEAM_INVALID {
             return Ok(None);
         }
         let core = &self.rt.teams().core;
         let agreed = SetUp::agree(table, members, taken);
-        match core.build(&self.rt, handle, agreed, Some(core.retired.clone())) {
+        match core.build(
+            &self.rt,
+            handle,
+            agreed,
+            Some(core.retired.clone()),
+            by_init,
+        ) {
             Ok(inner) => Ok(Some(Team {
                 rt: self.rt.clone(),
                 inner: Arc::new(inner),
@@ -861,8 +881,8 @@ impl Team {
         // NVSHMEM may have made one of the two teams before failing: set both up (every PE in
         // the same order, x teams then y teams) so they are destroyed rather than leaked.
         let (x, y) = (
-            self.finish(x, &table, &members(mx), |_| 0),
-            self.finish(y, &table, &members(my), x_channel),
+            self.finish(x, &table, &members(mx), |_| 0, false),
+            self.finish(y, &table, &members(my), x_channel, false),
         );
         status.map_err(|e| e.in_call(CALL))?;
         Ok((x?, y?))

@@ -97,7 +97,7 @@ pub(super) fn split(parent: &Team, color: Option<u32>, key: i32) -> Result<Optio
         }
         .map_err(|e| e.in_call(CALL))?;
         if Some(*c) == color {
-            strided = Some(parent.finish(handle, &entries, members, |_| 0));
+            strided = Some(parent.finish(handle, &entries, members, |_| 0, false));
         } else if handle != nvshmem_sys::teams::NVSHMEM_TEAM_INVALID {
             return Err(exchange_error(format!(
                 "NVSHMEM put parent PE {me} into the team of colour {c}, which it did not choose"

@@ -113,7 +113,7 @@ pub(crate) fn choose(
     forced: Option<&'static dyn Algorithm>,
 ) -> Result<&'static dyn Algorithm> {
     if let Some(a) = forced {
-        return match a.refuses(call) {
+        return match refusal(a, call) {
             None => Ok(a),
             Some(reason) => Err(Error::AlgorithmRefused {
                 call: call.name,
@@ -128,7 +128,7 @@ pub(crate) fn choose(
         if !a.takes_team_of(call.n()) {
             continue;
         }
-        match a.refuses(call) {
+        match refusal(a, call) {
             None if a.prefers(call) => return Ok(a),
             None => {
                 fallback.get_or_insert(a);
@@ -148,6 +148,31 @@ pub(crate) fn choose(
             call.op,
             why.join("; ")
         ),
+    })
+}
+
+/// Why `alg` cannot run `call`: its own refusal, or, on a team where NVSHMEM's collectives
+/// must not run ([`TeamShape::nvshmem_collectives`]), a plan that would queue one. A pure
+/// function of what every member passes alike, as [`Algorithm::refuses`].
+fn refusal(alg: &dyn Algorithm, call: &Call) -> Option<String> {
+    if let Some(why) = alg.refuses(call) {
+        return Some(why);
+    }
+    if call.team.nvshmem_collectives || call.is_empty() {
+        return None;
+    }
+    // The plan is data: made on a copy with a stand-in scratch address, only to be looked at.
+    let mut probe = call.clone();
+    if alg.scratch(call) > 0 && probe.scratch == 0 {
+        probe.scratch = 1 << 48;
+    }
+    let mut steps = Vec::new();
+    alg.plan(&probe, &mut steps);
+    steps.iter().any(Step::uses_nvshmem_collectives).then(|| {
+        "it queues NVSHMEM collectives, which do not run on a team made by nvshmemx_team_init \
+         (a list of PEs that is not an increasing progression): NVSHMEM 3.4.5 gave wrong \
+         results there"
+            .to_string()
     })
 }
 
@@ -191,6 +216,7 @@ impl ReduceOp {
             max_blocks: crate::team::DEFAULT_MAX_BLOCKS,
             descriptor: None,
             arch: Some((9, 0)),
+            nvshmem_collectives: true,
         };
         let span = Span::new(1 << 20, 1, dtype.size());
         let call = Call {

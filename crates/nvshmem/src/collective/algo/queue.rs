@@ -70,6 +70,20 @@ pub(crate) enum Step {
 }
 
 impl Step {
+    /// Whether the step is one of NVSHMEM's collectives over the team (not its one-sided
+    /// calls: a get or a quiet involves no other member's participation).
+    pub(crate) fn uses_nvshmem_collectives(&self) -> bool {
+        matches!(
+            self,
+            Step::Reduce { .. }
+                | Step::Broadcast { .. }
+                | Step::Fcollect { .. }
+                | Step::Alltoall { .. }
+                | Step::Barrier { .. }
+                | Step::Sync { .. }
+        )
+    }
+
     /// Whether the step is queued even after an earlier step failed.
     fn always(&self) -> bool {
         matches!(

@@ -29,6 +29,7 @@ pub(crate) fn team_fitting(n: usize, me: usize, mapped: bool, max_blocks: u32) -
         max_blocks,
         descriptor: None,
         arch: Some((9, 0)),
+        nvshmem_collectives: true,
     }
 }
 
@@ -1373,5 +1374,73 @@ fn other_algorithms_can_still_be_forced_on_one_pe() {
             0,
         ));
         assert_eq!(choose(&c, Some(*a)).unwrap().name(), name);
+    }
+}
+
+#[test]
+fn a_team_made_by_team_init_never_queues_nvshmem_collectives() {
+    let sizes = [1usize, 4099, 1 << 22];
+    for n in [3usize, 4, 8] {
+        let mut t = team(n, 1, true);
+        t.nvshmem_collectives = false;
+        for coll in Collective::ALL {
+            for &count in &sizes {
+                for in_place in [false, true] {
+                    let c = with_channel(call(
+                        &t,
+                        coll,
+                        DataType::F32,
+                        ReduceOp::Sum,
+                        count,
+                        in_place,
+                        0,
+                    ));
+                    let a = choose(&c, None).unwrap_or_else(|e| panic!("{coll} x{count}: {e}"));
+                    let mut steps = Vec::new();
+                    a.plan(&c, &mut steps);
+                    assert!(
+                        !steps.iter().any(Step::uses_nvshmem_collectives),
+                        "{coll} x{count} in place {in_place} at {n} PEs took {}: {steps:?}",
+                        a.name()
+                    );
+                }
+            }
+        }
+        // Forced onto NVSHMEM's path, the call is refused, saying why.
+        let c = with_channel(call(
+            &t,
+            Collective::AllReduce,
+            DataType::F32,
+            ReduceOp::Sum,
+            64,
+            false,
+            0,
+        ));
+        let forced = registry(Collective::AllReduce)
+            .iter()
+            .find(|a| a.name() == "nvshmem")
+            .copied();
+        match choose(&c, forced) {
+            Err(Error::AlgorithmRefused { reason, .. }) => {
+                assert!(reason.contains("nvshmemx_team_init"), "{reason}")
+            }
+            other => panic!("forced nvshmem on a team_init team: {other:?}"),
+        }
+        // The same team as NVSHMEM made it by a split takes NVSHMEM's path for large calls.
+        t.nvshmem_collectives = true;
+        let c = with_channel(call(
+            &t,
+            Collective::AllReduce,
+            DataType::F32,
+            ReduceOp::Sum,
+            1 << 22,
+            false,
+            0,
+        ));
+        assert_eq!(
+            choose(&c, None).map(|a| a.name()).ok(),
+            Some("nvshmem"),
+            "{n} PEs"
+        );
     }
 }
