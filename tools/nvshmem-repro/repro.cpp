@@ -240,6 +240,71 @@ static void broadcast(uint32_t c, size_t count, int root, int reps) {
     nvshmem_free(src);
 }
 
+
+// Out-of-place int32 sum all-reduce over `team` (this PE is its member `idx` of `size`, whose
+// members are world PEs `members`), on disjoint buffers: what nvshmem-rs hands NVSHMEM.
+static void team_all_reduce(uint32_t c, nvshmem_team_t team, const char *tname,
+                            const std::vector<int> &members, int idx, size_t count) {
+    uint32_t *src = (uint32_t *)nvshmem_malloc(count * 4);
+    uint32_t *dst = (uint32_t *)nvshmem_malloc(count * 4);
+    std::vector<uint32_t> in(count);
+    for (size_t i = 0; i < count; ++i) in[i] = val(c, g_me, 0, i);
+    put_words(src, in);
+    put_words(dst, std::vector<uint32_t>(count, POISON));
+    line_up();
+    if (idx >= 0)
+        NV(nvshmemx_int32_sum_reduce_on_stream(team, (int32_t *)dst, (const int32_t *)src, count,
+                                               g_stream));
+    CUDA(cudaStreamSynchronize(g_stream));
+    std::vector<uint32_t> got = idx >= 0 ? get_words(dst, count) : std::vector<uint32_t>(count);
+    verdict(std::string("all-reduce int32 sum on ") + tname + " x" + std::to_string(count), got,
+            count, [&](size_t i) {
+                if (idx < 0) return got[i];
+                uint32_t a = 0;
+                for (int p : members) a += val(c, p, 0, i);
+                return a;
+            });
+    line_up();
+    nvshmem_free(dst);
+    nvshmem_free(src);
+}
+
+// NVSHMEM's all-reduce on teams other than NVSHMEM_TEAM_WORLD, as nvshmem-rs makes them: a
+// duplicate of the world (split_strided), its two halves (split_strided of the duplicate),
+// and the world in reverse order (nvshmemx_team_init from a unique id).
+static void teams(uint32_t &c) {
+    const int n = g_n;
+    nvshmem_team_t dup = NVSHMEM_TEAM_INVALID, lo = NVSHMEM_TEAM_INVALID,
+                   hi = NVSHMEM_TEAM_INVALID, rev = NVSHMEM_TEAM_INVALID;
+    NV(nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 1, n, nullptr, 0, &dup));
+    NV(nvshmem_team_split_strided(dup, 0, 1, n / 2, nullptr, 0, &lo));
+    NV(nvshmem_team_split_strided(dup, n / 2, 1, n - n / 2, nullptr, 0, &hi));
+    nvshmemx_team_uniqueid_t id = 0;
+    if (g_me == 0) NV(nvshmemx_team_get_uniqueid(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    nvshmem_team_config_t config;
+    memset(&config, 0, sizeof config);
+    config.version = (2 << 16) + 64;
+    config.num_contexts = -1;
+    config.uniqueid = id;
+    NV(nvshmemx_team_init(&rev, &config, NVSHMEM_TEAM_CONFIG_MASK_UNIQUEID, n, n - 1 - g_me));
+    std::vector<int> all, low, high, reversed;
+    for (int p = 0; p < n; ++p) {
+        all.push_back(p);
+        reversed.push_back(n - 1 - p);
+        (p < n / 2 ? low : high).push_back(p);
+    }
+    const bool in_lo = g_me < n / 2;
+    for (size_t count : {(size_t)1, (size_t)4099, (size_t)70001}) {
+        team_all_reduce(c++, NVSHMEM_TEAM_WORLD, "the world", all, g_me, count);
+        team_all_reduce(c++, dup, "a split duplicate of the world", all, g_me, count);
+        // Both halves at once, each on its own members.
+        team_all_reduce(c++, in_lo ? lo : hi, "the half of this PE (split)", in_lo ? low : high,
+                        in_lo ? g_me : g_me - n / 2, count);
+        team_all_reduce(c++, rev, "the world reversed (team_init)", reversed, n - 1 - g_me, count);
+    }
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
@@ -302,6 +367,7 @@ int main(int argc, char **argv) {
         broadcast(c++, (64 << 20) / 4, g_n - 1, 3);
         c += 3;
     }
+    if (want("teams")) teams(c);
     if (g_me == 0) printf("repro: done, %d cases, %d wrong\n", g_cases, g_wrong_cases);
     line_up();
     CUDA(cudaStreamDestroy(g_stream));
