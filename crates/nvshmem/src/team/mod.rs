@@ -109,6 +109,12 @@ pub(crate) struct TeamShape {
     /// at 4 PEs (2026-11-23); the algorithm layer then takes none of the algorithms that queue
     /// NVSHMEM collectives (`Step::uses_nvshmem_collectives`).
     pub(crate) nvshmem_collectives: bool,
+    /// Whether some member's GPU is used by other PEs too (several PEs on one GPU under
+    /// MPS). NVSHMEM's own kernels do not keep to the blocks a member keeps resident, and at
+    /// 4 PEs on one H100 its 64 MiB-a-block reduce-scatter never finished (2026-11-24): the
+    /// automatic choice then takes this crate's kernels, which do, wherever one accepts the
+    /// call.
+    pub(crate) shares_gpu: bool,
 }
 
 /// The most 512-thread blocks an H100 or H200 holds with one PE a GPU (132 SMs, one such block
@@ -152,6 +158,7 @@ impl TeamInner {
                 descriptor: w.descriptor,
                 arch: w.arch,
                 nvshmem_collectives: w.nvshmem_collectives,
+                shares_gpu: w.shares_gpu,
             },
             lane: self.lane.clone(),
             retire: None,
@@ -183,6 +190,8 @@ pub(crate) struct SetUp {
     pub(crate) reaches_all: bool,
     /// [`RuntimeInfo::resident_blocks`](crate::RuntimeInfo::resident_blocks).
     pub(crate) resident_blocks: u32,
+    /// Whether other PEs of the job use its GPU ([`RuntimeInfo::pes_on_device`](crate::RuntimeInfo::pes_on_device) above 1).
+    pub(crate) shares_gpu: bool,
     /// Its GPU's compute capability.
     pub(crate) arch: (u32, u32),
 }
@@ -199,6 +208,8 @@ pub(crate) struct Agreed {
     pub(crate) max_blocks: u32,
     /// The members' architecture, if they all share one.
     pub(crate) arch: Option<(u32, u32)>,
+    /// Some member's GPU is used by other PEs too (see [`TeamShape::shares_gpu`]).
+    pub(crate) shares_gpu: bool,
 }
 
 impl Agreed {
@@ -227,7 +238,8 @@ impl SetUp {
                 SetUp {
                     free: e[offer::FREE] & !taken(p),
                     reaches_all: members.iter().all(|&q| offer::reaches(e, q)),
-                    resident_blocks: u32::try_from(e[offer::RESIDENT]).unwrap_or(u32::MAX),
+                    resident_blocks: e[offer::RESIDENT] as u32,
+                    shares_gpu: e[offer::RESIDENT] >> 32 & 1 == 1,
                     arch: ((e[offer::ARCH] >> 32) as u32, e[offer::ARCH] as u32),
                 }
             })
@@ -256,6 +268,7 @@ impl SetUp {
                 .unwrap_or(1)
                 .max(1),
             arch: arch.filter(|a| parts.iter().all(|p| p.arch == *a)),
+            shares_gpu: parts.iter().any(|p| p.shares_gpu),
         }
     }
 }
@@ -433,6 +446,7 @@ impl Core {
         Ok(offer::words(
             self.pool.free_mask(stream)?,
             rt.info().resident_blocks,
+            rt.info().pes_on_device > 1,
             crate::kernels::compute_capability(rt.context())?,
             &reach,
         ))
@@ -519,6 +533,7 @@ impl Core {
                 descriptor,
                 arch: agreed.arch,
                 nvshmem_collectives: !by_init,
+                shares_gpu: agreed.shares_gpu,
             },
             lane: Arc::new(Lane::new(self.pool.clone(), channel)),
             retire,
@@ -1104,7 +1119,8 @@ pub(crate) mod offer {
     pub(crate) const ARGS: usize = 2;
     /// The channels free on the member (bit i: channel i).
     pub(crate) const FREE: usize = 6;
-    /// [`RuntimeInfo::resident_blocks`](crate::RuntimeInfo::resident_blocks).
+    /// [`RuntimeInfo::resident_blocks`](crate::RuntimeInfo::resident_blocks) in the low 32
+    /// bits; bit 32: other PEs use the member's GPU.
     pub(crate) const RESIDENT: usize = 7;
     /// Compute capability, major << 32 | minor.
     pub(crate) const ARCH: usize = 8;
@@ -1120,10 +1136,16 @@ pub(crate) mod offer {
     }
 
     /// The entry words from [`FREE`] on, for a member that reaches the parent members `reach`.
-    pub(crate) fn words(free: u64, resident: u32, arch: (u32, u32), reach: &[bool]) -> Vec<u64> {
+    pub(crate) fn words(
+        free: u64,
+        resident: u32,
+        shares_gpu: bool,
+        arch: (u32, u32),
+        reach: &[bool],
+    ) -> Vec<u64> {
         let mut w = vec![0u64; 64 - FREE];
         w[0] = free;
-        w[1] = u64::from(resident);
+        w[1] = u64::from(resident) | u64::from(shares_gpu) << 32;
         w[2] = u64::from(arch.0) << 32 | u64::from(arch.1);
         for (p, _) in reach
             .iter()

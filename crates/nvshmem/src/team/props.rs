@@ -166,7 +166,7 @@ proptest! {
             .iter()
             .map(|(free, res, arch, reach)| {
                 let mut w = vec![make::STRIDED, 0, 0, 0, 0];
-                w.extend(offer::words(*free, *res, *arch, reach));
+                w.extend(offer::words(*free, *res, res % 3 == 0, *arch, reach));
                 entry(tag::MAKE_TEAM, &w)
             })
             .collect();
@@ -187,6 +187,7 @@ proptest! {
             None => prop_assert_eq!(common, 0),
         }
         prop_assert!(agreed.max_blocks >= 1);
+        prop_assert_eq!(agreed.shares_gpu, members.iter().any(|&p| offers[p].1 % 3 == 0));
         prop_assert!(members.iter().all(|&p| agreed.max_blocks <= offers[p].1.max(1)));
         let first = offers[members[0]].2;
         match agreed.arch {

@@ -124,19 +124,30 @@ pub(crate) fn choose(
     }
     let mut why = Vec::new();
     let mut fallback = None;
+    // Where members share a GPU, NVSHMEM's kernels (which may need more blocks resident than
+    // a member keeps) come last: first what prefers the call and queues none, then what
+    // accepts it and queues none, then the usual order ([`TeamShape::shares_gpu`]).
+    let mut own_kernels = None;
+    let mut with_nvshmem = None;
     for &a in registry(call.coll) {
         if !a.takes_team_of(call.n()) {
             continue;
         }
         match refusal(a, call) {
+            None if call.team.shares_gpu && queues_nvshmem_collectives(a, call) => {
+                with_nvshmem.get_or_insert(a);
+            }
             None if a.prefers(call) => return Ok(a),
+            None if call.team.shares_gpu => {
+                own_kernels.get_or_insert(a);
+            }
             None => {
                 fallback.get_or_insert(a);
             }
             Some(reason) => why.push(format!("{}: {reason}", a.name())),
         }
     }
-    if let Some(a) = fallback {
+    if let Some(a) = own_kernels.or(fallback).or(with_nvshmem) {
         return Ok(a);
     }
     Err(Error::Unsupported {
@@ -158,22 +169,31 @@ fn refusal(alg: &dyn Algorithm, call: &Call) -> Option<String> {
     if let Some(why) = alg.refuses(call) {
         return Some(why);
     }
-    if call.team.nvshmem_collectives || call.is_empty() {
+    if call.team.nvshmem_collectives {
         return None;
     }
-    // The plan is data: made on a copy with a stand-in scratch address, only to be looked at.
+    queues_nvshmem_collectives(alg, call).then(|| {
+        "it queues NVSHMEM collectives, which do not run on a team made by nvshmemx_team_init \
+         (a list of PEs that is not an increasing progression): NVSHMEM 3.4.5 gave wrong \
+         results there"
+            .to_string()
+    })
+}
+
+/// Whether `alg`'s plan for `call` (which it accepts) queues one of NVSHMEM's collectives. The
+/// plan is data: made on a copy with a stand-in scratch address, only to be looked at. An
+/// empty call queues nothing.
+fn queues_nvshmem_collectives(alg: &dyn Algorithm, call: &Call) -> bool {
+    if call.is_empty() {
+        return false;
+    }
     let mut probe = call.clone();
     if alg.scratch(call) > 0 && probe.scratch == 0 {
         probe.scratch = 1 << 48;
     }
     let mut steps = Vec::new();
     alg.plan(&probe, &mut steps);
-    steps.iter().any(Step::uses_nvshmem_collectives).then(|| {
-        "it queues NVSHMEM collectives, which do not run on a team made by nvshmemx_team_init \
-         (a list of PEs that is not an increasing progression): NVSHMEM 3.4.5 gave wrong \
-         results there"
-            .to_string()
-    })
+    steps.iter().any(Step::uses_nvshmem_collectives)
 }
 
 impl ReduceOp {
@@ -217,6 +237,7 @@ impl ReduceOp {
             descriptor: None,
             arch: Some((9, 0)),
             nvshmem_collectives: true,
+            shares_gpu: false,
         };
         let span = Span::new(1 << 20, 1, dtype.size());
         let call = Call {

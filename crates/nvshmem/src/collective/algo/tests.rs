@@ -30,6 +30,7 @@ pub(crate) fn team_fitting(n: usize, me: usize, mapped: bool, max_blocks: u32) -
         descriptor: None,
         arch: Some((9, 0)),
         nvshmem_collectives: true,
+        shares_gpu: false,
     }
 }
 
@@ -1443,4 +1444,56 @@ fn a_team_made_by_team_init_never_queues_nvshmem_collectives() {
             "{n} PEs"
         );
     }
+}
+
+#[test]
+fn members_sharing_a_gpu_take_this_crates_kernels_where_one_accepts() {
+    for n in [2usize, 3, 4, 8] {
+        let mut t = team(n, 1, true);
+        t.shares_gpu = true;
+        for coll in Collective::ALL {
+            for count in [1usize, 4099, 1 << 24] {
+                let c = with_channel(call(
+                    &t,
+                    coll,
+                    DataType::F32,
+                    ReduceOp::Sum,
+                    count,
+                    false,
+                    n - 1,
+                ));
+                let a = choose(&c, None).unwrap_or_else(|e| panic!("{coll} x{count}: {e}"));
+                let mut steps = Vec::new();
+                a.plan(&c, &mut steps);
+                assert!(
+                    !steps.iter().any(Step::uses_nvshmem_collectives),
+                    "{coll} x{count} at {n} PEs sharing a GPU took {}",
+                    a.name()
+                );
+            }
+        }
+        // Without a channel only NVSHMEM's path is left: it still runs.
+        let c = call(
+            &t,
+            Collective::AllReduce,
+            DataType::F32,
+            ReduceOp::Sum,
+            1 << 24,
+            false,
+            0,
+        );
+        assert_eq!(choose(&c, None).map(|a| a.name()).ok(), Some("nvshmem"));
+    }
+    // Members on GPUs of their own keep the measured choice (NVSHMEM's path at 4 PEs, 64 MiB).
+    let t = team(4, 1, true);
+    let c = with_channel(call(
+        &t,
+        Collective::ReduceScatter,
+        DataType::F32,
+        ReduceOp::Sum,
+        1 << 24,
+        false,
+        0,
+    ));
+    assert_eq!(choose(&c, None).map(|a| a.name()).ok(), Some("nvshmem"));
 }
