@@ -106,8 +106,8 @@ pub(crate) struct TeamShape {
     /// `nvshmemx_team_init` (a list that is not an increasing progression of the parent). On
     /// one H100 under MPS, NVSHMEM 3.4.5's all-reduce and broadcast there gave wrong results
     /// at 8 PEs (gpu_scale, 2026-11-24, three runs of three) and its reduce an illegal address
-    /// at 4 PEs (2026-11-23); the algorithm layer then takes none of the algorithms that queue
-    /// NVSHMEM collectives (`Step::uses_nvshmem_collectives`).
+    /// at 4 PEs (2026-11-23). The automatic choice then puts the algorithms that queue NVSHMEM
+    /// collectives (`Step::uses_nvshmem_collectives`) last, and forcing one is refused.
     pub(crate) nvshmem_collectives: bool,
     /// Whether some member's GPU is used by other PEs too (several PEs on one GPU under
     /// MPS). NVSHMEM's own kernels do not keep to the blocks a member keeps resident, and at

@@ -124,21 +124,24 @@ pub(crate) fn choose(
     }
     let mut why = Vec::new();
     let mut fallback = None;
-    // Where members share a GPU, NVSHMEM's kernels (which may need more blocks resident than
-    // a member keeps) come last: first what prefers the call and queues none, then what
-    // accepts it and queues none, then the usual order ([`TeamShape::shares_gpu`]).
+    // Where members share a GPU ([`TeamShape::shares_gpu`]: NVSHMEM's kernels may need more
+    // blocks resident than a member keeps) or NVSHMEM made the team with nvshmemx_team_init
+    // ([`TeamShape::nvshmem_collectives`]), NVSHMEM's collectives come last: first what
+    // prefers the call and queues none, then what accepts it and queues none, then the usual
+    // order (a team without a channel has nothing but NVSHMEM's path).
+    let avoid = call.team.shares_gpu || !call.team.nvshmem_collectives;
     let mut own_kernels = None;
     let mut with_nvshmem = None;
     for &a in registry(call.coll) {
         if !a.takes_team_of(call.n()) {
             continue;
         }
-        match refusal(a, call) {
-            None if call.team.shares_gpu && queues_nvshmem_collectives(a, call) => {
+        match a.refuses(call) {
+            None if avoid && queues_nvshmem_collectives(a, call) => {
                 with_nvshmem.get_or_insert(a);
             }
             None if a.prefers(call) => return Ok(a),
-            None if call.team.shares_gpu => {
+            None if avoid => {
                 own_kernels.get_or_insert(a);
             }
             None => {
@@ -162,9 +165,10 @@ pub(crate) fn choose(
     })
 }
 
-/// Why `alg` cannot run `call`: its own refusal, or, on a team where NVSHMEM's collectives
-/// must not run ([`TeamShape::nvshmem_collectives`]), a plan that would queue one. A pure
-/// function of what every member passes alike, as [`Algorithm::refuses`].
+/// Why `alg`, forced, cannot run `call`: its own refusal, or, on a team NVSHMEM made with
+/// nvshmemx_team_init ([`TeamShape::nvshmem_collectives`]), a plan that would queue one of
+/// NVSHMEM's collectives (the automatic choice only puts those last). A pure function of what
+/// every member passes alike, as [`Algorithm::refuses`].
 fn refusal(alg: &dyn Algorithm, call: &Call) -> Option<String> {
     if let Some(why) = alg.refuses(call) {
         return Some(why);

@@ -1379,7 +1379,7 @@ fn other_algorithms_can_still_be_forced_on_one_pe() {
 }
 
 #[test]
-fn a_team_made_by_team_init_never_queues_nvshmem_collectives() {
+fn a_team_made_by_team_init_queues_nvshmem_collectives_only_as_a_last_resort() {
     let sizes = [1usize, 4099, 1 << 22];
     for n in [3usize, 4, 8] {
         let mut t = team(n, 1, true);
@@ -1427,6 +1427,21 @@ fn a_team_made_by_team_init_never_queues_nvshmem_collectives() {
             }
             other => panic!("forced nvshmem on a team_init team: {other:?}"),
         }
+        // Without a channel, NVSHMEM's path is all that is left: the automatic choice takes it.
+        let c = call(
+            &t,
+            Collective::Barrier,
+            DataType::U8,
+            ReduceOp::Sum,
+            0,
+            false,
+            0,
+        );
+        assert_eq!(
+            choose(&c, None).map(|a| a.name()).ok(),
+            Some("nvshmem"),
+            "{n} PEs"
+        );
         // The same team as NVSHMEM made it by a split takes NVSHMEM's path for large calls.
         t.nvshmem_collectives = true;
         let c = with_channel(call(
