@@ -142,7 +142,7 @@ impl Plan {
 
 /// Everything a scratch-free plan is made from, besides the team (each team keeps its own
 /// [`Plans`]): two calls with equal keys plan alike. The operator's scale is compared by its
-/// bits, and the forced algorithm by identity, so a change of either plans anew.
+/// bits, and the forced algorithm by its (unique) name, so a change of either plans anew.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PlanKey {
     coll: Collective,
@@ -153,13 +153,8 @@ pub(crate) struct PlanKey {
     dst: Span,
     count: usize,
     in_place: bool,
-    forced: Option<*const u8>,
+    forced: Option<&'static str>,
 }
-
-// SAFETY: the pointer is only compared (the forced algorithm's name, a `&'static str`).
-unsafe impl Send for PlanKey {}
-// SAFETY: as above.
-unsafe impl Sync for PlanKey {}
 
 impl PlanKey {
     fn of(call: &Call, forced: Option<&'static dyn Algorithm>) -> PlanKey {
@@ -177,7 +172,7 @@ impl PlanKey {
             dst: call.dst,
             count: call.count,
             in_place: call.in_place,
-            forced: forced.map(|a| a.name().as_ptr()),
+            forced: forced.map(|a| a.name()),
         }
     }
 }
@@ -293,18 +288,18 @@ pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<Resol
     let rt = team.runtime();
     rt.enter(call.name, stream)?;
     let alg = choose(&call, rt.collectives().forced(call.coll))?;
-    let mut steps = Vec::new();
-    if alg.scratch(&call) == 0 {
-        alg.plan(&call, &mut steps);
-    }
-    match steps.as_slice() {
-        [Step::Kernel(crate::kernels::Launch::Nvlink(l))] => Ok(ResolvedKernel {
-            function: l.resolve(stream)?,
-            launch: l.clone(),
+    let kernel = match alg.scratch(&call) {
+        0 => Plan::make(alg, &call, stream)?.kernel,
+        _ => None,
+    };
+    match kernel {
+        Some((function, launch)) => Ok(ResolvedKernel {
+            function,
+            launch,
             rt: rt.clone(),
             _team: team.clone(),
         }),
-        _ => Err(Error::Unsupported {
+        None => Err(Error::Unsupported {
             call: "bare_launch_for_bench",
             what: format!(
                 "{} runs as {}, not one kernel of this crate",
