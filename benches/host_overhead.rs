@@ -8,6 +8,10 @@
 //! for the GPU inside a sample. Prints the median per-call time of each and their ratio, and,
 //! where the call is one kernel of this crate, the time of a bare `cuLaunchKernel` of that
 //! same kernel (resolved once, so it is the floor the whole call is measured against).
+//!
+//! The raw calls run on `NVSHMEM_TEAM_WORLD`, as a program of raw NVSHMEM would, and again on
+//! the team's own handle (`rt.world()` is a duplicate of the world, `Team::raw`): the calls
+//! forced onto NVSHMEM's algorithm are measured against the second, the same NVSHMEM work.
 use std::time::Instant;
 
 use nvshmem::{collective::Collective, ReduceOp, Runtime};
@@ -50,11 +54,12 @@ fn main() -> anyhow::Result<()> {
     let mut dst2 = rt.alloc_zeroed::<f32>(2)?;
     let prep_ar = team.prepare_all_reduce(&src2, &mut dst2, ReduceOp::Sum)?;
     let prep_bar = team.prepare_barrier()?;
+    let own = team.raw();
     // Per-call host times, one per sample, alternating within each sample: ours and raw
     // all-reduce, ours and raw barrier, the bare all-reduce and barrier kernels (0 without, or
-    // unless `with_bare`).
-    let mut sample_all = |with_bare: bool| -> anyhow::Result<[Vec<f64>; 8]> {
-        let mut t: [Vec<f64>; 8] = Default::default();
+    // unless `with_bare`), the prepared ones, and the raw ones on the team's own handle.
+    let mut sample_all = |with_bare: bool| -> anyhow::Result<[Vec<f64>; 10]> {
+        let mut t: [Vec<f64>; 10] = Default::default();
         for sample in 0..SAMPLES + 10 {
             let row = [
                 per_call(&stream, || {
@@ -93,6 +98,20 @@ fn main() -> anyhow::Result<()> {
                 },
                 per_call(&stream, || prep_ar.start(&stream).map_err(Into::into))?,
                 per_call(&stream, || prep_bar.start(&stream).map_err(Into::into))?,
+                per_call(&stream, || {
+                    // SAFETY: as the raw all-reduce's above; `own` is the team's live handle.
+                    let status = unsafe {
+                        lib.nvshmemx_float_sum_reduce_on_stream(own, d, s, 2, stream.cu_stream())
+                    };
+                    anyhow::ensure!(status == 0, "nvshmemx_float_sum_reduce_on_stream: {status}");
+                    Ok(())
+                })?,
+                per_call(&stream, || {
+                    // SAFETY: as above.
+                    let status = unsafe { lib.nvshmemx_barrier_on_stream(own, stream.cu_stream()) };
+                    anyhow::ensure!(status == 0, "nvshmemx_barrier_on_stream: {status}");
+                    Ok(())
+                })?,
             ];
             if sample >= 10 {
                 for (v, x) in t.iter_mut().zip(row) {
@@ -102,21 +121,22 @@ fn main() -> anyhow::Result<()> {
         }
         Ok(t)
     };
-    let [mut ours, mut raw, mut barrier_ours, mut barrier_raw, mut ar_bare, mut bar_bare, mut ar_prep, mut bar_prep] =
+    let [mut ours, mut raw, mut barrier_ours, mut barrier_raw, mut ar_bare, mut bar_bare, mut ar_prep, mut bar_prep, _, _] =
         sample_all(true)?;
     // One PE's own calls (`local`), automatic choice, against the raw calls.
     let mut local = None;
     if one_pe {
         rt.set_algorithm(Collective::AllReduce, None)?;
         rt.set_algorithm(Collective::Barrier, None)?;
-        let [l_ar, l_ar_raw, l_bar, l_bar_raw, _, _, _, _] = sample_all(false)?;
+        let [l_ar, l_ar_raw, l_bar, l_bar_raw, _, _, _, _, _, _] = sample_all(false)?;
         local = Some([l_ar, l_ar_raw, l_bar, l_bar_raw]);
     }
     // The algorithm layer's own cost: the same calls forced onto NVSHMEM's algorithm, against
     // the raw calls, alternating as above.
     rt.set_algorithm(Collective::AllReduce, Some("nvshmem"))?;
     rt.set_algorithm(Collective::Barrier, Some("nvshmem"))?;
-    let [mut f_ar, mut f_ar_raw, mut f_bar, mut f_bar_raw, _, _, _, _] = sample_all(false)?;
+    let [mut f_ar, mut f_ar_world, mut f_bar, mut f_bar_world, _, _, _, _, mut f_ar_raw, mut f_bar_raw] =
+        sample_all(false)?;
     rt.set_algorithm(Collective::AllReduce, None)?;
     rt.set_algorithm(Collective::Barrier, None)?;
 
@@ -166,9 +186,15 @@ fn main() -> anyhow::Result<()> {
             bare("all_reduce f32 sum, 2 elements", &mut ar_prep, &mut ar_bare);
             bare("barrier", &mut bar_prep, &mut bar_bare);
         }
-        println!("forced onto NVSHMEM's algorithm (the algorithm layer's own cost):");
+        println!(
+            "forced onto NVSHMEM's algorithm (the algorithm layer's own cost), against raw \
+             NVSHMEM on the same team handle:"
+        );
         report("all_reduce f32 sum, 2 elements", &mut f_ar, &mut f_ar_raw);
         report("barrier", &mut f_bar, &mut f_bar_raw);
+        println!("  the same, against raw NVSHMEM on NVSHMEM_TEAM_WORLD:");
+        report("all_reduce f32 sum, 2 elements", &mut f_ar, &mut f_ar_world);
+        report("barrier", &mut f_bar, &mut f_bar_world);
         if let Some([mut ar, mut ar_raw, mut bar, mut bar_raw]) = local {
             println!("one PE's automatic choice (local: a copy, a quiet):");
             report("all_reduce f32 sum, 2 elements", &mut ar, &mut ar_raw);

@@ -654,7 +654,7 @@ hostcost() {
   local run
   for run in 1 2; do
     case_ host-overhead-1pe-run$run pass .gpu/bin/host_overhead
-    grep -h "host time\|  \|against\|forced\|local" "$out/host-overhead-1pe-run$run.log" | head -24
+    grep -h "host time\|  \|against\|forced\|local" "$out/host-overhead-1pe-run$run.log" | head -30
   done
 }
 

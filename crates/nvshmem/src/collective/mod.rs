@@ -198,6 +198,78 @@ struct Args<'s> {
     bufs: Bufs<'s>,
 }
 
+impl Args<'_> {
+    /// What the team's plan cache ([`algo::Plans`]) knows this call by: every argument but
+    /// the buffers' shapes, which only decide whether [`describe`] refuses the call, never
+    /// what it describes.
+    fn key(&self) -> CallKey {
+        let op = self.op.map(|op| {
+            let scale = match op {
+                ReduceOp::PreMulSum(scale) => scale.to_bits(),
+                _ => 0,
+            };
+            (std::mem::discriminant(&op), scale)
+        });
+        let (bufs, shaped) = match self.bufs {
+            Bufs::None => (KeyBufs::None, false),
+            Bufs::Two {
+                src,
+                src_shape,
+                dst,
+                dst_shape,
+            } => (
+                KeyBufs::Two(src, dst),
+                src_shape.is_some() || dst_shape.is_some(),
+            ),
+            Bufs::InPlace { buf, shape } => (KeyBufs::InPlace(buf), shape.is_some()),
+        };
+        CallKey {
+            coll: self.coll,
+            name: self.name,
+            dtype: self.dtype,
+            op,
+            root: self.root,
+            bufs,
+            shaped,
+        }
+    }
+}
+
+/// A public call's arguments as the team's plan cache compares them ([`Args::key`]). The
+/// operator's scale is compared by its bits (0.0 and -0.0 give results of different signs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CallKey {
+    coll: Collective,
+    name: &'static str,
+    dtype: DataType,
+    op: Option<(std::mem::Discriminant<ReduceOp>, u64)>,
+    root: Option<usize>,
+    bufs: KeyBufs,
+    /// Whether a buffer has a shape: then the key does not hold everything the checks read,
+    /// and a call is checked before its plan is looked up.
+    pub(crate) shaped: bool,
+}
+
+impl CallKey {
+    /// The call's public name, for errors.
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The collective.
+    pub(crate) fn coll(&self) -> Collective {
+        self.coll
+    }
+}
+
+/// [`Bufs`] without the shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyBufs {
+    None,
+    Two(Span, Span),
+    InPlace(Span),
+}
+
 /// Checks `a` as PE `team.my_pe` of `team` and describes the call. A pure function of the
 /// arguments and the team, in which this PE's index only says which block of an in-place
 /// buffer is its own: every PE that passes the same arguments decides alike, so a refusal
@@ -278,9 +350,10 @@ fn describe<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
 
 impl Team {
     /// Checks a call's arguments ([`describe`]) and runs it through the algorithm layer.
-    /// Nothing is queued when a check refuses.
+    /// Nothing is queued when a check refuses. A call the team has planned before with the
+    /// same arguments (and no shapes) passed the same checks, and is not checked again.
     fn collective(&self, a: Args, arrays: &[&Arc<Alloc>], stream: &Arc<CudaStream>) -> Result<()> {
-        algo::run(self, describe(&a, self.shape())?, arrays, stream)
+        algo::run(self, a.key(), || describe(&a, self.shape()), arrays, stream)
     }
 
     /// For the host-overhead bench only, not part of the API: what [`Team::barrier`]

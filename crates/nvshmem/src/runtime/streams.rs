@@ -17,7 +17,10 @@
 //!   capture this crate did not start is refused (it could not keep them alive).
 use std::{
     any::Any,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex, MutexGuard,
+    },
 };
 
 use cudarc::driver::{sys, CudaEvent, CudaStream};
@@ -39,35 +42,73 @@ pub(crate) fn capturing(stream: &CudaStream) -> Result<bool> {
     Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
 }
 
+/// The handle of one stream that an owner keeps alive (so no other stream can have the same
+/// handle meanwhile), readable without the owner's lock. Starts as no stream: 0 is a real
+/// handle (the legacy default stream).
+struct LastStream(AtomicUsize);
+
+impl LastStream {
+    const NONE: usize = usize::MAX;
+
+    fn is(&self, stream: &CudaStream) -> bool {
+        self.0.load(Ordering::Acquire) == stream.cu_stream() as usize
+    }
+
+    fn set(&self, stream: &CudaStream) {
+        self.0.store(stream.cu_stream() as usize, Ordering::Release);
+    }
+
+    fn clear(&self) {
+        self.0.store(Self::NONE, Ordering::Release);
+    }
+}
+
+impl Default for LastStream {
+    fn default() -> Self {
+        LastStream(AtomicUsize::new(Self::NONE))
+    }
+}
+
 /// The streams a resource was used on, each kept alive (an `Arc`) so that an event can still be
 /// recorded on it when the resource is dropped.
 #[derive(Default)]
-pub(crate) struct Uses(Mutex<Vec<Arc<CudaStream>>>);
+pub(crate) struct Uses {
+    streams: Mutex<Vec<Arc<CudaStream>>>,
+    /// The stream noted last: a repeated use on it (the common case) costs one load. Set
+    /// under the lock, only to a stream the list holds.
+    last: LastStream,
+}
 
 impl Uses {
     /// Notes a use on `stream` (once per stream: a handle names one stream while it lives, and
     /// the `Arc` kept here keeps it alive).
     pub(crate) fn add(&self, stream: &Arc<CudaStream>) {
-        let mut streams = lock(&self.0);
+        if self.last.is(stream) {
+            return;
+        }
+        let mut streams = lock(&self.streams);
         if !streams.iter().any(|s| s.cu_stream() == stream.cu_stream()) {
             streams.push(stream.clone());
         }
+        self.last.set(stream);
     }
 
     /// The streams noted so far.
     pub(crate) fn snapshot(&self) -> Vec<Arc<CudaStream>> {
-        lock(&self.0).clone()
+        lock(&self.streams).clone()
     }
 
     /// The streams noted so far, forgetting them.
     pub(crate) fn take(&self) -> Vec<Arc<CudaStream>> {
-        std::mem::take(&mut lock(&self.0))
+        let mut streams = lock(&self.streams);
+        self.last.clear();
+        std::mem::take(&mut streams)
     }
 }
 
 impl std::fmt::Debug for Uses {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Uses({} streams)", lock(&self.0).len())
+        write!(f, "Uses({} streams)", lock(&self.streams).len())
     }
 }
 
@@ -170,12 +211,20 @@ impl std::fmt::Debug for Pending {
 /// share flags; the collective scratch). The last stream it was used on: a use on another
 /// stream first makes that stream wait for everything queued on the last one.
 #[derive(Default)]
-pub(crate) struct Ordered(Mutex<Option<Arc<CudaStream>>>);
+pub(crate) struct Ordered {
+    last: Mutex<Option<Arc<CudaStream>>>,
+    /// The stream `last` holds: a use on it again (the common case) has nothing to order and
+    /// costs one load. Set under the lock.
+    handle: LastStream,
+}
 
 impl Ordered {
     /// Orders a use on `stream` after every earlier use, on whatever stream.
     pub(crate) fn enter(&self, stream: &Arc<CudaStream>, captures: &Captures) -> Result<()> {
-        let mut last = lock(&self.0);
+        if self.handle.is(stream) {
+            return Ok(());
+        }
+        let mut last = lock(&self.last);
         if let Some(prev) = last.as_ref() {
             if prev.cu_stream() != stream.cu_stream() {
                 let event =
@@ -194,12 +243,13 @@ impl Ordered {
             }
         }
         *last = Some(stream.clone());
+        self.handle.set(stream);
         Ok(())
     }
 
     /// The work queued so far (for retiring the resource).
     pub(crate) fn pending(&self) -> Pending {
-        Pending::after(lock(&self.0).clone().into_iter().collect())
+        Pending::after(lock(&self.last).clone().into_iter().collect())
     }
 }
 

@@ -115,6 +115,11 @@ pub(crate) struct TeamShape {
     /// automatic choice then takes this crate's kernels, which do, wherever one accepts the
     /// call.
     pub(crate) shares_gpu: bool,
+    /// Whether this PE is the whole job (a world of one PE): then no RMA can be outstanding
+    /// but on this PE's own streams, in their order, and a one-PE barrier has nothing to
+    /// complete (NVSHMEM's `nvshmemx_quiet_on_stream` queues nothing there either, but a
+    /// kernel in a graph).
+    pub(crate) alone_in_job: bool,
 }
 
 /// The most 512-thread blocks an H100 or H200 holds with one PE a GPU (132 SMs, one such block
@@ -159,6 +164,7 @@ impl TeamInner {
                 arch: w.arch,
                 nvshmem_collectives: w.nvshmem_collectives,
                 shares_gpu: w.shares_gpu,
+                alone_in_job: w.alone_in_job,
             },
             lane: self.lane.clone(),
             retire: None,
@@ -534,6 +540,7 @@ impl Core {
                 arch: agreed.arch,
                 nvshmem_collectives: !by_init,
                 shares_gpu: agreed.shares_gpu,
+                alone_in_job: rt.n_pes() == 1,
             },
             lane: Arc::new(Lane::new(self.pool.clone(), channel)),
             retire,

@@ -17,7 +17,9 @@
 //! - Barrier: [`Step::Quiet`] (`nvshmemx_quiet_on_stream`), since a barrier also completes
 //!   the RMA this PE issued before it (to PEs outside the team too). On a stream with no
 //!   remote transport NVSHMEM queues nothing for it; in a graph, one small kernel. The
-//!   ordering a barrier gives is the stream's own order on one PE.
+//!   ordering a barrier gives is the stream's own order on one PE. In a job of one PE
+//!   (`TeamShape::alone_in_job`) there is no other PE to complete RMA to: nothing, in a
+//!   graph too.
 //! - Sync: nothing (a sync completes no RMA, and one member has no one to wait for).
 //!
 //! An empty plan still goes through the call's normal path: it notes its use of the team and
@@ -77,7 +79,8 @@ impl Algorithm for Local {
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
         let (src, dst) = (call.src.ptr, call.dst.ptr);
         match call.coll {
-            Collective::Barrier => steps.push(Step::Quiet),
+            Collective::Barrier if !call.team.alone_in_job => steps.push(Step::Quiet),
+            Collective::Barrier => {}
             Collective::Sync => {}
             _ => {
                 // One PE's part is the whole of both buffers, whatever the geometry; in place

@@ -242,6 +242,7 @@ impl ReduceOp {
             arch: Some((9, 0)),
             nvshmem_collectives: true,
             shares_gpu: false,
+            alone_in_job: false,
         };
         let span = Span::new(1 << 20, 1, dtype.size());
         let call = Call {

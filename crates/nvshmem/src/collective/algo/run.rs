@@ -6,28 +6,44 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 
 use super::*;
+use crate::collective::CallKey;
 
-/// Chooses, plans and queues `call` on `stream`. `arrays` are the allocations its buffers are
-/// part of: the call notes its use of them, of the team and of the scratch, before queuing
-/// anything (see [`crate::runtime::streams`]).
+/// Checks (`describe`), chooses, plans and queues the call `key` names on `stream`. `arrays`
+/// are the allocations its buffers are part of: the call notes its use of them, of the team
+/// and of the scratch, before queuing anything (see [`crate::runtime::streams`]).
 ///
-/// A plan that needs no scratch is kept in the team's [`Plans`], keyed by everything it was
-/// made from, so a call repeated on the same arrays (the common case: a training step, a
-/// solver iteration) skips the choice, the plan and the kernel lookup, and costs what a
-/// prepared call's start costs.
-pub(crate) fn run(
-    team: &Team,
-    mut call: Call,
+/// A plan that needs no scratch is kept in the team's [`Plans`], keyed by the call's
+/// arguments and the forced algorithm, so a call repeated on the same arrays (the common
+/// case: a training step, a solver iteration) skips the checks, the choice, the plan and the
+/// kernel lookup, and costs what a prepared call's start costs. `describe` is pure (the same
+/// arguments on the same team pass or fail alike), so a key that holds every argument the
+/// checks read stands for checks passed; a call on shaped buffers is checked first.
+pub(crate) fn run<'t>(
+    team: &'t Team,
+    key: CallKey,
+    describe: impl FnOnce() -> Result<Call<'t>>,
     arrays: &[&Arc<Alloc>],
     stream: &Arc<CudaStream>,
 ) -> Result<()> {
     let rt = team.runtime();
-    let q = rt.enqueue(call.name, stream)?;
-    let forced = rt.collectives().forced(call.coll);
-    let key = PlanKey::of(&call, forced);
+    let forced = rt.collectives().forced(key.coll());
+    let key = PlanKey {
+        call: key,
+        forced: forced.map(|a| a.name()),
+    };
     let plans = &team.inner().plans;
-    if let Some(plan) = plans.get(&key) {
-        return plan.queue(&q, team, stream, arrays.iter().copied(), None);
+    if !key.call.shaped {
+        if let Some(plan) = plans.get(&key) {
+            let q = rt.enqueue(key.call.name(), stream)?;
+            return plan.queue(&q, team, stream, arrays.iter().copied(), None);
+        }
+    }
+    let mut call = describe()?;
+    let q = rt.enqueue(call.name, stream)?;
+    if key.call.shaped {
+        if let Some(plan) = plans.get(&key) {
+            return plan.queue(&q, team, stream, arrays.iter().copied(), None);
+        }
     }
     let alg = choose(&call, forced)?;
     if call.is_empty() {
@@ -140,41 +156,13 @@ impl Plan {
     }
 }
 
-/// Everything a scratch-free plan is made from, besides the team (each team keeps its own
-/// [`Plans`]): two calls with equal keys plan alike. The operator's scale is compared by its
-/// bits, and the forced algorithm by its (unique) name, so a change of either plans anew.
+/// What a scratch-free plan is made from, besides the team (each team keeps its own
+/// [`Plans`]): the call's arguments and the forced algorithm, by its (unique) name, so that a
+/// change of either plans anew.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PlanKey {
-    coll: Collective,
-    dtype: DataType,
-    op: (std::mem::Discriminant<ReduceOp>, u64),
-    root: usize,
-    src: Span,
-    dst: Span,
-    count: usize,
-    in_place: bool,
+    call: CallKey,
     forced: Option<&'static str>,
-}
-
-impl PlanKey {
-    fn of(call: &Call, forced: Option<&'static dyn Algorithm>) -> PlanKey {
-        let scale = match call.op {
-            ReduceOp::PreMulSum(scale) => scale.to_bits(),
-            _ => 0,
-        };
-        let op = (std::mem::discriminant(&call.op), scale);
-        PlanKey {
-            coll: call.coll,
-            dtype: call.dtype,
-            op,
-            root: call.root,
-            src: call.src,
-            dst: call.dst,
-            count: call.count,
-            in_place: call.in_place,
-            forced: forced.map(|a| a.name()),
-        }
-    }
 }
 
 /// A team's most recent scratch-free plans ([`run`]), newest first. Small and scanned in
@@ -312,8 +300,8 @@ pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<Resol
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{call, team};
     use super::*;
+    use crate::collective::{Args, Bufs};
 
     fn empty_plan() -> Plan {
         Plan {
@@ -324,97 +312,103 @@ mod tests {
         }
     }
 
+    /// The key of a call on f32 buffers of `count` elements (one buffer when `in_place`).
+    fn key(coll: Collective, op: Option<ReduceOp>, count: usize, in_place: bool) -> PlanKey {
+        key_of(coll, op, Span::new(0x1000, count, 4), in_place, None, None)
+    }
+
+    fn key_of(
+        coll: Collective,
+        op: Option<ReduceOp>,
+        src: Span,
+        in_place: bool,
+        shape: Option<&[usize]>,
+        forced: Option<&'static str>,
+    ) -> PlanKey {
+        let dst = Span::new(0x9000, src.len, src.elem);
+        let bufs = match in_place {
+            true => Bufs::InPlace { buf: src, shape },
+            false => Bufs::Two {
+                src,
+                src_shape: shape,
+                dst,
+                dst_shape: None,
+            },
+        };
+        let args = Args {
+            coll,
+            name: "test",
+            dtype: DataType::F32,
+            op,
+            root: None,
+            bufs,
+        };
+        PlanKey {
+            call: args.key(),
+            forced,
+        }
+    }
+
     #[test]
     fn a_plan_is_reused_only_for_a_call_that_plans_alike() {
-        let t = team(4, 1, true);
-        let (f32_, sum) = (DataType::F32, ReduceOp::Sum);
-        let base = call(&t, Collective::AllReduce, f32_, sum, 1024, false, 0);
-        let key = PlanKey::of(&base, None);
-        assert_eq!(key, PlanKey::of(&base.clone(), None));
-        let mut other = base.clone();
-        other.dst.ptr += 256;
-        let scaled = |s: f64| {
-            let c = call(
-                &t,
-                Collective::AllReduce,
-                f32_,
-                ReduceOp::PreMulSum(s),
-                1024,
-                false,
-                0,
-            );
-            PlanKey::of(&c, None)
-        };
-        let forced = registry(Collective::AllReduce)[0];
+        let (ar, sum) = (Collective::AllReduce, Some(ReduceOp::Sum));
+        let base = key(ar, sum, 1024, false);
+        assert_eq!(base, key(ar, sum, 1024, false));
+        assert!(!base.call.shaped);
+        let elsewhere = Span::new(0x1100, 1024, 4);
         let differ = [
-            PlanKey::of(&other, None),
-            PlanKey::of(
-                &call(&t, Collective::AllReduce, f32_, sum, 1023, false, 0),
+            key_of(ar, sum, elsewhere, false, None, None),
+            key(ar, sum, 1023, false),
+            key(ar, Some(ReduceOp::Max), 1024, false),
+            key(ar, sum, 1024, true),
+            key(Collective::Broadcast, None, 1024, false),
+            key_of(
+                ar,
+                sum,
+                Span::new(0x1000, 1024, 4),
+                false,
                 None,
+                Some("nvshmem"),
             ),
-            PlanKey::of(
-                &call(
-                    &t,
-                    Collective::AllReduce,
-                    f32_,
-                    ReduceOp::Max,
-                    1024,
-                    false,
-                    0,
-                ),
-                None,
-            ),
-            PlanKey::of(
-                &call(
-                    &t,
-                    Collective::AllReduce,
-                    DataType::I32,
-                    sum,
-                    1024,
-                    false,
-                    0,
-                ),
-                None,
-            ),
-            PlanKey::of(
-                &call(&t, Collective::AllReduce, f32_, sum, 1024, true, 0),
-                None,
-            ),
-            PlanKey::of(
-                &call(&t, Collective::Broadcast, f32_, sum, 1024, false, 0),
-                None,
-            ),
-            PlanKey::of(
-                &call(&t, Collective::Broadcast, f32_, sum, 1024, false, 1),
-                None,
-            ),
-            PlanKey::of(&base, Some(forced)),
+            key_of(ar, sum, Span::new(0x1000, 1024, 2), false, None, None),
         ];
         for (i, k) in differ.iter().enumerate() {
-            assert_ne!(key, *k, "variant {i} must plan anew");
+            assert_ne!(base, *k, "variant {i} must plan anew");
         }
+        let mut rooted = Args {
+            coll: Collective::Broadcast,
+            name: "broadcast",
+            dtype: DataType::F32,
+            op: None,
+            root: Some(0),
+            bufs: Bufs::None,
+        };
+        let root0 = rooted.key();
+        rooted.root = Some(1);
+        assert_ne!(root0, rooted.key());
+        rooted.dtype = DataType::I32;
+        assert_ne!(root0, rooted.key());
         // Scales compare by their bits: 0.0 and -0.0 give results of different signs.
+        let scaled = |s: f64| key(ar, Some(ReduceOp::PreMulSum(s)), 1024, false);
         assert_eq!(scaled(0.5), scaled(0.5));
         assert_ne!(scaled(0.0), scaled(-0.0));
-        assert_ne!(scaled(0.5), key);
+        assert_ne!(scaled(0.5), base);
+        // A shaped buffer's key says so: its call is checked before the plan is looked up.
+        let shaped = key_of(
+            ar,
+            sum,
+            Span::new(0x1000, 1024, 4),
+            false,
+            Some(&[32, 32]),
+            None,
+        );
+        assert!(shaped.call.shaped);
     }
 
     #[test]
     fn a_team_keeps_its_most_recent_plans() {
-        let t = team(2, 0, true);
         let keys: Vec<PlanKey> = (1..=Plans::KEPT + 1)
-            .map(|n| {
-                let c = call(
-                    &t,
-                    Collective::AllReduce,
-                    DataType::F32,
-                    ReduceOp::Sum,
-                    n,
-                    false,
-                    0,
-                );
-                PlanKey::of(&c, None)
-            })
+            .map(|n| key(Collective::AllReduce, Some(ReduceOp::Sum), n, false))
             .collect();
         let plans = Plans::default();
         assert!(plans.get(&keys[0]).is_none());

@@ -31,6 +31,7 @@ pub(crate) fn team_fitting(n: usize, me: usize, mapped: bool, max_blocks: u32) -
         arch: Some((9, 0)),
         nvshmem_collectives: true,
         shares_gpu: false,
+        alone_in_job: false,
     }
 }
 
@@ -1179,7 +1180,7 @@ fn launches_fit_the_blocks_every_member_keeps_resident() {
 
 /// What a one-PE call must queue (`local`): the copy of its bytes out of place, nothing in
 /// place; the scaling kernel for premul_sum (scale other than 1) and for every fp8 reduction;
-/// the quiet for a barrier; nothing for a sync.
+/// the quiet for a barrier, but in a job of one PE; nothing for a sync.
 fn one_pe_expected(c: &Call) -> Vec<Step> {
     let fp8 = matches!(c.dtype, DataType::F8E4M3 | DataType::F8E5M2);
     let scale = match c.op {
@@ -1188,6 +1189,7 @@ fn one_pe_expected(c: &Call) -> Vec<Step> {
         _ => None,
     };
     match (c.coll, scale) {
+        (Collective::Barrier, _) if c.team.alone_in_job => vec![],
         (Collective::Barrier, _) => vec![Step::Quiet],
         (Collective::Sync, _) => vec![],
         (_, Some(factor)) => vec![Step::Kernel(Launch::Map {
@@ -1214,8 +1216,9 @@ fn one_pe_calls_cost_one_copy_or_nothing() {
         .chain([2.0, 1.0, -0.5].map(ReduceOp::PreMulSum))
         .collect();
     let mut planned = 0;
-    for mapped in [false, true] {
-        let t = team(1, 0, mapped);
+    for (mapped, alone) in [(false, false), (true, false), (true, true)] {
+        let mut t = team(1, 0, mapped);
+        t.alone_in_job = alone;
         for coll in Collective::ALL {
             let counts: &[usize] = match coll.geometry() {
                 Geometry::None => &[0],
@@ -1241,7 +1244,7 @@ fn one_pe_calls_cost_one_copy_or_nothing() {
                                 }
                                 let what = format!(
                                     "{coll} {dtype} {op} count {count} in place {in_place} \
-                                     mapped {mapped} channel {channel}"
+                                     mapped {mapped} channel {channel} alone {alone}"
                                 );
                                 let (name, steps) = plan(&c);
                                 assert_eq!(name, "local", "{what}");
