@@ -225,7 +225,7 @@ impl Args<'_> {
         };
         CallKey {
             coll: self.coll,
-            name: self.name,
+            name: Name(self.name),
             dtype: self.dtype,
             op,
             root: self.root,
@@ -240,7 +240,7 @@ impl Args<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CallKey {
     coll: Collective,
-    name: &'static str,
+    name: Name,
     dtype: DataType,
     op: Option<(std::mem::Discriminant<ReduceOp>, u64)>,
     root: Option<usize>,
@@ -253,7 +253,7 @@ pub(crate) struct CallKey {
 impl CallKey {
     /// The call's public name, for errors.
     pub(crate) fn name(&self) -> &'static str {
-        self.name
+        self.name.0
     }
 
     /// The collective.
@@ -261,6 +261,20 @@ impl CallKey {
         self.coll
     }
 }
+
+/// A call's public name in a [`CallKey`], compared by address: the same name is the same
+/// literal (a call names itself once), and comparing the bytes would read them from memory the
+/// driver's launch has evicted, on every call; two equal names at two addresses only plan anew.
+#[derive(Debug, Clone, Copy)]
+struct Name(&'static str);
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Name) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
+impl Eq for Name {}
 
 /// [`Bufs`] without the shapes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,6 +25,12 @@ impl Collectives {
         self.forced.get(coll)
     }
 
+    /// What is forced for `coll` now, unresolved: a repeated call compares it with its
+    /// plan's without touching the registry.
+    pub(super) fn forcing(&self, coll: Collective) -> Forcing {
+        self.forced.forcing(coll)
+    }
+
     /// The state of a starting runtime, from the builder's forced algorithms, then the
     /// environment's ([`ALGORITHMS_VAR`], which overrides them), and `NVSHMEM_RS_PDL` checked:
     /// judged before NVSHMEM starts, so a bad value never leaves it started.
@@ -53,17 +59,29 @@ impl Collectives {
     }
 }
 
-/// The algorithm forced for each collective: an index into its registry, plus one; 0 for the
-/// automatic choice.
+/// The algorithm forced for each collective: a [`Forcing`] of each.
 #[derive(Default)]
 pub(crate) struct Forced([AtomicUsize; Collective::ALL.len()]);
 
+/// What is forced for one collective: an index into its registry, plus one; 0 for the
+/// automatic choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Forcing(usize);
+
+impl Forcing {
+    /// The algorithm forced for `coll` (the collective this was read for), if any.
+    pub(super) fn algorithm(self, coll: Collective) -> Option<&'static dyn Algorithm> {
+        self.0.checked_sub(1).map(|i| registry(coll)[i])
+    }
+}
+
 impl Forced {
     pub(crate) fn get(&self, coll: Collective) -> Option<&'static dyn Algorithm> {
-        match self.0[coll.index()].load(Ordering::Relaxed) {
-            0 => None,
-            i => Some(registry(coll)[i - 1]),
-        }
+        self.forcing(coll).algorithm(coll)
+    }
+
+    pub(super) fn forcing(&self, coll: Collective) -> Forcing {
+        Forcing(self.0[coll.index()].load(Ordering::Relaxed))
     }
 
     /// Forces the pairs of `list` (`collective=algorithm,...`, as [`ALGORITHMS_VAR`] holds):

@@ -36,10 +36,10 @@ use crate::{
 };
 pub(crate) use call::Call;
 pub use call::{Collective, Geometry};
-pub(crate) use forced::Collectives;
 pub use forced::ALGORITHMS_VAR;
 #[cfg(test)]
 pub(super) use forced::{parse_forced, Forced};
+pub(crate) use forced::{Collectives, Forcing};
 pub(crate) use queue::Step;
 pub use run::ResolvedKernel;
 pub(crate) use run::{bare, prepare, run, Planned, Plans};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 
 use super::*;
-use crate::collective::CallKey;
+use crate::{collective::CallKey, runtime::Enqueue};
 
 /// Checks (`describe`), chooses, plans and queues the call `key` names on `stream`. `arrays`
 /// are the allocations its buffers are part of: the call notes its use of them, of the team
@@ -26,26 +26,27 @@ pub(crate) fn run<'t>(
     stream: &Arc<CudaStream>,
 ) -> Result<()> {
     let rt = team.runtime();
-    let forced = rt.collectives().forced(key.coll());
-    let key = PlanKey {
-        call: key,
-        forced: forced.map(|a| a.name()),
-    };
+    let forcing = rt.collectives().forcing(key.coll());
+    let key = PlanKey { call: key, forcing };
     let plans = &team.inner().plans;
+    let queue =
+        |plan: &Plan, q: &Enqueue| plan.queue(q, team, stream, arrays.iter().copied(), None);
     if !key.call.shaped {
-        if let Some(plan) = plans.get(&key) {
-            let q = rt.enqueue(key.call.name(), stream)?;
-            return plan.queue(&q, team, stream, arrays.iter().copied(), None);
+        let hit = plans.with(&key, |plan| {
+            queue(plan, &rt.enqueue(key.call.name(), stream)?)
+        });
+        if let Some(done) = hit {
+            return done;
         }
     }
     let mut call = describe()?;
     let q = rt.enqueue(call.name, stream)?;
     if key.call.shaped {
-        if let Some(plan) = plans.get(&key) {
-            return plan.queue(&q, team, stream, arrays.iter().copied(), None);
+        if let Some(done) = plans.with(&key, |plan| queue(plan, &q)) {
+            return done;
         }
     }
-    let alg = choose(&call, forced)?;
+    let alg = choose(&call, forcing.algorithm(call.coll))?;
     if call.is_empty() {
         return Ok(());
     }
@@ -56,8 +57,7 @@ pub(crate) fn run<'t>(
     call.scratch = scratch.as_ref().map_or(0, |s| s.ptr());
     let plan = Plan::make(alg, &call, stream)?;
     if scratch.is_none() {
-        let plan = plans.insert(key, plan);
-        return plan.queue(&q, team, stream, arrays.iter().copied(), None);
+        return plans.insert_with(key, plan, |plan| queue(plan, &q));
     }
     plan.queue(&q, team, stream, arrays.iter().copied(), scratch.as_ref())
 }
@@ -115,7 +115,7 @@ impl Plan {
     /// `arrays` and of the `scratch` lease: the one way every call and every start queues.
     fn queue<'a>(
         &self,
-        q: &crate::runtime::Enqueue<'_>,
+        q: &Enqueue<'_>,
         team: &Team,
         stream: &Arc<CudaStream>,
         arrays: impl Iterator<Item = &'a Arc<Alloc>>,
@@ -157,40 +157,42 @@ impl Plan {
 }
 
 /// What a scratch-free plan is made from, besides the team (each team keeps its own
-/// [`Plans`]): the call's arguments and the forced algorithm, by its (unique) name, so that a
-/// change of either plans anew.
+/// [`Plans`]): the call's arguments and what is forced for its collective, so that a change
+/// of either plans anew.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PlanKey {
     call: CallKey,
-    forced: Option<&'static str>,
+    forcing: Forcing,
 }
 
 /// A team's most recent scratch-free plans ([`run`]), newest first. Small and scanned in
-/// order: a program repeats a few calls, and comparing a key costs less than hashing it.
+/// order: a program repeats a few calls, and comparing a key costs less than hashing it. A
+/// plan is queued under the lock, in place: a repeated call touches as little memory as it
+/// can after the driver's last launch has evicted it from the caches (a team's calls are
+/// ordered one after another anyway).
 #[derive(Default)]
-pub(crate) struct Plans(std::sync::Mutex<Vec<(PlanKey, Arc<Plan>)>>);
+pub(crate) struct Plans(std::sync::Mutex<Vec<(PlanKey, Plan)>>);
 
 impl Plans {
     /// How many plans a team keeps.
     const KEPT: usize = 16;
 
-    fn get(&self, key: &PlanKey) -> Option<Arc<Plan>> {
+    /// Runs `f` on the plan kept for `key`, if any, which becomes the newest.
+    fn with<R>(&self, key: &PlanKey, f: impl FnOnce(&Plan) -> R) -> Option<R> {
         let mut plans = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let i = plans.iter().position(|(k, _)| k == key)?;
-        if i > 0 {
-            let hit = plans.remove(i);
-            plans.insert(0, hit);
-        }
-        Some(Arc::clone(&plans[0].1))
+        plans[..=i].rotate_right(1);
+        Some(f(&plans[0].1))
     }
 
-    fn insert(&self, key: PlanKey, plan: Plan) -> Arc<Plan> {
-        let plan = Arc::new(plan);
+    /// Keeps `plan` for `key` as the newest (the oldest beyond [`Plans::KEPT`] is dropped)
+    /// and runs `f` on it.
+    fn insert_with<R>(&self, key: PlanKey, plan: Plan, f: impl FnOnce(&Plan) -> R) -> R {
         let mut plans = self.0.lock().unwrap_or_else(|p| p.into_inner());
         plans.retain(|(k, _)| *k != key);
         plans.truncate(Self::KEPT - 1);
-        plans.insert(0, (key, Arc::clone(&plan)));
-        plan
+        plans.insert(0, (key, plan));
+        f(&plans[0].1)
     }
 }
 
@@ -303,9 +305,9 @@ mod tests {
     use super::*;
     use crate::collective::{Args, Bufs};
 
-    fn empty_plan() -> Plan {
+    fn plan_named(name: &'static str) -> Plan {
         Plan {
-            name: "test",
+            name,
             empty: false,
             steps: Vec::new(),
             kernel: None,
@@ -325,6 +327,10 @@ mod tests {
         shape: Option<&[usize]>,
         forced: Option<&'static str>,
     ) -> PlanKey {
+        let forcing = Forced::default();
+        forcing
+            .set(coll, forced)
+            .expect("an algorithm of the collective");
         let dst = Span::new(0x9000, src.len, src.elem);
         let bufs = match in_place {
             true => Bufs::InPlace { buf: src, shape },
@@ -345,7 +351,7 @@ mod tests {
         };
         PlanKey {
             call: args.key(),
-            forced,
+            forcing: forcing.forcing(coll),
         }
     }
 
@@ -411,24 +417,26 @@ mod tests {
             .map(|n| key(Collective::AllReduce, Some(ReduceOp::Sum), n, false))
             .collect();
         let plans = Plans::default();
-        assert!(plans.get(&keys[0]).is_none());
-        let first = plans.insert(keys[0], empty_plan());
-        assert!(Arc::ptr_eq(&first, &plans.get(&keys[0]).expect("kept")));
+        let name = |k: &PlanKey| plans.with(k, |p| p.name);
+        assert_eq!(name(&keys[0]), None);
+        assert_eq!(
+            plans.insert_with(keys[0], plan_named("first"), |p| p.name),
+            "first"
+        );
+        assert_eq!(name(&keys[0]), Some("first"));
         for k in &keys[1..Plans::KEPT] {
-            plans.insert(*k, empty_plan());
+            plans.insert_with(*k, plan_named("more"), |_| ());
         }
         // The first key, used again, is the newest: the next insert evicts the second.
-        assert!(plans.get(&keys[0]).is_some());
-        plans.insert(keys[Plans::KEPT], empty_plan());
-        assert!(plans.get(&keys[0]).is_some());
-        assert!(plans.get(&keys[1]).is_none());
-        assert!(plans.get(&keys[Plans::KEPT]).is_some());
+        assert_eq!(name(&keys[0]), Some("first"));
+        plans.insert_with(keys[Plans::KEPT], plan_named("last"), |_| ());
+        assert_eq!(name(&keys[0]), Some("first"));
+        assert_eq!(name(&keys[1]), None);
+        assert_eq!(name(&keys[2]), Some("more"));
+        assert_eq!(name(&keys[Plans::KEPT]), Some("last"));
         // Inserting a key again replaces its plan instead of keeping two.
-        let again = plans.insert(keys[Plans::KEPT], empty_plan());
-        assert!(Arc::ptr_eq(
-            &again,
-            &plans.get(&keys[Plans::KEPT]).expect("kept")
-        ));
+        plans.insert_with(keys[Plans::KEPT], plan_named("again"), |_| ());
+        assert_eq!(name(&keys[Plans::KEPT]), Some("again"));
         assert_eq!(plans.0.lock().unwrap().len(), Plans::KEPT);
     }
 }
