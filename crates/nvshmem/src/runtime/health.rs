@@ -394,11 +394,15 @@ impl Health {
     pub(crate) fn check(&self) -> Result<()> {
         match self.failure.get() {
             None => Ok(()),
-            Some((f, _)) => {
-                self.delivered.store(true, Ordering::Relaxed);
-                Err(f.error())
-            }
+            Some((f, _)) => Err(self.deliver(f)),
         }
+    }
+
+    /// Out of line: every call checks, and the check's code stays small.
+    #[cold]
+    fn deliver(&self, f: &Failure) -> Error {
+        self.delivered.store(true, Ordering::Relaxed);
+        f.error()
     }
 
     /// Whether the runtime has failed (then nothing collective may be attempted).

@@ -458,19 +458,24 @@ impl Runtime {
     /// and makes that context current; returns the raw stream.
     pub(crate) fn enter(&self, call: &'static str, stream: &CudaStream) -> Result<CUstream> {
         if stream.context().cu_ctx() != self.inner.ctx.cu_ctx() {
-            return Err(Error::arg(
-                call,
-                "stream",
-                format_args!(
-                    "belongs to CUDA device {} but this PE's NVSHMEM runs on device {}",
-                    stream.context().ordinal(),
-                    self.inner.info.device
-                ),
-            ));
+            return Err(self.foreign_stream(call, stream));
         }
         self.inner.health.check()?;
         self.bind()?;
         Ok(stream.cu_stream())
+    }
+
+    #[cold]
+    fn foreign_stream(&self, call: &'static str, stream: &CudaStream) -> Error {
+        Error::arg(
+            call,
+            "stream",
+            format_args!(
+                "belongs to CUDA device {} but this PE's NVSHMEM runs on device {}",
+                stream.context().ordinal(),
+                self.inner.info.device
+            ),
+        )
     }
 
     /// [`Runtime::enter`] for a call that queues work using resources (arrays, a team, the
@@ -514,10 +519,14 @@ impl Runtime {
         arg: &'static str,
         other: &Runtime,
     ) -> Result<()> {
+        #[cold]
+        fn other_runtime(call: &'static str, arg: &'static str) -> Error {
+            Error::arg(call, arg, "belongs to another NVSHMEM runtime")
+        }
         if self.is(other) {
             Ok(())
         } else {
-            Err(Error::arg(call, arg, "belongs to another NVSHMEM runtime"))
+            Err(other_runtime(call, arg))
         }
     }
 

@@ -25,20 +25,35 @@ pub(crate) fn run<'t>(
     arrays: &[&Arc<Alloc>],
     stream: &Arc<CudaStream>,
 ) -> Result<()> {
-    let rt = team.runtime();
-    let forcing = rt.collectives().forcing(key.coll());
+    let forcing = team.runtime().collectives().forcing(key.coll());
     let key = PlanKey { call: key, forcing };
-    let plans = &team.inner().plans;
-    let queue =
-        |plan: &Plan, q: &Enqueue| plan.queue(q, team, stream, arrays.iter().copied(), None);
     if !key.call.shaped {
-        let hit = plans.with(&key, |plan| {
-            queue(plan, &rt.enqueue(key.call.name(), stream)?)
+        let hit = team.inner().plans.with(&key, |plan| {
+            let q = team.runtime().enqueue(key.call.name(), stream)?;
+            plan.queue(&q, team, stream, arrays.iter().copied(), None)
         });
         if let Some(done) = hit {
             return done;
         }
     }
+    plan_and_queue(team, key, describe, arrays, stream)
+}
+
+/// [`run`] for a call whose plan is not kept: out of line, so that the code of a repeated
+/// call stays small (the instructions the driver's launch leaves in the caches are few).
+#[cold]
+#[inline(never)]
+fn plan_and_queue<'t>(
+    team: &'t Team,
+    key: PlanKey,
+    describe: impl FnOnce() -> Result<Call<'t>>,
+    arrays: &[&Arc<Alloc>],
+    stream: &Arc<CudaStream>,
+) -> Result<()> {
+    let rt = team.runtime();
+    let plans = &team.inner().plans;
+    let queue =
+        |plan: &Plan, q: &Enqueue| plan.queue(q, team, stream, arrays.iter().copied(), None);
     let mut call = describe()?;
     let q = rt.enqueue(call.name, stream)?;
     if key.call.shaped {
@@ -46,7 +61,7 @@ pub(crate) fn run<'t>(
             return done;
         }
     }
-    let alg = choose(&call, forcing.algorithm(call.coll))?;
+    let alg = choose(&call, key.forcing.algorithm(call.coll))?;
     if call.is_empty() {
         return Ok(());
     }
@@ -140,6 +155,13 @@ impl Plan {
             // stream was just noted.
             return unsafe { launch.fire(*function, stream) };
         }
+        self.queue_steps(q, team, stream)
+    }
+
+    /// [`Plan::queue`] for a plan that is not one kernel of this crate, out of line so that
+    /// the one-kernel path stays small.
+    #[inline(never)]
+    fn queue_steps(&self, q: &Enqueue<'_>, team: &Team, stream: &Arc<CudaStream>) -> Result<()> {
         let side = self
             .steps
             .contains(&Step::Fork)
