@@ -22,6 +22,7 @@ pub(crate) const STATUS_NOT_INITIALIZED: c_int = 0;
 pub(crate) const STATUS_LIMITED_MPG: c_int = 3;
 
 /// Turns an NVSHMEM status into a `Result`.
+#[inline]
 pub(crate) fn check(call: &'static str, status: c_int) -> Result<()> {
     if status == 0 {
         Ok(())

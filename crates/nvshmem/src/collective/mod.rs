@@ -202,6 +202,7 @@ impl Args<'_> {
     /// What the team's plan cache ([`algo::Plans`]) knows this call by: every argument but
     /// the buffers' shapes, which only decide whether [`describe`] refuses the call, never
     /// what it describes.
+    #[inline]
     fn key(&self) -> CallKey {
         let op = self.op.map(|op| {
             let scale = match op {
@@ -366,6 +367,7 @@ impl Team {
     /// Checks a call's arguments ([`describe`]) and runs it through the algorithm layer.
     /// Nothing is queued when a check refuses. A call the team has planned before with the
     /// same arguments (and no shapes) passed the same checks, and is not checked again.
+    #[inline]
     fn collective(&self, a: Args, arrays: &[&Arc<Alloc>], stream: &Arc<CudaStream>) -> Result<()> {
         algo::run(self, a.key(), || describe(&a, self.shape()), arrays, stream)
     }
@@ -867,6 +869,7 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     #[doc(alias("MPI_Barrier", "nvshmem_barrier"))]
+    #[inline]
     pub fn barrier(&self, stream: &Arc<CudaStream>) -> Result<()> {
         self.rootless(Collective::Barrier, "barrier", stream)
     }
@@ -885,6 +888,7 @@ impl Team {
     }
 
     /// A call with no buffers (barrier, sync).
+    #[inline]
     fn rootless(
         &self,
         coll: Collective,

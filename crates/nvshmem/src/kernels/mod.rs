@@ -113,6 +113,7 @@ pub(crate) struct NvlinkLaunch {
 
 impl NvlinkLaunch {
     /// Its parameter block.
+    #[inline]
     fn params(&self) -> Params<'_> {
         Params::Nvlink {
             team: &self.team,
@@ -133,6 +134,7 @@ impl NvlinkLaunch {
     /// As for [`fire`]: `f` is this launch's function from [`NvlinkLaunch::resolve`] in the
     /// stream's context, which is current; every address it names holds what the kernel reads
     /// and writes until the stream passes this point.
+    #[inline]
     pub(crate) unsafe fn fire(&self, f: sys::CUfunction, stream: &CudaStream) -> Result<()> {
         // SAFETY: passed on from the caller.
         unsafe { fire(f, stream, self.grid, self.block, &self.params()) }
@@ -448,6 +450,7 @@ fn pdl_default(no_shares: Option<&str>) -> bool {
 /// Whether NVLink kernels are launched with programmatic stream serialization: read once per
 /// process (the runtime refuses a value [`parse_pdl`] refuses before any launch, so the
 /// fallback is never taken by a running program).
+#[inline]
 fn pdl() -> bool {
     static PDL: OnceLock<bool> = OnceLock::new();
     *PDL.get_or_init(|| {
@@ -467,6 +470,7 @@ fn pdl() -> bool {
 /// current (the runtime's `enter` or `enqueue` made it so) and keeps its module loaded (the
 /// process-wide kernel cache holds it); every address `params` names holds what the kernel
 /// reads and writes, on this device or mapped to it, until the stream passes this point.
+#[inline]
 pub(crate) unsafe fn fire(
     f: sys::CUfunction,
     stream: &CudaStream,

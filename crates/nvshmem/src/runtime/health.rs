@@ -391,6 +391,7 @@ impl Health {
 
     /// The failure, as an error handed to the program (so the watchdog leaves it to the
     /// program to end), if the runtime has failed.
+    #[inline]
     pub(crate) fn check(&self) -> Result<()> {
         match self.failure.get() {
             None => Ok(()),

@@ -447,6 +447,7 @@ impl Runtime {
 
     /// Makes the runtime's context current on the calling thread, as every NVSHMEM host call
     /// that touches the GPU needs.
+    #[inline]
     pub(crate) fn bind(&self) -> Result<()> {
         self.inner
             .ctx
@@ -456,6 +457,7 @@ impl Runtime {
 
     /// Checks that the job has not failed and that `stream` is on this runtime's GPU context,
     /// and makes that context current; returns the raw stream.
+    #[inline]
     pub(crate) fn enter(&self, call: &'static str, stream: &CudaStream) -> Result<CUstream> {
         if stream.context().cu_ctx() != self.inner.ctx.cu_ctx() {
             return Err(self.foreign_stream(call, stream));
@@ -481,6 +483,7 @@ impl Runtime {
     /// [`Runtime::enter`] for a call that queues work using resources (arrays, a team, the
     /// scratch), with what it needs to note their use: whether the stream is being captured,
     /// and into which graph (a capture this crate did not start is refused).
+    #[inline]
     pub(crate) fn enqueue<'a>(
         &'a self,
         call: &'static str,
@@ -508,11 +511,13 @@ impl Runtime {
     }
 
     /// Whether `other` is this runtime (and not a handle of one finalised earlier).
+    #[inline]
     pub(crate) fn is(&self, other: &Runtime) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// Refuses memory (or a team) of another runtime: `arg` of `call` came from `other`.
+    #[inline]
     pub(crate) fn check_same(
         &self,
         call: &'static str,
@@ -544,6 +549,7 @@ impl Runtime {
     }
 
     /// The collectives' state.
+    #[inline]
     pub(crate) fn collectives(&self) -> &Collectives {
         &self.inner.collectives
     }
@@ -628,6 +634,7 @@ pub struct Enqueue<'a> {
 impl Enqueue<'_> {
     /// Notes that the work queued now uses `r` (see [`streams`]): its use on the stream, its
     /// order after its earlier uses, or, in a capture, the graph keeping it.
+    #[inline]
     pub(crate) fn uses(&self, r: &Arc<impl streams::Resource>) -> Result<()> {
         streams::note(
             r,

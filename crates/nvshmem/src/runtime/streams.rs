@@ -33,6 +33,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Whether `stream` is being captured into a graph (an invalidated capture counts: work queued
 /// there fails, and must not be counted as run).
+#[inline]
 pub(crate) fn capturing(stream: &CudaStream) -> Result<bool> {
     let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
     // SAFETY: the stream is live (borrowed) and `status` a valid place for the answer.
@@ -50,6 +51,7 @@ struct LastStream(AtomicUsize);
 impl LastStream {
     const NONE: usize = usize::MAX;
 
+    #[inline]
     fn is(&self, stream: &CudaStream) -> bool {
         self.0.load(Ordering::Acquire) == stream.cu_stream() as usize
     }
@@ -82,10 +84,17 @@ pub(crate) struct Uses {
 impl Uses {
     /// Notes a use on `stream` (once per stream: a handle names one stream while it lives, and
     /// the `Arc` kept here keeps it alive).
+    #[inline]
     pub(crate) fn add(&self, stream: &Arc<CudaStream>) {
-        if self.last.is(stream) {
-            return;
+        if !self.last.is(stream) {
+            self.add_new(stream);
         }
+    }
+
+    /// [`Uses::add`] on another stream than the last: out of line, so that a repeated call's
+    /// code stays small.
+    #[cold]
+    fn add_new(&self, stream: &Arc<CudaStream>) {
         let mut streams = lock(&self.streams);
         if !streams.iter().any(|s| s.cu_stream() == stream.cu_stream()) {
             streams.push(stream.clone());
@@ -220,10 +229,17 @@ pub(crate) struct Ordered {
 
 impl Ordered {
     /// Orders a use on `stream` after every earlier use, on whatever stream.
+    #[inline]
     pub(crate) fn enter(&self, stream: &Arc<CudaStream>, captures: &Captures) -> Result<()> {
         if self.handle.is(stream) {
             return Ok(());
         }
+        self.enter_other(stream, captures)
+    }
+
+    /// [`Ordered::enter`] on another stream than the last: out of line, as [`Uses::add_new`].
+    #[cold]
+    fn enter_other(&self, stream: &Arc<CudaStream>, captures: &Captures) -> Result<()> {
         let mut last = lock(&self.last);
         if let Some(prev) = last.as_ref() {
             if prev.cu_stream() != stream.cu_stream() {
@@ -340,6 +356,7 @@ impl Captures {
 
     /// The capture `stream` is in, if it is captured: `Ok(None)` when it is not, an error when
     /// a capture that this crate did not start holds it.
+    #[inline]
     pub(crate) fn of(
         &self,
         call: &'static str,
@@ -357,6 +374,7 @@ impl Captures {
 
 /// What a call notes of a resource it queues work on: in eager mode, its use on the stream
 /// (and its order); in a capture, the graph keeps it (and orders it at every launch).
+#[inline]
 pub(crate) fn note(
     r: &Arc<impl Resource>,
     stream: &Arc<CudaStream>,

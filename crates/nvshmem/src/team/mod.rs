@@ -1033,6 +1033,7 @@ impl Team {
     /// assert_eq!(team.runtime().n_pes(), rt.n_pes());
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
+    #[inline]
     pub fn runtime(&self) -> &Runtime {
         &self.rt
     }
@@ -1061,11 +1062,13 @@ impl Team {
     }
 
     /// The team's state, shared by its handles (a call on it notes it as a use).
+    #[inline]
     pub(crate) fn inner(&self) -> &Arc<TeamInner> {
         &self.inner
     }
 
     /// NVSHMEM's handle of the team.
+    #[inline]
     pub(crate) fn handle(&self) -> TeamHandle {
         self.inner.shape.handle
     }

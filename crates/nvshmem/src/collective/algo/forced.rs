@@ -27,6 +27,7 @@ impl Collectives {
 
     /// What is forced for `coll` now, unresolved: a repeated call compares it with its
     /// plan's without touching the registry.
+    #[inline]
     pub(super) fn forcing(&self, coll: Collective) -> Forcing {
         self.forced.forcing(coll)
     }
@@ -80,6 +81,7 @@ impl Forced {
         self.forcing(coll).algorithm(coll)
     }
 
+    #[inline]
     pub(super) fn forcing(&self, coll: Collective) -> Forcing {
         Forcing(self.0[coll.index()].load(Ordering::Relaxed))
     }
