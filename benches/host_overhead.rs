@@ -3,7 +3,8 @@
 //!
 //! Needs GPUs: `scripts/gpu-check.sh` runs it under `mpirun` (`cargo bench` on a machine
 //! without one says so and exits). Each sample times a batch of back-to-back calls on the host
-//! (no synchronisation inside the batch), then drains the stream outside the timed region; the
+//! (no synchronisation inside the batch), after one untimed call of the same kind, and drains
+//! the stream outside the timed region; the
 //! batch is short enough that the stream's launch queue never fills, so the host never waits
 //! for the GPU inside a sample. Prints the median per-call time of each and their ratio, and,
 //! where the call is one kernel of this crate, the time of a bare `cuLaunchKernel` of that
@@ -233,10 +234,15 @@ fn bare(what: &str, ours: &mut [f64], bare: &mut [f64]) {
 }
 
 /// Host seconds per call of a batch of `call`, the stream drained outside the timed region.
+/// One untimed call of the same kind, drained, goes first: the first launch after another
+/// kind of work (another kernel, NVSHMEM's own calls) costs the driver more, and each batch
+/// should pay the same.
 fn per_call(
     stream: &nvshmem::cudarc::driver::CudaStream,
     mut call: impl FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<f64> {
+    call()?;
+    stream.synchronize()?;
     let t = Instant::now();
     for _ in 0..BATCH {
         call()?;
