@@ -15,7 +15,10 @@
 //! forced onto NVSHMEM's algorithm are measured against the second, the same NVSHMEM work.
 use std::time::Instant;
 
-use nvshmem::{collective::Collective, ReduceOp, Runtime};
+use nvshmem::{
+    collective::{Collective, Prepared},
+    ReduceOp, Runtime,
+};
 
 const BATCH: usize = 64;
 const SAMPLES: usize = 200;
@@ -59,7 +62,10 @@ fn main() -> anyhow::Result<()> {
     // Per-call host times, one per sample, alternating within each sample: ours and raw
     // all-reduce, ours and raw barrier, the bare all-reduce and barrier kernels (0 without, or
     // unless `with_bare`), the prepared ones, and the raw ones on the team's own handle.
-    let mut sample_all = |with_bare: bool| -> anyhow::Result<[Vec<f64>; 10]> {
+    let mut sample_all = |with_bare: bool,
+                          prep_ar: &Prepared,
+                          prep_bar: &Prepared|
+     -> anyhow::Result<[Vec<f64>; 10]> {
         let mut t: [Vec<f64>; 10] = Default::default();
         for sample in 0..SAMPLES + 10 {
             let row = [
@@ -123,21 +129,27 @@ fn main() -> anyhow::Result<()> {
         Ok(t)
     };
     let [mut ours, mut raw, mut barrier_ours, mut barrier_raw, mut ar_bare, mut bar_bare, mut ar_prep, mut bar_prep, _, _] =
-        sample_all(true)?;
+        sample_all(true, &prep_ar, &prep_bar)?;
     // One PE's own calls (`local`), automatic choice, against the raw calls.
     let mut local = None;
     if one_pe {
         rt.set_algorithm(Collective::AllReduce, None)?;
         rt.set_algorithm(Collective::Barrier, None)?;
-        let [l_ar, l_ar_raw, l_bar, l_bar_raw, _, _, _, _, _, _] = sample_all(false)?;
+        let [l_ar, l_ar_raw, l_bar, l_bar_raw, _, _, _, _, _, _] =
+            sample_all(false, &prep_ar, &prep_bar)?;
         local = Some([l_ar, l_ar_raw, l_bar, l_bar_raw]);
     }
     // The algorithm layer's own cost: the same calls forced onto NVSHMEM's algorithm, against
     // the raw calls, alternating as above.
+    // Prepared there too: what a start costs on NVSHMEM's path once checks, choice and plan
+    // are done (the capture check, the context, the uses: what every start must do).
     rt.set_algorithm(Collective::AllReduce, Some("nvshmem"))?;
     rt.set_algorithm(Collective::Barrier, Some("nvshmem"))?;
-    let [mut f_ar, mut f_ar_world, mut f_bar, mut f_bar_world, _, _, _, _, mut f_ar_raw, mut f_bar_raw] =
-        sample_all(false)?;
+    drop((prep_ar, prep_bar));
+    let prep_ar = team.prepare_all_reduce(&src2, &mut dst2, ReduceOp::Sum)?;
+    let prep_bar = team.prepare_barrier()?;
+    let [mut f_ar, mut f_ar_world, mut f_bar, mut f_bar_world, _, _, mut f_ar_prep, mut f_bar_prep, mut f_ar_raw, mut f_bar_raw] =
+        sample_all(false, &prep_ar, &prep_bar)?;
     rt.set_algorithm(Collective::AllReduce, None)?;
     rt.set_algorithm(Collective::Barrier, None)?;
 
@@ -193,6 +205,13 @@ fn main() -> anyhow::Result<()> {
         );
         report("all_reduce f32 sum, 2 elements", &mut f_ar, &mut f_ar_raw);
         report("barrier", &mut f_bar, &mut f_bar_raw);
+        println!("  prepared there, each start against the same raw NVSHMEM:");
+        report(
+            "all_reduce f32 sum, 2 elements",
+            &mut f_ar_prep,
+            &mut f_ar_raw,
+        );
+        report("barrier", &mut f_bar_prep, &mut f_bar_raw);
         println!("  the same, against raw NVSHMEM on NVSHMEM_TEAM_WORLD:");
         report("all_reduce f32 sum, 2 elements", &mut f_ar, &mut f_ar_world);
         report("barrier", &mut f_bar, &mut f_bar_world);
