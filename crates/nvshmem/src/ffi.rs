@@ -498,6 +498,7 @@ impl Nvshmem {
     ///
     /// # Safety
     /// `team` is valid; `stream` is a live stream of the runtime's context, which is current.
+    #[inline]
     pub(crate) unsafe fn barrier(&self, team: Option<TeamHandle>, stream: CUstream) -> Result<()> {
         match team {
             // SAFETY: the caller guarantees the team is valid and the stream live in the
@@ -518,6 +519,7 @@ impl Nvshmem {
     ///
     /// # Safety
     /// As [`Nvshmem::barrier`].
+    #[inline]
     pub(crate) unsafe fn sync(&self, team: Option<TeamHandle>, stream: CUstream) -> Result<()> {
         match team {
             // SAFETY: the caller guarantees the team is valid and the stream live in the
@@ -534,6 +536,7 @@ impl Nvshmem {
     }
 
     /// The typed reduction of `dtype` by `op`, if NVSHMEM has one.
+    #[inline]
     pub(crate) fn reduce_fn(
         &self,
         kind: Reduction,
@@ -552,6 +555,7 @@ impl Nvshmem {
     /// reduce-scatter `src` holds one block per member), identical or disjoint (or `dst`
     /// this PE's block of `src`); `team` is valid; `stream` live and its context current.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) unsafe fn reduce(
         &self,
         kind: Reduction,
@@ -585,6 +589,7 @@ impl Nvshmem {
     /// # Safety
     /// `src`, `dst` symmetric with `bytes` each, identical or disjoint; `root` a team index;
     /// the rest as [`Nvshmem::barrier`].
+    #[inline]
     pub(crate) unsafe fn broadcast(
         &self,
         team: TeamHandle,
@@ -613,6 +618,7 @@ impl Nvshmem {
     /// # Safety
     /// `dst` holds one block of `bytes` per member; `src` is disjoint from it or this PE's
     /// block; the rest as [`Nvshmem::barrier`].
+    #[inline]
     pub(crate) unsafe fn fcollect(
         &self,
         team: TeamHandle,
@@ -640,6 +646,7 @@ impl Nvshmem {
     /// # Safety
     /// `src` and `dst` hold one block per member each and are disjoint; the rest as
     /// [`Nvshmem::barrier`].
+    #[inline]
     pub(crate) unsafe fn alltoall(
         &self,
         team: TeamHandle,

@@ -108,6 +108,7 @@ pub(crate) trait Queue {
 /// fails then, and nothing is queued), then the steps run in order. After a step fails, the
 /// rest are skipped except those marked `always` (closing barriers the other PEs wait in),
 /// and the first error is returned.
+#[inline]
 pub(crate) fn execute(steps: &[Step], q: &mut dyn Queue) -> Result<()> {
     for step in steps {
         if let Step::Kernel(launch) | Step::ClosingKernel(launch) = step {
@@ -151,6 +152,7 @@ impl Queue for Device<'_> {
         kernels::prepare(self.stream, launch.key())
     }
 
+    #[inline]
     fn queue(&mut self, step: &Step) -> Result<()> {
         let (nv, team, cu) = (self.nv, self.team, self.cu);
         // SAFETY (every NVSHMEM step): the plans are made from a checked call: every address

@@ -158,9 +158,11 @@ impl Plan {
         self.queue_steps(q, team, stream)
     }
 
-    /// [`Plan::queue`] for a plan that is not one kernel of this crate, out of line so that
-    /// the one-kernel path stays small.
-    #[inline(never)]
+    /// [`Plan::queue`] for a plan that is not one kernel of this crate (NVSHMEM's path, copies,
+    /// several steps). Inlined, with the NVSHMEM calls under it, as the one-kernel path is: the
+    /// frames a call returns through after NVSHMEM's call are code and stack that call has
+    /// evicted from the caches (forced NVSHMEM all-reduce 1.077 -> 1.057 × raw NVSHMEM).
+    #[inline]
     fn queue_steps(&self, q: &Enqueue<'_>, team: &Team, stream: &Arc<CudaStream>) -> Result<()> {
         let side = self
             .steps
