@@ -4,9 +4,8 @@
 //! Needs GPUs: `scripts/gpu-check.sh` runs it under `mpirun` (`cargo bench` on a machine
 //! without one says so and exits). Each sample times a batch of back-to-back calls on the host
 //! (no synchronisation inside the batch), after one untimed call of the same kind, and drains
-//! the stream outside the timed region; the
-//! batch is short enough that the stream's launch queue never fills, so the host never waits
-//! for the GPU inside a sample. Prints the median per-call time of each and their ratio, and,
+//! the stream outside the timed region; the batch is short enough that the stream's launch
+//! queue never fills, so the host never waits for the GPU inside a sample. Prints the median per-call time of each and their ratio, and,
 //! where the call is one kernel of this crate, the time of a bare `cuLaunchKernel` of that
 //! same kernel (resolved once, so it is the floor the whole call is measured against).
 //!
@@ -59,6 +58,21 @@ fn main() -> anyhow::Result<()> {
     let prep_ar = team.prepare_all_reduce(&src2, &mut dst2, ReduceOp::Sum)?;
     let prep_bar = team.prepare_barrier()?;
     let own = team.raw();
+    // The raw NVSHMEM calls, on a team handle (0 is NVSHMEM_TEAM_WORLD).
+    let raw_ar = |handle: nvshmem::sys::nvshmem_team_t| {
+        // SAFETY: src and dst are live symmetric arrays of 2 floats; the handle is a live team
+        // and the stream the runtime's own.
+        let status =
+            unsafe { lib.nvshmemx_float_sum_reduce_on_stream(handle, d, s, 2, stream.cu_stream()) };
+        anyhow::ensure!(status == 0, "nvshmemx_float_sum_reduce_on_stream: {status}");
+        Ok(())
+    };
+    let raw_bar = |handle: nvshmem::sys::nvshmem_team_t| {
+        // SAFETY: as above.
+        let status = unsafe { lib.nvshmemx_barrier_on_stream(handle, stream.cu_stream()) };
+        anyhow::ensure!(status == 0, "nvshmemx_barrier_on_stream: {status}");
+        Ok(())
+    };
     // Per-call host times, one per sample, alternating within each sample: ours and raw
     // all-reduce, ours and raw barrier, the bare all-reduce and barrier kernels (0 without, or
     // unless `with_bare`), the prepared ones, and the raw ones on the team's own handle.
@@ -73,21 +87,9 @@ fn main() -> anyhow::Result<()> {
                     team.all_reduce(&src, &mut dst, ReduceOp::Sum, &stream)
                         .map_err(Into::into)
                 })?,
-                per_call(&stream, || {
-                    // SAFETY: src and dst are live symmetric arrays of 2 floats; the stream is
-                    // the runtime's own.
-                    let status = unsafe {
-                        lib.nvshmemx_float_sum_reduce_on_stream(0, d, s, 2, stream.cu_stream())
-                    };
-                    anyhow::ensure!(status == 0, "nvshmemx_float_sum_reduce_on_stream: {status}");
-                    Ok(())
-                })?,
+                per_call(&stream, || raw_ar(0))?,
                 per_call(&stream, || team.barrier(&stream).map_err(Into::into))?,
-                per_call(&stream, || {
-                    // SAFETY: the world team and the runtime's stream are valid.
-                    unsafe { lib.nvshmemx_barrier_on_stream(0, stream.cu_stream()) };
-                    Ok(())
-                })?,
+                per_call(&stream, || raw_bar(0))?,
                 match bare_ar.as_ref().filter(|_| with_bare) {
                     Some(b) => {
                         // SAFETY: src and dst live until the end of `main`, after the stream is
@@ -105,20 +107,8 @@ fn main() -> anyhow::Result<()> {
                 },
                 per_call(&stream, || prep_ar.start(&stream).map_err(Into::into))?,
                 per_call(&stream, || prep_bar.start(&stream).map_err(Into::into))?,
-                per_call(&stream, || {
-                    // SAFETY: as the raw all-reduce's above; `own` is the team's live handle.
-                    let status = unsafe {
-                        lib.nvshmemx_float_sum_reduce_on_stream(own, d, s, 2, stream.cu_stream())
-                    };
-                    anyhow::ensure!(status == 0, "nvshmemx_float_sum_reduce_on_stream: {status}");
-                    Ok(())
-                })?,
-                per_call(&stream, || {
-                    // SAFETY: as above.
-                    let status = unsafe { lib.nvshmemx_barrier_on_stream(own, stream.cu_stream()) };
-                    anyhow::ensure!(status == 0, "nvshmemx_barrier_on_stream: {status}");
-                    Ok(())
-                })?,
+                per_call(&stream, || raw_ar(own))?,
+                per_call(&stream, || raw_bar(own))?,
             ];
             if sample >= 10 {
                 for (v, x) in t.iter_mut().zip(row) {
@@ -140,9 +130,8 @@ fn main() -> anyhow::Result<()> {
         local = Some([l_ar, l_ar_raw, l_bar, l_bar_raw]);
     }
     // The algorithm layer's own cost: the same calls forced onto NVSHMEM's algorithm, against
-    // the raw calls, alternating as above.
-    // Prepared there too: what a start costs on NVSHMEM's path once checks, choice and plan
-    // are done (the capture check, the context, the uses: what every start must do).
+    // the raw calls, alternating as above; and prepared there, what a start on NVSHMEM's path
+    // costs once checks, choice and plan are done (what every start must do).
     rt.set_algorithm(Collective::AllReduce, Some("nvshmem"))?;
     rt.set_algorithm(Collective::Barrier, Some("nvshmem"))?;
     drop((prep_ar, prep_bar));
@@ -253,9 +242,8 @@ fn bare(what: &str, ours: &mut [f64], bare: &mut [f64]) {
 }
 
 /// Host seconds per call of a batch of `call`, the stream drained outside the timed region.
-/// One untimed call of the same kind, drained, goes first: the first launch after another
-/// kind of work (another kernel, NVSHMEM's own calls) costs the driver more, and each batch
-/// should pay the same.
+/// One untimed call of the same kind, drained, goes first, so that no batch pays for the
+/// driver's switch from the other kind of work measured before it.
 fn per_call(
     stream: &nvshmem::cudarc::driver::CudaStream,
     mut call: impl FnMut() -> anyhow::Result<()>,

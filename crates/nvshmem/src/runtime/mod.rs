@@ -467,6 +467,7 @@ impl Runtime {
         Ok(stream.cu_stream())
     }
 
+    /// [`Runtime::enter`]'s refusal of a stream of another device, out of line.
     #[cold]
     fn foreign_stream(&self, call: &'static str, stream: &CudaStream) -> Error {
         Error::arg(

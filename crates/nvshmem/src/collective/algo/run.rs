@@ -161,7 +161,7 @@ impl Plan {
     /// [`Plan::queue`] for a plan that is not one kernel of this crate (NVSHMEM's path, copies,
     /// several steps). Inlined, with the NVSHMEM calls under it, as the one-kernel path is: the
     /// frames a call returns through after NVSHMEM's call are code and stack that call has
-    /// evicted from the caches (forced NVSHMEM all-reduce 1.077 -> 1.057 × raw NVSHMEM).
+    /// evicted from the caches (docs/performance.md, "Host time per call").
     #[inline]
     fn queue_steps(&self, q: &Enqueue<'_>, team: &Team, stream: &Arc<CudaStream>) -> Result<()> {
         let side = self
