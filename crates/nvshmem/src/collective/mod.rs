@@ -356,6 +356,8 @@ fn describe<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
         count,
         in_place,
         scratch: 0,
+        // Set from the runtime where the call is chosen (algo::run, prepare, bare).
+        room: 0,
         descriptor: team.descriptor,
         arch: team
             .arch

@@ -2,7 +2,11 @@
 //! stands in for the device.
 use super::queue::{execute, record::Recorder, Step};
 use super::*;
-use crate::{ffi::Reduction, kernels::Launch, DataType, ReduceOp};
+use crate::{
+    ffi::Reduction,
+    kernels::{Launch, MapKind},
+    DataType, ReduceOp,
+};
 
 const SRC: u64 = 0x10_0000;
 const DST: u64 = 0x80_0000;
@@ -80,6 +84,7 @@ pub(crate) fn call<'a>(
         count,
         in_place,
         scratch: SCRATCH,
+        room: usize::MAX,
         descriptor: None,
         arch: None,
     }
@@ -156,28 +161,60 @@ fn avg_and_premul_sum_wrap_nvshmems_sum() {
         false,
         0,
     );
-    let map = |divide, src, dst, factor| {
+    let map = |kind, src, dst, len, factor| {
         Step::Kernel(Launch::Map {
             dtype: DataType::I32,
-            divide,
+            kind,
             src,
             dst,
-            len: 10,
+            len,
             factor,
         })
     };
+    // Integers: each input split by the team size into 64-bit pairs (q, r) in the scratch,
+    // NVSHMEM's i64 sum of the pairs, the exact mean rebuilt into dst. 160 bytes of wide
+    // input after 160 of wide result.
+    let staged = SCRATCH + 256;
     assert_eq!(
         plan(&c),
         (
             "sum_then_div",
             vec![
-                all_reduce(DST, SRC, DataType::I32, ReduceOp::Sum, 10),
-                map(true, DST, DST, 4.0)
+                map(MapKind::Widen, SRC, staged, 10, 4.0),
+                all_reduce(SCRATCH, staged, DataType::I64, ReduceOp::Sum, 20),
+                map(MapKind::Narrow, SCRATCH, DST, 10, 4.0)
             ]
         )
     );
+    assert_eq!(nvshmem::SumThenDiv.scratch(&c), 256 + 160);
+    // f32 sums in its own type, straight into dst, then divides there: no scratch.
+    let c = call(
+        &t,
+        Collective::AllReduce,
+        DataType::F32,
+        ReduceOp::Avg,
+        10,
+        false,
+        0,
+    );
+    assert_eq!(nvshmem::SumThenDiv.scratch(&c), 0);
+    assert_eq!(
+        plan(&c).1,
+        vec![
+            all_reduce(DST, SRC, DataType::F32, ReduceOp::Sum, 10),
+            Step::Kernel(Launch::Map {
+                dtype: DataType::F32,
+                kind: MapKind::Div,
+                src: DST,
+                dst: DST,
+                len: 10,
+                factor: 4.0
+            })
+        ]
+    );
     // premul_sum scales into the scratch (src is left as it was) and sums from there into
-    // dst: NVSHMEM is never handed dst == src (nvshmem.rs, module docs).
+    // dst: NVSHMEM is never handed dst == src (nvshmem.rs, module docs). Integers sum in
+    // their type (wrapping, as the kernels).
     let c = call(
         &t,
         Collective::AllReduce,
@@ -192,11 +229,88 @@ fn avg_and_premul_sum_wrap_nvshmems_sum() {
         (
             "scale_then_sum",
             vec![
-                map(false, SRC, SCRATCH, 3.0),
+                map(MapKind::Mul, SRC, SCRATCH, 10, 3.0),
                 all_reduce(DST, SCRATCH, DataType::I32, ReduceOp::Sum, 10)
             ]
         )
     );
+}
+
+/// 16-bit floats (and fp8) are widened into f32 for avg and premul_sum, as the kernels
+/// compute them: summed in f32, rounded once. A reduce-scatter sums the wide blocks and
+/// narrows this PE's; a reduce narrows on the root only.
+#[test]
+fn sixteen_bit_floats_sum_in_f32_on_nvshmems_path() {
+    for me in 0..3 {
+        let t = team(3, me, false);
+        let map = |kind, src, dst, len, factor| {
+            Step::Kernel(Launch::Map {
+                dtype: DataType::F16,
+                kind,
+                src,
+                dst,
+                len,
+                factor,
+            })
+        };
+        // 3 blocks of 8 f16: 96 bytes of f32 input, a 32-byte f32 block of result.
+        let c = call(
+            &t,
+            Collective::ReduceScatter,
+            DataType::F16,
+            ReduceOp::Avg,
+            8,
+            true,
+            0,
+        );
+        let staged = SCRATCH + 256;
+        assert_eq!(
+            plan(&c),
+            (
+                "sum_then_div",
+                vec![
+                    map(MapKind::Widen, SRC, staged, 24, 1.0),
+                    Step::Reduce {
+                        kind: Reduction::ReduceScatter,
+                        dtype: DataType::F32,
+                        op: ReduceOp::Sum,
+                        dst: SCRATCH,
+                        src: staged,
+                        count: 8
+                    },
+                    map(MapKind::Narrow, SCRATCH, SRC + 16 * me as u64, 8, 3.0)
+                ]
+            )
+        );
+        assert_eq!(nvshmem::SumThenDiv.scratch(&c), 256 + 96);
+        let c = call(
+            &t,
+            Collective::Reduce,
+            DataType::BF16,
+            ReduceOp::PreMulSum(0.5),
+            8,
+            false,
+            1,
+        );
+        let (name, steps) = plan(&c);
+        assert_eq!(name, "scale_then_sum");
+        assert_eq!(steps.len(), if me == 1 { 3 } else { 2 });
+        assert!(matches!(
+            steps[0],
+            Step::Kernel(Launch::Map { kind: MapKind::Widen, factor, .. }) if factor == 0.5
+        ));
+        assert_eq!(
+            steps[1],
+            all_reduce(SCRATCH, staged, DataType::F32, ReduceOp::Sum, 8)
+        );
+        if me == 1 {
+            assert!(matches!(
+                steps[2],
+                Step::Kernel(Launch::Map { kind: MapKind::Narrow, dst: DST, len: 8, factor, .. })
+                    if factor == 1.0
+            ));
+        }
+    }
 }
 
 #[test]
@@ -1012,7 +1126,7 @@ fn in_place_nvshmem_plans_stage_through_the_scratch() {
         ]
     );
     assert_eq!(nvshmem::Native.scratch(&c), 4099 * 4);
-    // Avg in place: divided on the way out of the scratch.
+    // Avg in place: narrowed out of the scratch into this PE's block.
     let c = call(
         &t,
         Collective::ReduceScatter,
@@ -1026,7 +1140,7 @@ fn in_place_nvshmem_plans_stage_through_the_scratch() {
     assert_eq!(name, "sum_then_div");
     assert!(matches!(
         steps.last(),
-        Some(Step::Kernel(Launch::Map { divide: true, src: SCRATCH, dst, .. })) if *dst == SRC + 20 * el
+        Some(Step::Kernel(Launch::Map { kind: MapKind::Narrow, src: SCRATCH, dst, .. })) if *dst == SRC + 20 * el
     ));
     let c = call(
         &t,
@@ -1194,7 +1308,7 @@ fn one_pe_expected(c: &Call) -> Vec<Step> {
         (Collective::Sync, _) => vec![],
         (_, Some(factor)) => vec![Step::Kernel(Launch::Map {
             dtype: c.dtype,
-            divide: false,
+            kind: MapKind::Mul,
             src: c.src.ptr,
             dst: c.dst.ptr,
             len: c.count,
