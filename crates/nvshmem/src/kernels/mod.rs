@@ -705,6 +705,21 @@ fn word_size(block_bytes: usize, ptrs: impl IntoIterator<Item = u64>) -> usize {
 mod tests {
     use super::*;
 
+    /// The wide forms NVSHMEM sums avg and premul_sum in: f32 for 16- and 8-bit floats,
+    /// 64-bit (q, r) pairs for integers, the type itself for f32 and f64.
+    #[test]
+    fn wide_forms() {
+        assert_eq!(wide(DataType::F16), (DataType::F32, 1));
+        assert_eq!(wide(DataType::BF16), (DataType::F32, 1));
+        assert_eq!(wide(DataType::F8E5M2), (DataType::F32, 1));
+        assert_eq!(wide(DataType::F32), (DataType::F32, 1));
+        assert_eq!(wide(DataType::F64), (DataType::F64, 1));
+        assert_eq!(wide(DataType::I8), (DataType::I64, 2));
+        assert_eq!(wide(DataType::I64), (DataType::I64, 2));
+        assert_eq!(wide(DataType::U16), (DataType::U64, 2));
+        assert_eq!(wide(DataType::U64), (DataType::U64, 2));
+    }
+
     #[test]
     fn the_pdl_switch_reads_the_usual_words_and_refuses_others() {
         for on in ["", "1", "on", "TRUE", " yes "] {

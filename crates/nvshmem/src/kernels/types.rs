@@ -463,6 +463,27 @@ mod tests {
         assert!(!KernelKey::Copy(4).needs_headers());
     }
 
+    /// Integer avg accumulates in 128 bits (exact for 64-bit types at their limits); every
+    /// other integer reduction in 64 bits, signed for signed types (min and max compare as
+    /// the type does; ops.cuh wraps sum, prod and premul_sum in unsigned arithmetic).
+    #[test]
+    fn integer_avg_sums_in_128_bits_and_signedness_is_said() {
+        for t in [DataType::I8, DataType::I64, DataType::U32, DataType::U64] {
+            let avg = KernelKey::Reduce(t, ReduceOp::Avg).source();
+            assert!(avg.contains("#define NVR_ACC nvr_i128\n"), "{t}");
+            let sum = KernelKey::Reduce(t, ReduceOp::Sum).source();
+            assert!(sum.contains("#define NVR_ACC long long\n") || sum.contains("#define NVR_ACC unsigned long long\n"), "{t}");
+            let signed = t.kind() == crate::ElementKind::Signed;
+            let flag = format!("#define NVR_IS_SIGNED {}\n", signed as u8);
+            assert!(sum.contains(&flag) && avg.contains(&flag), "{t}");
+        }
+        let f = KernelKey::Reduce(DataType::BF16, ReduceOp::Avg).source();
+        assert!(f.contains("#define NVR_ACC float\n") && f.contains("#define NVR_IS_SIGNED 0\n"));
+        let w = KernelKey::Widen(DataType::I16).source();
+        assert!(w.contains("#define NVR_MAP NVR_MAP_WIDEN\n") && w.contains("#define NVR_ACC long long\n"));
+        assert_ne!(KernelKey::Widen(DataType::I16), KernelKey::Narrow(DataType::I16));
+    }
+
     #[test]
     fn scales_do_not_make_new_kernels() {
         let a = KernelKey::Reduce(DataType::F32, ReduceOp::PreMulSum(0.5));

@@ -1629,3 +1629,177 @@ fn members_sharing_a_gpu_take_this_crates_kernels_where_one_accepts() {
     ));
     assert_eq!(choose(&c, None).map(|a| a.name()).ok(), Some("nvshmem"));
 }
+
+/// The reserved scratch in the automatic choice: an algorithm that needs more than is
+/// reserved is passed over while another that accepts the call fits, and taken only when none
+/// does (the call then fails with ScratchTooSmall); such a choice says the room decided it, so
+/// its plan is not kept. A forced algorithm is not passed over.
+#[test]
+fn the_choice_passes_over_algorithms_that_need_more_scratch_than_is_reserved() {
+    let bytes = 1024 * 4;
+    for me in 0..3 {
+        // Peer-mapped, no channel: NVSHMEM's path (a rooted reduce needs B of scratch) or the
+        // peer kernel (none).
+        let t = team(3, me, true);
+        let mut c = call(
+            &t,
+            Collective::Reduce,
+            DataType::F32,
+            ReduceOp::Sum,
+            1024,
+            false,
+            2,
+        );
+        let chosen = |c: &Call| choice(c, None).map(|(a, room)| (a.name(), room)).unwrap();
+        assert_eq!(chosen(&c), ("nvshmem", false), "PE {me}");
+        c.room = bytes;
+        assert_eq!(chosen(&c), ("nvshmem", false), "PE {me}");
+        c.room = bytes - 1;
+        assert_eq!(chosen(&c), ("peer_kernel", true), "PE {me}");
+        c.room = 0;
+        assert_eq!(chosen(&c), ("peer_kernel", true), "PE {me}");
+        assert_eq!(peer::PeerKernel.scratch(&c), 0);
+        // premul_sum's reduce-scatter alike: scaled into B of scratch, or the peer kernel.
+        let mut c = call(
+            &t,
+            Collective::ReduceScatter,
+            DataType::F32,
+            ReduceOp::PreMulSum(0.5),
+            1024,
+            false,
+            0,
+        );
+        c.room = 0;
+        assert_eq!(chosen(&c), ("peer_kernel", true), "PE {me}");
+        c.room = 3 * bytes;
+        assert_eq!(chosen(&c), ("scale_then_sum", false), "PE {me}");
+        // Forced: taken whatever the room (the call gets ScratchTooSmall when it runs).
+        c.room = 0;
+        let forced = registry(Collective::ReduceScatter)
+            .iter()
+            .find(|a| a.name() == "scale_then_sum")
+            .copied();
+        let (a, room) = choice(&c, forced).unwrap();
+        assert_eq!((a.name(), room), ("scale_then_sum", false));
+        assert!(a.scratch(&c) > c.room);
+        // Not peer-mapped, nothing else accepts: NVSHMEM's path, which needs more.
+        let t = team(3, me, false);
+        let mut c = call(
+            &t,
+            Collective::Reduce,
+            DataType::F32,
+            ReduceOp::Sum,
+            1024,
+            false,
+            2,
+        );
+        c.room = 0;
+        let (a, room) = choice(&c, None).unwrap();
+        assert_eq!((a.name(), room), ("nvshmem", true));
+        let e = crate::memory::check_scratch(c.name, a.scratch(&c), c.room).unwrap_err();
+        assert!(matches!(e, Error::ScratchTooSmall { needed: 4096, reserved: 0, .. }), "{e:?}");
+    }
+}
+
+/// On a team the NVLink kernels serve, no call the automatic choice makes needs collective
+/// scratch when none is reserved, at any size and team size, in place or not: a program that
+/// runs at 8 KiB and at 1 MiB also runs at 64 KiB (where NVSHMEM's path, which avg and
+/// premul_sum need scratch on, sits between the kernels' bands).
+#[test]
+fn without_scratch_every_automatic_choice_fits_at_every_size() {
+    let cases = [
+        (DataType::I32, ReduceOp::Avg),
+        (DataType::U64, ReduceOp::Avg),
+        (DataType::F16, ReduceOp::Avg),
+        (DataType::F32, ReduceOp::Avg),
+        (DataType::F32, ReduceOp::PreMulSum(0.5)),
+        (DataType::I8, ReduceOp::PreMulSum(3.0)),
+        (DataType::BF16, ReduceOp::Sum),
+        (DataType::I64, ReduceOp::Sum),
+        (DataType::U16, ReduceOp::Max),
+        (DataType::F8E4M3, ReduceOp::Avg),
+    ];
+    let mut checked = 0;
+    for n in [2, 3, 4, 8] {
+        for me in [0, n - 1] {
+            let t = team(n, me, true);
+            for coll in [
+                Collective::AllReduce,
+                Collective::Reduce,
+                Collective::ReduceScatter,
+            ] {
+                for (dtype, op) in cases {
+                    for p in [0, 6, 10, 12, 13, 14, 15, 16, 17, 18, 20] {
+                        for count in [(1usize << p) - 1, 1 << p, (1 << p) + 1] {
+                            if count == 0 {
+                                continue;
+                            }
+                            for in_place in [false, true] {
+                                for arch in [Some(crossover::Arch::SM90), None] {
+                                    let mut c =
+                                        with_channel(call(&t, coll, dtype, op, count, in_place, 0));
+                                    c.arch = arch;
+                                    c.room = 0;
+                                    let (a, room) = choice(&c, None).unwrap();
+                                    assert_eq!(
+                                        a.scratch(&c),
+                                        0,
+                                        "{coll} {dtype} {op} x {count}, n={n}, in place \
+                                         {in_place}: {} (room decided: {room})",
+                                        a.name()
+                                    );
+                                    checked += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 10_000, "{checked}");
+}
+
+/// The scratch rule does not move a measured choice: with or without scratch, the 2-PE sm_90
+/// choices stay those of the crossover table, and no such choice says the room decided it.
+#[test]
+fn the_room_does_not_change_choices_that_fit() {
+    for me in [0, 1] {
+        let t = team(2, me, true);
+        for (count, want) in [
+            (8 << 10, "nvlink_ll"),
+            (16 << 10, "nvshmem"),
+            (1 << 20, "nvlink_direct"),
+        ] {
+            let mut c = with_channel(call(
+                &t,
+                Collective::AllReduce,
+                DataType::F32,
+                ReduceOp::Sum,
+                count,
+                false,
+                0,
+            ));
+            for room in [0, usize::MAX] {
+                c.room = room;
+                let (a, decided) = choice(&c, None).unwrap();
+                assert_eq!((a.name(), decided), (want, false), "{count} room {room}");
+            }
+        }
+        // avg between the kernels' bands: the direct kernels (NVSHMEM's path would widen
+        // through the scratch), whatever is reserved.
+        let mut c = with_channel(call(
+            &t,
+            Collective::AllReduce,
+            DataType::I32,
+            ReduceOp::Avg,
+            16 << 10,
+            false,
+            0,
+        ));
+        for room in [0, usize::MAX] {
+            c.room = room;
+            assert_eq!(choose(&c, None).unwrap().name(), "nvlink_direct");
+        }
+    }
+}
