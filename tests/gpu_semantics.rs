@@ -51,7 +51,9 @@ fn gpu_semantics() {
         ensure!(rt.scratch_bytes() == 0, "scratch reserved before the check");
         if n > 1 && !world.has_nvlink_kernels() {
             // Then NVSHMEM's path is all there is, and it needs scratch for these calls.
-            println!("no_scratch_needed_at_any_size: the world has no NVLink kernels; nothing to check");
+            println!(
+                "no_scratch_needed_at_any_size: the world has no NVLink kernels; nothing to check"
+            );
             return Ok(());
         }
         let mut t = Tally::default();
@@ -80,7 +82,22 @@ fn gpu_semantics() {
             });
         )*};
     }
-    types!(i8, u8, i16, u16, i32, u32, i64, u64, half::f16, half::bf16, f32, f64, F8E4M3, F8E5M2);
+    types!(
+        i8,
+        u8,
+        i16,
+        u16,
+        i32,
+        u32,
+        i64,
+        u64,
+        half::f16,
+        half::bf16,
+        f32,
+        f64,
+        F8E4M3,
+        F8E5M2
+    );
 
     drop((world, stream, rt));
     c.finish("gpu_semantics");
@@ -329,17 +346,26 @@ fn per_type<T: Sem>(
                     let want = expected::<T>(&layout, op, r);
                     let all = algorithms(coll);
                     for &algo in algos.unwrap_or(&all) {
-                        let done = rt.set_algorithm(coll, algo).map_err(Into::into).and_then(
-                            |()| one(rt, team, &mut src, &mut dst, &layout, op, &want, false, s),
-                        );
+                        let done =
+                            rt.set_algorithm(coll, algo)
+                                .map_err(Into::into)
+                                .and_then(|()| {
+                                    one(rt, team, &mut src, &mut dst, &layout, op, &want, false, s)
+                                });
                         let _ = rt.set_algorithm(coll, None);
                         tally.record(done, || describe::<T>(&layout, op, algo, false));
                         // Prepared calls exist for the two-buffer all-reduce and reduce-scatter.
                         let preparable = !in_place && coll != Collective::Reduce;
                         if algos.is_none() && preparable {
-                            let done = rt.set_algorithm(coll, algo).map_err(Into::into).and_then(
-                                |()| one(rt, team, &mut src, &mut dst, &layout, op, &want, true, s),
-                            );
+                            let done =
+                                rt.set_algorithm(coll, algo)
+                                    .map_err(Into::into)
+                                    .and_then(|()| {
+                                        one(
+                                            rt, team, &mut src, &mut dst, &layout, op, &want, true,
+                                            s,
+                                        )
+                                    });
                             let _ = rt.set_algorithm(coll, None);
                             tally.record(done, || describe::<T>(&layout, op, algo, true));
                         }
@@ -429,16 +455,9 @@ fn one<T: Sem>(
             (true, _) => team
                 .prepare_reduce_scatter(&input, &mut output, op)
                 .and_then(|p| p.start(s)),
-            (false, coll) => common::call(
-                team,
-                coll,
-                l.in_place,
-                l.root,
-                op,
-                &input,
-                &mut output,
-                s,
-            ),
+            (false, coll) => {
+                common::call(team, coll, l.in_place, l.root, op, &input, &mut output, s)
+            }
         }
     };
     let mut got = vec![T::default(); out_len];
@@ -457,11 +476,14 @@ fn one<T: Sem>(
             got[i],
             want[i],
             (0..l.n)
-                .map(|k| T::input(k, if l.coll == Collective::ReduceScatter && !l.in_place {
-                    r * l.m + i
-                } else {
-                    i
-                }))
+                .map(|k| T::input(
+                    k,
+                    if l.coll == Collective::ReduceScatter && !l.in_place {
+                        r * l.m + i
+                    } else {
+                        i
+                    }
+                ))
                 .collect::<Vec<T>>()
         );
     }

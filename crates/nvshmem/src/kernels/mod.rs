@@ -612,7 +612,11 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
                 MapKind::Div | MapKind::Narrow => true,
             };
             if divides && *factor <= 0.0 {
-                return Err(Error::arg(CALL, "factor", "division by a non-positive number"));
+                return Err(Error::arg(
+                    CALL,
+                    "factor",
+                    "division by a non-positive number",
+                ));
             }
             let (narrow, wide) = (dtype.size(), wide_size(*dtype));
             let (src_align, dst_align) = match kind {

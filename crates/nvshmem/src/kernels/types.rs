@@ -294,7 +294,12 @@ impl KernelKey {
                 }
             }
             if t != DataType::Bool8 {
-                v.extend([Self::Scale(t), Self::Divide(t), Self::Widen(t), Self::Narrow(t)]);
+                v.extend([
+                    Self::Scale(t),
+                    Self::Divide(t),
+                    Self::Widen(t),
+                    Self::Narrow(t),
+                ]);
             }
         }
         // Word sizes the copy kernels are instantiated for.
@@ -472,7 +477,11 @@ mod tests {
             let avg = KernelKey::Reduce(t, ReduceOp::Avg).source();
             assert!(avg.contains("#define NVR_ACC nvr_i128\n"), "{t}");
             let sum = KernelKey::Reduce(t, ReduceOp::Sum).source();
-            assert!(sum.contains("#define NVR_ACC long long\n") || sum.contains("#define NVR_ACC unsigned long long\n"), "{t}");
+            assert!(
+                sum.contains("#define NVR_ACC long long\n")
+                    || sum.contains("#define NVR_ACC unsigned long long\n"),
+                "{t}"
+            );
             let signed = t.kind() == crate::ElementKind::Signed;
             let flag = format!("#define NVR_IS_SIGNED {}\n", signed as u8);
             assert!(sum.contains(&flag) && avg.contains(&flag), "{t}");
@@ -480,8 +489,14 @@ mod tests {
         let f = KernelKey::Reduce(DataType::BF16, ReduceOp::Avg).source();
         assert!(f.contains("#define NVR_ACC float\n") && f.contains("#define NVR_IS_SIGNED 0\n"));
         let w = KernelKey::Widen(DataType::I16).source();
-        assert!(w.contains("#define NVR_MAP NVR_MAP_WIDEN\n") && w.contains("#define NVR_ACC long long\n"));
-        assert_ne!(KernelKey::Widen(DataType::I16), KernelKey::Narrow(DataType::I16));
+        assert!(
+            w.contains("#define NVR_MAP NVR_MAP_WIDEN\n")
+                && w.contains("#define NVR_ACC long long\n")
+        );
+        assert_ne!(
+            KernelKey::Widen(DataType::I16),
+            KernelKey::Narrow(DataType::I16)
+        );
     }
 
     #[test]

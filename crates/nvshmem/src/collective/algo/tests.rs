@@ -1697,7 +1697,17 @@ fn the_choice_passes_over_algorithms_that_need_more_scratch_than_is_reserved() {
         let (a, room) = choice(&c, None).unwrap();
         assert_eq!((a.name(), room), ("nvshmem", true));
         let e = crate::memory::check_scratch(c.name, a.scratch(&c), c.room).unwrap_err();
-        assert!(matches!(e, Error::ScratchTooSmall { needed: 4096, reserved: 0, .. }), "{e:?}");
+        assert!(
+            matches!(
+                e,
+                Error::ScratchTooSmall {
+                    needed: 4096,
+                    reserved: 0,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
     }
 }
 
