@@ -329,6 +329,9 @@ fn per_type<T: Sem>(
         Collective::ReduceScatter,
     ] {
         for m in counts(coll, n, T::DTYPE.size()) {
+            // This PE's input, made once for every case of this size.
+            let (src_len, _) = coll.geometry().lengths(m, n);
+            let own: Vec<T> = (0..src_len).map(|i| T::input(r, i)).collect();
             for &op in ops {
                 // min and max have no arithmetic to go wrong at size: the small counts only.
                 if matches!(op, ReduceOp::Min | ReduceOp::Max) && m > 1 << 16 {
@@ -344,13 +347,18 @@ fn per_type<T: Sem>(
                         root,
                     };
                     let want = expected::<T>(&layout, op, r);
+                    let bufs = Bufs {
+                        own: &own,
+                        before: before::<T>(&layout, r),
+                        want,
+                    };
                     let all = algorithms(coll);
                     for &algo in algos.unwrap_or(&all) {
                         let done =
                             rt.set_algorithm(coll, algo)
                                 .map_err(Into::into)
                                 .and_then(|()| {
-                                    one(rt, team, &mut src, &mut dst, &layout, op, &want, false, s)
+                                    one(rt, team, &mut src, &mut dst, &layout, op, &bufs, false, s)
                                 });
                         let _ = rt.set_algorithm(coll, None);
                         tally.record(done, || describe::<T>(&layout, op, algo, false));
@@ -362,7 +370,7 @@ fn per_type<T: Sem>(
                                     .map_err(Into::into)
                                     .and_then(|()| {
                                         one(
-                                            rt, team, &mut src, &mut dst, &layout, op, &want, true,
+                                            rt, team, &mut src, &mut dst, &layout, op, &bufs, true,
                                             s,
                                         )
                                     });
@@ -422,8 +430,16 @@ fn before<T: Sem>(l: &Layout, r: usize) -> Vec<T> {
     out
 }
 
+/// What one size's cases write and expect on this PE: its input, its output buffer before
+/// the call, and after.
+struct Bufs<'a, T> {
+    own: &'a [T],
+    before: Vec<T>,
+    want: Vec<T>,
+}
+
 /// One call, checked: inputs written, the call (prepared or not) queued between two barriers,
-/// the output read back and compared with `want`.
+/// the output read back and compared with what `bufs` expects.
 #[allow(clippy::too_many_arguments)]
 fn one<T: Sem>(
     rt: &Runtime,
@@ -432,18 +448,18 @@ fn one<T: Sem>(
     dst: &mut SymArray<T>,
     l: &Layout,
     op: ReduceOp,
-    want: &[T],
+    bufs: &Bufs<T>,
     prepared: bool,
     s: &Arc<CudaStream>,
 ) -> anyhow::Result<()> {
     let r = team.my_pe();
     let (src_len, _) = l.lens();
     let out_len = l.out_len();
+    let want = &bufs.want;
     if !l.in_place {
-        let own: Vec<T> = (0..src_len).map(|i| T::input(r, i)).collect();
-        s.memcpy_htod(own.as_slice(), &mut src.view_mut(0..src_len)?)?;
+        s.memcpy_htod(bufs.own, &mut src.view_mut(0..src_len)?)?;
     }
-    s.memcpy_htod(before::<T>(l, r).as_slice(), &mut dst.view_mut(0..out_len)?)?;
+    s.memcpy_htod(bufs.before.as_slice(), &mut dst.view_mut(0..out_len)?)?;
     rt.barrier_all(s)?;
     let called = {
         let input = src.view(0..src_len)?;
