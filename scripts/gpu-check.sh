@@ -31,7 +31,8 @@
 # type with values near its limits, at element counts either side of every crossover, by the
 # automatic choice, by each algorithm forced and through prepared calls, checked against the
 # documented semantics (collective/mod.rs, "Reductions"). Each PE count takes about a minute
-# or two (SEMANTICS_TIMEOUT, default 300 s); it prints "semantics: N cases passed" per type.
+# or two (SEMANTICS_TIMEOUT, default 300 s); PE 0 prints "semantics <type>: N cases
+# passed, 0 failed, K refused by a forced algorithm" per type.
 #
 # Several PEs on one GPU: MPS=1 runs the whole suite list with CUDA MPS (README, "Launching";
 # /work/shared/platform.md): the control daemon is started with its own pipe and log folders
