@@ -25,8 +25,9 @@ pub mod adapter {
     /// Whether [`run`] calls the safe API; while false, every point is reported as skipped.
     pub const WIRED: bool = true;
 
-    /// Runs `spec.coll` once on `stream` with the safe API. `output` is `None` in place
-    /// (then `input` is also the output).
+    /// Runs `spec.coll` once on `stream` with the safe API. `output` is `None` in place: then
+    /// `input` is the one buffer of [`Spec::in_place_buffer`], laid out as the library's
+    /// in-place forms take it.
     pub fn run<T: Element>(
         team: &Team,
         spec: &Spec,
@@ -131,7 +132,13 @@ fn typed<T: Element>(rt: &Runtime, spec: &Spec) -> Result<Box<dyn Buffers>> {
     if scratch > 0 {
         rt.reserve_scratch(scratch * std::mem::size_of::<T>())?;
     }
-    let input = rt.alloc_zeroed::<T>(spec.layout.in_elems)?;
+    // In place, one buffer as NCCL lays it out, which is the library's in-place layout too:
+    // the output of all-gather and gather (n blocks, the input this PE's), the input of
+    // reduce-scatter and scatter (the output this PE's block).
+    let input = match spec.in_place_buffer() {
+        Some(ip) => rt.alloc_zeroed::<T>(ip.elems)?,
+        None => rt.alloc_zeroed::<T>(spec.layout.in_elems)?,
+    };
     let output = if spec.in_place {
         None
     } else {
