@@ -232,28 +232,31 @@ fn run(args: &Args, plan: &Plan) -> Result<Outcome> {
             }
             let row = match slot {
                 Slot::Missing(name, why) => skipped_row(name, "-", spec, args, why),
-                Slot::Ready(imp) => {
-                    let algo = imp.algorithm(spec);
-                    match imp.unsupported(spec) {
-                        Some(why) => skipped_row(imp.name(), &algo, spec, args, &why),
-                        None => {
-                            match bench::measure(imp.as_mut(), spec, timing, &ctx, &stream, &rt) {
-                                Ok(m) => measured_row(imp.as_ref(), &algo, spec, args, &m),
-                                Err(e) => match refusal(&e) {
-                                    Some(why) => skipped_row(imp.name(), &algo, spec, args, &why),
-                                    None => {
-                                        return Err(e.context(format!(
-                                            "{} {} count {}",
-                                            imp.name(),
-                                            spec.coll.name(),
-                                            spec.count
-                                        )))
-                                    }
-                                },
-                            }
+                // The algorithm is asked for after the point ran: what it runs may depend on
+                // the scratch its preparation reserved.
+                Slot::Ready(imp) => match imp.unsupported(spec) {
+                    Some(why) => skipped_row(imp.name(), &imp.algorithm(spec), spec, args, &why),
+                    None => match bench::measure(imp.as_mut(), spec, timing, &ctx, &stream, &rt) {
+                        Ok(m) => {
+                            let algo = imp.algorithm(spec);
+                            measured_row(imp.as_ref(), &algo, spec, args, &m)
                         }
-                    }
-                }
+                        Err(e) => match refusal(&e) {
+                            Some(why) => {
+                                let algo = imp.algorithm(spec);
+                                skipped_row(imp.name(), &algo, spec, args, &why)
+                            }
+                            None => {
+                                return Err(e.context(format!(
+                                    "{} {} count {}",
+                                    imp.name(),
+                                    spec.coll.name(),
+                                    spec.count
+                                )))
+                            }
+                        },
+                    },
+                },
             };
             rows.push(row);
         }

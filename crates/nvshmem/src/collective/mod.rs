@@ -135,12 +135,14 @@ mod check;
 mod prepared;
 #[cfg(test)]
 mod props;
+mod query;
 
 pub use crate::op::ReduceOp;
 #[doc(hidden)]
 pub use algo::ResolvedKernel;
 pub use algo::{Collective, Geometry, ALGORITHMS_VAR};
 pub use prepared::Prepared;
+pub use query::{CallPlan, CallSpec};
 
 use std::sync::Arc;
 
