@@ -47,7 +47,8 @@
 //   gather/scatter  the data's owner stores (non-roots into the root / the root into
 //                   everyone).
 // (The data movement had a pull mode, the receiver loading, behind a compile-time knob that
-// nothing set; it was removed untested, with its in-place gather reading the wrong block.)
+// nothing set and no test ran; it was removed when its in-place gather was found reading each
+// peer's block at the root's index.)
 // Entry and exit per block (nvr_d_enter/nvr_d_exit): a PE waits for the arrival of the peers
 // whose buffers it touches and, at exit, for the departure of the peers that touch its own and
 // the arrival of the others (quiescence: PROTOCOL.md).
