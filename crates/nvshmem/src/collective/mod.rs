@@ -77,7 +77,9 @@
 //!
 //! A program that may run on more than one node, or on teams that are not peer-mapped, should
 //! reserve the scratch its rooted reductions and in-place calls need. Calls that use the scratch
-//! share it and take turns on the GPU, whatever their streams and teams.
+//! share it and take turns on the GPU, whatever their streams and teams. [`Team::plan_of`]
+//! says, for a call described at run time ([`CallSpec`]), which algorithm it would run on a
+//! team and how many bytes of scratch that needs.
 //!
 //! # Shapes
 //!
