@@ -50,8 +50,13 @@ fn main() -> anyhow::Result<()> {
     }
     // The same kernels, bare: `None` where the calls are not one kernel of this crate
     // (NVSHMEM's path, one PE without peers).
-    let bare_ar = team.bare_launch_for_bench(Some((&src, &dst)), &stream).ok();
-    let bare_bar = team.bare_launch_for_bench(None, &stream).ok();
+    // SAFETY: every PE fires these exactly as often as the others, at the same points of the
+    // sampling loop (the same plan on every PE), on `stream` only, with no other call of the
+    // team on another stream; `src` and `dst` live to the end of main, past the last
+    // synchronisation of `stream`.
+    let bare_ar = unsafe { team.bare_launch_for_bench(Some((&src, &dst)), &stream) }.ok();
+    // SAFETY: as above (a barrier has no arrays).
+    let bare_bar = unsafe { team.bare_launch_for_bench(None, &stream) }.ok();
     // The same calls prepared once (on arrays of their own, which they borrow).
     let src2 = rt.alloc_from(&[1.0f32; 2])?;
     let mut dst2 = rt.alloc_zeroed::<f32>(2)?;

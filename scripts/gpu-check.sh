@@ -14,6 +14,7 @@
 #                                         faults, soak, collectives, multipe, shared_gpu, scale, semantics, repro, lifetimes,
 #                                         device, perf, perfgraph, perfiso, reddiag,
 #                                         perfpoints, pdl, cepoints, perfgraphsplit,
+#                                         perfinplace (nvshmem-perf --in-place, checked),
 #                                         onepe (1 PE, no launcher, about a minute),
 #                                         hostcost (host time of a call, 1 PE, no MPS).
 #                                         Each of collectives, perf
@@ -612,6 +613,25 @@ reddiag() {
       ${DIAG_COLLS:-all_reduce reduce_scatter} -d "$d" -b ${DIAG_MIN:-16M} -e ${DIAG_MAX:-128M} -f 2 -n 10 -w 2 --reps 2 -c 1 \
       --impl ${DIAG_IMPLS:-nvshmem,nvshmem-rs} --no-progress
     grep -E "wrong|^ +[0-9]+ " "$out/reddiag-$d.log" | tail -12
+  done
+}
+
+# nvshmem-perf --in-place, checked (issue 30): every collective with an in-place form, each
+# implementation given one buffer laid out by NCCL's in-place rules and checked by them, f32 and
+# bf16, 8 B to 16 MiB (LL, direct kernels, NVSHMEM's path), rooted ones from the last PE, at each
+# PE count of PES. PASS: exit 0 and no WRONG row (a wrong row exits 3 and lists itself). From 3
+# PEs raw NVSHMEM is left out: its own in-place all-reduce is wrong there (tools/nvshmem-repro),
+# which is NVSHMEM's, not what this checks; under MPS NCCL skips itself.
+perfinplace() {
+  local w=/opt/torch/.venv/lib/python3.12/site-packages np impls
+  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  for np in $(multi_pes); do
+    impls=nvshmem-rs,nvshmem,nccl
+    [ "$np" -gt 2 ] && impls=nvshmem-rs,nccl
+    CASE_TIMEOUT=${INPLACE_TIMEOUT:-300} case_ perf-in-place-${np}pe pass mpi "$np" -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+      .gpu/bin/nvshmem-perf all_reduce,broadcast,fcollect,reduce_scatter,reduce,gather,scatter -d f32,bf16 \
+      -b 8 -e 16M -f 8 -n 5 -w 1 --reps 1 -c 1 -r $((np - 1)) --in-place --impl "$impls" --no-progress
+    grep -E "WRONG|Out of bounds|rows had wrong" "$out/perf-in-place-${np}pe.log" | head -20
   done
 }
 

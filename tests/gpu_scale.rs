@@ -318,11 +318,16 @@ fn forced<T: Element>(
     };
     tally.record(done, || {
         format!(
-            "{} {:?} x{} {}at {}/{} ({}, {order})",
+            "{} {:?} x{} {}{}at {}/{} ({}, {order})",
             T::NAME,
             case.coll,
             case.m,
             if case.in_place { "in place " } else { "" },
+            if case.coll.is_rooted() {
+                format!("root {} ", case.root)
+            } else {
+                String::new()
+            },
             case.src_at,
             case.dst_at,
             algo.unwrap_or("auto")
@@ -412,7 +417,9 @@ fn repeated<T: Element>(
 
 /// The in-place forms of every collective, by every algorithm that accepts them, at a block
 /// of 4099 i32 (past the LL range: the automatic choice hands some to NVSHMEM) and 1 MiB, on
-/// the world team and on the world listed in reverse (team index != world PE).
+/// the world team and on the world listed in reverse (team index != world PE); rooted ones
+/// from the first, a middle and the last team index (an in-place gather's blocks lie at every
+/// member's own index, whichever the root: the direct kernels' pull mode read the root's).
 fn in_place_layouts(
     rt: &Runtime,
     world: &Team,
@@ -432,18 +439,26 @@ fn in_place_layouts(
             if !coll.geometry().has_in_place() {
                 continue;
             }
+            let mut roots = vec![n - 1];
+            if coll.is_rooted() {
+                roots.extend([0, n / 2]);
+                roots.sort_unstable();
+                roots.dedup();
+            }
             for algo in algorithms(coll) {
-                for (k, &m) in counts.iter().enumerate() {
-                    let case = Case {
-                        coll,
-                        m,
-                        in_place: true,
-                        root: n - 1,
-                        src_at: 0,
-                        dst_at: 0,
-                        key: seed ^ (ti * 256 + ci * 16 + k) as u64,
-                    };
-                    forced(rt, team, &mut src, &mut dst, case, algo, s, &mut tally);
+                for &root in &roots {
+                    for (k, &m) in counts.iter().enumerate() {
+                        let case = Case {
+                            coll,
+                            m,
+                            in_place: true,
+                            root,
+                            src_at: 0,
+                            dst_at: 0,
+                            key: seed ^ (root * 4096 + ti * 256 + ci * 16 + k) as u64,
+                        };
+                        forced(rt, team, &mut src, &mut dst, case, algo, s, &mut tally);
+                    }
                 }
             }
         }
@@ -803,10 +818,11 @@ fn epoch_wrap(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
         let start = EPOCH_LAST - 3 * round;
         fence()?;
         for &t in &teams {
-            ensure!(
-                t.set_channel_epoch_for_tests(start, &s)?,
-                "a team with NVLink kernels has no channel"
-            );
+            // SAFETY: every PE sets the same epoch on the same teams here, between two
+            // `fence`s (every PE's stream drained, then NVSHMEM's barrier, which does not use
+            // the channels), so no call of the team is in flight or starts meanwhile.
+            let has_channel = unsafe { t.set_channel_epoch_for_tests(start, &s)? };
+            ensure!(has_channel, "a team with NVLink kernels has no channel");
         }
         fence()?;
         // The calls: (team, case or a barrier/sync, forced algorithm), the same on every PE.

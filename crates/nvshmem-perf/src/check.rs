@@ -138,28 +138,45 @@ pub fn element_ok(dtype: DataType, got: &[u8], want: f64, n: usize) -> bool {
     }
 }
 
-/// This PE's input for `spec`.
+/// What an in-place buffer holds outside its input before a check run: a byte no element of
+/// any type reads back as a right answer here (f32 1.9e16, bf16 1.5e16, f8e4m3 20, i8 90,
+/// bool8 90, which is neither 0 nor 1), so an output the call never wrote is counted wrong.
+pub const POISON: u8 = 0x5a;
+
+/// This PE's input buffer for `spec`: its input; in place the one buffer
+/// ([`Spec::in_place_buffer`]), [`POISON`] but for the input at its offset.
 pub fn make_input(spec: &Spec) -> Vec<u8> {
     let sz = spec.dtype.size();
-    let mut v = vec![0u8; spec.in_bytes()];
-    for (i, e) in v.chunks_exact_mut(sz).enumerate() {
+    let at = spec.in_place_buffer().map_or(0, |ip| ip.input_at * sz);
+    let mut v = vec![POISON; spec.filled_bytes()];
+    for (i, e) in v[at..at + spec.in_bytes()].chunks_exact_mut(sz).enumerate() {
         encode(spec.dtype, input_value(spec, spec.my_pe, i), e);
     }
     v
 }
 
-/// Wrong elements of this PE's `output` for `spec`.
-pub fn count_wrong(spec: &Spec, output: &[u8]) -> u64 {
+/// This PE's output in `buffer`, what [`Implementation::read_output`](crate::impls::Implementation::read_output)
+/// returned: all of it out of place, the output part of the one buffer in place; `None` when
+/// the buffer is too short to hold it.
+pub fn output_of<'a>(spec: &Spec, buffer: &'a [u8]) -> Option<&'a [u8]> {
     let sz = spec.dtype.size();
-    if output.len() < spec.out_bytes() {
+    let (at, whole) = match spec.in_place_buffer() {
+        Some(ip) => (ip.output_at * sz, ip.elems * sz),
+        None => (0, spec.out_bytes()),
+    };
+    (buffer.len() >= whole).then(|| &buffer[at..at + spec.out_bytes()])
+}
+
+/// Wrong elements of this PE's output for `spec`, read from `buffer` (the whole buffer
+/// [`Implementation::read_output`](crate::impls::Implementation::read_output) gives; a
+/// buffer too short for it is wrong in every element).
+pub fn count_wrong(spec: &Spec, buffer: &[u8]) -> u64 {
+    let sz = spec.dtype.size();
+    let Some(output) = output_of(spec, buffer) else {
         return spec.layout.out_elems as u64;
-    }
+    };
     let mut wrong = 0;
-    for (k, e) in output
-        .chunks_exact(sz)
-        .take(spec.layout.out_elems)
-        .enumerate()
-    {
+    for (k, e) in output.chunks_exact(sz).enumerate() {
         if let Some(want) = expected(spec, k) {
             wrong += u64::from(!element_ok(spec.dtype, e, want, spec.n_pes));
         }
@@ -400,6 +417,137 @@ mod tests {
         assert_eq!(count_wrong(&s, &[]), 16);
         // The input alone is not an all-reduce.
         assert!(count_wrong(&s, &make_input(&s)) > 0);
+    }
+
+    /// `spec` of PE `me` in place.
+    fn in_place(coll: Collective, dtype: DataType, op: ReduceOp, me: usize, n: usize) -> Spec {
+        Spec {
+            in_place: true,
+            ..spec_of(coll, dtype, op, me, n)
+        }
+    }
+
+    /// The collective run on the host over every PE's one buffer (`bufs`, as [`make_input`]
+    /// fills them), by NCCL's definition: each PE's input read at `sendbuf` and its output
+    /// written at `recvbuf`, pointers into its buffer placed by NCCL's in-place rules
+    /// (written out here from nccl4py's docs, not from [`Spec::in_place_buffer`]). What a right
+    /// in-place implementation leaves in the buffers.
+    fn nccl_in_place_on_host(specs: &[Spec], bufs: &mut [Vec<u8>]) {
+        let s0 = specs[0];
+        let (n, c, sz, root) = (s0.n_pes, s0.layout.chunk, s0.dtype.size(), s0.root);
+        let ptrs = |me: usize| match s0.coll {
+            // sendbuf == recvbuf + rank * count; recvbuf is the buffer.
+            Collective::Fcollect | Collective::Gather => (me * c, 0),
+            // recvbuf == sendbuf + rank * count; sendbuf is the buffer.
+            Collective::ReduceScatter | Collective::Scatter => (0, me * c),
+            _ => (0, 0),
+        };
+        let inputs: Vec<Vec<f64>> = (0..n)
+            .map(|pe| {
+                let at = ptrs(pe).0 * sz;
+                bufs[pe][at..at + s0.in_bytes()]
+                    .chunks_exact(sz)
+                    .map(|b| decode(s0.dtype, b))
+                    .collect()
+            })
+            .collect();
+        let red = |i: usize| reduce(s0.op, n, |pe| inputs[pe][i]);
+        for me in 0..n {
+            let out: Option<Vec<f64>> = match s0.coll {
+                Collective::AllReduce => Some((0..s0.count).map(red).collect()),
+                Collective::Reduce => (me == root).then(|| (0..s0.count).map(red).collect()),
+                Collective::Broadcast => Some(inputs[root].clone()),
+                Collective::Fcollect => Some(inputs.concat()),
+                Collective::Gather => (me == root).then(|| inputs.concat()),
+                Collective::ReduceScatter => Some((me * c..me * c + c).map(red).collect()),
+                Collective::Scatter => Some(inputs[root][me * c..me * c + c].to_vec()),
+                _ => unreachable!("no in-place form"),
+            };
+            let at = ptrs(me).1 * sz;
+            for (k, v) in out.into_iter().flatten().enumerate() {
+                encode(s0.dtype, v, &mut bufs[me][at + k * sz..at + (k + 1) * sz]);
+            }
+        }
+    }
+
+    #[test]
+    fn in_place_buffers_check_by_nccl_s_layout() {
+        let colls = [
+            Collective::AllReduce,
+            Collective::Reduce,
+            Collective::Broadcast,
+            Collective::Fcollect,
+            Collective::Gather,
+            Collective::ReduceScatter,
+            Collective::Scatter,
+        ];
+        for coll in colls {
+            for n in [1, 2, 3, 4, 8] {
+                for (dtype, op) in [
+                    (DataType::F32, ReduceOp::Sum),
+                    (DataType::BF16, ReduceOp::Max),
+                    (DataType::I8, ReduceOp::Prod),
+                    (DataType::Bool8, ReduceOp::Or),
+                ] {
+                    let specs: Vec<Spec> = (0..n)
+                        .map(|me| Spec {
+                            root: n / 2,
+                            ..in_place(coll, dtype, op, me, n)
+                        })
+                        .collect();
+                    let mut bufs: Vec<Vec<u8>> = specs.iter().map(make_input).collect();
+                    for (s, b) in specs.iter().zip(&bufs) {
+                        assert_eq!(b.len(), s.in_place_buffer().unwrap().elems * dtype.size());
+                    }
+                    let what = format!("{coll:?} {dtype} {op} n {n}");
+                    // Before the call, an output that is not the input is all wrong (the poison).
+                    if matches!(coll, Collective::Fcollect) && n > 1 {
+                        assert!(count_wrong(&specs[0], &bufs[0]) > 0, "{what}");
+                    }
+                    nccl_in_place_on_host(&specs, &mut bufs);
+                    for (s, b) in specs.iter().zip(&bufs) {
+                        assert_eq!(count_wrong(s, b), 0, "{what} PE {}", s.my_pe);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What the benchmark did before: nvshmem-rs got an all-gather buffer of one block, and
+    /// its reduce-scatter output was read from block 0 on every PE. Both are wrong now.
+    #[test]
+    fn the_old_in_place_buffers_are_wrong() {
+        let n = 2;
+        let specs: Vec<Spec> = (0..n)
+            .map(|me| in_place(Collective::Fcollect, DataType::BF16, ReduceOp::Sum, me, n))
+            .collect();
+        let one_block = vec![0u8; specs[1].in_bytes()];
+        assert_eq!(
+            count_wrong(&specs[1], &one_block),
+            specs[1].layout.out_elems as u64
+        );
+
+        let specs: Vec<Spec> = (0..n)
+            .map(|me| {
+                in_place(
+                    Collective::ReduceScatter,
+                    DataType::F32,
+                    ReduceOp::Sum,
+                    me,
+                    n,
+                )
+            })
+            .collect();
+        let mut bufs: Vec<Vec<u8>> = specs.iter().map(make_input).collect();
+        nccl_in_place_on_host(&specs, &mut bufs);
+        assert_eq!(count_wrong(&specs[1], &bufs[1]), 0);
+        // PE 1's block 0 is its input there, not the reduction.
+        let block = specs[1].out_bytes();
+        let mut block0 = bufs[1].clone();
+        block0.copy_within(0..block, block);
+        assert!(count_wrong(&specs[1], &block0) > 0);
+        // And the input left alone (no call made) is not a reduce-scatter either.
+        assert!(count_wrong(&specs[1], &make_input(&specs[1])) > 0);
     }
 
     #[test]

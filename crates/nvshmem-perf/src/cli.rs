@@ -371,9 +371,9 @@ const ALGO_HELP: &str = "Force nvshmem-rs's algorithms: collective=algorithm pai
 fn algo_long_help() -> String {
     let mut h = format!(
         "{ALGO_HELP}. `auto` is the library's automatic choice, the default. Every nvshmem-rs \
-         row records the algorithm forced, or auto. A forced algorithm that cannot run a \
-         point makes it skipped, with the reason. The algorithms, in the order the automatic \
-         choice tries them:"
+         row records the algorithm that ran (forced, or the one the automatic choice took). A \
+         forced algorithm that cannot run a point makes it skipped, with the reason. The \
+         algorithms, in the order the automatic choice tries them:"
     );
     for c in LibCollective::ALL {
         h.push_str(&format!("\n  {c}: {}", c.algorithms().join(", ")));

@@ -31,6 +31,22 @@ pub enum Collective {
     Scatter,
 }
 
+/// Where an in-place call's input and output lie in its one buffer, in elements: NCCL's
+/// convention, which the library's in-place forms follow (their docs on `Team`). Input and
+/// output are the whole buffer for all-reduce, reduce and broadcast; for all-gather and gather
+/// the buffer is the output (`n` blocks) and the input is this PE's block of it (NCCL: `sendbuf
+/// == recvbuf + rank * count`, on the root for gather); for reduce-scatter and scatter the buffer
+/// is the input and the output is this PE's block (`recvbuf == sendbuf + rank * count`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InPlace {
+    /// Elements of the one buffer.
+    pub elems: usize,
+    /// Where the input starts.
+    pub input_at: usize,
+    /// Where the output starts.
+    pub output_at: usize,
+}
+
 /// Element counts of one PE's buffers for a collective of `count` elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
@@ -153,6 +169,32 @@ impl Collective {
     }
 }
 
+impl Collective {
+    /// The one buffer of an in-place call with `layout` on team PE `me`, or `None` for a
+    /// collective without an in-place form (alltoall, barrier, sync).
+    pub fn in_place(self, layout: Layout, me: usize) -> Option<InPlace> {
+        let own = me * layout.chunk;
+        match self.lib().geometry() {
+            Geometry::Same => Some(InPlace {
+                elems: layout.in_elems,
+                input_at: 0,
+                output_at: 0,
+            }),
+            Geometry::Gathered => Some(InPlace {
+                elems: layout.out_elems,
+                input_at: own,
+                output_at: 0,
+            }),
+            Geometry::Scattered => Some(InPlace {
+                elems: layout.in_elems,
+                input_at: 0,
+                output_at: own,
+            }),
+            _ => None,
+        }
+    }
+}
+
 impl FromStr for Collective {
     type Err = String;
 
@@ -198,6 +240,64 @@ mod tests {
         assert_eq!((l.in_elems, l.out_elems, l.chunk), (8, 2, 2));
         let l = Collective::Alltoall.layout(8, 4);
         assert_eq!((l.in_elems, l.out_elems, l.chunk), (8, 8, 2));
+    }
+
+    /// NCCL's pointer rules (nccl4py's docs of allgather, gather, reduce_scatter and scatter):
+    /// the input or output block of an in-place call is the PE's own, `rank * count` elements
+    /// into the buffer that is the other side.
+    #[test]
+    fn in_place_buffers_follow_nccl() {
+        for n in [1, 2, 3, 8] {
+            for me in 0..n {
+                let c = 4;
+                for coll in [Collective::Fcollect, Collective::Gather] {
+                    let l = coll.layout(c * n, n);
+                    let ip = coll.in_place(l, me).unwrap();
+                    // sendbuf == recvbuf + rank * sendcount; recvbuf holds n blocks.
+                    assert_eq!(
+                        ip,
+                        InPlace {
+                            elems: n * c,
+                            input_at: me * c,
+                            output_at: 0
+                        }
+                    );
+                    assert_eq!((ip.elems, l.in_elems), (l.out_elems, c));
+                }
+                for coll in [Collective::ReduceScatter, Collective::Scatter] {
+                    let l = coll.layout(c * n, n);
+                    let ip = coll.in_place(l, me).unwrap();
+                    // recvbuf == sendbuf + rank * recvcount; sendbuf holds n blocks.
+                    assert_eq!(
+                        ip,
+                        InPlace {
+                            elems: n * c,
+                            input_at: 0,
+                            output_at: me * c
+                        }
+                    );
+                    assert_eq!((ip.elems, l.out_elems), (l.in_elems, c));
+                }
+                for coll in [
+                    Collective::AllReduce,
+                    Collective::Reduce,
+                    Collective::Broadcast,
+                ] {
+                    let ip = coll.in_place(coll.layout(10, n), me).unwrap();
+                    assert_eq!(
+                        ip,
+                        InPlace {
+                            elems: 10,
+                            input_at: 0,
+                            output_at: 0
+                        }
+                    );
+                }
+                for coll in [Collective::Alltoall, Collective::Barrier, Collective::Sync] {
+                    assert_eq!(coll.in_place(coll.layout(8 * n, n), me), None);
+                }
+            }
+        }
     }
 
     #[test]

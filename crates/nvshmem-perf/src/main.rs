@@ -52,7 +52,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     match run(&args, &plan) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(outcome) => outcome.exit_code(),
         Err(e) => {
             eprintln!("nvshmem-perf: error: {e:#}");
             // A failing PE exits without finalising, so the launcher ends the job.
@@ -61,7 +61,54 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args, plan: &Plan) -> Result<()> {
+/// The exit status of a run that measured every point: 0, or [`WRONG_EXIT`] when a check
+/// found wrong elements.
+const WRONG_EXIT: u8 = 3;
+
+/// How a run that got to its end went: which rows were wrong, the same on every PE (each
+/// row's wrong elements are summed over all PEs).
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    /// One line per wrong row ([`report::wrong_rows`]).
+    wrong: Vec<String>,
+    /// Whether this PE says so (PE 0; the others exit alike, silently).
+    lead: bool,
+}
+
+impl Outcome {
+    fn of(rows: &[Row], lead: bool) -> Self {
+        Outcome {
+            wrong: report::wrong_rows(rows),
+            lead,
+        }
+    }
+
+    /// What the message says and the process exits with.
+    fn exit_status(&self) -> (Option<String>, u8) {
+        if self.wrong.is_empty() {
+            return (None, 0);
+        }
+        let mut msg = format!(
+            "nvshmem-perf: {} rows had wrong results (shown as WRONG, left out of ratios and \
+             plots):",
+            self.wrong.len()
+        );
+        for w in &self.wrong {
+            msg += &format!("\n  {w}");
+        }
+        (self.lead.then_some(msg), WRONG_EXIT)
+    }
+
+    fn exit_code(&self) -> ExitCode {
+        let (msg, code) = self.exit_status();
+        if let Some(m) = msg {
+            eprintln!("{m}");
+        }
+        ExitCode::from(code)
+    }
+}
+
+fn run(args: &Args, plan: &Plan) -> Result<Outcome> {
     let rt = nvshmem::Runtime::init().context("starting NVSHMEM")?;
     // On every PE alike, before any collective runs.
     for &(coll, algo) in args.algo.iter().flat_map(|l| &l.0) {
@@ -185,28 +232,31 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
             }
             let row = match slot {
                 Slot::Missing(name, why) => skipped_row(name, "-", spec, args, why),
-                Slot::Ready(imp) => {
-                    let algo = imp.algorithm(spec);
-                    match imp.unsupported(spec) {
-                        Some(why) => skipped_row(imp.name(), &algo, spec, args, &why),
-                        None => {
-                            match bench::measure(imp.as_mut(), spec, timing, &ctx, &stream, &rt) {
-                                Ok(m) => measured_row(imp.as_ref(), &algo, spec, args, &m),
-                                Err(e) => match refusal(&e) {
-                                    Some(why) => skipped_row(imp.name(), &algo, spec, args, &why),
-                                    None => {
-                                        return Err(e.context(format!(
-                                            "{} {} count {}",
-                                            imp.name(),
-                                            spec.coll.name(),
-                                            spec.count
-                                        )))
-                                    }
-                                },
-                            }
+                // The algorithm is asked for after the point ran: what it runs may depend on
+                // the scratch its preparation reserved.
+                Slot::Ready(imp) => match imp.unsupported(spec) {
+                    Some(why) => skipped_row(imp.name(), &imp.algorithm(spec), spec, args, &why),
+                    None => match bench::measure(imp.as_mut(), spec, timing, &ctx, &stream, &rt) {
+                        Ok(m) => {
+                            let algo = imp.algorithm(spec);
+                            measured_row(imp.as_ref(), &algo, spec, args, &m)
                         }
-                    }
-                }
+                        Err(e) => match refusal(&e) {
+                            Some(why) => {
+                                let algo = imp.algorithm(spec);
+                                skipped_row(imp.name(), &algo, spec, args, &why)
+                            }
+                            None => {
+                                return Err(e.context(format!(
+                                    "{} {} count {}",
+                                    imp.name(),
+                                    spec.coll.name(),
+                                    spec.count
+                                )))
+                            }
+                        },
+                    },
+                },
             };
             rows.push(row);
         }
@@ -219,7 +269,7 @@ fn run(args: &Args, plan: &Plan) -> Result<()> {
     if lead {
         write_outputs(args, plan, &rows)?;
     }
-    Ok(())
+    Ok(Outcome::of(&rows, lead))
 }
 
 /// Why the library refused to run a point, when it did so before queuing anything: a forced
@@ -389,6 +439,9 @@ fn write_outputs(args: &Args, plan: &Plan, rows: &[Row]) -> Result<()> {
         "# Out of bounds values : {total_wrong} {}",
         if total_wrong == 0 { "OK" } else { "FAILED" }
     );
+    for w in report::wrong_rows(rows) {
+        println!("# WRONG: {w}");
+    }
     let create = |p: &std::path::Path| -> Result<BufWriter<File>> {
         Ok(BufWriter::new(
             File::create(p).with_context(|| format!("creating {}", p.display()))?,
@@ -459,6 +512,39 @@ mod tests {
             undefined_pairs(&plan),
             ["xor on f32", "and on f32", "sum on bool8", "xor on bool8"]
         );
+    }
+
+    #[test]
+    fn a_wrong_row_makes_the_run_fail_and_says_which() {
+        let right = report::tests::row("nccl", 8, 1.0);
+        let mut unchecked = report::tests::row("nvshmem", 8, 1.0);
+        unchecked.wrong = -1;
+        let mut skipped = report::tests::row("nvshmem", 16, f64::NAN);
+        skipped.status = "NVSHMEM has no rooted reduce".into();
+        let fine = [right.clone(), unchecked, skipped];
+        for lead in [true, false] {
+            assert_eq!(Outcome::of(&fine, lead).exit_status(), (None, 0));
+        }
+        let mut wrong = report::tests::row("nvshmem-rs", 1 << 20, 1.0);
+        wrong.collective = "fcollect".into();
+        wrong.in_place = true;
+        wrong.wrong = 12;
+        let rows = [right, wrong.clone()];
+        let (msg, code) = Outcome::of(&rows, true).exit_status();
+        assert_eq!(code, WRONG_EXIT);
+        assert_ne!(code, 0);
+        let msg = msg.unwrap();
+        assert!(
+            msg.starts_with("nvshmem-perf: 1 rows had wrong results"),
+            "{msg}"
+        );
+        assert!(msg.ends_with(&format!("\n  {}", wrong.describe())), "{msg}");
+        assert!(
+            msg.contains("fcollect") && msg.contains("in place"),
+            "{msg}"
+        );
+        // The other PEs exit alike, without repeating the message.
+        assert_eq!(Outcome::of(&rows, false).exit_status(), (None, WRONG_EXIT));
     }
 
     #[test]

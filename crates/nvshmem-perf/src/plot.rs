@@ -78,6 +78,13 @@ pub struct Point {
     pub busbw_gbs: f64,
     /// `ok`, or why the point was skipped.
     pub status: String,
+    /// Wrong elements the check found (-1: not checked, also in files written before).
+    #[serde(default = "not_checked")]
+    pub wrong: i64,
+}
+
+fn not_checked() -> i64 {
+    -1
 }
 
 impl From<&Row> for Point {
@@ -94,14 +101,17 @@ impl From<&Row> for Point {
             time_us: Some(r.time_us),
             busbw_gbs: r.busbw_gbs,
             status: r.status.clone(),
+            wrong: r.wrong,
         }
     }
 }
 
 impl Point {
-    /// Whether the point can be drawn: measured, with a size and a time.
+    /// Whether the point can be drawn: measured, with a size and a time, and not found wrong
+    /// (a wrong result's time and bandwidth are of something else than the collective).
     fn drawable(&self) -> bool {
         self.status == "ok"
+            && self.wrong <= 0
             && self.bytes > 0
             && self.time_us.is_some_and(|t| t.is_finite() && t > 0.0)
             && self.busbw_gbs.is_finite()
@@ -674,6 +684,45 @@ mod tests {
             svg(&read, &impls, 361.0).unwrap()
         );
         assert!(std::fs::metadata(out.join("run.png")).unwrap().len() > 0);
+    }
+
+    /// A wrong row (the in-place fcollect of 2026-11 at 614 GB/s, far above the link) is
+    /// drawn nowhere: not as a point, not as the top of the axis.
+    #[test]
+    fn wrong_rows_are_not_drawn() {
+        let mut rows = rows();
+        let mut wrong = row("nvshmem-rs", 64 << 20, 100.0);
+        wrong.collective = "fcollect".into();
+        wrong.busbw_gbs = 614.0;
+        wrong.wrong = 1 << 20;
+        let mut fast_wrong = row("nvshmem-rs", 128 << 20, 1.0);
+        fast_wrong.wrong = 1;
+        rows.extend([wrong, fast_wrong]);
+        let points: Vec<Point> = rows.iter().map(Point::from).collect();
+        let n = points.len();
+        assert!(!points[n - 1].drawable() && !points[n - 2].drawable());
+        assert!(points[0].drawable());
+        let drawn: Vec<&Point> = groups(&points).into_iter().flat_map(|g| g.points).collect();
+        assert!(drawn.iter().all(|p| p.wrong <= 0));
+        assert_eq!(drawn.len(), points.iter().filter(|p| p.drawable()).count());
+        let texts = texts(&svg(&points, &implementations(&points, &USUAL_ORDER), 0.0).unwrap());
+        assert!(
+            !texts.iter().any(|t| t.starts_with("fcollect")),
+            "{texts:?}"
+        );
+        // Read back from JSON lines, the field keeps them out as well; older files have none.
+        let mut j = Vec::new();
+        write_json(&rows, &mut j).unwrap();
+        let back: Point =
+            serde_json::from_str(std::str::from_utf8(&j).unwrap().lines().last().unwrap()).unwrap();
+        assert_eq!(back.wrong, 1);
+        assert!(!back.drawable());
+        let old: Point = serde_json::from_str(
+            r#"{"collective":"all_reduce","implementation":"nccl","bytes":8,"time_us":1.0,"busbw_gbs":0.1,"status":"ok"}"#,
+        )
+        .unwrap();
+        assert_eq!(old.wrong, -1);
+        assert!(old.drawable());
     }
 
     #[test]

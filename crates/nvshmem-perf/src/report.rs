@@ -12,8 +12,9 @@ pub struct Row {
     pub collective: String,
     /// Implementation name.
     pub implementation: String,
-    /// The algorithm that ran, for implementations with a choice (nvshmem-rs: the one forced by
-    /// `--algo`, or `auto`); `-` for the others.
+    /// The algorithm that ran, for implementations with a choice (nvshmem-rs: the one the
+    /// library's choice took, or `--algo` forced, as `Team::plan_of` reports it); `-` for the
+    /// others (files written before this held `auto` for the library's own choice).
     #[serde(default)]
     pub algo: String,
     /// What the implementation ran when it differs from the name (NCCL's barrier).
@@ -80,6 +81,50 @@ impl Row {
     pub fn ok(&self) -> bool {
         self.status == "ok"
     }
+
+    /// Whether the point was measured and its check found a wrong element: its figures time
+    /// something that did not do the collective, so tables show `WRONG` instead, and ratios,
+    /// averages and plots leave it out.
+    pub fn is_wrong(&self) -> bool {
+        self.ok() && self.wrong > 0
+    }
+
+    /// Whether the point's figures stand: measured, and not found wrong (or not checked).
+    pub fn counts(&self) -> bool {
+        self.ok() && !self.is_wrong()
+    }
+
+    /// One line naming the point, for the list of wrong rows.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{} {}", self.implementation, self.collective);
+        if self.dtype != "-" {
+            s += &format!(" {}", self.dtype);
+        }
+        if !self.op.is_empty() {
+            s += &format!(" {}", self.op);
+        }
+        if self.root >= 0 {
+            s += &format!(" root {}", self.root);
+        }
+        if self.in_place {
+            s += " in place";
+        }
+        if has_algo(self) {
+            s += &format!(" algo {}", self.algo);
+        }
+        s + &format!(
+            ", {} B on {} PEs: {} wrong elements",
+            self.bytes, self.n_pes, self.wrong
+        )
+    }
+}
+
+/// The rows whose check found wrong elements, one line each ([`Row::describe`]).
+pub fn wrong_rows(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| r.is_wrong())
+        .map(Row::describe)
+        .collect()
 }
 
 /// Algorithm bandwidth in GB/s of `bytes` moved in `time_us`.
@@ -218,6 +263,10 @@ fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
         ];
         for (i, algo) in impls.iter().zip(&algo_of) {
             match per_impl.get(i) {
+                Some(r) if r.is_wrong() => {
+                    cells.extend(["WRONG", "WRONG", "WRONG"].map(String::from));
+                    cells.push(r.wrong.to_string());
+                }
                 Some(r) if r.ok() => {
                     cells.push(format!("{:.2}", r.time_us));
                     cells.push(format!("{:.2}", r.algbw_gbs));
@@ -245,9 +294,9 @@ fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
             }
         }
         if has_nccl {
-            let nccl = per_impl.get("nccl").filter(|r| r.ok());
+            let nccl = per_impl.get("nccl").filter(|r| r.counts());
             for o in &others {
-                let cell = match (per_impl.get(o).filter(|r| r.ok()), nccl) {
+                let cell = match (per_impl.get(o).filter(|r| r.counts()), nccl) {
                     (Some(a), Some(b)) if b.time_us > 0.0 => {
                         format!("{:.2}", a.time_us / b.time_us)
                     }
@@ -267,15 +316,27 @@ fn format_one(group: &[&Row], impls: &[&str], markdown: bool) -> String {
         if ok.is_empty() {
             continue;
         }
-        let avg = ok.iter().map(|r| r.busbw_gbs).sum::<f64>() / ok.len() as f64;
+        // Wrong rows count in the wrong total, not in the average bandwidth.
+        let right: Vec<f64> = ok
+            .iter()
+            .filter(|r| r.counts())
+            .map(|r| r.busbw_gbs)
+            .collect();
+        let avg = match right.len() {
+            0 => "-".to_string(),
+            k => format!("{:.2}", right.iter().sum::<f64>() / k as f64),
+        };
         let wrong: i64 = ok.iter().map(|r| r.wrong.max(0)).sum();
+        let wrong_rows = ok.iter().filter(|r| r.is_wrong()).count();
         let checked = ok.iter().any(|r| r.wrong >= 0);
         footer.push(format!(
-            "{i}: avg busbw {avg:.2} GB/s, {}",
-            if checked {
-                format!("{wrong} wrong")
+            "{i}: avg busbw {avg} GB/s, {}",
+            if !checked {
+                "not checked".to_string()
+            } else if wrong_rows > 0 {
+                format!("{wrong} wrong in {wrong_rows} rows (WRONG)")
             } else {
-                "not checked".into()
+                format!("{wrong} wrong")
             }
         ));
     }
@@ -474,6 +535,73 @@ pub(crate) mod tests {
         write_json(std::slice::from_ref(&new), &mut j).unwrap();
         let back: Row = serde_json::from_slice(&j).unwrap();
         assert_eq!(back, new);
+    }
+
+    #[test]
+    fn wrong_rows_show_wrong_and_stay_out_of_ratios_and_averages() {
+        // nvshmem-rs fast but wrong (the in-place fcollect of 2026-11 on 2 x H200), NCCL right.
+        let mut wrong = row("nvshmem-rs", 1 << 20, 1.0);
+        wrong.wrong = 4096;
+        let right = row("nvshmem-rs", 8, 4.0);
+        let rows = vec![
+            wrong.clone(),
+            row("nccl", 1 << 20, 10.0),
+            right.clone(),
+            row("nccl", 8, 2.0),
+        ];
+        assert!(wrong.is_wrong() && !wrong.counts());
+        assert!(!right.is_wrong() && right.counts());
+        let t = format_tables(&rows, &["nvshmem-rs", "nccl"], false);
+        let line = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("1048576 "))
+            .unwrap();
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        // size count type op root | time algbw busbw #wrong algo | nccl x4 | ratio
+        assert_eq!(&cells[5..9], ["WRONG", "WRONG", "WRONG", "4096"], "{t}");
+        assert!(
+            !line.contains("1048.58"),
+            "no bandwidth of a wrong row: {line}"
+        );
+        assert_eq!(
+            *cells.last().unwrap(),
+            "-",
+            "no ratio for a wrong row: {line}"
+        );
+        let line8 = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("8 "))
+            .unwrap();
+        assert!(line8.trim_end().ends_with("2.00"), "{line8}");
+        // The average is the right row's alone; the wrong row counts in the wrong total.
+        let avg = format!("avg busbw {:.2} GB/s", right.busbw_gbs);
+        assert!(
+            t.contains(&format!(
+                "# nvshmem-rs: {avg}, 4096 wrong in 1 rows (WRONG)"
+            )),
+            "{t}"
+        );
+        let md = format_tables(&rows, &["nvshmem-rs", "nccl"], true);
+        assert!(md.contains("| WRONG | WRONG | WRONG | 4096 |"), "{md}");
+        // Every row wrong: no average at all.
+        let t = format_tables(&rows[..2], &["nvshmem-rs", "nccl"], false);
+        assert!(
+            t.contains("# nvshmem-rs: avg busbw - GB/s, 4096 wrong in 1 rows"),
+            "{t}"
+        );
+
+        assert_eq!(wrong_rows(&rows), [wrong.describe()]);
+        assert_eq!(
+            wrong.describe(),
+            "nvshmem-rs all_reduce f32 sum algo auto, 1048576 B on 2 PEs: 4096 wrong elements"
+        );
+        // Unchecked (-1), skipped and right rows are not wrong.
+        let mut skipped = row("nccl", 8, f64::NAN);
+        skipped.status = "not here".into();
+        skipped.wrong = 7;
+        let mut unchecked = row("nccl", 8, 1.0);
+        unchecked.wrong = -1;
+        assert!(wrong_rows(&[skipped, unchecked, right]).is_empty());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use anyhow::Result;
 use cudarc::driver::CudaStream;
 use nvshmem::{DataType, ReduceOp};
 
-use crate::{coll::Collective, coll::Layout};
+use crate::coll::{Collective, InPlace, Layout};
 
 pub mod nccl;
 pub mod nccl_lib;
@@ -53,6 +53,21 @@ impl Spec {
     pub fn chunk_bytes(&self) -> usize {
         self.layout.chunk * self.dtype.size()
     }
+    /// In place, the one buffer and where input and output lie in it (NCCL's convention,
+    /// [`InPlace`]); `None` out of place.
+    pub fn in_place_buffer(&self) -> Option<InPlace> {
+        self.in_place
+            .then(|| self.coll.in_place(self.layout, self.my_pe))
+            .flatten()
+    }
+    /// Bytes of the buffer [`Implementation::fill_input`] fills: the input, or in place the
+    /// one buffer.
+    pub fn filled_bytes(&self) -> usize {
+        match self.in_place_buffer() {
+            Some(ip) => ip.elems * self.dtype.size(),
+            None => self.in_bytes(),
+        }
+    }
 }
 
 /// A collective implementation under test.
@@ -78,11 +93,14 @@ pub trait Implementation {
     }
     /// Allocates the buffers for `spec` (collective for symmetric memory).
     fn prepare(&mut self, spec: &Spec, stream: &Arc<CudaStream>) -> Result<()>;
-    /// Copies `input` (one PE's `in_bytes`) into the input buffer; returns once copied.
+    /// Copies `input` into the input buffer; returns once copied. Out of place `input` is one
+    /// PE's `in_bytes`; in place it is the whole one buffer ([`Spec::in_place_buffer`], as
+    /// [`crate::check::make_input`] lays it out), input and all.
     fn fill_input(&mut self, input: &[u8], stream: &Arc<CudaStream>) -> Result<()>;
     /// Enqueues the collective once on `stream`; does not wait.
     fn run_once(&mut self, stream: &Arc<CudaStream>) -> Result<()>;
-    /// The output buffer (one PE's `out_bytes`), after waiting for `stream`.
+    /// The output buffer (one PE's `out_bytes`), after waiting for `stream`; in place the whole
+    /// one buffer, whose output part [`crate::check::count_wrong`] finds by the same layout.
     fn read_output(&mut self, stream: &Arc<CudaStream>) -> Result<Vec<u8>>;
     /// Frees the buffers of the last `prepare` (collective for symmetric memory).
     fn release(&mut self);

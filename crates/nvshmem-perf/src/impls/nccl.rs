@@ -174,13 +174,15 @@ impl Implementation for NcclImpl {
         } else {
             (spec.in_bytes(), spec.out_bytes())
         };
-        let in_place = spec.in_place || spec.coll == Collective::Barrier;
-        match spec.coll {
-            // In place, the larger buffer holds both; the smaller one is a slice of it.
-            Collective::Fcollect if in_place => self.output = Some(Self::alloc(stream, out_b)?),
-            Collective::ReduceScatter if in_place => self.input = Some(Self::alloc(stream, in_b)?),
-            _ if in_place => self.input = Some(Self::alloc(stream, in_b)?),
-            _ => {
+        match spec.in_place_buffer() {
+            // In place, one buffer (NCCL's layout, `Spec::in_place_buffer`): the larger of
+            // input and output, the other a slice of it.
+            Some(ip) => self.input = Some(Self::alloc(stream, ip.elems * spec.dtype.size())?),
+            // The barrier's one element, reduced onto itself.
+            None if spec.coll == Collective::Barrier => {
+                self.input = Some(Self::alloc(stream, in_b)?)
+            }
+            None => {
                 self.input = Some(Self::alloc(stream, in_b)?);
                 self.output = Some(Self::alloc(stream, out_b)?);
             }
@@ -191,23 +193,9 @@ impl Implementation for NcclImpl {
     }
 
     fn fill_input(&mut self, input: &[u8], stream: &Arc<CudaStream>) -> Result<()> {
-        let spec = self.spec.context("fill before prepare")?;
-        match (
-            spec.coll,
-            spec.in_place,
-            self.input.as_mut(),
-            self.output.as_mut(),
-        ) {
-            (Collective::Fcollect, true, _, Some((out, _))) => {
-                let off = spec.my_pe * spec.chunk_bytes();
-                let mut view = out.slice_mut(off..off + input.len());
-                stream.memcpy_htod(input, &mut view)?;
-            }
-            (_, _, Some((inp, _)), _) if !input.is_empty() => {
-                let mut view = inp.slice_mut(0..input.len());
-                stream.memcpy_htod(input, &mut view)?;
-            }
-            _ => {}
+        if let Some((inp, _)) = self.input.as_mut().filter(|_| !input.is_empty()) {
+            let mut view = inp.slice_mut(0..input.len());
+            stream.memcpy_htod(input, &mut view)?;
         }
         stream.synchronize()?;
         Ok(())
@@ -222,15 +210,14 @@ impl Implementation for NcclImpl {
         let dt = nccl_type(spec.dtype).unwrap_or(7);
         let (op, root) = (nccl_op(spec.op).unwrap_or(0), spec.root as i32);
         let cb = spec.chunk_bytes() as u64;
-        let me = spec.my_pe as u64;
         let inp = self.input.as_ref().map(|b| b.1);
         let out = self.output.as_ref().map(|b| b.1);
-        // In place: the output is the input (or the input is this PE's slice of the output).
-        let (src, dst) = match (spec.coll, inp, out) {
-            (Collective::Fcollect, None, Some(o)) => (o + me * cb, o),
-            (Collective::ReduceScatter, Some(i), None) => (i, i + me * cb),
-            (_, Some(i), None) => (i, i),
-            (_, Some(i), Some(o)) => (i, o),
+        let sz = spec.dtype.size() as u64;
+        // In place: input and output where NCCL's rules put them in the one buffer.
+        let (src, dst) = match (spec.in_place_buffer(), inp, out) {
+            (Some(ip), Some(i), _) => (i + ip.input_at as u64 * sz, i + ip.output_at as u64 * sz),
+            (None, Some(i), None) => (i, i),
+            (None, Some(i), Some(o)) => (i, o),
             _ => bail!("buffers not prepared"),
         };
         let (src, dst) = (src as *const c_void, dst as *mut c_void);
@@ -296,16 +283,16 @@ impl Implementation for NcclImpl {
     fn read_output(&mut self, stream: &Arc<CudaStream>) -> Result<Vec<u8>> {
         let spec = self.spec.context("read before prepare")?;
         stream.synchronize()?;
-        let me = spec.my_pe * spec.chunk_bytes();
-        let host = match (spec.coll, self.input.as_ref(), self.output.as_ref()) {
-            (_, _, Some((o, _))) => stream.clone_dtoh(o)?,
-            (Collective::ReduceScatter, Some((i, _)), None) => {
-                stream.clone_dtoh(&i.slice(me..me + spec.out_bytes()))?
-            }
-            (_, Some((i, _)), None) => stream.clone_dtoh(i)?,
+        // The output buffer, or in place the whole one buffer.
+        let host = match (self.input.as_ref(), self.output.as_ref()) {
+            (_, Some((o, _))) => stream.clone_dtoh(o)?,
+            (Some((i, _)), None) => stream.clone_dtoh(i)?,
             _ => Vec::new(),
         };
-        Ok(host.into_iter().take(spec.out_bytes()).collect())
+        let len = spec
+            .in_place_buffer()
+            .map_or(spec.out_bytes(), |_| spec.filled_bytes());
+        Ok(host.into_iter().take(len).collect())
     }
 
     fn release(&mut self) {

@@ -124,7 +124,9 @@ impl Implementation for NvshmemRaw {
     fn prepare(&mut self, spec: &Spec, _stream: &Arc<CudaStream>) -> Result<()> {
         self.release();
         if !spec.coll.is_sync_only() {
-            self.input = Some(self.rt.alloc_zeroed::<u8>(spec.in_bytes())?);
+            // In place, the one buffer (NCCL's layout); here only where input and output are
+            // the whole of it, since NVSHMEM allows no other in-place collective.
+            self.input = Some(self.rt.alloc_zeroed::<u8>(spec.filled_bytes())?);
             if !spec.in_place {
                 self.output = Some(self.rt.alloc_zeroed::<u8>(spec.out_bytes())?);
             }
@@ -146,13 +148,21 @@ impl Implementation for NvshmemRaw {
         let spec = self.spec.context("run_once before prepare")?;
         let lib = nvshmem_sys::lib()?;
         let s = stream.cu_stream();
-        let src = self.input.as_ref().map_or(0, |a| a.device_ptr_raw());
-        let dst = self.output.as_ref().map_or(src, |a| a.device_ptr_raw());
+        let base = self.input.as_ref().map_or(0, |a| a.device_ptr_raw());
+        let (src, dst) = match (spec.in_place_buffer(), self.output.as_ref()) {
+            (Some(ip), _) => {
+                let at = |elems: usize| base + (elems * spec.dtype.size()) as u64;
+                (at(ip.input_at), at(ip.output_at))
+            }
+            (None, Some(out)) => (base, out.device_ptr_raw()),
+            (None, None) => (base, base),
+        };
         let (src, dst) = (src as *const c_void, dst as *mut c_void);
         let team = self.team;
         // SAFETY: for every call below, src and dst are live symmetric allocations of
         // spec.in_bytes() and spec.out_bytes() on every PE (prepare is collective and all PEs
-        // run the same spec); the byte and element counts passed are those of the layout, so
+        // run the same spec), or in place the input and output parts of one allocation of
+        // spec.filled_bytes(); the byte and element counts passed are those of the layout, so
         // NVSHMEM stays inside them; the stream belongs to the runtime's context.
         let status = unsafe {
             match spec.coll {

@@ -8,12 +8,12 @@
 //! Buffers are typed `SymArray<T>` (the safe API is generic over [`Element`]), made per
 //! point for the spec's element type ([`nvshmem::with_element_type!`]). The algorithm of each
 //! collective is the library's automatic choice unless `--algo` (or `NVSHMEM_RS_ALGORITHMS`)
-//! forced one; every row records which.
+//! forced one; every row records which ran, as the library's [`Team::plan_of`] reports it.
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use cudarc::driver::CudaStream;
-use nvshmem::{Element, ElementKind, ReduceOp, Runtime, SymArray, Team};
+use nvshmem::{collective::CallSpec, Element, ElementKind, ReduceOp, Runtime, SymArray, Team};
 
 use super::{Implementation, Spec};
 use crate::coll::Collective;
@@ -25,8 +25,9 @@ pub mod adapter {
     /// Whether [`run`] calls the safe API; while false, every point is reported as skipped.
     pub const WIRED: bool = true;
 
-    /// Runs `spec.coll` once on `stream` with the safe API. `output` is `None` in place
-    /// (then `input` is also the output).
+    /// Runs `spec.coll` once on `stream` with the safe API. `output` is `None` in place: then
+    /// `input` is the one buffer of [`Spec::in_place_buffer`], laid out as the library's
+    /// in-place forms take it.
     pub fn run<T: Element>(
         team: &Team,
         spec: &Spec,
@@ -117,7 +118,21 @@ impl<T: Element> Buffers for Typed<T> {
     }
 }
 
-fn typed<T: Element>(rt: &Runtime, spec: &Spec) -> Result<Box<dyn Buffers>> {
+/// The library's description of the call `spec` makes ([`Team::plan_of`]): one block of the
+/// layout is the library's count.
+pub fn call_spec(spec: &Spec) -> CallSpec {
+    let count = if spec.coll.is_sync_only() {
+        0
+    } else {
+        spec.layout.chunk
+    };
+    CallSpec::new(spec.coll.lib(), spec.dtype, count)
+        .op(spec.op)
+        .root(spec.root)
+        .in_place(spec.in_place)
+}
+
+fn typed<T: Element>(rt: &Runtime, team: &Team, spec: &Spec) -> Result<Box<dyn Buffers>> {
     // Rooted reductions reduce into the runtime's scratch, some reduce-scatters (premul_sum,
     // i16/u16 blocks over 1 MiB) and in-place all-reduces by this crate's kernels (fp8, or a
     // forced peer_kernel) go through it: reserve what the call may need (collective, like
@@ -131,7 +146,21 @@ fn typed<T: Element>(rt: &Runtime, spec: &Spec) -> Result<Box<dyn Buffers>> {
     if scratch > 0 {
         rt.reserve_scratch(scratch * std::mem::size_of::<T>())?;
     }
-    let input = rt.alloc_zeroed::<T>(spec.layout.in_elems)?;
+    // And what the call will run needs, which a forced algorithm may make more (the same plan
+    // on every PE, so every PE reserves alike; a call that would be refused reserves nothing
+    // and is refused when made).
+    if let Ok(plan) = team.plan_of(&call_spec(spec)) {
+        if plan.scratch_bytes > 0 {
+            rt.reserve_scratch(plan.scratch_bytes)?;
+        }
+    }
+    // In place, one buffer as NCCL lays it out, which is the library's in-place layout too:
+    // the output of all-gather and gather (n blocks, the input this PE's), the input of
+    // reduce-scatter and scatter (the output this PE's block).
+    let input = match spec.in_place_buffer() {
+        Some(ip) => rt.alloc_zeroed::<T>(ip.elems)?,
+        None => rt.alloc_zeroed::<T>(spec.layout.in_elems)?,
+    };
     let output = if spec.in_place {
         None
     } else {
@@ -169,17 +198,23 @@ impl Implementation for NvshmemRs {
         adapter::unsupported(spec)
     }
 
+    /// What the library runs `spec` with ([`Team::plan_of`]); for a call it refuses, the
+    /// forced algorithm that refused it, or `-`.
     fn algorithm(&self, spec: &Spec) -> String {
-        self.rt
-            .forced_algorithm(spec.coll.lib())
-            .unwrap_or("auto")
-            .into()
+        match self.team.plan_of(&call_spec(spec)) {
+            Ok(plan) => plan.algorithm.into(),
+            Err(_) => self
+                .rt
+                .forced_algorithm(spec.coll.lib())
+                .unwrap_or("-")
+                .into(),
+        }
     }
 
     fn prepare(&mut self, spec: &Spec, _stream: &Arc<CudaStream>) -> Result<()> {
         self.release();
-        let rt = &self.rt;
-        self.bufs = Some(nvshmem::with_element_type!(spec.dtype, T => typed::<T>(rt, spec)?));
+        let (rt, team) = (&self.rt, &self.team);
+        self.bufs = Some(nvshmem::with_element_type!(spec.dtype, T => typed::<T>(rt, team, spec)?));
         self.spec = Some(*spec);
         Ok(())
     }
@@ -215,6 +250,43 @@ impl Implementation for NvshmemRs {
 mod tests {
     use super::adapter::unsupported_reduction;
     use nvshmem::{DataType, ReduceOp};
+
+    #[test]
+    fn the_library_is_asked_about_the_call_the_benchmark_makes() {
+        use crate::coll::Collective;
+        use nvshmem::collective::Collective as Lib;
+        let spec = |coll: Collective, in_place| {
+            let (n, me) = (4, 1);
+            let count = coll.count_for(1 << 20, 2, n);
+            super::Spec {
+                coll,
+                dtype: DataType::BF16,
+                op: ReduceOp::Avg,
+                root: 3,
+                count,
+                layout: coll.layout(count, n),
+                in_place,
+                my_pe: me,
+                n_pes: n,
+            }
+        };
+        // The library's count is one block: the PE's share of a chunked collective.
+        let s = super::call_spec(&spec(Collective::Fcollect, true));
+        assert_eq!(
+            (s.collective(), s.count(), s.is_in_place()),
+            (Lib::Fcollect, 1 << 17, true)
+        );
+        let s = super::call_spec(&spec(Collective::ReduceScatter, false));
+        assert_eq!((s.count(), s.operator()), (1 << 17, ReduceOp::Avg));
+        let s = super::call_spec(&spec(Collective::AllReduce, false));
+        assert_eq!(s.count(), 1 << 19);
+        let s = super::call_spec(&spec(Collective::Gather, false));
+        assert_eq!((s.count(), s.root_pe()), (1 << 17, 3));
+        assert_eq!(
+            super::call_spec(&spec(Collective::Barrier, false)).count(),
+            0
+        );
+    }
 
     #[test]
     fn reductions_the_library_lacks_say_why() {

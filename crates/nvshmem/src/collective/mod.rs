@@ -102,7 +102,9 @@
 //! in-place all-reduce. A program that may run on more than one node, or on teams that are not
 //! peer-mapped, should reserve the scratch its rooted reductions, in-place calls and widened
 //! reductions need. Calls that use the scratch share it and take turns on the GPU, whatever
-//! their streams and teams.
+//! their streams and teams. [`Team::plan_of`]
+//! says, for a call described at run time ([`CallSpec`]), which algorithm it would run on a
+//! team and how many bytes of scratch that needs.
 //!
 //! # Shapes
 //!
@@ -160,12 +162,14 @@ mod check;
 mod prepared;
 #[cfg(test)]
 mod props;
+mod query;
 
 pub use crate::op::ReduceOp;
 #[doc(hidden)]
 pub use algo::ResolvedKernel;
 pub use algo::{Collective, Geometry, ALGORITHMS_VAR};
 pub use prepared::Prepared;
+pub use query::{CallPlan, CallSpec};
 
 use std::sync::Arc;
 
@@ -404,8 +408,30 @@ impl Team {
     /// on `stream`, resolved once, so that the bench can time a bare `cuLaunchKernel` of the
     /// same kernel against the whole call. Refused unless the call would be one kernel of
     /// this crate.
+    ///
+    /// # Safety
+    ///
+    /// Each [`ResolvedKernel::fire`](algo::ResolvedKernel::fire) of the result runs the team's
+    /// channel protocol outside the team's call order, so the caller makes every fire one of
+    /// the team's collective calls by hand: every member fires as often as the others, at the
+    /// same point of its sequence of the team's calls, on `stream`, with no call of the team on
+    /// another stream meanwhile, and `all_reduce`'s arrays stay alive until the stream has run
+    /// every fire (nothing notes their use). Otherwise the kernels' flags drift apart between
+    /// members (a wait passed too early: wrong results; or one that never ends: a timeout), or
+    /// a kernel writes freed memory.
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+    /// let team = rt.world();
+    /// // SAFETY: every PE fires the barrier's kernel alike, on the runtime's stream only.
+    /// if let Ok(k) = unsafe { team.bare_launch_for_bench(None, &stream) } {
+    ///     // SAFETY: as above; the barrier has no arrays.
+    ///     unsafe { k.fire(&stream)? };
+    /// }
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     #[doc(hidden)]
-    pub fn bare_launch_for_bench(
+    pub unsafe fn bare_launch_for_bench(
         &self,
         all_reduce: Option<(&crate::SymArray<f32>, &crate::SymArray<f32>)>,
         stream: &CudaStream,

@@ -29,7 +29,6 @@
 //   NVR_D_INFLIGHT   16-byte vectors each thread loads before its first store (default 8)
 //   NVR_D_BCAST      broadcast: 0 push when n == 2 else pull-and-forward (default), 1 push,
 //                    2 pull, 3 pull-and-forward
-//   NVR_D_PULL       fcollect, alltoall, gather, scatter: 0 push (default), 1 pull
 //   NVR_D_REDUCE     rooted reduce: 0 two-shot (default), 1 the root pulls everything
 //
 // Algorithms, and what crosses each link per direction for n PEs (S = nccl-tests' bytes):
@@ -43,11 +42,13 @@
 //   broadcast       n == 2: the root stores to the peer (S one way). n > 2: pull-and-forward,
 //                   non-root r loads share r of the root's src once and stores it to every
 //                   non-root, so the root's link carries S once (not (n-1) S).
-//   fcollect        push: every PE stores its block to every member ((n-1) S/n out per PE);
-//                   pull: loads every member's block.
-//   alltoall        push: block j of my src stored into PE j's dst; pull: loaded from PE j.
-//   gather/scatter  push: the data's owner stores (non-roots into the root / the root into
-//                   everyone); pull: the receiver loads.
+//   fcollect        every PE stores its block to every member ((n-1) S/n out per PE).
+//   alltoall        block j of my src stored into PE j's dst.
+//   gather/scatter  the data's owner stores (non-roots into the root / the root into
+//                   everyone).
+// (The data movement had a pull mode, the receiver loading, behind a compile-time knob that
+// nothing set and no test ran; it was removed when its in-place gather was found reading each
+// peer's block at the root's index.)
 // Entry and exit per block (nvr_d_enter/nvr_d_exit): a PE waits for the arrival of the peers
 // whose buffers it touches and, at exit, for the departure of the peers that touch its own and
 // the arrival of the others (quiescence: PROTOCOL.md).
@@ -532,9 +533,6 @@ __device__ void nvr_d_copy_bcast(const char *src, char *const (&dst)[K], unsigne
 #ifndef NVR_D_BCAST
 #define NVR_D_BCAST 0
 #endif
-#ifndef NVR_D_PULL
-#define NVR_D_PULL 0
-#endif
 
 #define NVR_D_BCAST_PUSH 1
 #define NVR_D_BCAST_PULL 2
@@ -620,7 +618,7 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
 }
 
 // All-gather by team index: every PE's dst[me * bytes ..] = my src. In place: src == my block
-// of dst. Push: I store my block into every member's dst; pull: I load every member's block.
+// of dst. I store my block into every member's dst.
 template <int K>
 __device__ void nvr_d_fcollect(const nvr_team &t, const char *src, char *dst, nvr_d_u64 bytes) {
     const char *mine = dst + (nvr_d_u64)t.me * bytes;
@@ -628,25 +626,11 @@ __device__ void nvr_d_fcollect(const nvr_team &t, const char *src, char *dst, nv
     unsigned act = (1u << t.n) - 1u;
     if (!local)
         act &= ~(1u << t.me);
-    if (NVR_D_PULL) {
-        // In place, src is not symmetric (each PE's is its own block of dst): load peer j's
-        // block from its dst.
-        const char *s[K];
-        char *d[K];
+    char *d[K];
 #pragma unroll
-        for (int j = 0; j < K; ++j) {
-            d[j] = dst + (nvr_d_u64)j * bytes;
-            const char *sj = local ? src : d[j];
-            s[j] = j == t.me ? src : sj + (j < t.n ? t.off[j] : 0);
-        }
-        nvr_d_copy_pairs<K>(s, d, act, bytes);
-    } else {
-        char *d[K];
-#pragma unroll
-        for (int j = 0; j < K; ++j)
-            d[j] = dst + (nvr_d_u64)t.me * bytes + (j < t.n ? t.off[j] : 0);
-        nvr_d_copy_bcast<K>(src, d, act, bytes);
-    }
+    for (int j = 0; j < K; ++j)
+        d[j] = dst + (nvr_d_u64)t.me * bytes + (j < t.n ? t.off[j] : 0);
+    nvr_d_copy_bcast<K>(src, d, act, bytes);
 }
 
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
@@ -669,13 +653,8 @@ __device__ void nvr_d_alltoall(const nvr_team &t, const char *src, char *dst, nv
 #pragma unroll
     for (int j = 0; j < K; ++j) {
         const long long o = j < t.n ? t.off[j] : 0;
-        if (NVR_D_PULL) {
-            s[j] = src + o + (nvr_d_u64)t.me * bytes;
-            d[j] = dst + (nvr_d_u64)j * bytes;
-        } else {
-            s[j] = src + (nvr_d_u64)j * bytes;
-            d[j] = dst + o + (nvr_d_u64)t.me * bytes;
-        }
+        s[j] = src + (nvr_d_u64)j * bytes;
+        d[j] = dst + o + (nvr_d_u64)t.me * bytes;
     }
     nvr_d_copy_pairs<K>(s, d, (1u << t.n) - 1u, bytes);
 }
@@ -693,27 +672,13 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
 }
 
 // The root's dst[j * bytes ..] = PE j's src; other PEs' dst untouched. In place: the root's
-// src == its block of dst. Push: every PE stores its block into the root; pull: the root loads.
+// src == its block of dst. Every PE stores its block into the root.
 template <int K>
 __device__ void nvr_d_gather(const nvr_team &t, int root, const char *src, char *dst,
                              nvr_d_u64 bytes) {
     const bool is_root = t.me == root;
     const bool local = src != dst + (nvr_d_u64)t.me * bytes;
-    if (NVR_D_PULL) {
-        if (!is_root)
-            return;
-        const char *s[K];
-        char *d[K];
-#pragma unroll
-        for (int j = 0; j < K; ++j) {
-            s[j] = j == t.me ? src : src + (j < t.n ? t.off[j] : 0);
-            d[j] = dst + (nvr_d_u64)j * bytes;
-        }
-        unsigned act = (1u << t.n) - 1u;
-        if (!local)
-            act &= ~(1u << t.me);
-        nvr_d_copy_pairs<K>(s, d, act, bytes);
-    } else if (is_root) {
+    if (is_root) {
         if (local)
             nvr_d_copy1(src, dst + (nvr_d_u64)t.me * bytes, bytes);
     } else {
@@ -730,8 +695,8 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     const unsigned all = nvr_all_peers(t);
     const bool is_root = t.me == root;
     const unsigned rbit = 1u << root;
-    const unsigned touch = NVR_D_PULL ? (is_root ? all : 0u) : (is_root ? 0u : rbit);
-    const unsigned touched_by = NVR_D_PULL ? (is_root ? 0u : rbit) : (is_root ? all : 0u);
+    const unsigned touch = is_root ? 0u : rbit;
+    const unsigned touched_by = is_root ? all : 0u;
     unsigned e;
     if (!nvr_d_enter(t, touch, &e))
         return;
@@ -740,18 +705,13 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
 }
 
 // PE j's dst = the root's src[j * bytes ..]; the root's src is untouched. In place: the root's
-// dst == its block of src. Push: the root stores every block; pull: every PE loads its own.
+// dst == its block of src. The root stores every block.
 template <int K>
 __device__ void nvr_d_scatter(const nvr_team &t, int root, const char *src, char *dst,
                               nvr_d_u64 bytes) {
     const bool is_root = t.me == root;
     const bool local = dst != src + (nvr_d_u64)t.me * bytes;
-    if (NVR_D_PULL) {
-        if (!is_root)
-            nvr_d_copy1(src + t.off[root] + (nvr_d_u64)t.me * bytes, dst, bytes);
-        else if (local)
-            nvr_d_copy1(src + (nvr_d_u64)t.me * bytes, dst, bytes);
-    } else if (is_root) {
+    if (is_root) {
         // Member j's output: dst, the same symmetric address everywhere; in place (every member
         // alike, so the root's own case says it) member j's own block j of the buffer.
         const char *s[K];
@@ -778,8 +738,8 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     const unsigned all = nvr_all_peers(t);
     const bool is_root = t.me == root;
     const unsigned rbit = 1u << root;
-    const unsigned touch = NVR_D_PULL ? (is_root ? 0u : rbit) : (is_root ? all : 0u);
-    const unsigned touched_by = NVR_D_PULL ? (is_root ? all : 0u) : (is_root ? 0u : rbit);
+    const unsigned touch = is_root ? all : 0u;
+    const unsigned touched_by = is_root ? 0u : rbit;
     unsigned e;
     if (!nvr_d_enter(t, touch, &e))
         return;

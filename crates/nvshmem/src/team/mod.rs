@@ -1098,11 +1098,34 @@ impl Team {
     /// (`kernels/PROTOCOL.md`, "Epochs": every epoch, arrive and depart word `epoch`, the LL
     /// regions zeroed). Returns whether the team has a channel (else nothing is queued).
     ///
-    /// Every member must do it at the same point, with no call of the team in flight on any
-    /// member before it and none started on any member until every member's setting is done
-    /// (a barrier that does not use this team's channel between, as NVSHMEM's own).
+    /// # Safety
+    ///
+    /// It overwrites the flags the NVLink kernels synchronise by, outside their protocol:
+    /// every member must do it at the same point, with the same `epoch`, with no call of the
+    /// team in flight on any member before it and none started on any member until every
+    /// member's setting is done (a barrier that does not use this team's channel between, as
+    /// NVSHMEM's own). Otherwise a member's kernel may pass a wait it should not (reading a
+    /// peer's buffer before it is written, or writing one still being read: wrong results) or
+    /// wait for an epoch that never comes (until the runtime's timeout).
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+    /// # use nvshmem::collective::Collective;
+    /// let team = rt.world();
+    /// // Every PE: nothing of the team in flight, then NVSHMEM's barrier (not the channel's).
+    /// stream.synchronize()?;
+    /// rt.set_algorithm(Collective::Barrier, Some("nvshmem"))?;
+    /// rt.barrier_all(&stream)?;
+    /// // SAFETY: every PE sets the same epoch here, between two barriers that do not use the
+    /// // team's channel, with no call of the team in flight.
+    /// let has_channel = unsafe { team.set_channel_epoch_for_tests(0xffff_fff0, &stream)? };
+    /// stream.synchronize()?;
+    /// rt.barrier_all(&stream)?;
+    /// rt.set_algorithm(Collective::Barrier, None)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
     #[doc(hidden)]
-    pub fn set_channel_epoch_for_tests(
+    pub unsafe fn set_channel_epoch_for_tests(
         &self,
         epoch: u32,
         stream: &Arc<cudarc::driver::CudaStream>,

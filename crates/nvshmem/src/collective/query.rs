@@ -1,0 +1,554 @@
+//! What a collective call would run, asked without making it: [`Team::plan_of`], a read-only
+//! query of the algorithm layer (its choice and its scratch), for benchmarks and reports that
+//! want to name the algorithm behind a figure, and for programs that size their scratch.
+use super::{
+    algo::{self, Algorithm, Collective, Geometry},
+    check::Span,
+    describe, Args, Bufs,
+};
+use crate::{team::TeamShape, DataType, Error, ReduceOp, Result, Team};
+
+/// A collective call described at run time, for [`Team::plan_of`]: the call's collective,
+/// element type, size, operator, root and whether it is in place, without its buffers.
+///
+/// `count` is the elements of one block, as [`Geometry::lengths`] takes it: the whole input
+/// of an all-reduce, reduce or broadcast; one PE's input of an all-gather or gather; one PE's
+/// output of a reduce-scatter or scatter; one destination's share of an alltoall; unused by
+/// barrier and sync. A reduction's operator defaults to sum, a rooted call's root to 0.
+///
+/// ```
+/// use nvshmem::{collective::{CallSpec, Collective}, DataType, ReduceOp};
+/// let spec = CallSpec::new(Collective::ReduceScatter, DataType::BF16, 1 << 20)
+///     .op(ReduceOp::Avg)
+///     .in_place(true);
+/// assert_eq!(spec.collective(), Collective::ReduceScatter);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallSpec {
+    coll: Collective,
+    dtype: DataType,
+    count: usize,
+    op: ReduceOp,
+    root: usize,
+    in_place: bool,
+}
+
+impl CallSpec {
+    /// `coll` on `count` elements a block of `dtype`, out of place, by sum, from root 0.
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallSpec, Collective}, DataType};
+    /// let spec = CallSpec::new(Collective::Fcollect, DataType::F32, 4096);
+    /// assert_eq!(spec.count(), 4096);
+    /// ```
+    pub fn new(coll: Collective, dtype: DataType, count: usize) -> Self {
+        CallSpec {
+            coll,
+            dtype,
+            count,
+            op: ReduceOp::Sum,
+            root: 0,
+            in_place: false,
+        }
+    }
+
+    /// The operator of a reduction (ignored by the other collectives).
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallSpec, Collective}, DataType, ReduceOp};
+    /// let spec = CallSpec::new(Collective::AllReduce, DataType::F32, 8).op(ReduceOp::Max);
+    /// assert_eq!(spec.operator(), ReduceOp::Max);
+    /// ```
+    pub fn op(mut self, op: ReduceOp) -> Self {
+        self.op = op;
+        self
+    }
+
+    /// The root of a rooted collective (ignored by the others).
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallSpec, Collective}, DataType};
+    /// let spec = CallSpec::new(Collective::Gather, DataType::U8, 64).root(1);
+    /// assert_eq!(spec.root_pe(), 1);
+    /// ```
+    pub fn root(mut self, root: usize) -> Self {
+        self.root = root;
+        self
+    }
+
+    /// The in-place form (`Team::*_in_place`), with its one buffer laid out as that form's
+    /// docs say.
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallSpec, Collective}, DataType};
+    /// assert!(CallSpec::new(Collective::Scatter, DataType::F64, 2).in_place(true).is_in_place());
+    /// ```
+    pub fn in_place(mut self, in_place: bool) -> Self {
+        self.in_place = in_place;
+        self
+    }
+
+    /// The collective.
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallSpec, Collective}, DataType};
+    /// assert_eq!(CallSpec::new(Collective::Sync, DataType::U8, 0).collective(), Collective::Sync);
+    /// ```
+    pub fn collective(&self) -> Collective {
+        self.coll
+    }
+
+    /// The element type.
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallSpec, Collective}, DataType};
+    /// assert_eq!(CallSpec::new(Collective::Broadcast, DataType::I8, 3).dtype(), DataType::I8);
+    /// ```
+    pub fn dtype(&self) -> DataType {
+        self.dtype
+    }
+
+    /// Elements of one block.
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallSpec, Collective}, DataType};
+    /// assert_eq!(CallSpec::new(Collective::Alltoall, DataType::U16, 7).count(), 7);
+    /// ```
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The operator (sum unless [`CallSpec::op`] set another).
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallSpec, Collective}, DataType, ReduceOp};
+    /// assert_eq!(CallSpec::new(Collective::Reduce, DataType::F32, 1).operator(), ReduceOp::Sum);
+    /// ```
+    pub fn operator(&self) -> ReduceOp {
+        self.op
+    }
+
+    /// The root (0 unless [`CallSpec::root`] set another).
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallSpec, Collective}, DataType};
+    /// assert_eq!(CallSpec::new(Collective::Scatter, DataType::F32, 1).root_pe(), 0);
+    /// ```
+    pub fn root_pe(&self) -> usize {
+        self.root
+    }
+
+    /// Whether it describes the in-place form.
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallSpec, Collective}, DataType};
+    /// assert!(!CallSpec::new(Collective::AllReduce, DataType::F32, 1).is_in_place());
+    /// ```
+    pub fn is_in_place(&self) -> bool {
+        self.in_place
+    }
+
+    /// The public call it describes, named as that call names itself in errors.
+    fn call_name(&self) -> Result<&'static str> {
+        use Collective as C;
+        Ok(match (self.coll, self.in_place) {
+            (C::AllReduce, false) => "all_reduce",
+            (C::AllReduce, true) => "all_reduce_in_place",
+            (C::Reduce, false) => "reduce",
+            (C::Reduce, true) => "reduce_in_place",
+            (C::Broadcast, false) => "broadcast",
+            (C::Broadcast, true) => "broadcast_in_place",
+            (C::Fcollect, false) => "fcollect",
+            (C::Fcollect, true) => "fcollect_in_place",
+            (C::Alltoall, false) => "alltoall",
+            (C::ReduceScatter, false) => "reduce_scatter",
+            (C::ReduceScatter, true) => "reduce_scatter_in_place",
+            (C::Gather, false) => "gather",
+            (C::Gather, true) => "gather_in_place",
+            (C::Scatter, false) => "scatter",
+            (C::Scatter, true) => "scatter_in_place",
+            (C::Barrier, false) => "barrier",
+            (C::Sync, false) => "sync",
+            (c, _) => {
+                return Err(Error::arg(
+                    "Team::plan_of",
+                    "spec",
+                    format_args!("{c} has no in-place form"),
+                ))
+            }
+        })
+    }
+}
+
+/// What a call would run ([`Team::plan_of`]): the algorithm the automatic choice takes, or
+/// the one forced for its collective, and the collective scratch that algorithm needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallPlan {
+    /// The algorithm's name, one of [`Collective::algorithms`].
+    pub algorithm: &'static str,
+    /// Bytes of collective scratch it needs ([`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch));
+    /// 0 for a call with no elements, which queues nothing.
+    pub scratch_bytes: usize,
+    /// Whether the algorithm is forced ([`Runtime::set_algorithm`](crate::Runtime::set_algorithm),
+    /// [`ALGORITHMS_VAR`](super::ALGORITHMS_VAR)) rather than chosen.
+    pub forced: bool,
+}
+
+/// Symmetric addresses standing in for a described call's buffers: apart, so that only an
+/// in-place call overlaps itself. Only plans read buffer addresses, and none is made here.
+const SRC: u64 = 1 << 32;
+const DST: u64 = 1 << 62;
+
+/// The plan of the call `spec` describes, as PE `team.my_pe` of `team` would choose it with
+/// `forced` forced for its collective: the same checks, the same choice and the same scratch
+/// as the call itself ([`super::algo::run`], [`super::algo::prepare`]).
+/// `room` is the collective scratch reserved now, which the automatic choice weighs as the
+/// call does.
+pub(crate) fn plan_with_room(
+    spec: &CallSpec,
+    team: &TeamShape,
+    forced: Option<&'static dyn Algorithm>,
+    room: usize,
+) -> Result<CallPlan> {
+    let name = spec.call_name()?;
+    let coll = spec.coll;
+    let elem = spec.dtype.size();
+    if spec.count.checked_mul(team.n_pes).is_none() {
+        return Err(Error::arg(
+            name,
+            "count",
+            format_args!("{} PEs x {} elements overflow", team.n_pes, spec.count),
+        ));
+    }
+    let (src_len, dst_len) = coll.geometry().lengths(spec.count, team.n_pes);
+    let bufs = match coll.geometry() {
+        Geometry::None => Bufs::None,
+        _ if spec.in_place => Bufs::InPlace {
+            buf: Span::new(SRC, src_len.max(dst_len), elem),
+            shape: None,
+        },
+        _ => Bufs::Two {
+            src: Span::new(SRC, src_len, elem),
+            src_shape: None,
+            dst: Span::new(DST, dst_len, elem),
+            dst_shape: None,
+        },
+    };
+    let args = Args {
+        coll,
+        name,
+        dtype: spec.dtype,
+        op: coll.reduces().then_some(spec.op),
+        root: coll.is_rooted().then_some(spec.root),
+        bufs,
+    };
+    let mut call = describe(&args, team)?;
+    call.room = room;
+    let alg = algo::choose(&call, forced)?;
+    Ok(CallPlan {
+        algorithm: alg.name(),
+        scratch_bytes: if call.is_empty() {
+            0
+        } else {
+            alg.scratch(&call)
+        },
+        forced: forced.is_some(),
+    })
+}
+
+impl Team {
+    /// What the call `spec` describes would run on this PE's team, now: the algorithm (the
+    /// automatic choice, or the one forced for its collective) and the collective scratch it
+    /// needs. Queues nothing, allocates nothing, and gives the answer every member gets (the
+    /// choice depends only on what every member passes alike). The arguments are checked as
+    /// the call checks them, so a call that would be refused is refused here with the same
+    /// error ([`Error::AlgorithmRefused`] for a forced algorithm that cannot run it,
+    /// [`Error::Unsupported`] when none can).
+    ///
+    /// ```no_run
+    /// use nvshmem::{collective::{CallSpec, Collective}, DataType, ReduceOp, Runtime};
+    /// let rt = Runtime::init()?;
+    /// let team = rt.world();
+    /// let spec = CallSpec::new(Collective::AllReduce, DataType::BF16, 16 << 20)
+    ///     .op(ReduceOp::Avg)
+    ///     .in_place(true);
+    /// let plan = team.plan_of(&spec)?;
+    /// rt.reserve_scratch(plan.scratch_bytes)?; // collective: every PE gets the same plan
+    /// println!("an in-place bf16 avg of 32 MiB runs as {}", plan.algorithm);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn plan_of(&self, spec: &CallSpec) -> Result<CallPlan> {
+        // Resolved by name from the public setting, as the calls resolve it.
+        let forced = self.runtime().forced_algorithm(spec.coll).map(|name| {
+            *algo::registry(spec.coll)
+                .iter()
+                .find(|a| a.name() == name)
+                .expect("a forced name is one of its collective's algorithms")
+        });
+        plan_with_room(spec, self.shape(), forced, self.runtime().scratch_bytes())
+    }
+}
+
+/// [`plan_with_room`] with unlimited scratch, as the algorithm layer's tests describe calls.
+#[cfg(test)]
+fn plan_for(
+    spec: &CallSpec,
+    team: &TeamShape,
+    forced: Option<&'static dyn Algorithm>,
+) -> Result<CallPlan> {
+    plan_with_room(spec, team, forced, usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::algo::{
+        crossover,
+        queue::{execute, record::Recorder},
+        tests::{call, team, with_channel},
+    };
+
+    /// A team of `n` as [`team`] makes it, with a channel (the NVLink kernels' view) when
+    /// `mapped`, as a peer-mapped team of up to 8 gets one.
+    fn shape(n: usize, me: usize, mapped: bool) -> TeamShape {
+        let mut t = team(n, me, mapped);
+        if mapped {
+            let d = with_channel(call(
+                &t,
+                Collective::Barrier,
+                DataType::U8,
+                ReduceOp::Sum,
+                0,
+                false,
+                0,
+            ))
+            .descriptor;
+            t.descriptor = d;
+        }
+        t
+    }
+
+    /// What `alg`'s plan for `c` queues, recorded, with the scratch at `scratch`.
+    fn recorded(alg: &dyn Algorithm, c: &algo::Call, scratch: u64) -> Vec<algo::Step> {
+        let mut c = c.clone();
+        c.scratch = scratch;
+        let mut steps = Vec::new();
+        alg.plan(&c, &mut steps);
+        let mut q = Recorder::default();
+        execute(&steps, &mut q).expect("the recorder fails nothing");
+        q.queued
+    }
+
+    /// The query describes the call a real one makes (`tests::call` lays out its buffers as
+    /// the public calls do), chooses as the call chooses, and names the scratch the chosen plan
+    /// uses: its recorded steps move with the scratch's address exactly when the query says
+    /// the call needs scratch.
+    #[test]
+    fn the_plan_of_a_call_is_what_the_call_runs() {
+        let ops = [
+            ReduceOp::Sum,
+            ReduceOp::Avg,
+            ReduceOp::PreMulSum(2.0),
+            ReduceOp::Xor,
+        ];
+        let types = [
+            DataType::F32,
+            DataType::BF16,
+            DataType::I16,
+            DataType::F8E4M3,
+        ];
+        // Algorithms the automatic choice took; and any, forced ones included.
+        let (mut chosen, mut seen) = (
+            std::collections::BTreeSet::new(),
+            std::collections::BTreeSet::new(),
+        );
+        let mut with_scratch = 0;
+        for n in [1, 2, 3, 8] {
+            for mapped in [false, true] {
+                for me in [0, n - 1] {
+                    let t = shape(n, me, mapped);
+                    for coll in Collective::ALL {
+                        for dtype in types {
+                            for op in ops {
+                                if coll.reduces() && op.check_for("t", dtype).is_err() {
+                                    continue;
+                                }
+                                for count in [0, 1, 4099, 1 << 20] {
+                                    for in_place in [false, true] {
+                                        if in_place && !coll.geometry().has_in_place() {
+                                            continue;
+                                        }
+                                        let root = n - 1;
+                                        let spec = CallSpec::new(coll, dtype, count)
+                                            .op(op)
+                                            .root(root)
+                                            .in_place(in_place);
+                                        let what = format!("{coll} {dtype} {op} x{count} in place {in_place} n {n} me {me} mapped {mapped}");
+                                        let op = if coll.reduces() { op } else { ReduceOp::Sum };
+                                        let root = if coll.is_rooted() { root } else { 0 };
+                                        let count = if coll.geometry() == Geometry::None {
+                                            0
+                                        } else {
+                                            count
+                                        };
+                                        let mut c =
+                                            call(&t, coll, dtype, op, count, in_place, root);
+                                        c.descriptor = t.descriptor;
+                                        c.arch = Some(crossover::Arch::SM90);
+                                        // The automatic choice, then each algorithm forced.
+                                        let registry = algo::registry(coll).iter().copied();
+                                        for forced in
+                                            std::iter::once(None).chain(registry.map(Some))
+                                        {
+                                            let what = format!("{what} forced {forced:?}");
+                                            let got = plan_for(&spec, &t, forced);
+                                            let (got, alg) = match (got, algo::choose(&c, forced)) {
+                                                (Ok(g), Ok(a)) => (g, a),
+                                                (Err(_), Err(_)) => continue,
+                                                (g, w) => panic!(
+                                                    "{what}: {g:?} vs {:?}",
+                                                    w.map(|a| a.name())
+                                                ),
+                                            };
+                                            assert_eq!(got.algorithm, alg.name(), "{what}");
+                                            assert_eq!(got.forced, forced.is_some());
+                                            if forced.is_none() {
+                                                chosen.insert(got.algorithm);
+                                            }
+                                            seen.insert(got.algorithm);
+                                            if c.is_empty() {
+                                                assert_eq!(got.scratch_bytes, 0, "{what}");
+                                                continue;
+                                            }
+                                            assert_eq!(
+                                                got.scratch_bytes,
+                                                alg.scratch(&c),
+                                                "{what}"
+                                            );
+                                            let a = recorded(alg, &c, 0x4000_0000);
+                                            let b = recorded(alg, &c, 0x5000_0000);
+                                            assert_eq!(
+                                                got.scratch_bytes > 0,
+                                                a != b,
+                                                "{what}: {a:?}"
+                                            );
+                                            with_scratch += usize::from(got.scratch_bytes > 0);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // The cases reach every algorithm, most by the automatic choice, and calls that need
+        // scratch.
+        for a in [
+            "local",
+            "nvlink_ll",
+            "nvlink_direct",
+            "nvshmem",
+            "nvlink",
+            "rooted_get",
+            "sum_then_div",
+            "scale_then_sum",
+        ] {
+            assert!(chosen.contains(a), "{a} never chosen: {chosen:?}");
+        }
+        for coll in Collective::ALL {
+            for a in coll.algorithms() {
+                assert!(seen.contains(a), "{a} never planned: {seen:?}");
+            }
+        }
+        assert!(with_scratch > 0);
+    }
+
+    #[test]
+    fn a_forced_algorithm_is_reported_or_refused_as_the_call_would_be() {
+        let t = shape(2, 1, false);
+        let spec = CallSpec::new(Collective::AllReduce, DataType::F32, 4).op(ReduceOp::Avg);
+        let forced = algo::registry(Collective::AllReduce)
+            .iter()
+            .copied()
+            .find(|a| a.name() == "sum_then_div");
+        let got = plan_for(&spec, &t, forced).unwrap();
+        assert_eq!(
+            (got.algorithm, got.scratch_bytes, got.forced),
+            ("sum_then_div", 0, true)
+        );
+        let native = algo::registry(Collective::AllReduce)
+            .iter()
+            .copied()
+            .find(|a| a.name() == "nvshmem");
+        let e = plan_for(&spec, &t, native).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "all_reduce: the forced algorithm nvshmem cannot run this call: NVSHMEM has no avg reduction of f32"
+        );
+        // A rooted reduction on NVSHMEM's path needs the result's bytes of scratch.
+        let spec = CallSpec::new(Collective::Reduce, DataType::F64, 16)
+            .op(ReduceOp::Max)
+            .root(1);
+        let got = plan_for(&spec, &t, None).unwrap();
+        assert_eq!(
+            (got.algorithm, got.scratch_bytes),
+            ("nvshmem", 128),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn bad_descriptions_are_refused_as_the_calls_refuse_them() {
+        let t = shape(2, 0, true);
+        let e = plan_for(
+            &CallSpec::new(Collective::Alltoall, DataType::F32, 4).in_place(true),
+            &t,
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("alltoall has no in-place form"),
+            "{e}"
+        );
+        let e = plan_for(
+            &CallSpec::new(Collective::Gather, DataType::F32, 4).root(2),
+            &t,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("gather:"), "{e}");
+        let e = plan_for(
+            &CallSpec::new(Collective::AllReduce, DataType::F32, 4).op(ReduceOp::Xor),
+            &t,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("op"), "{e}");
+        let e = plan_for(
+            &CallSpec::new(Collective::Fcollect, DataType::F32, usize::MAX),
+            &t,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("overflow"), "{e}");
+        // The operator and root of collectives that have none are ignored, as the calls have
+        // no such argument.
+        let a = plan_for(
+            &CallSpec::new(Collective::Fcollect, DataType::F32, 4),
+            &t,
+            None,
+        )
+        .unwrap();
+        let b = plan_for(
+            &CallSpec::new(Collective::Fcollect, DataType::F32, 4)
+                .op(ReduceOp::Xor)
+                .root(9),
+            &t,
+            None,
+        )
+        .unwrap();
+        assert_eq!(a, b);
+    }
+}
