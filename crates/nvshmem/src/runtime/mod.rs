@@ -90,7 +90,7 @@ use cudarc::driver::{sys::CUstream, CudaContext, CudaStream};
 use nvshmem_sys::NvshmemLib;
 use tracing::{debug, info, warn};
 
-pub(crate) use health::{Health, Identity};
+pub(crate) use health::{team_label, Health, Identity, TeamName};
 pub use health::{DEFAULT_TIMEOUT, GRACE, POLL, TIMEOUT_VAR};
 use launcher::{detect, Placement};
 pub use launcher::{Bootstrap, BOOTSTRAP_VAR};
