@@ -293,15 +293,21 @@ pub(crate) enum Params<'a> {
         args: &'a NvlinkArgs,
     },
     /// wait.cu: `nvr_signal_wait(const nvr_u64 *sig, int cmp, unsigned long long value,
-    /// unsigned long long index, unsigned int *control, unsigned long long timeout_ns)`.
-    SignalWait {
-        signal: u64,
-        cmp: i32,
-        value: u64,
-        index: u64,
-        control: u64,
-        timeout_ns: u64,
-    },
+    /// unsigned long long index, unsigned int *control, unsigned long long timeout_ns)`. By
+    /// reference, so that the parameters of the other families (the small collectives' hot
+    /// path) stay as small as they were.
+    SignalWait(&'a SignalWaitParams),
+}
+
+/// [`Params::SignalWait`]'s fields, each of its C parameter's type.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SignalWaitParams {
+    signal: u64,
+    cmp: i32,
+    value: u64,
+    index: u64,
+    control: u64,
+    timeout_ns: u64,
 }
 
 impl Params<'_> {
@@ -363,14 +369,14 @@ impl Params<'_> {
                     NvlinkArgs::Barrier { fence } => put(&[team, at(fence)]),
                 }
             }
-            Params::SignalWait {
+            Params::SignalWait(SignalWaitParams {
                 signal,
                 cmp,
                 value,
                 index,
                 control,
                 timeout_ns,
-            } => put(&[
+            }) => put(&[
                 at(signal),
                 at(cmp),
                 at(value),
@@ -390,7 +396,7 @@ impl Params<'_> {
             Params::Gather { .. } => "cuLaunchKernelEx(nvr_gather)",
             Params::Scatter { .. } => "cuLaunchKernelEx(nvr_scatter)",
             Params::Nvlink { .. } => "cuLaunchKernelEx (NVLink collective)",
-            Params::SignalWait { .. } => "cuLaunchKernelEx(nvr_signal_wait)",
+            Params::SignalWait(_) => "cuLaunchKernelEx(nvr_signal_wait)",
         }
     }
 }
@@ -560,8 +566,9 @@ pub(crate) unsafe fn fire(
 /// and that the stream's context is current.
 pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
     // The peer table of a gather, scatter or reduction over peers, on the stack (only those
-    // fill it: an NVLink launch pays nothing for it).
+    // fill it: an NVLink launch pays nothing for it); a signal wait's parameters likewise.
     let table;
+    let wait;
     let key = launch.key();
     let (grid, block, params) = match launch {
         Launch::Nvlink(l) => (l.grid, l.block, l.params()),
@@ -583,7 +590,7 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
                     format!("{cmp} is not NVSHMEM_CMP_*"),
                 ));
             }
-            let params = Params::SignalWait {
+            wait = SignalWaitParams {
                 signal,
                 cmp,
                 value,
@@ -591,7 +598,7 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
                 control,
                 timeout_ns,
             };
-            (1, 32, params)
+            (1, 32, Params::SignalWait(&wait))
         }
         Launch::ReducePeers {
             dtype,
@@ -821,14 +828,14 @@ mod tests {
         let half = 0.5f64.to_bits();
         let cases: [(Params, &str, &[u64]); 10] = [
             (
-                Params::SignalWait {
+                Params::SignalWait(&SignalWaitParams {
                     signal: 0x40,
                     cmp: 5,
                     value: 9,
                     index: 3,
                     control: 0x80,
                     timeout_ns: 77,
-                },
+                }),
                 "uiuuuu",
                 &[0x40, 5, 9, 3, 0x80, 77],
             ),

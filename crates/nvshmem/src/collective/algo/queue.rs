@@ -183,7 +183,7 @@ impl Queue for Device<'_> {
     fn queue(&mut self, step: &Step) -> Result<()> {
         match (self.watch, step.nvshmem_wait()) {
             (Some((health, name)), Some(what)) => {
-                let team = (*step != Step::Quiet).then_some(name);
+                let team = (!matches!(step, Step::Quiet)).then_some(name);
                 // SAFETY: `cu` is live and its context current (`Runtime::enter`).
                 let framed = unsafe { health.nvshmem_begin(self.cu, self.call, what, team) }?;
                 let queued = self.queue_now(step);
