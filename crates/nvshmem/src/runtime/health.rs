@@ -158,8 +158,11 @@ const WAIT_SIGNAL: u32 = 5;
 /// Slots of the progress ring: NVSHMEM calls queued and not yet reached beyond this many on
 /// one slot's turn are not watched (a slot is reused by the call `PROGRESS_SLOTS` later).
 const PROGRESS_SLOTS: usize = 256;
-/// The first word of the progress ring.
-const PROGRESS_AT: usize = 1 + STATUS_WORDS;
+/// The first word of the progress ring: a cache line of its own, after the abort word and
+/// the status record, so that the GPU's writes of the ring never evict what the host reads
+/// of the record.
+const PROGRESS_AT: usize = 32;
+const _: () = assert!(PROGRESS_AT > STATUS_WORDS && PROGRESS_AT % 16 == 0);
 /// Words of the control block: abort, the status record, the progress ring.
 const CONTROL_WORDS: usize = PROGRESS_AT + 2 * PROGRESS_SLOTS;
 

@@ -403,7 +403,8 @@ impl Runtime {
 
 /// The runtime's health (see [Health](crate::runtime#health)).
 impl Runtime {
-    /// Ends every wait of this crate's NVLink kernels, now and in any such kernel that starts
+    /// Ends every wait of this crate's kernels (the NVLink collectives, and the streams'
+    /// waits of [`Runtime::signal_wait_until`]), now and in any such kernel that starts
     /// later on this PE, and returns at once, whatever the other PEs do: each kernel stops
     /// soon after, its call's results undefined. Every later call on the runtime returns
     /// [`Error::CollectiveFailed`] ("aborted"), and the runtime is not finalised when dropped
@@ -423,8 +424,11 @@ impl Runtime {
 
     /// The failure that ended this runtime, if any: a peer that died or stopped
     /// ([`Error::PeerFailed`]), a wait of this crate's NVLink kernels that timed out or was
-    /// aborted, a launch outside its limits ([`Error::CollectiveFailed`]). Like NCCL's
-    /// `ncclCommGetAsyncError`; reads host memory only, so it never blocks.
+    /// aborted, a launch outside its limits ([`Error::CollectiveFailed`]), a signal wait that
+    /// timed out ([`Error::SignalWaitFailed`]), a wait inside NVSHMEM past the timeout
+    /// ([`Error::WaitTimedOut`]). Like NCCL's `ncclCommGetAsyncError`; reads host memory only
+    /// (what a kernel recorded is read at once, not at the watchdog's next look), so it never
+    /// blocks.
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -432,7 +436,7 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn async_error(&self) -> Result<()> {
-        self.inner.health.check()
+        self.inner.health.check_now()
     }
 
     /// How long a PE waits for a peer before the job counts as broken (`None`: for ever); see
