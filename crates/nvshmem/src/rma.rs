@@ -458,11 +458,14 @@ impl Runtime {
         // completes).
         let health = self.health();
         // SAFETY: the stream is checked and its context current.
-        let framed = unsafe { health.nvshmem_begin(cu, CALL, "nvshmemx_quiet_on_stream", None) }?;
+        let framed = unsafe { health.nvshmem_begin(cu, CALL, "nvshmemx_quiet_on_stream", None) };
         // SAFETY: NVSHMEM is initialised; the stream is checked and current.
         unsafe { self.nv().quiet(cu) };
-        // SAFETY: as for the begin.
-        unsafe { health.nvshmem_end(cu, framed) }
+        match framed {
+            // SAFETY: as for the begin.
+            Some(framed) => unsafe { health.nvshmem_end(cu, framed) },
+            None => Ok(()),
+        }
     }
 
     /// The checks of every call that moves data: both sides of this runtime, equal lengths, a

@@ -586,6 +586,8 @@ pub(crate) struct Health {
     next_seq: AtomicU32,
     /// What was framed in each slot of the progress ring.
     slots: Box<[Mutex<Slot>]>,
+    /// Whether the driver refused a frame's write: NVSHMEM's calls go unframed since.
+    unframed: AtomicBool,
 }
 
 impl Health {
@@ -603,6 +605,7 @@ impl Health {
             channels: Mutex::new(Vec::new()),
             next_seq: AtomicU32::new(1),
             slots: (0..PROGRESS_SLOTS).map(|_| Mutex::default()).collect(),
+            unframed: AtomicBool::new(false),
         });
         let watched = Arc::clone(&health);
         let thread = std::thread::Builder::new()
@@ -658,7 +661,9 @@ impl Health {
     /// to be queued on `stream`: a write of its sequence number into its slot's begin word,
     /// which the watchdog reads as "the stream has reached the call" until the end word
     /// ([`Health::nvshmem_end`], queued after the call) equals it. Not for a stream being
-    /// captured: a graph would write the same numbers at every launch.
+    /// captured: a graph would write the same numbers at every launch. `None` where the
+    /// driver refuses the write (stream memory operations unsupported): the call then goes
+    /// unframed, its wait unbounded, as before this ring existed, and a warning says so once.
     ///
     /// # Safety
     /// `stream` is live and its context (the runtime's) current.
@@ -668,7 +673,10 @@ impl Health {
         call: &'static str,
         what: &'static str,
         team: Option<&Arc<str>>,
-    ) -> Result<Framed> {
+    ) -> Option<Framed> {
+        if self.unframed.load(Ordering::Relaxed) {
+            return None;
+        }
         let mut seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         if seq == 0 {
             seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
@@ -684,8 +692,18 @@ impl Health {
         // SAFETY: the begin word is in the runtime's mapped control block, which outlives
         // every stream's work (a healthy runtime closes after the GPU is idle; a failed one
         // leaks it); the caller guarantees the stream.
-        unsafe { self.write_progress(stream, framed, 0) }?;
-        Ok(framed)
+        match unsafe { self.write_progress(stream, framed, 0) } {
+            Ok(()) => Some(framed),
+            Err(e) => {
+                if !self.unframed.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        pe = self.my_pe,
+                        "{e}: waits inside NVSHMEM's calls are not bounded by the timeout"
+                    );
+                }
+                None
+            }
+        }
     }
 
     /// Ends the frame of [`Health::nvshmem_begin`]: queued after the NVSHMEM call.

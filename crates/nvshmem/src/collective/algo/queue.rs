@@ -181,19 +181,19 @@ impl Queue for Device<'_> {
 
     #[inline]
     fn queue(&mut self, step: &Step) -> Result<()> {
-        match (self.watch, step.nvshmem_wait()) {
-            (Some((health, name)), Some(what)) => {
-                let team = (!matches!(step, Step::Quiet)).then_some(name);
-                // SAFETY: `cu` is live and its context current (`Runtime::enter`).
-                let framed = unsafe { health.nvshmem_begin(self.cu, self.call, what, team) }?;
-                let queued = self.queue_now(step);
-                // SAFETY: as above. Queued even after a failed step: the frame must close
-                // (a failed call queued nothing that could wait).
-                let ended = unsafe { health.nvshmem_end(self.cu, framed) };
-                queued.and(ended)
-            }
-            _ => self.queue_now(step),
-        }
+        let Some(((health, name), what)) = self.watch.zip(step.nvshmem_wait()) else {
+            return self.queue_now(step);
+        };
+        let team = (!matches!(step, Step::Quiet)).then_some(name);
+        // SAFETY: `cu` is live and its context current (`Runtime::enter`).
+        let Some(framed) = (unsafe { health.nvshmem_begin(self.cu, self.call, what, team) }) else {
+            return self.queue_now(step);
+        };
+        let queued = self.queue_now(step);
+        // SAFETY: as above. Queued even after a failed step: the frame must close (a failed
+        // call queued nothing that could wait).
+        let ended = unsafe { health.nvshmem_end(self.cu, framed) };
+        queued.and(ended)
     }
 }
 
