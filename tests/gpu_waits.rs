@@ -206,10 +206,7 @@ fn kernel_peer(rt: &Runtime, timeout: Duration) -> anyhow::Result<()> {
                 "names team PE {team_pe:?}, not {absent}"
             );
             ensure!(*pe == Some(absent), "names world PE {pe:?}, not {absent}");
-            ensure!(
-                team.contains("world team") || team.contains("world PEs"),
-                "names the team {team:?}"
-            );
+            ensure!(team.contains("world PEs"), "names the team {team:?}");
         }
         other => bail!("expected Error::CollectiveFailed, got {other}"),
     }

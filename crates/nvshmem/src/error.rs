@@ -618,13 +618,13 @@ mod tests {
             failure: "aborted",
             team_pe: None,
             pe: None,
-            team: "the world team (PEs 0..2)".into(),
+            team: "the team of every PE (world PEs 0..2)".into(),
             waiting_for: "it",
             epoch: 0,
         };
         assert_eq!(
             e.to_string(),
-            "a collective aborted on the world team (PEs 0..2) while waiting for it (epoch 0)"
+            "a collective aborted on the team of every PE (world PEs 0..2) while waiting for it (epoch 0)"
         );
     }
 

@@ -543,7 +543,7 @@ impl Recorded {
 /// A team's label in failure reports: its members' world PEs (the first 16 of a larger team).
 pub(crate) fn team_label(world: &[usize], job: usize) -> String {
     if world.len() == job && world.iter().enumerate().all(|(i, &w)| i == w) {
-        return format!("the world team (PEs 0..{job})");
+        return format!("the team of every PE (world PEs 0..{job})");
     }
     let shown: Vec<String> = world.iter().take(16).map(|w| w.to_string()).collect();
     let more = if world.len() > 16 { ", ..." } else { "" };
@@ -1129,7 +1129,10 @@ mod tests {
 
     #[test]
     fn teams_are_labelled_by_their_world_pes() {
-        assert_eq!(team_label(&[0, 1, 2], 3), "the world team (PEs 0..3)");
+        assert_eq!(
+            team_label(&[0, 1, 2], 3),
+            "the team of every PE (world PEs 0..3)"
+        );
         assert_eq!(team_label(&[0, 2], 4), "the team of world PEs [0, 2]");
         assert_eq!(team_label(&[1, 0], 2), "the team of world PEs [1, 0]");
         let big: Vec<usize> = (0..40).rev().collect();
