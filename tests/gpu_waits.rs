@@ -58,11 +58,15 @@ fn gpu_waits() {
             c.run("a_signal_never_sent_ends_within_the_bound", || {
                 signal_never_sent(&rt, timeout)
             });
+            linger();
         }
         "kernel_peer" if n >= 2 => {
             c.run("a_peer_that_never_arrives_in_our_kernels_is_named", || {
                 kernel_peer(&rt, timeout)
             });
+            if me != n - 1 {
+                linger();
+            }
         }
         "nvshmem_path" if n >= 2 => nvshmem_path(&rt, timeout),
         other => panic!("GPU_WAITS_CASE={other} at {n} PEs: expected signal, or kernel_peer or nvshmem_path at 2 PEs or more"),
@@ -72,6 +76,12 @@ fn gpu_waits() {
     // dropping it leaves NVSHMEM as it is.
     drop(rt);
     drop(session);
+}
+
+/// Stays alive [`SLACK`] after this PE's own failure, so that no PE's exit is the failure a
+/// slower PE sees first (its peer gone) instead of its own wait's.
+fn linger() {
+    std::thread::sleep(SLACK);
 }
 
 /// Each PE puts its number with a signal into its right neighbour (itself, alone) and waits
@@ -177,7 +187,9 @@ fn kernel_peer(rt: &Runtime, timeout: Duration) -> anyhow::Result<()> {
     stream.synchronize()?;
     let absent = n - 1;
     if me == absent {
-        stay_away(rt, timeout + GRACE / 2);
+        // Until the others have failed and lingered and exited, and its own watchdog has
+        // seen them go (well within GRACE of that).
+        stay_away(rt, timeout + SLACK + GRACE / 2);
         return Ok(());
     }
     let t0 = Instant::now();
