@@ -11,12 +11,17 @@
 #                                         start there (mpirun, nvshmem-run, Hydra, none) and prints
 #                                         a summary last. SUITES default to "foundation"; others:
 #                                         foundation_hydra (its Hydra legs alone), examples,
-#                                         faults, soak, collectives, multipe, shared_gpu, scale, semantics, repro, lifetimes,
+#                                         faults, waits, soak, collectives, multipe, shared_gpu, scale, semantics, repro, lifetimes,
 #                                         device, perf, perfgraph, perfiso, reddiag,
 #                                         perfpoints, pdl, cepoints, perfgraphsplit,
 #                                         perfinplace (nvshmem-perf --in-place, checked),
 #                                         onepe (1 PE, no launcher, about a minute),
 #                                         hostcost (host time of a call, 1 PE, no MPS).
+#                                         waits: every wait the library queues ends within
+#                                         NVSHMEM_RS_TIMEOUT=5s (tests/gpu_waits.rs): a signal
+#                                         never sent at every count of PES, a peer that never
+#                                         joins this crate's kernels or NVSHMEM's at every count
+#                                         above 1 (about 15 s a case; MPS=1 PES="3 4 8" too).
 #                                         Each of collectives, perf
 #                                         and perfgraph needs most of one 10-minute call; soak up
 #                                         to 9 min.
@@ -492,6 +497,35 @@ lifetimes() {
     NVSHMEM_RS_TIMEOUT=10s CASE_TIMEOUT=60 \
       case_ faults-exit-at-end-${np}pe pass:"runtime dropped" nvrun "$np" .gpu/bin/faults exit-at-end
     grep -h "runtime dropped" "$out/faults-exit-at-end-${np}pe.log" | head -2
+  done
+}
+
+# A bound on every wait (tests/gpu_waits.rs, issue 30), each case its own job with
+# NVSHMEM_RS_TIMEOUT=5s, since each leaves the runtime failed:
+# - signal: every PE's stream waits for a signal word that no PE sends; the copy to the host
+#   after it must return Error::SignalWaitFailed (word, comparison, value, last value seen)
+#   between 5 and 8 s after (checked by the program), and later calls the same failure.
+# - kernel-peer: the last PE never joins an all-reduce of this crate's kernels; the others'
+#   copy must return Error::CollectiveFailed naming the last PE (team and world) and the team,
+#   within 5 to 8 s.
+# - nvshmem-path: the same with NVSHMEM's own all-reduce forced, which nothing can end: the
+#   watchdog must end the waiting PEs (status 1, "... inside NVSHMEM (nvshmemx_...") within the
+#   bound + GRACE; a PE still alive 13 s after entering prints FAILED and exits 2.
+waits() {
+  local t np
+  t=$(gtest gpu_waits)
+  for np in $PES; do
+    NVSHMEM_RS_TIMEOUT=5s CASE_TIMEOUT=60 \
+      case_ waits-signal-${np}pe pass:"signal never sent: SignalWaitFailed" nvrun "$np" $t
+    grep -h "signal never sent" "$out/waits-signal-${np}pe.log" | head -1
+  done
+  for np in $(multi_pes); do
+    GPU_WAITS_CASE=kernel_peer NVSHMEM_RS_TIMEOUT=5s CASE_TIMEOUT=60 \
+      case_ waits-kernel-peer-${np}pe pass:"peer never arrived in our kernel: CollectiveFailed" nvrun "$np" $t
+    grep -h "peer never arrived" "$out/waits-kernel-peer-${np}pe.log" | head -1
+    GPU_WAITS_CASE=nvshmem_path NVSHMEM_RS_ALGORITHMS=all_reduce=nvshmem NVSHMEM_RS_TIMEOUT=5s CASE_TIMEOUT=60 \
+      case_ waits-nvshmem-path-${np}pe "fail:inside NVSHMEM (nvshmemx_" nvrun "$np" $t
+    grep -h "inside NVSHMEM" "$out/waits-nvshmem-path-${np}pe.log" | head -1
   done
 }
 

@@ -41,6 +41,10 @@
 //! | PEs making different collective calls at one point (one allocates, another makes a team), or allocating different sizes | [`OutOfStep`](Error::OutOfStep) | "the PEs are out of step: PE {pe} made allocation {k} of {b} bytes where this PE made allocation {k} of {c} bytes: ...", "PE {pe} (of the team) was making a team at this point, not an allocation: ..." |
 //! | members passing different arguments to a team-making call | [`OutOfStep`](Error::OutOfStep) | "parent PE {pe} passed {args} where this PE passed {args}: every member must pass the same arguments" |
 //! | a PE that never arrives within the timeout | [`WaitTimedOut`](Error::WaitTimedOut) (the runtime fails) | "{call}: timed out after {t} waiting for the other PEs of {team}; ..." |
+//! | **Waits on a stream** (every one ends within the timeout, counted from when the stream reaches it) | | |
+//! | a member that never joins a collective of this crate's kernels | [`CollectiveFailed`](Error::CollectiveFailed) (the runtime fails) | "a collective timed out on team PE {p} (world PE {w}) of {team} while waiting for {its arrival, its data, ...} (epoch {e}): ..." |
+//! | a signal that is never sent ([`Runtime::signal_wait_until`](crate::Runtime::signal_wait_until)) | [`SignalWaitFailed`](Error::SignalWaitFailed) (the runtime fails; the copy to the host after it returns it) | "signal_wait_until timed out waiting for signal word {i} (at {addr}) to be {cmp} {value}; its last value seen was {seen} ..." |
+//! | a member that never joins one of NVSHMEM's collectives, a put that never completes in NVSHMEM's quiet | [`WaitTimedOut`](Error::WaitTimedOut), printed, and the process ends with status 1 [`GRACE`](crate::runtime::GRACE) later (nothing can end a wait inside NVSHMEM) | "{call}: timed out after {t} waiting for {team} inside NVSHMEM ({function}): ..." |
 //! | **Forcing algorithms** | | |
 //! | an unknown algorithm name ([`Runtime::set_algorithm`](crate::Runtime::set_algorithm), [`RuntimeBuilder::algorithm`](crate::RuntimeBuilder::algorithm)) | [`InvalidArgument`](Error::InvalidArgument) `algorithm` | "{collective} has no algorithm \"{name}\"; it has auto, {names}" |
 //! | the same, or a pair that is not `collective=algorithm`, in `NVSHMEM_RS_ALGORITHMS` | [`Environment`](Error::Environment) | the variable, its value, and the reason above, or "\"{pair}\" is not collective=algorithm", or the unknown collective |
@@ -237,18 +241,74 @@ pub enum Error {
     /// wait timed out, or a launch broke its limits. Reported by [`Runtime::async_error`], and
     /// by every call on the runtime after it.
     ///
+    /// ```
+    /// let e = nvshmem::Error::CollectiveFailed {
+    ///     failure: "timed out",
+    ///     team_pe: Some(1),
+    ///     pe: Some(3),
+    ///     team: "the team of world PEs [2, 3]".into(),
+    ///     waiting_for: "its arrival",
+    ///     epoch: 7,
+    /// };
+    /// assert!(e.to_string().starts_with(
+    ///     "a collective timed out on team PE 1 (world PE 3) of the team of world PEs [2, 3] \
+    ///      while waiting for its arrival (epoch 7)"
+    /// ));
+    /// ```
+    ///
     /// [`Runtime::abort`]: crate::Runtime::abort
     /// [`Runtime::async_error`]: crate::Runtime::async_error
-    #[error("a collective {failure}{} while waiting for {waiting_for} (epoch {epoch}){}", team_pe.map(|p| format!(" on team PE {p}")).unwrap_or_default(), timeout_cause(failure))]
+    #[error("a collective {failure}{} while waiting for {waiting_for} (epoch {epoch}){}", collective_who(*team_pe, *pe, team), timeout_cause(failure))]
     CollectiveFailed {
         /// What happened: "aborted", "timed out", "launched outside its limits".
         failure: &'static str,
         /// The team PE the kernel was waiting for, if it was waiting for one.
         team_pe: Option<usize>,
+        /// That PE's number in the world, when the team is known.
+        pe: Option<usize>,
+        /// The team the call ran on ("the team of world PEs [0, 1]"); empty when unknown.
+        team: String,
         /// What it was waiting for.
         waiting_for: &'static str,
         /// The channel epoch of the call.
         epoch: u32,
+    },
+
+    /// A stream's wait for a signal word ([`Runtime::signal_wait_until`]) ended without the
+    /// word comparing true: it timed out (no PE sent the signal within the runtime's timeout)
+    /// or was aborted. The runtime has failed: every later call returns this.
+    ///
+    /// ```
+    /// use nvshmem::rma::Cmp;
+    /// let e = nvshmem::Error::SignalWaitFailed {
+    ///     failure: "timed out",
+    ///     index: 0,
+    ///     address: 0x1000,
+    ///     cmp: Some(Cmp::Ge),
+    ///     value: 1,
+    ///     seen: 0,
+    /// };
+    /// assert!(e.to_string().starts_with(
+    ///     "signal_wait_until timed out waiting for signal word 0 (at 0x1000) to be ge 1; its \
+    ///      last value seen was 0"
+    /// ));
+    /// ```
+    ///
+    /// [`Runtime::signal_wait_until`]: crate::Runtime::signal_wait_until
+    #[error("signal_wait_until {failure} waiting for signal word {index} (at {address:#x}) to be {} {value}; its last value seen was {seen}{}; this runtime cannot run collectives any more", cmp.map_or("compared with".to_string(), |c| c.to_string()), signal_cause(failure))]
+    SignalWaitFailed {
+        /// What happened: "timed out" or "aborted".
+        failure: &'static str,
+        /// The word's index in the array it was named from ([`SignalArray::signal`](crate::rma::SignalArray::signal)).
+        index: u64,
+        /// The word's device address on this PE.
+        address: u64,
+        /// The comparison waited for.
+        cmp: Option<crate::rma::Cmp>,
+        /// The value it compared with.
+        value: u64,
+        /// The word's last value the wait read.
+        seen: u64,
     },
 
     /// The PEs did not make the same collective call at the same point (one allocated where
@@ -358,6 +418,32 @@ fn timeout_cause(failure: &str) -> &'static str {
          blocks could not be resident on its GPU beside the work holding the SMs (other \
          kernels, or PEs sharing the GPU without CUDA MPS thread shares: see the README, \
          Launching)"
+    } else {
+        ""
+    }
+}
+
+/// Who a failed collective waited for: " on team PE {p} (world PE {w}) of {team}", each part
+/// only when known.
+fn collective_who(team_pe: Option<usize>, pe: Option<usize>, team: &str) -> String {
+    let mut s = String::new();
+    if let Some(p) = team_pe {
+        s += &format!(" on team PE {p}");
+        if let Some(w) = pe {
+            s += &format!(" (world PE {w})");
+        }
+    }
+    if !team.is_empty() {
+        s += if team_pe.is_some() { " of " } else { " on " };
+        s += team;
+    }
+    s
+}
+
+/// What a signal wait's timeout means.
+fn signal_cause(failure: &str) -> &'static str {
+    if failure == "timed out" {
+        " (no PE sent it within the runtime's timeout)"
     } else {
         ""
     }
@@ -500,6 +586,8 @@ mod tests {
         let e = Error::CollectiveFailed {
             failure: "timed out",
             team_pe: Some(2),
+            pe: None,
+            team: String::new(),
             waiting_for: "its arrival",
             epoch: 7,
         }
@@ -517,12 +605,26 @@ mod tests {
         let e = Error::CollectiveFailed {
             failure: "aborted",
             team_pe: None,
+            pe: None,
+            team: String::new(),
             waiting_for: "it",
             epoch: 0,
         };
         assert_eq!(
             e.to_string(),
             "a collective aborted while waiting for it (epoch 0)"
+        );
+        let e = Error::CollectiveFailed {
+            failure: "aborted",
+            team_pe: None,
+            pe: None,
+            team: "the team of every PE (world PEs 0..2)".into(),
+            waiting_for: "it",
+            epoch: 0,
+        };
+        assert_eq!(
+            e.to_string(),
+            "a collective aborted on the team of every PE (world PEs 0..2) while waiting for it (epoch 0)"
         );
     }
 

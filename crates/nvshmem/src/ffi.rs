@@ -749,19 +749,6 @@ impl Nvshmem {
         }
     }
 
-    /// `nvshmemx_signal_wait_until_on_stream`.
-    ///
-    /// # Safety
-    /// `sig` is a symmetric `u64` of this PE; `stream` live, its context current.
-    pub(crate) unsafe fn signal_wait(&self, sig: u64, cmp: c_int, value: u64, stream: CUstream) {
-        // SAFETY: the caller guarantees a symmetric `u64` of this PE and a live stream in the
-        // current context (this function's contract).
-        unsafe {
-            self.lib
-                .nvshmemx_signal_wait_until_on_stream(sig as *mut u64, cmp, value, stream)
-        }
-    }
-
     /// `nvshmemx_quiet_on_stream`.
     ///
     /// # Safety

@@ -107,6 +107,13 @@ impl Cmp {
         }) as c_int
     }
 
+    /// The comparison of NVSHMEM's number (`NVSHMEM_CMP_*`), as a kernel recorded it.
+    pub(crate) fn from_raw(raw: u32) -> Option<Cmp> {
+        [Cmp::Eq, Cmp::Ne, Cmp::Gt, Cmp::Ge, Cmp::Lt, Cmp::Le]
+            .into_iter()
+            .find(|c| c.raw() as u32 == raw)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Cmp::Eq => "eq",
@@ -382,7 +389,17 @@ impl Runtime {
     }
 
     /// Makes `stream` wait until this PE's signal word `signal` compares `cmp` to `value`
-    /// (work queued after this on the stream starts only then; the host does not wait).
+    /// (work queued after this on the stream starts only then; the host does not wait). Data
+    /// put with the signal ([`Runtime::put_with_signal`]) is visible to the work after it.
+    ///
+    /// The wait is bounded by the runtime's timeout ([`RuntimeBuilder::timeout`](crate::RuntimeBuilder::timeout),
+    /// `NVSHMEM_RS_TIMEOUT`), counted from when the stream reaches it, and ended at once by
+    /// [`Runtime::abort`] or a peer's failure: it is this crate's own small kernel (one
+    /// thread polling the word), not NVSHMEM's `nvshmemx_signal_wait_until_on_stream`, which
+    /// nothing could end. A wait that ends so lets the stream go on; the runtime has failed,
+    /// and the next call (or the synchronising copy to the host that reads the data, such as
+    /// [`SymArray::to_vec`](crate::SymArray::to_vec)) returns [`Error::SignalWaitFailed`]
+    /// naming the word, the comparison, the value and the last value seen.
     ///
     /// ```no_run
     /// use nvshmem::prelude::*;
@@ -402,15 +419,26 @@ impl Runtime {
         self.check_same(CALL, "signal", signal.rt)?;
         let q = self.enqueue(CALL, stream)?;
         q.uses(signal.alloc)?;
-        let cu = q.cu;
-        // SAFETY: the signal word is a symmetric u64 of this PE (checked); the stream is
-        // checked and current.
-        unsafe { self.nv().signal_wait(signal.ptr, cmp.raw(), value, cu) };
-        Ok(())
+        let health = self.health();
+        let wait = crate::kernels::Launch::SignalWait {
+            signal: signal.ptr,
+            cmp: cmp.raw(),
+            value,
+            index: signal.index as u64,
+            control: health.device_words().0,
+            timeout_ns: health.timeout_ns(),
+        };
+        // The signal word is this PE's symmetric u64 (checked), live while the stream uses it
+        // (its use was just noted); the control block lives as long as the runtime; the
+        // stream is checked and its context current.
+        crate::kernels::launch(stream, &wait)
     }
 
     /// Queues the completion of every put this PE issued on `stream`: work after it on the
-    /// stream starts only when they have arrived.
+    /// stream starts only when they have arrived. The wait runs inside NVSHMEM, which nothing
+    /// can end: one that lasts longer than the runtime's timeout (a put to a PE that is gone)
+    /// fails the runtime, and the watchdog ends the process [`GRACE`](crate::runtime::GRACE)
+    /// later, saying so (not inside a CUDA graph, whose replays it cannot tell apart).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
@@ -418,10 +446,26 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn quiet(&self, stream: &Arc<CudaStream>) -> Result<()> {
-        let cu = self.enter("quiet", stream)?;
+        const CALL: &str = "quiet";
+        let q = self.enqueue(CALL, stream)?;
+        let cu = q.cu;
+        if q.capturing() {
+            // SAFETY: NVSHMEM is initialised; the stream is checked and current.
+            unsafe { self.nv().quiet(cu) };
+            return Ok(());
+        }
+        // Framed, so that the watchdog bounds the wait (a put to a PE that is gone never
+        // completes).
+        let health = self.health();
+        // SAFETY: the stream is checked and its context current.
+        let framed = unsafe { health.nvshmem_begin(cu, CALL, "nvshmemx_quiet_on_stream", None) };
         // SAFETY: NVSHMEM is initialised; the stream is checked and current.
         unsafe { self.nv().quiet(cu) };
-        Ok(())
+        match framed {
+            // SAFETY: as for the begin.
+            Some(framed) => unsafe { health.nvshmem_end(cu, framed) },
+            None => Ok(()),
+        }
     }
 
     /// The checks of every call that moves data: both sides of this runtime, equal lengths, a
@@ -478,5 +522,9 @@ mod tests {
         assert_eq!(Cmp::Ge.raw(), 5);
         assert_eq!(SignalOp::Add(3).raw(), (10, 3));
         assert_eq!(SignalOp::Set(7).raw(), (9, 7));
+        for c in [Cmp::Eq, Cmp::Ne, Cmp::Gt, Cmp::Ge, Cmp::Lt, Cmp::Le] {
+            assert_eq!(Cmp::from_raw(c.raw() as u32), Some(c));
+        }
+        assert_eq!(Cmp::from_raw(6), None);
     }
 }

@@ -916,6 +916,16 @@ impl Team {
     /// Barrier over the team, on `stream`: work queued before it on every member's stream,
     /// and the RMA it issued, completes before work queued after it on any member's stream.
     ///
+    /// Exactly: when any member's stream passes the barrier, every member's stream has reached
+    /// it, so the work each queued before it on that stream has completed, and every put or
+    /// signal each issued on that stream (through this crate or NVSHMEM, to any PE of the job,
+    /// in the team or not) has completed at its target: on a peer-mapped team the barrier
+    /// kernel fences system-wide before it arrives, and on a job with PEs this PE does not
+    /// reach by load and store (another node) NVSHMEM's quiet runs first; on other teams
+    /// NVSHMEM's barrier does both. Work on the members' *other* streams is not waited for.
+    /// A team of one PE: the quiet alone (nothing in a job of one PE, where nothing can be
+    /// outstanding beyond the stream's own order).
+    ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
     /// rt.world().barrier(&stream)?;
@@ -929,6 +939,14 @@ impl Team {
 
     /// Synchronisation over the team, on `stream`: like [`Team::barrier`] but without
     /// completing outstanding RMA (cheaper).
+    ///
+    /// Exactly: when any member's stream passes it, every member's stream has reached it, so
+    /// the work each queued before it on that stream has completed (kernels, copies, and puts
+    /// that NVSHMEM moved on the stream itself, to peer-mapped PEs), but a put moved by
+    /// NVSHMEM's proxy or NIC (to another node) may still be in flight, and this PE's own
+    /// stores through peer pointers are not fenced system-wide: use [`Team::barrier`] (or
+    /// [`Runtime::quiet`](crate::Runtime::quiet) first) when a member will read what this PE
+    /// put. A team of one PE: nothing.
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
@@ -961,7 +979,8 @@ impl Team {
 }
 
 impl crate::Runtime {
-    /// Barrier over all PEs on `stream` (the world team's [`Team::barrier`]).
+    /// Barrier over all PEs on `stream` (the world team's [`Team::barrier`], with its
+    /// guarantees).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -974,7 +993,8 @@ impl crate::Runtime {
             .rootless(Collective::Barrier, "barrier_all", stream)
     }
 
-    /// Synchronisation over all PEs on `stream` (the world team's [`Team::sync`]).
+    /// Synchronisation over all PEs on `stream` (the world team's [`Team::sync`], with its
+    /// guarantees).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;

@@ -30,6 +30,24 @@
 #define NVR_WAIT_DEPART 2
 #define NVR_WAIT_LL 3
 #define NVR_WAIT_ACK 4
+#define NVR_WAIT_SIGNAL 5 // a signal word (wait.cu's nvr_signal_wait)
+
+// The status record (PROTOCOL.md, "Waits"): NVR_STATUS_WORDS 32-bit words, written once, by
+// the thread whose atomicCAS claimed status[0]; status[NVR_ST_READY] is written last, with a
+// system-scope release, so a reader that sees it non-zero (acquire) reads the rest whole.
+#define NVR_STATUS_WORDS 16
+#define NVR_ST_CODE 0
+#define NVR_ST_PEER 1    // team PE waited for, or -1
+#define NVR_ST_EPOCH 2
+#define NVR_ST_WHAT 3    // NVR_WAIT_*
+#define NVR_ST_BLOCK 4   // the block of the failing wait
+#define NVR_ST_WHERE 5   // 2 words: the team's channel address (NVLink kernels) or the signal
+                         // word's address (NVR_WAIT_SIGNAL)
+#define NVR_ST_CMP 7     // NVR_WAIT_SIGNAL: the comparison (NVSHMEM_CMP_*)
+#define NVR_ST_VALUE 8   // 2 words: NVR_WAIT_SIGNAL: the value compared with
+#define NVR_ST_SEEN 10   // 2 words: NVR_WAIT_SIGNAL: the word's last value seen
+#define NVR_ST_INDEX 12  // 2 words: NVR_WAIT_SIGNAL: the word's index in its array
+#define NVR_ST_READY 15  // = the code, written last
 
 typedef unsigned long long nvr_u64;
 
@@ -136,18 +154,42 @@ __device__ __forceinline__ void nvr_launch_begin() {
 
 // ---- failures and the wait helper -----------------------------------------------------------
 
+// Stores the 64-bit v into status words i, i + 1 (low word first).
+__device__ __forceinline__ void nvr_status64(volatile unsigned int *s, int i, nvr_u64 v) {
+    s[i] = (unsigned int)v;
+    s[i + 1] = (unsigned int)(v >> 32);
+}
+
+// Marks a claimed status record whole: every word written before is visible system-wide
+// before the ready word, which the host reads first (acquire) and retries while it is 0.
+__device__ __forceinline__ void nvr_status_ready(unsigned int *status, unsigned int code) {
+    __threadfence_system();
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(status + NVR_ST_READY), "r"(code)
+                 : "memory");
+}
+
 // Records the first failure of this PE: status[0] = code by atomicCAS, then the team PE waited
-// for, the epoch and what was waited for. Only the CAS winner writes the rest.
-// (Takes the status pointer, not the team, so no address of the kernel parameter escapes.)
-__device__ __noinline__ void nvr_fail(unsigned int *status, unsigned int code, int peer,
-                                      unsigned int e, unsigned int what) {
+// for, the epoch, what was waited for, the block and the team's channel (`chan`, 0 when
+// unknown), and last the ready word. Only the CAS winner writes the rest.
+// (Takes the status pointer and the channel, not the team, so no address of the kernel
+// parameter escapes.)
+__device__ __noinline__ void nvr_fail_at(unsigned int *status, unsigned int code, int peer,
+                                         unsigned int e, unsigned int what, nvr_u64 chan) {
     if (atomicCAS(status, 0u, code) == 0u) {
         volatile unsigned int *s = status;
-        s[1] = (unsigned int)peer;
-        s[2] = e;
-        s[3] = what;
-        __threadfence_system();
+        s[NVR_ST_PEER] = (unsigned int)peer;
+        s[NVR_ST_EPOCH] = e;
+        s[NVR_ST_WHAT] = what;
+        s[NVR_ST_BLOCK] = blockIdx.x;
+        nvr_status64(s, NVR_ST_WHERE, chan);
+        nvr_status_ready(status, code);
     }
+}
+
+// nvr_fail_at without the channel (launch-limit checks that have no usable team).
+__device__ __forceinline__ void nvr_fail(unsigned int *status, unsigned int code, int peer,
+                                         unsigned int e, unsigned int what) {
+    nvr_fail_at(status, code, peer, e, what, 0ull);
 }
 
 // The one wait: polls ready() (which must load with acquire, or carry its data with its flag
@@ -164,7 +206,7 @@ __device__ __forceinline__ bool nvr_wait(const nvr_team &t, Ready ready, int pee
     while (!ready()) {
         if ((++polls & 255u) != 0) continue;
         if (*t.abort != 0) {
-            nvr_fail(t.status, NVR_FAIL_ABORT, peer, e, what);
+            nvr_fail_at(t.status, NVR_FAIL_ABORT, peer, e, what, t.chan);
             return false;
         }
         if (t.timeout_ns != 0) {
@@ -173,7 +215,7 @@ __device__ __forceinline__ bool nvr_wait(const nvr_team &t, Ready ready, int pee
                 started = true;
                 start = now;
             } else if (now - start >= t.timeout_ns) {
-                nvr_fail(t.status, NVR_FAIL_TIMEOUT, peer, e, what);
+                nvr_fail_at(t.status, NVR_FAIL_TIMEOUT, peer, e, what, t.chan);
                 return false;
             }
         }
@@ -347,7 +389,7 @@ __device__ __forceinline__ unsigned int nvr_all_peers(const nvr_team &t) {
 __device__ __forceinline__ bool nvr_team_ok(const nvr_team &t) {
     const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n &&
                     gridDim.x <= NVR_MAX_BLOCKS && (blockDim.x & 31u) == 0;
-    if (!ok && threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
+    if (!ok && threadIdx.x == 0) nvr_fail_at(t.status, NVR_FAIL_LIMITS, -1, 0, 0, t.chan);
     return ok;
 }
 

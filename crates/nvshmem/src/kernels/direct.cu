@@ -96,7 +96,7 @@ __device__ __forceinline__ bool nvr_d_enter(const nvr_team &t, unsigned touch, u
 __device__ __forceinline__ bool nvr_d_root_ok(const nvr_team &t, int root) {
     const bool ok = root >= 0 && root < t.n;
     if (!ok && threadIdx.x == 0)
-        nvr_fail(t.status, NVR_FAIL_LIMITS, root, 0, 0);
+        nvr_fail_at(t.status, NVR_FAIL_LIMITS, -1, 0, 0, t.chan); // no PE was waited for
     return ok;
 }
 

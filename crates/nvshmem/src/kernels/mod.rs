@@ -14,6 +14,7 @@
 //! | `ops.cuh` | the reduction operators, shared by `reduce.cu`, `ll.cu` and `direct.cu` |
 //! | `reduce.cu` | element-wise reductions over peer-mapped buffers (`peer_kernel`), and the scaling and division around NVSHMEM's sum (`premul_sum`, `avg`) |
 //! | `copy.cu` | block copies through peer pointers (`peer_copy`'s gather and scatter) |
+//! | `wait.cu` | the stream's bounded wait for a signal word (`Runtime::signal_wait_until`), compiled with `common.cuh` |
 //!
 //! A reduction is instantiated per (type, operator) by a `#define` prefix (`types.rs`). The
 //! sources are compiled with NVRTC for the device's architecture on first use, kept in an
@@ -183,6 +184,19 @@ pub(crate) enum Launch {
     },
     /// An NVLink kernel.
     Nvlink(NvlinkLaunch),
+    /// The stream waits until the `u64` at `signal` (this PE's) compares `cmp` (NVSHMEM's
+    /// numbering, `NVSHMEM_CMP_*`) true with `value`, polling the runtime's host-mapped
+    /// `control` block (the abort word, then the status record) and ending after `timeout_ns`
+    /// (0: never) with the failure recorded there; `index` is the word's index in its array,
+    /// for the report.
+    SignalWait {
+        signal: u64,
+        cmp: i32,
+        value: u64,
+        index: u64,
+        control: u64,
+        timeout_ns: u64,
+    },
 }
 
 /// What a [`Launch::Map`] computes (`NVR_MAP_*` of reduce.cu), in the type's accumulator
@@ -247,6 +261,7 @@ impl Launch {
                 dst_peers.iter().copied().chain([*src]),
             )),
             Launch::Nvlink(l) => l.key,
+            Launch::SignalWait { .. } => KernelKey::Wait,
         }
     }
 
@@ -258,6 +273,7 @@ impl Launch {
             Launch::Gather { .. } => "nvr_gather",
             Launch::Scatter { .. } => "nvr_scatter",
             Launch::Nvlink(l) => l.function,
+            Launch::SignalWait { .. } => "nvr_signal_wait",
         }
     }
 }
@@ -309,6 +325,22 @@ pub(crate) enum Params<'a> {
         team: &'a TeamDescriptor,
         args: &'a NvlinkArgs,
     },
+    /// wait.cu: `nvr_signal_wait(const nvr_u64 *sig, int cmp, unsigned long long value,
+    /// unsigned long long index, unsigned int *control, unsigned long long timeout_ns)`. By
+    /// reference, so that the parameters of the other families (the small collectives' hot
+    /// path) stay as small as they were.
+    SignalWait(&'a SignalWaitParams),
+}
+
+/// [`Params::SignalWait`]'s fields, each of its C parameter's type.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SignalWaitParams {
+    signal: u64,
+    cmp: i32,
+    value: u64,
+    index: u64,
+    control: u64,
+    timeout_ns: u64,
 }
 
 impl Params<'_> {
@@ -370,6 +402,21 @@ impl Params<'_> {
                     NvlinkArgs::Barrier { fence } => put(&[team, at(fence)]),
                 }
             }
+            Params::SignalWait(SignalWaitParams {
+                signal,
+                cmp,
+                value,
+                index,
+                control,
+                timeout_ns,
+            }) => put(&[
+                at(signal),
+                at(cmp),
+                at(value),
+                at(index),
+                at(control),
+                at(timeout_ns),
+            ]),
         }
         p
     }
@@ -382,6 +429,7 @@ impl Params<'_> {
             Params::Gather { .. } => "cuLaunchKernelEx(nvr_gather)",
             Params::Scatter { .. } => "cuLaunchKernelEx(nvr_scatter)",
             Params::Nvlink { .. } => "cuLaunchKernelEx (NVLink collective)",
+            Params::SignalWait(_) => "cuLaunchKernelEx(nvr_signal_wait)",
         }
     }
 }
@@ -551,11 +599,40 @@ pub(crate) unsafe fn fire(
 /// and that the stream's context is current.
 pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
     // The peer table of a gather, scatter or reduction over peers, on the stack (only those
-    // fill it: an NVLink launch pays nothing for it).
+    // fill it: an NVLink launch pays nothing for it); a signal wait's parameters likewise.
     let table;
+    let wait;
     let key = launch.key();
     let (grid, block, params) = match launch {
         Launch::Nvlink(l) => (l.grid, l.block, l.params()),
+        &Launch::SignalWait {
+            signal,
+            cmp,
+            value,
+            index,
+            control,
+            timeout_ns,
+        } => {
+            const CALL: &str = "signal_wait_until (kernel)";
+            check_ptr(CALL, "signal", signal, 8)?;
+            check_ptr(CALL, "control", control, 4)?;
+            if !(0..=5).contains(&cmp) {
+                return Err(Error::arg(
+                    CALL,
+                    "cmp",
+                    format!("{cmp} is not NVSHMEM_CMP_*"),
+                ));
+            }
+            wait = SignalWaitParams {
+                signal,
+                cmp,
+                value,
+                index,
+                control,
+                timeout_ns,
+            };
+            (1, 32, Params::SignalWait(&wait))
+        }
         Launch::ReducePeers {
             dtype,
             op,
@@ -812,7 +889,19 @@ mod tests {
         let (r1, r0, m1, m0) = (reduce(Some(1)), reduce(None), moving(Some(1)), moving(None));
         let barrier = NvlinkArgs::Barrier { fence: 1 };
         let half = 0.5f64.to_bits();
-        let cases: [(Params, &str, &[u64]); 9] = [
+        let cases: [(Params, &str, &[u64]); 10] = [
+            (
+                Params::SignalWait(&SignalWaitParams {
+                    signal: 0x40,
+                    cmp: 5,
+                    value: 9,
+                    index: 3,
+                    control: 0x80,
+                    timeout_ns: 77,
+                }),
+                "uiuuuu",
+                &[0x40, 5, 9, 3, 0x80, 77],
+            ),
             (
                 Params::ReducePeers {
                     peers: &table,

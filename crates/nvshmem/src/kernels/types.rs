@@ -230,6 +230,8 @@ pub(crate) enum KernelKey {
     /// An NVLink kernel source, for a type and operator (its reductions) or for none (its
     /// type-free kernels).
     Nvlink(NvlinkSource, Option<(DataType, ReduceOp)>),
+    /// `nvr_signal_wait` of wait.cu: the stream's bounded wait for a signal word.
+    Wait,
 }
 
 impl PartialEq for KernelKey {
@@ -252,6 +254,7 @@ const OPS_SRC: &str = include_str!("ops.cuh");
 const COMMON_SRC: &str = include_str!("common.cuh");
 const LL_SRC: &str = include_str!("ll.cu");
 const DIRECT_SRC: &str = include_str!("direct.cu");
+const WAIT_SRC: &str = include_str!("wait.cu");
 
 impl KernelKey {
     /// What makes two keys the same code: the variant, the type, the operator without its
@@ -277,6 +280,7 @@ impl KernelKey {
                 r.map(|(_, op)| std::mem::discriminant(&op)),
                 0,
             ),
+            Self::Wait => (6, None, None, 0),
         }
     }
 
@@ -304,6 +308,7 @@ impl KernelKey {
         }
         // Word sizes the copy kernels are instantiated for.
         v.extend([1, 2, 4, 8, 16].map(Self::Copy));
+        v.push(Self::Wait);
         for file in NvlinkSource::ALL {
             v.push(Self::Nvlink(file, None));
             for &t in DataType::ALL {
@@ -331,6 +336,7 @@ impl KernelKey {
             Self::Copy(w) => format!("copy_w{w}"),
             Self::Nvlink(f, None) => f.name().to_string(),
             Self::Nvlink(f, Some((t, op))) => format!("{}_{t}_{}", f.name(), op.name()),
+            Self::Wait => "wait".to_string(),
         }
     }
 
@@ -341,6 +347,7 @@ impl KernelKey {
             Self::Scale(_) | Self::Divide(_) | Self::Widen(_) | Self::Narrow(_) => &["nvr_map"],
             Self::Copy(_) => &["nvr_gather", "nvr_scatter"],
             Self::Nvlink(f, r) => f.functions(r.is_some()),
+            Self::Wait => &["nvr_signal_wait"],
         }
     }
 
@@ -379,6 +386,8 @@ impl KernelKey {
                 // A macro expands where it is used, after copy.cu defines nvr_w16.
                 format!("#define NVR_W {word}\n{COPY_SRC}")
             }
+            // common.cuh for the status record and the memory operations; nothing typed.
+            Self::Wait => format!("{COMMON_SRC}{WAIT_SRC}"),
         }
     }
 
@@ -391,7 +400,7 @@ impl KernelKey {
             | Self::Widen(t)
             | Self::Narrow(t) => ctype(t).header.is_some(),
             Self::Nvlink(_, Some((t, _))) => ctype(t).header.is_some(),
-            Self::Copy(_) | Self::Nvlink(_, None) => false,
+            Self::Copy(_) | Self::Nvlink(_, None) | Self::Wait => false,
         }
     }
 }
@@ -457,7 +466,12 @@ mod tests {
         // 12 numbers: sum prod min max avg premul (+ and or xor for the 8 integers); fp8:
         // the same six; bool: and or min max.
         assert_eq!(reductions, 12 * 6 + 8 * 3 + 2 * 6 + 4);
-        assert_eq!(all.len(), reductions + 4 * 14 + 5 + 2 * (1 + reductions));
+        assert_eq!(
+            all.len(),
+            reductions + 4 * 14 + 5 + 2 * (1 + reductions) + 1
+        );
+        assert!(all.contains(&KernelKey::Wait));
+        assert!(KernelKey::Wait.source().contains("nvr_signal_wait"));
         assert!(all.contains(&KernelKey::Nvlink(NvlinkSource::Ll, None)));
         let s = KernelKey::Reduce(DataType::F8E4M3, ReduceOp::Sum).source();
         assert!(s.starts_with("#include <cuda_fp8.h>\n#define NVR_T __nv_fp8_e4m3\n"));

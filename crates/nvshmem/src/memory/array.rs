@@ -336,6 +336,9 @@ impl<T: Element> SymArray<T> {
     }
 
     /// Copies this PE's array into `dst` (exactly `len()` elements) and waits for the copy.
+    /// When a wait queued before it ended without its condition (a signal never sent, a peer
+    /// that never arrived: the runtime has failed), `dst` is not to be trusted, and the copy
+    /// returns that failure ([`Error::SignalWaitFailed`], [`Error::CollectiveFailed`], ...).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -348,7 +351,10 @@ impl<T: Element> SymArray<T> {
     pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
         let stream = self.runtime().stream().clone();
         self.copy_to_host_on(dst, &stream)?;
-        stream.synchronize().map_err(Error::cuda("copy_to_host"))
+        stream.synchronize().map_err(Error::cuda("copy_to_host"))?;
+        // A wait before the copy on the stream that ended without its condition (a signal
+        // never sent, a peer that never arrived) left `dst` undefined: its error, now.
+        self.runtime().health().check_now()
     }
 
     /// This PE's array as a `Vec`.

@@ -1,9 +1,19 @@
 //! Noticing that the job is broken, so that no PE waits for ever.
 //!
-//! A PE learns that a peer will never arrive in three ways, all watched here:
-//! - A wait of this crate's NVLink kernels lasts longer than the timeout
+//! A PE learns that a peer will never arrive in four ways, all watched here:
+//! - A wait of this crate's kernels (the NVLink collectives, and the stream's wait for a
+//!   signal word) lasts longer than the timeout
 //!   ([`RuntimeBuilder::timeout`](crate::RuntimeBuilder::timeout), [`TIMEOUT_VAR`], default
-//!   [`DEFAULT_TIMEOUT`]): the kernel records which team PE it waited for and returns.
+//!   [`DEFAULT_TIMEOUT`]): the kernel records what it waited for (the team's channel, the team
+//!   PE, the epoch; or the signal word, the comparison, the value and the last value seen) in
+//!   the status record and returns.
+//! - A wait inside NVSHMEM's own kernels that this crate queued (its collectives on a team
+//!   that is not peer-mapped, or forced; its quiet) lasts longer than the timeout: each such
+//!   call is framed on the stream by two writes into host-mapped memory (a *progress ring*,
+//!   [`Health::nvshmem_begin`]), so the watchdog sees when the stream reached the call and
+//!   whether it has left it, and the bound counts from when the wait started, not from when
+//!   it was queued behind other work. Nothing can end such a wait: the watchdog records the
+//!   failure and ends the process [`GRACE`] later, printing what waited for what.
 //! - A peer on the same host has exited (its process is gone, or a zombie): seen within
 //!   [`POLL`], whatever launched the job (`nvshmem-run`, `mpirun`, Hydra, or by hand).
 //! - A peer on the same host has been stopped (`SIGSTOP`, a debugger) for longer than the
@@ -16,20 +26,25 @@
 //! no cost to the GPU. It sees only this host: across hosts the kernels' timeout ends the
 //! waits (and `mpirun` or Slurm end a job one of whose processes died).
 //!
+//! The status record is read whole: the kernel that claims it writes its ready word last,
+//! with a release, and the watchdog reads that word first, with an acquire, and reads nothing
+//! until it is set (the next poll retries).
+//!
 //! On a failure a watchdog thread sets the abort word, so every wait of this crate's kernels
 //! ends at its next poll (and any started later ends at its first), and records the failure:
 //! every later call on the runtime returns it ([`Error::PeerFailed`] or
 //! [`Error::CollectiveFailed`]), and [`Runtime::async_error`] reports it. NVSHMEM's own
 //! kernels and host calls (teams that are not peer-mapped, allocation, team creation) cannot
 //! be ended from outside: if the program has not been handed the failure within [`GRACE`] of
-//! its detection, it is stuck in one of them, and the watchdog prints the failure and ends the
-//! process with status 1. Once failed, the runtime is not finalised when dropped (finalising
+//! its detection, or a call it queued is still inside one of NVSHMEM's kernels then (the
+//! progress ring says so, and a stream stuck there can never be synchronised), it is stuck,
+//! and the watchdog prints the failure and ends the process with status 1. Once failed, the runtime is not finalised when dropped (finalising
 //! is collective and would wait for the dead peer); the process exits with NVSHMEM as it is,
 //! as `nvshmem_global_exit` would leave it.
 use std::{
     os::raw::c_int,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU32, Ordering},
         Arc, Mutex, OnceLock,
     },
     thread::JoinHandle,
@@ -38,7 +53,7 @@ use std::{
 
 use cudarc::driver::sys;
 
-use crate::{Error, Result};
+use crate::{rma::Cmp, Error, Result};
 
 /// The environment variable that sets the timeout: seconds (`30`, `2.5`), or with a unit
 /// (`500ms`, `30s`, `5m`); `0` or `never` waits for ever. It overrides
@@ -109,8 +124,9 @@ pub(crate) fn parse_timeout(s: &str) -> std::result::Result<Option<Duration>, St
 }
 
 /// Host memory the GPU maps: the abort word, then the kernels' status record
-/// (`kernels/PROTOCOL.md`), so the host can set the word whatever the GPU is doing and read
-/// what a kernel recorded without a CUDA call.
+/// (`kernels/PROTOCOL.md`, "Waits"), then the progress ring of NVSHMEM's calls (begin and end
+/// word of each slot), so the host can set the word whatever the GPU is doing and read what a
+/// kernel recorded, and where a stream is, without a CUDA call.
 struct Control {
     host: *mut u32,
     device: u64,
@@ -122,8 +138,33 @@ unsafe impl Send for Control {}
 // SAFETY: as above.
 unsafe impl Sync for Control {}
 
-/// Words of the control block: abort, then the four of the status record.
-const CONTROL_WORDS: usize = 1 + 4;
+/// Words of the status record (`NVR_STATUS_WORDS` in `kernels/common.cuh`).
+pub(crate) const STATUS_WORDS: usize = 16;
+/// Where the status record keeps what (`NVR_ST_*` in `kernels/common.cuh`).
+mod st {
+    pub(super) const CODE: usize = 0;
+    pub(super) const PEER: usize = 1;
+    pub(super) const EPOCH: usize = 2;
+    pub(super) const WHAT: usize = 3;
+    pub(super) const WHERE: usize = 5;
+    pub(super) const CMP: usize = 7;
+    pub(super) const VALUE: usize = 8;
+    pub(super) const SEEN: usize = 10;
+    pub(super) const INDEX: usize = 12;
+    pub(super) const READY: usize = 15;
+}
+/// `NVR_WAIT_SIGNAL`: the record is a signal wait's.
+const WAIT_SIGNAL: u32 = 5;
+/// Slots of the progress ring: NVSHMEM calls queued and not yet reached beyond this many on
+/// one slot's turn are not watched (a slot is reused by the call `PROGRESS_SLOTS` later).
+const PROGRESS_SLOTS: usize = 256;
+/// The first word of the progress ring: a cache line of its own, after the abort word and
+/// the status record, so that the GPU's writes of the ring never evict what the host reads
+/// of the record.
+const PROGRESS_AT: usize = 32;
+const _: () = assert!(PROGRESS_AT > STATUS_WORDS && PROGRESS_AT % 16 == 0);
+/// Words of the control block: abort, the status record, the progress ring.
+const CONTROL_WORDS: usize = PROGRESS_AT + 2 * PROGRESS_SLOTS;
 
 impl Control {
     /// Allocates the block in the current context.
@@ -153,11 +194,40 @@ impl Control {
         unsafe { std::ptr::write_volatile(self.host, 1) };
     }
 
-    /// The status record: (code, team PE waited for, epoch, what), code 0 while none failed.
-    fn status(&self) -> [u32; 4] {
-        // SAFETY: the record is live pinned memory, written by kernels with atomics; volatile
-        // reads see what they wrote.
-        std::array::from_fn(|i| unsafe { std::ptr::read_volatile(self.host.add(1 + i)) })
+    /// The status record once a kernel has written it whole; `None` while none failed, or
+    /// while the one that failed is still writing it (its ready word, written last with a
+    /// release, is still 0: read again later).
+    fn status(&self) -> Option<[u32; STATUS_WORDS]> {
+        let record = self.host.wrapping_add(1);
+        // SAFETY: the record is live pinned memory of the control block (STATUS_WORDS words
+        // from word 1), aligned to 4 bytes; the GPU writes it with atomics and stores, the
+        // host only reads it. An acquire load of the ready word orders the reads after it.
+        let ready = unsafe { AtomicU32::from_ptr(record.add(st::READY)) }.load(Ordering::Acquire);
+        if ready == 0 {
+            return None;
+        }
+        // SAFETY: as above; volatile reads see what the kernel wrote before its release.
+        Some(std::array::from_fn(|i| unsafe {
+            std::ptr::read_volatile(record.add(i))
+        }))
+    }
+
+    /// Slot `i`'s (begin, end) words of the progress ring.
+    fn progress(&self, i: usize) -> (u32, u32) {
+        let at = self.host.wrapping_add(PROGRESS_AT + 2 * i);
+        // SAFETY: i < PROGRESS_SLOTS, so both words lie in the live control block; the GPU
+        // writes them with stream memory operations, the host only reads them.
+        unsafe {
+            (
+                std::ptr::read_volatile(at),
+                std::ptr::read_volatile(at.add(1)),
+            )
+        }
+    }
+
+    /// The device address of slot `i`'s begin word (its end word follows).
+    fn progress_device(&self, i: usize) -> u64 {
+        self.device + 4 * (PROGRESS_AT + 2 * i) as u64
     }
 }
 
@@ -264,8 +334,21 @@ enum Failure {
     Died { pe: usize, pid: u32 },
     /// A peer's process has been stopped for longer than the timeout.
     Stopped { pe: usize, pid: u32, for_: Duration },
-    /// One of this crate's kernels recorded a failure (status record).
-    Kernel([u32; 4]),
+    /// One of this crate's kernels recorded a failure (status record), with the team whose
+    /// channel it names, if known.
+    Kernel {
+        record: Recorded,
+        team: Option<TeamName>,
+    },
+    /// A call this crate queued waited inside NVSHMEM's own kernels for longer than the
+    /// timeout (seen in the progress ring): `what` is NVSHMEM's function, `team` the team it
+    /// ran on (none for a quiet).
+    InNvshmem {
+        call: &'static str,
+        what: &'static str,
+        team: Option<Arc<str>>,
+        after: Duration,
+    },
     /// [`Runtime::abort`](crate::Runtime::abort) was called.
     Aborted,
     /// A host-side wait for the other PEs (an agreement: allocating, making a team, ...)
@@ -293,24 +376,32 @@ impl Failure {
                     for_.as_secs_f64()
                 ),
             },
-            Failure::Kernel([code, pe, epoch, what]) => Error::CollectiveFailed {
-                failure: match code {
-                    1 => "aborted",
-                    2 => "timed out",
-                    _ => "launched outside its limits",
+            Failure::Kernel { ref record, ref team } => record.error(team.as_ref()),
+            Failure::InNvshmem {
+                call,
+                what,
+                ref team,
+                after,
+            } => Error::WaitTimedOut {
+                call,
+                waiting_for: match team {
+                    Some(team) => format!(
+                        "{team} inside NVSHMEM ({what}): a member never arrived, or this PE's \
+                         puts never completed; nothing can end a wait inside NVSHMEM, so the \
+                         process ends"
+                    ),
+                    None => format!(
+                        "this PE's puts to complete inside NVSHMEM ({what}); nothing can end a \
+                         wait inside NVSHMEM, so the process ends"
+                    ),
                 },
-                team_pe: (pe != u32::MAX).then_some(pe as usize),
-                waiting_for: match what {
-                    1 => "its arrival",
-                    2 => "its departure",
-                    3 => "its data",
-                    _ => "it",
-                },
-                epoch,
+                after,
             },
             Failure::Aborted => Error::CollectiveFailed {
                 failure: "aborted",
                 team_pe: None,
+                pe: None,
+                team: String::new(),
                 waiting_for: "it",
                 epoch: 0,
             },
@@ -331,6 +422,151 @@ impl Failure {
     }
 }
 
+/// A team as failure reports name it: its label ("the team of world PEs [0, 1]") and its
+/// members' world PEs, by team index.
+#[derive(Debug, Clone)]
+pub(crate) struct TeamName {
+    pub(crate) label: Arc<str>,
+    pub(crate) world: Arc<[usize]>,
+}
+
+/// A status record, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Recorded {
+    /// A wait (or a launch check) of an NVLink kernel.
+    Collective {
+        failure: &'static str,
+        team_pe: Option<usize>,
+        epoch: u32,
+        waiting_for: &'static str,
+        /// The team's channel (local address); 0 when the kernel had none to give.
+        chan: u64,
+    },
+    /// The stream's wait for a signal word (`wait.cu`).
+    Signal {
+        failure: &'static str,
+        address: u64,
+        index: u64,
+        cmp: Option<Cmp>,
+        value: u64,
+        seen: u64,
+    },
+}
+
+/// What a record's code says happened.
+fn failure_name(code: u32) -> &'static str {
+    match code {
+        1 => "aborted",
+        2 => "timed out",
+        _ => "launched outside its limits",
+    }
+}
+
+impl Recorded {
+    /// Decodes a whole record (its ready word set); `None` for a record with no failure.
+    pub(crate) fn decode(r: &[u32; STATUS_WORDS]) -> Option<Recorded> {
+        let code = r[st::CODE];
+        if code == 0 || r[st::READY] == 0 {
+            return None;
+        }
+        let wide = |i: usize| u64::from(r[i]) | (u64::from(r[i + 1]) << 32);
+        let failure = failure_name(code);
+        if r[st::WHAT] == WAIT_SIGNAL {
+            return Some(Recorded::Signal {
+                failure,
+                address: wide(st::WHERE),
+                index: wide(st::INDEX),
+                cmp: Cmp::from_raw(r[st::CMP]),
+                value: wide(st::VALUE),
+                seen: wide(st::SEEN),
+            });
+        }
+        Some(Recorded::Collective {
+            failure,
+            team_pe: (r[st::PEER] != u32::MAX).then_some(r[st::PEER] as usize),
+            epoch: r[st::EPOCH],
+            waiting_for: match r[st::WHAT] {
+                1 => "its arrival",
+                2 => "its departure",
+                3 => "its data",
+                4 => "its acknowledgement",
+                _ => "it",
+            },
+            chan: wide(st::WHERE),
+        })
+    }
+
+    /// The channel the record names, if any.
+    fn chan(&self) -> Option<u64> {
+        match *self {
+            Recorded::Collective { chan, .. } if chan != 0 => Some(chan),
+            _ => None,
+        }
+    }
+
+    /// The error that reports it, the team (whose channel it names) known or not.
+    fn error(&self, team: Option<&TeamName>) -> Error {
+        match *self {
+            Recorded::Collective {
+                failure,
+                team_pe,
+                epoch,
+                waiting_for,
+                ..
+            } => Error::CollectiveFailed {
+                failure,
+                team_pe,
+                pe: team_pe.and_then(|p| team.and_then(|t| t.world.get(p).copied())),
+                team: team.map_or_else(String::new, |t| t.label.to_string()),
+                waiting_for,
+                epoch,
+            },
+            Recorded::Signal {
+                failure,
+                address,
+                index,
+                cmp,
+                value,
+                seen,
+            } => Error::SignalWaitFailed {
+                failure,
+                index,
+                address,
+                cmp,
+                value,
+                seen,
+            },
+        }
+    }
+}
+
+/// A team's label in failure reports: its members' world PEs (the first 16 of a larger team).
+pub(crate) fn team_label(world: &[usize], job: usize) -> String {
+    if world.len() == job && world.iter().enumerate().all(|(i, &w)| i == w) {
+        return format!("the team of every PE (world PEs 0..{job})");
+    }
+    let shown: Vec<String> = world.iter().take(16).map(|w| w.to_string()).collect();
+    let more = if world.len() > 16 { ", ..." } else { "" };
+    format!("the team of world PEs [{}{more}]", shown.join(", "))
+}
+
+/// What the host keeps of a slot of the progress ring: the call framed there last.
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    seq: u32,
+    call: &'static str,
+    what: &'static str,
+    team: Option<Arc<str>>,
+}
+
+/// An NVSHMEM call framed on a stream ([`Health::nvshmem_begin`]): its slot and sequence
+/// number, for [`Health::nvshmem_end`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Framed {
+    slot: usize,
+    seq: u32,
+}
+
 /// A runtime's health: the control block its kernels poll, the peers it watches, and the
 /// first failure seen.
 pub(crate) struct Health {
@@ -344,6 +580,14 @@ pub(crate) struct Health {
     delivered: AtomicBool,
     closing: AtomicBool,
     watchdog: Mutex<Option<JoinHandle<()>>>,
+    /// The teams of the channels, by channel address, for failure reports.
+    channels: Mutex<Vec<(u64, TeamName)>>,
+    /// The next sequence number of the progress ring (0 is never used: a slot never written).
+    next_seq: AtomicU32,
+    /// What was framed in each slot of the progress ring.
+    slots: Box<[Mutex<Slot>]>,
+    /// Whether the driver refused a frame's write: NVSHMEM's calls go unframed since.
+    unframed: AtomicBool,
 }
 
 impl Health {
@@ -358,6 +602,10 @@ impl Health {
             delivered: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             watchdog: Mutex::new(None),
+            channels: Mutex::new(Vec::new()),
+            next_seq: AtomicU32::new(1),
+            slots: (0..PROGRESS_SLOTS).map(|_| Mutex::default()).collect(),
+            unframed: AtomicBool::new(false),
         });
         let watched = Arc::clone(&health);
         let thread = std::thread::Builder::new()
@@ -368,9 +616,131 @@ impl Health {
         Ok(health)
     }
 
-    /// The device addresses of the abort word and of the status record.
+    /// The device addresses of the abort word and of the status record (which follows it:
+    /// the abort word's address is the control block's, as `nvr_signal_wait` takes it).
     pub(crate) fn device_words(&self) -> (u64, u64) {
         (self.control.device, self.control.device + 4)
+    }
+
+    /// Names the team whose NVLink kernels use the channel at `chan`, for failure reports
+    /// (replacing the team that held it before).
+    pub(crate) fn name_channel(&self, chan: u64, team: TeamName) {
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels.retain(|(c, _)| *c != chan);
+        channels.push((chan, team));
+    }
+
+    fn channel_team(&self, chan: u64) -> Option<TeamName> {
+        let channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels
+            .iter()
+            .find(|(c, _)| *c == chan)
+            .map(|(_, t)| t.clone())
+    }
+
+    /// A failure recorded in the status record, if any (whole: see [`Control::status`]).
+    fn recorded(&self) -> Option<Failure> {
+        let record = Recorded::decode(&self.control.status()?)?;
+        let team = record.chan().and_then(|c| self.channel_team(c));
+        Some(Failure::Kernel { record, team })
+    }
+
+    /// [`Health::check`], after also reading the status record now rather than at the
+    /// watchdog's next look: for a call that has just waited for the GPU (a copy to the host),
+    /// so that what a kernel before it recorded is the call's error.
+    pub(crate) fn check_now(&self) -> Result<()> {
+        if self.failure.get().is_none() {
+            if let Some(f) = self.recorded() {
+                self.fail(f);
+            }
+        }
+        self.check()
+    }
+
+    /// Frames the NVSHMEM call `what` of `call` (on `team`, or none for a quiet) that is about
+    /// to be queued on `stream`: a write of its sequence number into its slot's begin word,
+    /// which the watchdog reads as "the stream has reached the call" until the end word
+    /// ([`Health::nvshmem_end`], queued after the call) equals it. Not for a stream being
+    /// captured: a graph would write the same numbers at every launch. `None` where the
+    /// driver refuses the write (stream memory operations unsupported): the call then goes
+    /// unframed, its wait unbounded, as before this ring existed, and a warning says so once.
+    ///
+    /// # Safety
+    /// `stream` is live and its context (the runtime's) current.
+    pub(crate) unsafe fn nvshmem_begin(
+        &self,
+        stream: sys::CUstream,
+        call: &'static str,
+        what: &'static str,
+        team: Option<&Arc<str>>,
+    ) -> Option<Framed> {
+        if self.unframed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        if seq == 0 {
+            seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        }
+        let slot = seq as usize % PROGRESS_SLOTS;
+        *self.slots[slot].lock().unwrap_or_else(|p| p.into_inner()) = Slot {
+            seq,
+            call,
+            what,
+            team: team.cloned(),
+        };
+        let framed = Framed { slot, seq };
+        // SAFETY: the begin word is in the runtime's mapped control block, which outlives
+        // every stream's work (a healthy runtime closes after the GPU is idle; a failed one
+        // leaks it); the caller guarantees the stream.
+        match unsafe { self.write_progress(stream, framed, 0) } {
+            Ok(()) => Some(framed),
+            Err(e) => {
+                if !self.unframed.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        pe = self.my_pe,
+                        "{e}: waits inside NVSHMEM's calls are not bounded by the timeout"
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// Ends the frame of [`Health::nvshmem_begin`]: queued after the NVSHMEM call.
+    ///
+    /// # Safety
+    /// As for [`Health::nvshmem_begin`].
+    pub(crate) unsafe fn nvshmem_end(&self, stream: sys::CUstream, framed: Framed) -> Result<()> {
+        // SAFETY: as in `nvshmem_begin`.
+        unsafe { self.write_progress(stream, framed, 1) }
+    }
+
+    /// Queues the write of `framed`'s number into word `which` (0 begin, 1 end) of its slot.
+    ///
+    /// # Safety
+    /// As for [`Health::nvshmem_begin`].
+    unsafe fn write_progress(
+        &self,
+        stream: sys::CUstream,
+        framed: Framed,
+        which: u64,
+    ) -> Result<()> {
+        let at = self.control.progress_device(framed.slot) + 4 * which;
+        // SAFETY: `at` is a word of the mapped control block (live as said in
+        // `nvshmem_begin`); the caller guarantees a live stream in the current context.
+        unsafe { sys::cuStreamWriteValue32_v2(stream, at, framed.seq, 0) }
+            .result()
+            .map_err(Error::cuda(
+                "cuStreamWriteValue32 (progress of an NVSHMEM call)",
+            ))
+    }
+
+    /// Whether a stream is inside one of NVSHMEM's calls framed by this crate now.
+    fn in_nvshmem(&self) -> bool {
+        (0..PROGRESS_SLOTS).any(|i| {
+            let (begin, end) = self.control.progress(i);
+            begin != 0 && begin != end
+        })
     }
 
     /// The kernels' wait limit in nanoseconds (0: none).
@@ -477,19 +847,26 @@ impl Health {
 
     fn watch(&self) {
         let mut stopped_since: Vec<Option<Instant>> = Vec::new();
+        let mut waits = vec![(0u32, Instant::now()); PROGRESS_SLOTS];
         while !self.closing.load(Ordering::Relaxed) {
             std::thread::park_timeout(POLL);
             if !self.failed() {
-                if let Some(f) = self.look(&mut stopped_since) {
+                if let Some(f) = self
+                    .look(&mut stopped_since)
+                    .or_else(|| self.look_in_nvshmem(&mut waits))
+                {
                     self.fail(f);
                 }
             }
             if let Some((f, when)) = self.failure.get() {
-                if !self.delivered.load(Ordering::Relaxed) && when.elapsed() >= GRACE {
+                // Handed to the program, but a stream still inside NVSHMEM's kernels: the
+                // program cannot synchronise it, nor end it; it is stuck as surely.
+                let stuck = !self.delivered.load(Ordering::Relaxed) || self.in_nvshmem();
+                if stuck && when.elapsed() >= GRACE {
                     eprintln!(
                         "nvshmem-rs: PE {}: {}; the program did not return to this library \
-                         within {} s (it waits inside NVSHMEM, which cannot be ended): exiting \
-                         with status 1",
+                         within {} s, or still waits inside NVSHMEM, which cannot be ended: \
+                         exiting with status 1",
                         self.my_pe,
                         f.error(),
                         GRACE.as_secs()
@@ -500,11 +877,48 @@ impl Health {
         }
     }
 
+    /// A call framed in the progress ring that has been inside NVSHMEM for longer than the
+    /// timeout, counted from when this watchdog first saw the stream there (within [`POLL`]
+    /// of its arrival). `waits` keeps, per slot, the number seen in flight and since when.
+    fn look_in_nvshmem(&self, waits: &mut [(u32, Instant)]) -> Option<Failure> {
+        let timeout = self.timeout?;
+        for (i, seen) in waits.iter_mut().enumerate() {
+            let (begin, end) = self.control.progress(i);
+            if begin == 0 || begin == end {
+                seen.0 = 0;
+                continue;
+            }
+            if seen.0 != begin {
+                *seen = (begin, Instant::now());
+                continue;
+            }
+            let after = seen.1.elapsed();
+            if after < timeout {
+                continue;
+            }
+            let slot = self.slots[i]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let (call, what, team) = if slot.seq == begin {
+                (slot.call, slot.what, slot.team)
+            } else {
+                ("a collective", "an NVSHMEM call", None)
+            };
+            return Some(Failure::InNvshmem {
+                call,
+                what,
+                team,
+                after,
+            });
+        }
+        None
+    }
+
     /// A failure seen now, if any.
     fn look(&self, stopped_since: &mut Vec<Option<Instant>>) -> Option<Failure> {
-        let status = self.control.status();
-        if status[0] != 0 {
-            return Some(Failure::Kernel(status));
+        if let Some(f) = self.recorded() {
+            return Some(f);
         }
         let peers = self.peers.get()?;
         let me = peers.get(self.my_pe)?;
@@ -612,6 +1026,117 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(peer_state(&id), PeerState::Gone);
+    }
+
+    /// A record as a kernel writes it (common.cuh's NVR_ST_* layout, wait.cu's signal words).
+    fn record(code: u32, what: u32, words: &[(usize, u64)]) -> [u32; STATUS_WORDS] {
+        let mut r = [0u32; STATUS_WORDS];
+        r[st::CODE] = code;
+        r[st::WHAT] = what;
+        for &(i, v) in words {
+            r[i] = v as u32;
+            if matches!(i, st::WHERE | st::VALUE | st::SEEN | st::INDEX) {
+                r[i + 1] = (v >> 32) as u32;
+            }
+        }
+        r[st::READY] = code;
+        r
+    }
+
+    #[test]
+    fn a_record_is_read_only_once_its_ready_word_is_set() {
+        let mut r = record(2, 1, &[(st::PEER, 1), (st::EPOCH, 7)]);
+        assert!(Recorded::decode(&r).is_some());
+        // The code claimed, the rest still being written: nothing yet (the watchdog's next
+        // poll reads it again), never a report of PE 0 at epoch 0.
+        r[st::READY] = 0;
+        assert_eq!(Recorded::decode(&r), None);
+        assert_eq!(Recorded::decode(&[0; STATUS_WORDS]), None);
+    }
+
+    #[test]
+    fn a_collective_record_names_the_pe_the_epoch_and_the_team() {
+        let chan = 0x7f00_0000_1000u64;
+        let r = record(2, 3, &[(st::PEER, 1), (st::EPOCH, 41), (st::WHERE, chan)]);
+        let rec = Recorded::decode(&r).unwrap();
+        assert_eq!(
+            rec,
+            Recorded::Collective {
+                failure: "timed out",
+                team_pe: Some(1),
+                epoch: 41,
+                waiting_for: "its data",
+                chan,
+            }
+        );
+        assert_eq!(rec.chan(), Some(chan));
+        let team = TeamName {
+            label: team_label(&[2, 5], 8).into(),
+            world: Arc::from([2usize, 5]),
+        };
+        let e = rec.error(Some(&team)).to_string();
+        assert!(
+            e.starts_with(
+                "a collective timed out on team PE 1 (world PE 5) of the team of world PEs \
+                 [2, 5] while waiting for its data (epoch 41)"
+            ),
+            "{e}"
+        );
+        // A launch check names no PE and, without a channel, no team.
+        let r = record(3, 0, &[(st::PEER, u32::MAX as u64)]);
+        let rec = Recorded::decode(&r).unwrap();
+        assert_eq!(rec.chan(), None);
+        assert_eq!(
+            rec.error(None).to_string(),
+            "a collective launched outside its limits while waiting for it (epoch 0)"
+        );
+    }
+
+    #[test]
+    fn a_signal_record_names_the_word_the_comparison_and_the_values() {
+        let r = record(
+            2,
+            WAIT_SIGNAL,
+            &[
+                (st::WHERE, 0x7f00_0000_2008),
+                (st::CMP, 5),
+                (st::VALUE, 1 << 40),
+                (st::SEEN, 3),
+                (st::INDEX, 1),
+            ],
+        );
+        let rec = Recorded::decode(&r).unwrap();
+        assert_eq!(
+            rec,
+            Recorded::Signal {
+                failure: "timed out",
+                address: 0x7f00_0000_2008,
+                index: 1,
+                cmp: Some(Cmp::Ge),
+                value: 1 << 40,
+                seen: 3,
+            }
+        );
+        let e = rec.error(None).to_string();
+        assert!(
+            e.starts_with(
+                "signal_wait_until timed out waiting for signal word 1 (at 0x7f0000002008) to be \
+                 ge 1099511627776; its last value seen was 3"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn teams_are_labelled_by_their_world_pes() {
+        assert_eq!(
+            team_label(&[0, 1, 2], 3),
+            "the team of every PE (world PEs 0..3)"
+        );
+        assert_eq!(team_label(&[0, 2], 4), "the team of world PEs [0, 2]");
+        assert_eq!(team_label(&[1, 0], 2), "the team of world PEs [1, 0]");
+        let big: Vec<usize> = (0..40).rev().collect();
+        assert!(team_label(&big, 40).ends_with("24, ...]"));
     }
 
     #[test]

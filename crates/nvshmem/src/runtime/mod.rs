@@ -56,12 +56,22 @@
 //!
 //! # Health
 //!
-//! A PE whose peer died, stopped or hangs must not wait for ever. Each runtime has a watchdog
-//! thread that notices it (a peer's process gone or stopped on this host, a wait of this
-//! crate's kernels past the [timeout](RuntimeBuilder::timeout)), ends this crate's kernels
+//! A PE whose peer died, stopped or hangs must not wait for ever. Every wait the library
+//! queues on a stream ends within the [timeout](RuntimeBuilder::timeout), counted from when
+//! the stream reaches it: this crate's kernels (the NVLink collectives, and the stream's wait
+//! of [`Runtime::signal_wait_until`]) poll the clock and an abort word and record what they
+//! waited for; NVSHMEM's own collectives and quiet, which nothing can end, are framed on the
+//! stream by two writes into host-mapped memory, so the watchdog sees how long the stream has
+//! been inside one. Each runtime has a watchdog thread that notices a failure (a peer's
+//! process gone or stopped on this host, a wait past the timeout), ends this crate's kernels
 //! through their abort word, and makes every later call return the failure
-//! ([`Error::PeerFailed`], [`Error::CollectiveFailed`]); a program stuck inside NVSHMEM's own
-//! calls is ended with status 1 after [`GRACE`]. [`Runtime::abort`] and
+//! ([`Error::PeerFailed`], [`Error::CollectiveFailed`] naming the team, the PE waited for and
+//! the epoch, [`Error::SignalWaitFailed`] naming the signal word, the comparison and the
+//! values, [`Error::WaitTimedOut`]); a program stuck inside NVSHMEM's own calls (or a stream
+//! still inside one after the failure) is ended with status 1 after [`GRACE`], the failure
+//! printed. Not watched: NVSHMEM calls queued into a CUDA graph (every replay writes the same
+//! frame, so one long wait cannot be told from many short ones; this crate's kernels in a
+//! graph are bounded as anywhere). [`Runtime::abort`] and
 //! [`Runtime::async_error`] are the program's own handles on it, like NCCL's
 //! `ncclCommAbort` and `ncclCommGetAsyncError`. A failed runtime is not finalised: the
 //! process exits with NVSHMEM as it is. The details, and why the process table rather than a
@@ -90,7 +100,7 @@ use cudarc::driver::{sys::CUstream, CudaContext, CudaStream};
 use nvshmem_sys::NvshmemLib;
 use tracing::{debug, info, warn};
 
-pub(crate) use health::{Health, Identity};
+pub(crate) use health::{team_label, Health, Identity, TeamName};
 pub use health::{DEFAULT_TIMEOUT, GRACE, POLL, TIMEOUT_VAR};
 use launcher::{detect, Placement};
 pub use launcher::{Bootstrap, BOOTSTRAP_VAR};
@@ -393,7 +403,8 @@ impl Runtime {
 
 /// The runtime's health (see [Health](crate::runtime#health)).
 impl Runtime {
-    /// Ends every wait of this crate's NVLink kernels, now and in any such kernel that starts
+    /// Ends every wait of this crate's kernels (the NVLink collectives, and the streams'
+    /// waits of [`Runtime::signal_wait_until`]), now and in any such kernel that starts
     /// later on this PE, and returns at once, whatever the other PEs do: each kernel stops
     /// soon after, its call's results undefined. Every later call on the runtime returns
     /// [`Error::CollectiveFailed`] ("aborted"), and the runtime is not finalised when dropped
@@ -413,8 +424,11 @@ impl Runtime {
 
     /// The failure that ended this runtime, if any: a peer that died or stopped
     /// ([`Error::PeerFailed`]), a wait of this crate's NVLink kernels that timed out or was
-    /// aborted, a launch outside its limits ([`Error::CollectiveFailed`]). Like NCCL's
-    /// `ncclCommGetAsyncError`; reads host memory only, so it never blocks.
+    /// aborted, a launch outside its limits ([`Error::CollectiveFailed`]), a signal wait that
+    /// timed out ([`Error::SignalWaitFailed`]), a wait inside NVSHMEM past the timeout
+    /// ([`Error::WaitTimedOut`]). Like NCCL's `ncclCommGetAsyncError`; reads host memory only
+    /// (what a kernel recorded is read at once, not at the watchdog's next look), so it never
+    /// blocks.
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;
@@ -422,7 +436,7 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn async_error(&self) -> Result<()> {
-        self.inner.health.check()
+        self.inner.health.check_now()
     }
 
     /// How long a PE waits for a peer before the job counts as broken (`None`: for ever); see

@@ -120,6 +120,12 @@ pub(crate) struct TeamShape {
     /// complete (NVSHMEM's `nvshmemx_quiet_on_stream` queues nothing there either, but a
     /// kernel in a graph).
     pub(crate) alone_in_job: bool,
+    /// Whether this PE reaches every PE of the job by load and store (`nvshmem_ptr`), so that
+    /// every put it issues on a stream has completed when the stream passes it. Otherwise
+    /// (PEs on other nodes, reached through NVSHMEM's proxy or NIC) a put may still be in
+    /// flight after it, and a barrier that only fences (the flag barrier) first queues
+    /// NVSHMEM's quiet so that it completes them, as it promises.
+    pub(crate) job_peer_mapped: bool,
 }
 
 /// The most 512-thread blocks an H100 or H200 holds with one PE a GPU (132 SMs, one such block
@@ -136,6 +142,8 @@ pub(crate) struct TeamInner {
     retire: Option<Arc<Retired>>,
     /// The plans of its recent calls, reused when a call repeats.
     pub(crate) plans: crate::collective::algo::Plans,
+    /// How failure reports name it ([`team_label`](crate::runtime::team_label)).
+    pub(crate) name: Arc<str>,
 }
 
 impl std::fmt::Debug for TeamInner {
@@ -165,10 +173,12 @@ impl TeamInner {
                 nvshmem_collectives: w.nvshmem_collectives,
                 shares_gpu: w.shares_gpu,
                 alone_in_job: w.alone_in_job,
+                job_peer_mapped: w.job_peer_mapped,
             },
             lane: self.lane.clone(),
             retire: None,
             plans: Default::default(),
+            name: self.name.clone(),
         })
     }
 }
@@ -511,6 +521,19 @@ impl Core {
             ?channel,
             "team set up"
         );
+        let name: Arc<str> = crate::runtime::team_label(&world, rt.n_pes()).into();
+        if let Some(c) = &channel {
+            rt.health().name_channel(
+                c.addr,
+                crate::runtime::TeamName {
+                    label: name.clone(),
+                    world: world.iter().copied().collect(),
+                },
+            );
+        }
+        let job_peer_mapped = (0..rt.n_pes())
+            // SAFETY: probe is a symmetric address of this runtime's heap; w a world PE.
+            .all(|w| unsafe { rt.nv().ptr(probe, w) }.is_some());
         let descriptor = channel.map(|c| {
             let offs = peer_offsets.as_ref().expect("a channel needs peer mapping");
             let mut off = [0i64; MAX_NVLINK_TEAM];
@@ -541,10 +564,12 @@ impl Core {
                 nvshmem_collectives: !by_init,
                 shares_gpu: agreed.shares_gpu,
                 alone_in_job: rt.n_pes() == 1,
+                job_peer_mapped,
             },
             lane: Arc::new(Lane::new(self.pool.clone(), channel)),
             retire,
             plans: Default::default(),
+            name,
         })
     }
 }

@@ -267,6 +267,7 @@ impl ReduceOp {
             nvshmem_collectives: true,
             shares_gpu: false,
             alone_in_job: false,
+            job_peer_mapped: true,
         };
         let span = Span::new(1 << 20, 1, dtype.size());
         let call = Call {

@@ -239,7 +239,14 @@ impl Algorithm for Flags {
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
         // A barrier also completes this PE's earlier RMA at its targets (NVSHMEM's meaning):
-        // the kernel fences system-wide before it arrives.
+        // the kernel fences system-wide before it arrives, which completes what this PE
+        // stored through peer mappings and what its stream copied. Puts to PEs it does not
+        // reach so (another node: NVSHMEM's proxy or NIC moves them) may still be in flight
+        // after the stream passes them: NVSHMEM's quiet completes those first. (Not collective:
+        // each PE decides by what it reaches, and the kernel is the same on every member.)
+        if call.coll == Collective::Barrier && !call.team.job_peer_mapped {
+            steps.push(Step::Quiet);
+        }
         steps.push(Step::Kernel(flag_barrier(
             call,
             call.coll == Collective::Barrier,

@@ -7,6 +7,7 @@ use cudarc::driver::{sys::CUstream, CudaStream};
 use crate::{
     ffi::{Nvshmem, Reduction, TeamHandle},
     kernels::{self, Launch},
+    runtime::Health,
     team::lane::SideStream,
     DataType, Error, ReduceOp, Result,
 };
@@ -84,6 +85,26 @@ impl Step {
         )
     }
 
+    /// NVSHMEM's function the step calls, when it is one that may wait: for the other
+    /// members (its collectives) or for this PE's puts to complete (quiet). Such a step is
+    /// framed in the progress ring ([`Health::nvshmem_begin`]) so that the watchdog bounds
+    /// its wait.
+    pub(crate) fn nvshmem_wait(&self) -> Option<&'static str> {
+        Some(match self {
+            Step::Reduce { kind, .. } => match kind {
+                Reduction::AllReduce => "nvshmemx_<type>_<op>_reduce_on_stream",
+                Reduction::ReduceScatter => "nvshmemx_<type>_<op>_reducescatter_on_stream",
+            },
+            Step::Broadcast { .. } => "nvshmemx_broadcastmem_on_stream",
+            Step::Fcollect { .. } => "nvshmemx_fcollectmem_on_stream",
+            Step::Alltoall { .. } => "nvshmemx_alltoallmem_on_stream",
+            Step::Barrier { .. } => "nvshmemx_barrier_on_stream",
+            Step::Sync { .. } => "nvshmemx_team_sync_on_stream",
+            Step::Quiet => "nvshmemx_quiet_on_stream",
+            _ => return None,
+        })
+    }
+
     /// Whether the step is queued even after an earlier step failed.
     fn always(&self) -> bool {
         matches!(
@@ -136,6 +157,12 @@ pub(crate) struct Device<'a> {
     pub(crate) cu: CUstream,
     /// The team's side stream, when the plan forks.
     pub(crate) side: Option<std::sync::Arc<SideStream>>,
+    /// The public call the steps are queued for (failure reports name it).
+    pub(crate) call: &'static str,
+    /// Where NVSHMEM's waits are framed, and the team's name; `None` while the stream is
+    /// being captured (a graph would write the same progress numbers at every launch, so its
+    /// NVSHMEM calls are not watched).
+    pub(crate) watch: Option<(&'a Health, &'a std::sync::Arc<str>)>,
 }
 
 impl Device<'_> {
@@ -154,6 +181,26 @@ impl Queue for Device<'_> {
 
     #[inline]
     fn queue(&mut self, step: &Step) -> Result<()> {
+        let Some(((health, name), what)) = self.watch.zip(step.nvshmem_wait()) else {
+            return self.queue_now(step);
+        };
+        let team = (!matches!(step, Step::Quiet)).then_some(name);
+        // SAFETY: `cu` is live and its context current (`Runtime::enter`).
+        let Some(framed) = (unsafe { health.nvshmem_begin(self.cu, self.call, what, team) }) else {
+            return self.queue_now(step);
+        };
+        let queued = self.queue_now(step);
+        // SAFETY: as above. Queued even after a failed step: the frame must close (a failed
+        // call queued nothing that could wait).
+        let ended = unsafe { health.nvshmem_end(self.cu, framed) };
+        queued.and(ended)
+    }
+}
+
+impl Device<'_> {
+    /// Queues `step` itself (without a frame).
+    #[inline]
+    fn queue_now(&mut self, step: &Step) -> Result<()> {
         let (nv, team, cu) = (self.nv, self.team, self.cu);
         // SAFETY (every NVSHMEM step): the plans are made from a checked call: every address
         // is a symmetric address of this runtime with the bytes the step names (lengths,

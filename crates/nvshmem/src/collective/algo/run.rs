@@ -173,12 +173,15 @@ impl Plan {
             .contains(&Step::Fork)
             .then(|| team.inner().lane.side(stream))
             .transpose()?;
+        let rt = team.runtime();
         let mut device = queue::Device {
-            nv: team.runtime().nv(),
+            nv: rt.nv(),
             team: team.handle(),
             stream,
             cu: q.cu,
             side,
+            call: self.name,
+            watch: (!q.capturing()).then(|| (rt.health(), &team.inner().name)),
         };
         queue::execute(&self.steps, &mut device)
     }

@@ -36,6 +36,7 @@ pub(crate) fn team_fitting(n: usize, me: usize, mapped: bool, max_blocks: u32) -
         nvshmem_collectives: true,
         shares_gpu: false,
         alone_in_job: false,
+        job_peer_mapped: true,
     }
 }
 
@@ -967,6 +968,96 @@ fn barrier_fences_and_sync_does_not() {
                 if l.function == "nvr_barrier" && l.args == crate::kernels::NvlinkArgs::Barrier { fence }),
             "{coll}: {steps:?}"
         );
+    }
+}
+
+/// A barrier promises that this PE's RMA has completed: where some PE of the job is reached
+/// only through NVSHMEM's proxy (another node), the flag barrier's fence cannot complete a put
+/// to it, so NVSHMEM's quiet comes first. A sync promises no such thing, and NVSHMEM's own
+/// barrier quiets by itself.
+#[test]
+fn a_barrier_quiets_first_where_some_pe_is_not_peer_mapped() {
+    let mut t = team(2, 0, true);
+    t.job_peer_mapped = false;
+    for coll in [Collective::Barrier, Collective::Sync] {
+        let c = with_channel(call(&t, coll, DataType::U8, ReduceOp::Sum, 0, false, 0));
+        let (name, steps) = plan(&c);
+        assert_eq!(name, "nvlink");
+        match coll {
+            Collective::Barrier => assert!(
+                matches!(&steps[..], [Step::Quiet, Step::Kernel(Launch::Nvlink(l))]
+                    if l.function == "nvr_barrier"),
+                "{steps:?}"
+            ),
+            _ => assert!(
+                matches!(&steps[..], [Step::Kernel(Launch::Nvlink(_))]),
+                "{steps:?}"
+            ),
+        }
+    }
+    let c = call(
+        &t,
+        Collective::Barrier,
+        DataType::U8,
+        ReduceOp::Sum,
+        0,
+        false,
+        0,
+    );
+    let (name, steps) = plan(&c);
+    assert_eq!(
+        (name, &steps[..]),
+        ("nvshmem", &[Step::Barrier { always: false }][..])
+    );
+}
+
+/// Every step that may wait inside NVSHMEM names NVSHMEM's function, so its frame in the
+/// progress ring can report it; copies, kernels and gets wait for no one.
+#[test]
+fn steps_that_wait_inside_nvshmem_name_their_function() {
+    let waits = [
+        Step::Barrier { always: true },
+        Step::Sync { always: false },
+        Step::Quiet,
+        Step::Broadcast {
+            dst: 0,
+            src: 0,
+            bytes: 8,
+            root: 0,
+        },
+        Step::Fcollect {
+            dst: 0,
+            src: 0,
+            bytes: 8,
+        },
+        Step::Alltoall {
+            dst: 0,
+            src: 0,
+            bytes: 8,
+        },
+    ];
+    for s in &waits {
+        assert!(
+            s.nvshmem_wait().is_some_and(|f| f.starts_with("nvshmemx_")),
+            "{s:?}"
+        );
+    }
+    for s in [
+        Step::Copy {
+            dst: 0,
+            src: 0,
+            bytes: 8,
+        },
+        Step::Fork,
+        Step::Join,
+        Step::Get {
+            dst: 0,
+            src: 0,
+            bytes: 8,
+            pe: 1,
+        },
+    ] {
+        assert_eq!(s.nvshmem_wait(), None, "{s:?}");
     }
 }
 
