@@ -122,8 +122,16 @@ unsafe impl Send for Control {}
 // SAFETY: as above.
 unsafe impl Sync for Control {}
 
-/// Words of the control block: abort, then the four of the status record.
-const CONTROL_WORDS: usize = 1 + 4;
+/// Words of the control block: abort, then the four of the status record, then what a
+/// mismatch records (`kernels/PROTOCOL.md`, "Fingerprints"): the peer's fingerprint, this
+/// PE's, and this PE's team index.
+const CONTROL_WORDS: usize = 1 + 4 + MISMATCH_WORDS;
+
+/// Status words after the first four that a mismatch (code 4) fills.
+const MISMATCH_WORDS: usize = 4 + 4 + 1;
+
+/// The status code of a mismatch (`NVR_FAIL_MISMATCH`).
+const FAIL_MISMATCH: u32 = 4;
 
 impl Control {
     /// Allocates the block in the current context.
@@ -151,6 +159,22 @@ impl Control {
         // SAFETY: the abort word is live pinned memory; a volatile store is what the kernels'
         // polls see.
         unsafe { std::ptr::write_volatile(self.host, 1) };
+    }
+
+    /// What a mismatch recorded after the status record's first four words: (the peer's
+    /// fingerprint, this PE's, this PE's team index). Read after the code (written last).
+    fn mismatch(&self) -> ([u64; 2], [u64; 2], u32) {
+        // SAFETY: the words are live pinned memory within CONTROL_WORDS, written by a kernel
+        // before it published the code; volatile reads see what it wrote.
+        let w: [u32; MISMATCH_WORDS] =
+            std::array::from_fn(|i| unsafe { std::ptr::read_volatile(self.host.add(5 + i)) });
+        let pair = |a: usize| {
+            [
+                u64::from(w[a]) | u64::from(w[a + 1]) << 32,
+                u64::from(w[a + 2]) | u64::from(w[a + 3]) << 32,
+            ]
+        };
+        (pair(0), pair(4), w[8])
     }
 
     /// The status record: (code, team PE waited for, epoch, what), code 0 while none failed.
@@ -266,6 +290,14 @@ enum Failure {
     Stopped { pe: usize, pid: u32, for_: Duration },
     /// One of this crate's kernels recorded a failure (status record).
     Kernel([u32; 4]),
+    /// One of this crate's kernels found that a peer made another call (its fingerprint
+    /// differed): this PE's team index and fingerprint, the peer's.
+    Mismatch {
+        me: u32,
+        mine: [u64; 2],
+        peer: u32,
+        theirs: [u64; 2],
+    },
     /// [`Runtime::abort`](crate::Runtime::abort) was called.
     Aborted,
     /// A host-side wait for the other PEs (an agreement: allocating, making a team, ...)
@@ -308,6 +340,20 @@ impl Failure {
                 },
                 epoch,
             },
+            Failure::Mismatch {
+                me,
+                mine,
+                peer,
+                theirs,
+            } => {
+                use crate::collective::algo::fingerprint::Fingerprint;
+                Error::CallMismatch {
+                    team_pe: me as usize,
+                    mine: Fingerprint(mine).to_string(),
+                    peer: peer as usize,
+                    theirs: Fingerprint(theirs).to_string(),
+                }
+            }
             Failure::Aborted => Error::CollectiveFailed {
                 failure: "aborted",
                 team_pe: None,
@@ -503,6 +549,15 @@ impl Health {
     /// A failure seen now, if any.
     fn look(&self, stopped_since: &mut Vec<Option<Instant>>) -> Option<Failure> {
         let status = self.control.status();
+        if status[0] == FAIL_MISMATCH {
+            let (theirs, mine, me) = self.control.mismatch();
+            return Some(Failure::Mismatch {
+                me,
+                mine,
+                peer: status[1],
+                theirs,
+            });
+        }
         if status[0] != 0 {
             return Some(Failure::Kernel(status));
         }

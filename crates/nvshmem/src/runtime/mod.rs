@@ -279,7 +279,17 @@ pub struct RuntimeBuilder {
     pub(crate) channels: Option<usize>,
     /// `RuntimeBuilder::algorithm`, in the order given.
     pub(crate) algorithms: Vec<(Collective, String)>,
+    /// `RuntimeBuilder::check_calls`.
+    check_calls: Option<bool>,
 }
+
+/// The environment variable that turns the NVLink kernels' check of mismatched calls on (`1`)
+/// or off (`0`); it overrides [`RuntimeBuilder::check_calls`].
+///
+/// ```
+/// assert_eq!(nvshmem::runtime::CHECK_CALLS_VAR, "NVSHMEM_RS_CHECK_CALLS");
+/// ```
+pub const CHECK_CALLS_VAR: &str = "NVSHMEM_RS_CHECK_CALLS";
 
 impl Runtime {
     /// Starts NVSHMEM with every choice detected from the environment.
@@ -708,6 +718,26 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether this crate's NVLink kernels check that every PE of a team made the same call
+    /// (default: on). Each PE's kernels publish a fingerprint of the call (collective, element
+    /// type, operator and premul_sum's scale, count, in place, root, team) beside their
+    /// arrival and compare their peers' with theirs, so that two different calls never accept
+    /// each other's flags or touch each other's buffers: a mismatch ends the call on every PE
+    /// with [`Error::CallMismatch`] (and fails the runtime) instead of a wrong result or a
+    /// hang. It costs each arrival one more pair of 16-byte stores and each block's end one
+    /// more pair of loads per peer (`kernels/PROTOCOL.md`, "Fingerprints"). The environment
+    /// variable [`CHECK_CALLS_VAR`] (`0` or `1`) overrides it. Teams that run NVSHMEM's own
+    /// collectives are not checked.
+    ///
+    /// ```no_run
+    /// let rt = nvshmem::Runtime::builder().check_calls(false).init()?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn check_calls(mut self, on: bool) -> Self {
+        self.check_calls = Some(on);
+        self
+    }
+
     /// Starts NVSHMEM.
     ///
     /// NVSHMEM reads its configuration only from the environment, so starting may set
@@ -789,6 +819,7 @@ impl RuntimeBuilder {
         // Everything that can be judged before NVSHMEM starts is judged first, so that a bad
         // setting or variable never leaves NVSHMEM started.
         let timeout = choose_timeout(self.timeout)?;
+        let check_calls = choose_check_calls(self.check_calls)?;
         let collectives = Collectives::new(&self.algorithms)?;
         let heap_size = choose_heap_size(self.heap_size)?;
         // Then the GPU: on a machine without one, that is the message that helps.
@@ -924,7 +955,7 @@ impl RuntimeBuilder {
         // A failure here is seen alike by every PE (an allocation refused, an agreement out of
         // step), or ends their next agreement: dropping the runtime then finalises NVSHMEM
         // where every PE agrees to, and leaves it otherwise.
-        let teams = Teams::start(&rt, self.channels)?;
+        let teams = Teams::start(&rt, self.channels, check_calls)?;
         if rt.inner.teams.set(teams).is_err() {
             unreachable!("the teams are set once, here");
         }
@@ -1141,6 +1172,26 @@ fn choose_timeout(requested: Option<Option<Duration>>) -> Result<Option<Duration
             reason,
         }),
         Err(_) => Ok(requested.unwrap_or(Some(DEFAULT_TIMEOUT))),
+    }
+}
+
+/// Whether the kernels check calls: [`CHECK_CALLS_VAR`]'s, else the builder's, else on.
+fn choose_check_calls(requested: Option<bool>) -> Result<bool> {
+    match std::env::var(CHECK_CALLS_VAR) {
+        Ok(v) => parse_check_calls(&v).map_err(|reason| Error::Environment {
+            var: CHECK_CALLS_VAR.into(),
+            value: v.clone(),
+            reason,
+        }),
+        Err(_) => Ok(requested.unwrap_or(true)),
+    }
+}
+
+fn parse_check_calls(v: &str) -> std::result::Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" | "yes" => Ok(true),
+        "0" | "off" | "false" | "no" => Ok(false),
+        _ => Err("expected 1 (check calls) or 0 (do not)".into()),
     }
 }
 

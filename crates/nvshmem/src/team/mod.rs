@@ -305,6 +305,8 @@ pub(crate) struct Teams {
 struct Core {
     pool: Arc<ChannelPool>,
     ll_bytes: u32,
+    /// Whether the NVLink kernels check call fingerprints (`RuntimeBuilder::check_calls`).
+    check_calls: bool,
     retired: Arc<Retired>,
     /// Whether a peer-mapped team went without a channel (said once).
     said_no_channel: std::sync::atomic::AtomicBool,
@@ -321,7 +323,7 @@ impl std::fmt::Debug for Teams {
 impl Teams {
     /// The team layer of a starting runtime: the channel pool (`channels` of them, or the
     /// default for the heap) and NVSHMEM's predefined teams, set up with every PE.
-    pub(crate) fn start(rt: &Runtime, channels: Option<usize>) -> Result<Self> {
+    pub(crate) fn start(rt: &Runtime, channels: Option<usize>, check_calls: bool) -> Result<Self> {
         use crate::collective::algo::channel::{chan_bytes, Sizing};
         const CALL: &str = "Runtime::init (teams)";
         let mut sizing = Sizing::for_heap(rt.info().heap_size);
@@ -335,6 +337,7 @@ impl Teams {
         let core = Core {
             pool: Arc::new(ChannelPool::new(alloc, each, sizing.channels)),
             ll_bytes: sizing.ll_bytes as u32,
+            check_calls,
             retired: Arc::default(),
             said_no_channel: Default::default(),
         };
@@ -522,10 +525,16 @@ impl Core {
                 me: my_pe as i32,
                 chan: c.addr,
                 ll_bytes: self.ll_bytes,
-                pad: 0,
+                check: u32::from(self.check_calls),
                 abort,
                 status,
                 timeout_ns: rt.health().timeout_ns(),
+                // The calls' launches fill in word 0 (`Fingerprint::of`); the tag is the
+                // team's, the same on every member.
+                fp: [
+                    0,
+                    u64::from(crate::collective::algo::fingerprint::team_tag(&world)) << 32,
+                ],
             }
         });
         Ok(TeamInner {

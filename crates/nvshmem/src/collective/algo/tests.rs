@@ -672,10 +672,11 @@ pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
         me: c.me as i32,
         chan: 0x900_0000,
         ll_bytes: 16 << 10,
-        pad: 0,
+        check: 1,
         abort: 0,
         status: 0,
         timeout_ns: 0,
+        fp: [0, 0x1234_5678 << 32],
     });
     c.arch = Some(crossover::Arch::SM90);
     c
