@@ -169,7 +169,7 @@ __device__ __noinline__ void nvr_fail(unsigned int *status, unsigned int code, i
 // when timeout_ns is non-zero, %globaltimer (the clock starts at the first such check, so a
 // wait lasts at least timeout_ns). On abort or timeout it records the failure and returns
 // false; the caller then skips its remaining waits and the block exits at nvr_end.
-__device__ bool nvr_fp_scan(const nvr_team &t, unsigned int e);
+__device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e);
 __device__ __forceinline__ void nvr_fp_publish(const nvr_team &t, unsigned int e);
 __device__ __forceinline__ bool nvr_fp_check(const nvr_team &t, unsigned int e, int j);
 
@@ -415,20 +415,22 @@ __device__ __forceinline__ bool nvr_ll_wait(const nvr_team &t, const void *p, un
 
 // Records a mismatch with peer j (status code NVR_FAIL_MISMATCH): status[1] = j, [2] = e,
 // [3] = NVR_WAIT_CALL, [4..8) = the peer's fingerprint (low word first), [8..12) = this PE's,
-// [12] = this PE's team index. Only the CAS winner writes the rest.
-__device__ __noinline__ void nvr_fail_mismatch(const nvr_team &t, int j, unsigned int e,
-                                               nvr_u64 w0, nvr_u64 w1) {
-    if (atomicCAS(t.status, 0u, NVR_FAIL_MISMATCH) == 0u) {
-        volatile unsigned int *s = t.status;
+// [12] = this PE's team index. Only the CAS winner writes the rest. (Takes values, not the
+// team, so no address of the kernel parameter escapes, as nvr_fail.)
+__device__ __noinline__ void nvr_fail_mismatch(unsigned int *status, int j, unsigned int e,
+                                               nvr_u64 w0, nvr_u64 w1, nvr_u64 m0, nvr_u64 m1,
+                                               int me) {
+    if (atomicCAS(status, 0u, NVR_FAIL_MISMATCH) == 0u) {
+        volatile unsigned int *s = status;
         s[1] = (unsigned int)j;
         s[2] = e;
         s[3] = NVR_WAIT_CALL;
-        const nvr_u64 w[4] = {w0, w1, t.fp[0], t.fp[1]};
+        const nvr_u64 w[4] = {w0, w1, m0, m1};
         for (int k = 0; k < 4; ++k) {
             s[4 + 2 * k] = (unsigned int)w[k];
             s[5 + 2 * k] = (unsigned int)(w[k] >> 32);
         }
-        s[12] = (unsigned int)t.me;
+        s[12] = (unsigned int)me;
         __threadfence_system();
     }
 }
@@ -450,25 +452,32 @@ __device__ __forceinline__ void nvr_fp_publish(const nvr_team &t, unsigned int e
     nvr_ll_store(s + NVR_LL_PACKET, t.fp[1], e);
 }
 
-// One look at peer j's fingerprint of run e: 1 when published and equal to this call's,
-// -1 (mismatch recorded) when published and different, 0 when not yet there.
-__device__ __forceinline__ int nvr_fp_look(const nvr_team &t, unsigned int e, int j) {
-    const char *s = nvr_fp_slot(t, e, blockIdx.x, j);
+// One look at the fingerprint slot s of peer j for run e: 1 when published and equal to
+// (m0, m1), -1 (mismatch recorded) when published and different, 0 when not yet there.
+__device__ __forceinline__ int nvr_fp_look(const char *s, unsigned int e, int j, nvr_u64 m0,
+                                           nvr_u64 m1, unsigned int *status, int me) {
     nvr_u64 w0, w1;
     if (!nvr_ll_poll(s, e, w0) || !nvr_ll_poll(s + NVR_LL_PACKET, e, w1)) return 0;
-    if (w0 == t.fp[0] && w1 == t.fp[1]) return 1;
-    nvr_fail_mismatch(t, j, e, w0, w1);
+    if (w0 == m0 && w1 == m1) return 1;
+    nvr_fail_mismatch(status, j, e, w0, w1, m0, m1, me);
     return -1;
 }
 
-// The slow path of every wait (every 256 polls): false (mismatch recorded) when some peer has
-// published another call's fingerprint for this block's run e. Peers not yet there are
-// skipped: only what a peer published is judged.
-__device__ __noinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e) {
-    if (blockIdx.x >= NVR_FP_BLOCKS) return true;
-    for (int j = 0; j < t.n && j < NVR_MAX_TEAM; ++j)
-        if (j != t.me && nvr_fp_look(t, e, j) < 0) return false;
+// The slow path's look at every peer's slot of block b's run e (slots: peer 0's; one slot per
+// peer after it): false (mismatch recorded) when some peer published another call's
+// fingerprint. Peers not yet there are skipped: only what a peer published is judged.
+__device__ __noinline__ bool nvr_fp_scan_slots(const char *slots, unsigned int e, int n, int me,
+                                               nvr_u64 m0, nvr_u64 m1, unsigned int *status) {
+    for (int j = 0; j < n && j < NVR_MAX_TEAM; ++j)
+        if (j != me && nvr_fp_look(slots + j * NVR_FP_SLOT, e, j, m0, m1, status, me) < 0)
+            return false;
     return true;
+}
+
+__device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e) {
+    if (blockIdx.x >= NVR_FP_BLOCKS) return true;
+    return nvr_fp_scan_slots(nvr_fp_slot(t, e, blockIdx.x, 0), e, t.n, t.me, t.fp[0], t.fp[1],
+                             t.status);
 }
 
 // After peer j's arrival at e was seen: waits for its fingerprint of run e (published with
@@ -476,8 +485,13 @@ __device__ __noinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e) {
 // mismatch (recorded), abort or timeout.
 __device__ __forceinline__ bool nvr_fp_check(const nvr_team &t, unsigned int e, int j) {
     if (!nvr_fp_on(t)) return true;
+    const char *s = nvr_fp_slot(t, e, blockIdx.x, j);
+    const nvr_u64 m0 = t.fp[0], m1 = t.fp[1];
+    unsigned int *status = t.status;
+    const int me = t.me;
     int r = 0;
     const bool ok = nvr_wait(
-        t, [&] { return (r = nvr_fp_look(t, e, j)) != 0; }, j, e, NVR_WAIT_CALL);
+        t, [&] { return (r = nvr_fp_look(s, e, j, m0, m1, status, me)) != 0; }, j, e,
+        NVR_WAIT_CALL);
     return ok && r > 0;
 }
