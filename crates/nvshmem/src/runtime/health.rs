@@ -601,6 +601,48 @@ fn exit_now(status: c_int) -> ! {
 mod tests {
     use super::*;
 
+    /// A kernel's mismatch record becomes an error naming both calls, decoded.
+    #[test]
+    fn a_mismatch_names_both_calls() {
+        use crate::{
+            collective::{algo::fingerprint::Fingerprint, Collective},
+            DataType, ReduceOp,
+        };
+        let fp = |count| {
+            Fingerprint::new(
+                Collective::AllReduce,
+                DataType::F32,
+                Some(ReduceOp::Sum),
+                count,
+                false,
+                0,
+                7,
+            )
+            .0
+        };
+        let e = Failure::Mismatch {
+            me: 0,
+            mine: fp(1048576),
+            peer: 1,
+            theirs: fp(1048577),
+        }
+        .error();
+        assert!(matches!(
+            e,
+            Error::CallMismatch {
+                team_pe: 0,
+                peer: 1,
+                ..
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "mismatched collective calls: team PE 0 (this PE) called all_reduce of f32 sum, \
+             1048576 elements on team 0x00000007; team PE 1 called all_reduce of f32 sum, \
+             1048577 elements on team 0x00000007; this runtime cannot run collectives any more"
+        );
+    }
+
     #[test]
     fn timeouts_parse_with_and_without_units() {
         assert_eq!(parse_timeout("30"), Ok(Some(Duration::from_secs(30))));

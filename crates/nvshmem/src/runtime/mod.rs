@@ -1403,6 +1403,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_call_check_switch_parses() {
+        assert_eq!(parse_check_calls("1"), Ok(true));
+        assert_eq!(parse_check_calls(" off "), Ok(false));
+        assert_eq!(parse_check_calls("0"), Ok(false));
+        assert!(parse_check_calls("maybe").is_err());
+    }
+
+    #[test]
     fn sizes_parse_like_nvshmem() {
         assert_eq!(parse_size("1024"), Some(1024));
         assert_eq!(parse_size("512M"), Some(512 << 20));

@@ -129,7 +129,8 @@ impl Fingerprint {
 
     fn coll(self) -> Option<Collective> {
         let i = (self.0[0] >> 59 & 15) as usize;
-        i.checked_sub(1).and_then(|i| Collective::ALL.get(i).copied())
+        i.checked_sub(1)
+            .and_then(|i| Collective::ALL.get(i).copied())
     }
 
     /// The team's tag.
@@ -220,7 +221,10 @@ mod tests {
             format!("reduce of bf16 premul_sum (scale 0.5), 7 elements, root 5, in place on team {tag:#010x}")
         );
         let g = Fingerprint::new(Collective::Gather, DataType::U8, None, 100, false, 2, 9);
-        assert_eq!(g.to_string(), "gather of 100 bytes, root 2 on team 0x00000009");
+        assert_eq!(
+            g.to_string(),
+            "gather of 100 bytes, root 2 on team 0x00000009"
+        );
         let s = Fingerprint::new(Collective::Sync, DataType::U8, None, 0, false, 0, 9);
         assert_eq!(s.to_string(), "sync on team 0x00000009");
     }
@@ -238,13 +242,69 @@ mod tests {
             1,
         );
         let others = [
-            base(Collective::ReduceScatter, DataType::F32, Some(ReduceOp::Sum), 8, false, 0, 1),
-            base(Collective::AllReduce, DataType::I32, Some(ReduceOp::Sum), 8, false, 0, 1),
-            base(Collective::AllReduce, DataType::F32, Some(ReduceOp::Max), 8, false, 0, 1),
-            base(Collective::AllReduce, DataType::F32, Some(ReduceOp::Sum), 9, false, 0, 1),
-            base(Collective::AllReduce, DataType::F32, Some(ReduceOp::Sum), 8, true, 0, 1),
-            base(Collective::AllReduce, DataType::F32, Some(ReduceOp::Sum), 8, false, 1, 1),
-            base(Collective::AllReduce, DataType::F32, Some(ReduceOp::Sum), 8, false, 0, 2),
+            base(
+                Collective::ReduceScatter,
+                DataType::F32,
+                Some(ReduceOp::Sum),
+                8,
+                false,
+                0,
+                1,
+            ),
+            base(
+                Collective::AllReduce,
+                DataType::I32,
+                Some(ReduceOp::Sum),
+                8,
+                false,
+                0,
+                1,
+            ),
+            base(
+                Collective::AllReduce,
+                DataType::F32,
+                Some(ReduceOp::Max),
+                8,
+                false,
+                0,
+                1,
+            ),
+            base(
+                Collective::AllReduce,
+                DataType::F32,
+                Some(ReduceOp::Sum),
+                9,
+                false,
+                0,
+                1,
+            ),
+            base(
+                Collective::AllReduce,
+                DataType::F32,
+                Some(ReduceOp::Sum),
+                8,
+                true,
+                0,
+                1,
+            ),
+            base(
+                Collective::AllReduce,
+                DataType::F32,
+                Some(ReduceOp::Sum),
+                8,
+                false,
+                1,
+                1,
+            ),
+            base(
+                Collective::AllReduce,
+                DataType::F32,
+                Some(ReduceOp::Sum),
+                8,
+                false,
+                0,
+                2,
+            ),
         ];
         for o in others {
             assert_ne!(a, o, "{o}");
@@ -263,7 +323,15 @@ mod tests {
         assert_ne!(p(0.5), p(0.25));
         // Every type and collective has a code of its own, none of them 0.
         for (i, &d) in DataType::ALL.iter().enumerate() {
-            let f = base(Collective::AllReduce, d, Some(ReduceOp::Sum), 1, false, 0, 0);
+            let f = base(
+                Collective::AllReduce,
+                d,
+                Some(ReduceOp::Sum),
+                1,
+                false,
+                0,
+                0,
+            );
             assert_eq!((f.0[0] >> 55 & 15) as usize, i + 1);
             assert!(f.to_string().contains(d.name()), "{f}");
         }
@@ -276,9 +344,23 @@ mod tests {
 
     #[test]
     fn huge_counts_saturate_and_say_so() {
-        let f = Fingerprint::new(Collective::Broadcast, DataType::U8, None, usize::MAX, false, 0, 0);
-        assert!(f.to_string().contains("at least 140737488355327 bytes"), "{f}");
-        assert_eq!(Fingerprint::default().to_string().split(' ').next(), Some("nothing"));
+        let f = Fingerprint::new(
+            Collective::Broadcast,
+            DataType::U8,
+            None,
+            usize::MAX,
+            false,
+            0,
+            0,
+        );
+        assert!(
+            f.to_string().contains("at least 140737488355327 bytes"),
+            "{f}"
+        );
+        assert_eq!(
+            Fingerprint::default().to_string().split(' ').next(),
+            Some("nothing")
+        );
     }
 
     #[test]

@@ -1516,3 +1516,68 @@ fn members_sharing_a_gpu_take_this_crates_kernels_where_one_accepts() {
     ));
     assert_eq!(choose(&c, None).map(|a| a.name()).ok(), Some("nvshmem"));
 }
+
+/// Every NVLink launch carries its call's fingerprint on a team that checks calls, and the
+/// team's own descriptor where it does not; calls that differ in length launch differently.
+#[test]
+fn nvlink_launches_carry_the_calls_fingerprint() {
+    use super::fingerprint::Fingerprint;
+    let t = team(2, 0, true);
+    let fp_of = |c: &Call| {
+        let (_, steps) = plan(c);
+        let fps: Vec<[u64; 2]> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Kernel(Launch::Nvlink(l)) => Some(l.team.fp),
+                _ => None,
+            })
+            .collect();
+        assert!(!fps.is_empty(), "{steps:?}");
+        assert!(fps.iter().all(|f| *f == fps[0]), "{fps:?}");
+        fps[0]
+    };
+    for (coll, count) in [
+        (Collective::AllReduce, 2),
+        (Collective::AllReduce, 1 << 20),
+        (Collective::Broadcast, 64),
+        (Collective::Barrier, 0),
+    ] {
+        let c = with_channel(call(
+            &t,
+            coll,
+            DataType::F32,
+            ReduceOp::Sum,
+            count,
+            false,
+            0,
+        ));
+        let want = Fingerprint::of(&c, 0x1234_5678);
+        assert_eq!(fp_of(&c), want.0, "{coll} {count}: {want}");
+        assert_eq!(want.tag(), 0x1234_5678);
+        if count > 0 {
+            let longer = with_channel(call(
+                &t,
+                coll,
+                DataType::F32,
+                ReduceOp::Sum,
+                count + 1,
+                false,
+                0,
+            ));
+            assert_ne!(fp_of(&longer), want.0, "{coll} {count}");
+        }
+        let mut off = with_channel(call(
+            &t,
+            coll,
+            DataType::F32,
+            ReduceOp::Sum,
+            count,
+            false,
+            0,
+        ));
+        if let Some(d) = off.descriptor.as_mut() {
+            d.check = 0;
+        }
+        assert_eq!(fp_of(&off), [0, 0x1234_5678 << 32], "{coll}: unchecked");
+    }
+}
