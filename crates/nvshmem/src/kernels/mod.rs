@@ -69,8 +69,8 @@ pub(crate) struct TeamDescriptor {
     /// This (team, stream)'s channel, local address.
     pub(crate) chan: u64,
     pub(crate) ll_bytes: u32,
-    /// 1: the kernels publish and check call fingerprints (`fp`); 0: they do neither
-    /// ([`crate::runtime::CHECK_CALLS_VAR`]).
+    /// Non-zero: the kernels publish and check call fingerprints (`fp`); 2: calls that run
+    /// NVSHMEM's collectives are checked first too ([`crate::runtime::CHECK_CALLS_VAR`]).
     pub(crate) check: u32,
     /// Device address of the host-mapped abort word.
     pub(crate) abort: u64,

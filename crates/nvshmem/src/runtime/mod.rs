@@ -279,12 +279,14 @@ pub struct RuntimeBuilder {
     pub(crate) channels: Option<usize>,
     /// `RuntimeBuilder::algorithm`, in the order given.
     pub(crate) algorithms: Vec<(Collective, String)>,
-    /// `RuntimeBuilder::check_calls`.
-    check_calls: Option<bool>,
+    /// `RuntimeBuilder::check_calls` and `check_nvshmem_calls`: 0 off, 1 this crate's
+    /// kernels, 2 also before NVSHMEM's collectives.
+    check_calls: Option<u32>,
 }
 
-/// The environment variable that turns the NVLink kernels' check of mismatched calls on (`1`)
-/// or off (`0`); it overrides [`RuntimeBuilder::check_calls`].
+/// The environment variable that turns the NVLink kernels' check of mismatched calls on (`1`),
+/// on and also before NVSHMEM's collectives on peer-mapped teams (`2`), or off (`0`); it
+/// overrides [`RuntimeBuilder::check_calls`] and [`RuntimeBuilder::check_nvshmem_calls`].
 ///
 /// ```
 /// assert_eq!(nvshmem::runtime::CHECK_CALLS_VAR, "NVSHMEM_RS_CHECK_CALLS");
@@ -734,7 +736,25 @@ impl RuntimeBuilder {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn check_calls(mut self, on: bool) -> Self {
-        self.check_calls = Some(on);
+        self.check_calls = Some(u32::from(on));
+        self
+    }
+
+    /// Whether calls that a peer-mapped team (one with a channel) runs with NVSHMEM's own
+    /// collectives are checked too (default: off; implies [`check_calls`](Self::check_calls)).
+    /// Such a call is then preceded by this crate's flag sync carrying its fingerprint, which
+    /// costs a kernel and a round trip between the PEs per call, too much for the mid-sized
+    /// messages that take NVSHMEM's path to be on by default. A mismatch is reported as
+    /// [`Error::CallMismatch`]; NVSHMEM's collective, already queued, still runs, and where it
+    /// then waits for ever the watchdog ends the process with the mismatch printed
+    /// ([`GRACE`]). [`CHECK_CALLS_VAR`]`=2` is the same.
+    ///
+    /// ```no_run
+    /// let rt = nvshmem::Runtime::builder().check_nvshmem_calls(true).init()?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn check_nvshmem_calls(mut self, on: bool) -> Self {
+        self.check_calls = Some(if on { 2 } else { 1 });
         self
     }
 
@@ -1175,23 +1195,25 @@ fn choose_timeout(requested: Option<Option<Duration>>) -> Result<Option<Duration
     }
 }
 
-/// Whether the kernels check calls: [`CHECK_CALLS_VAR`]'s, else the builder's, else on.
-fn choose_check_calls(requested: Option<bool>) -> Result<bool> {
+/// How the kernels check calls (0 off, 1 on, 2 also NVSHMEM's collectives):
+/// [`CHECK_CALLS_VAR`]'s, else the builder's, else on.
+fn choose_check_calls(requested: Option<u32>) -> Result<u32> {
     match std::env::var(CHECK_CALLS_VAR) {
         Ok(v) => parse_check_calls(&v).map_err(|reason| Error::Environment {
             var: CHECK_CALLS_VAR.into(),
             value: v.clone(),
             reason,
         }),
-        Err(_) => Ok(requested.unwrap_or(true)),
+        Err(_) => Ok(requested.unwrap_or(1)),
     }
 }
 
-fn parse_check_calls(v: &str) -> std::result::Result<bool, String> {
+fn parse_check_calls(v: &str) -> std::result::Result<u32, String> {
     match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "on" | "true" | "yes" => Ok(true),
-        "0" | "off" | "false" | "no" => Ok(false),
-        _ => Err("expected 1 (check calls) or 0 (do not)".into()),
+        "2" | "all" => Ok(2),
+        "1" | "on" | "true" | "yes" => Ok(1),
+        "0" | "off" | "false" | "no" => Ok(0),
+        _ => Err("expected 1 (check calls), 2 (NVSHMEM's collectives too) or 0 (do not)".into()),
     }
 }
 
@@ -1404,9 +1426,10 @@ mod tests {
 
     #[test]
     fn the_call_check_switch_parses() {
-        assert_eq!(parse_check_calls("1"), Ok(true));
-        assert_eq!(parse_check_calls(" off "), Ok(false));
-        assert_eq!(parse_check_calls("0"), Ok(false));
+        assert_eq!(parse_check_calls("1"), Ok(1));
+        assert_eq!(parse_check_calls(" off "), Ok(0));
+        assert_eq!(parse_check_calls("0"), Ok(0));
+        assert_eq!(parse_check_calls("2"), Ok(2));
         assert!(parse_check_calls("maybe").is_err());
     }
 

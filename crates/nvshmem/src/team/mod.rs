@@ -305,8 +305,9 @@ pub(crate) struct Teams {
 struct Core {
     pool: Arc<ChannelPool>,
     ll_bytes: u32,
-    /// Whether the NVLink kernels check call fingerprints (`RuntimeBuilder::check_calls`).
-    check_calls: bool,
+    /// How calls are checked (`RuntimeBuilder::check_calls`): 0 not, 1 this crate's
+    /// kernels, 2 NVSHMEM's collectives too.
+    check_calls: u32,
     retired: Arc<Retired>,
     /// Whether a peer-mapped team went without a channel (said once).
     said_no_channel: std::sync::atomic::AtomicBool,
@@ -323,7 +324,7 @@ impl std::fmt::Debug for Teams {
 impl Teams {
     /// The team layer of a starting runtime: the channel pool (`channels` of them, or the
     /// default for the heap) and NVSHMEM's predefined teams, set up with every PE.
-    pub(crate) fn start(rt: &Runtime, channels: Option<usize>, check_calls: bool) -> Result<Self> {
+    pub(crate) fn start(rt: &Runtime, channels: Option<usize>, check_calls: u32) -> Result<Self> {
         use crate::collective::algo::channel::{chan_bytes, Sizing};
         const CALL: &str = "Runtime::init (teams)";
         let mut sizing = Sizing::for_heap(rt.info().heap_size);
@@ -525,7 +526,7 @@ impl Core {
                 me: my_pe as i32,
                 chan: c.addr,
                 ll_bytes: self.ll_bytes,
-                check: u32::from(self.check_calls),
+                check: self.check_calls,
                 abort,
                 status,
                 timeout_ns: rt.health().timeout_ns(),

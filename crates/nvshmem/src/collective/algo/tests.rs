@@ -1581,3 +1581,46 @@ fn nvlink_launches_carry_the_calls_fingerprint() {
         assert_eq!(fp_of(&off), [0, 0x1234_5678 << 32], "{coll}: unchecked");
     }
 }
+
+/// With NVSHMEM's collectives checked too (check level 2), a plan that queues one on a team
+/// with a channel starts with the flag sync carrying the call's fingerprint; at level 1, or
+/// for a plan of this crate's kernels alone, nothing is added.
+#[test]
+fn checking_nvshmem_calls_puts_the_fingerprinted_sync_first() {
+    use super::fingerprint::Fingerprint;
+    let t = team(2, 0, true);
+    for level in [1, 2] {
+        let mut c = with_channel(call(
+            &t,
+            Collective::AllReduce,
+            DataType::F32,
+            ReduceOp::Sum,
+            1 << 16,
+            false,
+            0,
+        ));
+        if let Some(d) = c.descriptor.as_mut() {
+            d.check = level;
+        }
+        let mut steps = Vec::new();
+        nvshmem::Native.plan(&c, &mut steps);
+        let before = steps.len();
+        run::check_nvshmem_first(&c, &mut steps);
+        if level == 2 {
+            assert_eq!(steps.len(), before + 1);
+            assert!(
+                matches!(&steps[0], Step::Kernel(Launch::Nvlink(l))
+                    if l.function == "nvr_barrier"
+                        && l.team.fp == Fingerprint::of(&c, 0x1234_5678).0),
+                "{steps:?}"
+            );
+        } else {
+            assert_eq!(steps.len(), before);
+        }
+        let mut ours = Vec::new();
+        nvlink::Direct.plan(&c, &mut ours);
+        let n = ours.len();
+        run::check_nvshmem_first(&c, &mut ours);
+        assert_eq!(ours.len(), n, "this crate's kernels check themselves");
+    }
+}
