@@ -124,12 +124,7 @@ fn cases() -> Vec<Case> {
             ar(64),
             with(ar(64), &|s| s.in_place = true),
         ),
-        case(
-            "collective_ll",
-            "nvlink_ll",
-            ar(64),
-            side(C::Broadcast, 64),
-        ),
+        case("collective_ll", "nvlink_ll", ar(64), side(C::Broadcast, 64)),
         case(
             "collective_direct",
             "nvlink_direct",
@@ -138,7 +133,14 @@ fn cases() -> Vec<Case> {
         ),
         // The 8-byte all-reduce against a barrier: the barrier's one block meets the
         // all-reduce's.
-        case("barrier_vs_all_reduce", "nvlink_ll", side(C::Barrier, 0), ar(2)),
+        case(
+            "barrier_vs_all_reduce",
+            "nvlink_ll",
+            side(C::Barrier, 0),
+            ar(2),
+        ),
+        // NVSHMEM's path, checked at level 2 (RuntimeBuilder::check_nvshmem_calls).
+        case("length_nvshmem", "nvshmem", ar(SMALL), ar(SMALL + 1)),
     ]
 }
 
@@ -172,7 +174,9 @@ fn gpu_mismatch() {
 }
 
 fn start(algorithm: Option<&str>, colls: &[Collective]) -> Runtime {
-    let mut b: RuntimeBuilder = Runtime::builder().heap_size(1 << 30).check_calls(true);
+    let mut b: RuntimeBuilder = Runtime::builder()
+        .heap_size(1 << 30)
+        .check_nvshmem_calls(algorithm == Some("nvshmem"));
     if let Some(a) = algorithm {
         for &c in colls {
             if c.geometry() != nvshmem::collective::Geometry::None {
@@ -182,6 +186,11 @@ fn start(algorithm: Option<&str>, colls: &[Collective]) -> Runtime {
     }
     let session = common::start(b);
     common::start_watchdog(session.rt.my_pe(), Duration::from_secs(30));
+    // Scratch reserved up front, so that no call allocates it (collectively) on its own.
+    session
+        .rt
+        .reserve_scratch(64 << 20)
+        .expect("scratch for the reductions");
     session.rt
 }
 
@@ -213,7 +222,8 @@ impl Buffers {
         })
     }
 
-    /// Queues `s` over `team` on views of the arrays, and waits for the stream.
+    /// Queues `s` over `team` on views of the arrays (the caller waits as it needs: a
+    /// mismatched call is not waited for, since NVSHMEM's collectives cannot be ended).
     fn call(&mut self, team: &Team, s: Side, stream: &Arc<CudaStream>) -> anyhow::Result<()> {
         let (inp, out) = s.coll.geometry().lengths(s.count, team.n_pes());
         if s.int {
@@ -225,7 +235,6 @@ impl Buffers {
             let mut dv = self.dst_f.view_mut(..out.max(1))?;
             common::call(team, s.coll, s.in_place, s.root, s.op, &sv, &mut dv, stream)?;
         }
-        stream.synchronize()?;
         Ok(())
     }
 }
@@ -252,6 +261,9 @@ fn mismatch(case: &Case) -> anyhow::Result<usize> {
     let mut buf = Buffers::new(&rt, &[case.pe0, case.rest], rt.n_pes())?;
     // One matching call first, so the channel has run and its epochs are not the first.
     buf.call(&world, case.rest, &stream)
+        .context("the matching call before the case")?;
+    stream.synchronize()?;
+    rt.async_error()
         .context("the matching call before the case")?;
     world.barrier(&stream)?;
     stream.synchronize()?;
