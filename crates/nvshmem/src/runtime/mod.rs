@@ -728,8 +728,9 @@ impl RuntimeBuilder {
     /// with [`Error::CallMismatch`] (and fails the runtime) instead of a wrong result or a
     /// hang. It costs each arrival one more pair of 16-byte stores and each block's end one
     /// more pair of loads per peer (`kernels/PROTOCOL.md`, "Fingerprints"). The environment
-    /// variable [`CHECK_CALLS_VAR`] (`0` or `1`) overrides it. Teams that run NVSHMEM's own
-    /// collectives are not checked.
+    /// variable [`CHECK_CALLS_VAR`] (`0` or `1`) overrides it. Every PE must choose alike:
+    /// starting fails with [`Error::OutOfStep`] otherwise. Calls that run NVSHMEM's own
+    /// collectives are not checked ([`check_nvshmem_calls`](Self::check_nvshmem_calls)).
     ///
     /// ```no_run
     /// let rt = nvshmem::Runtime::builder().check_calls(false).init()?;

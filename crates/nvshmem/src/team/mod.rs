@@ -346,11 +346,27 @@ impl Teams {
         // channels, resident blocks, architecture and which world PEs it reaches.
         let everyone: Vec<usize> = (0..rt.n_pes()).collect();
         let table = rt.agree_world_with(CALL, |stream| {
-            let mut words = vec![make::PREDEFINED, 0, 0, 0, 0];
+            // The first argument word: the call check's level, which must be the same on every
+            // PE (a PE that does not publish fingerprints would keep its peers waiting).
+            let mut words = vec![make::PREDEFINED, u64::from(check_calls), 0, 0, 0];
             words.extend(core.offer(rt, &everyone, stream)?);
             Ok(entry(tag::MAKE_TEAM, &words))
         })?;
         same_call(CALL, &table, tag::MAKE_TEAM)?;
+        if let Some(pe) = table
+            .iter()
+            .position(|e| e[offer::ARGS] != table[0][offer::ARGS])
+        {
+            return Err(Error::OutOfStep {
+                call: CALL,
+                detail: format!(
+                    "PE {pe} checks calls at level {} (NVSHMEM_RS_CHECK_CALLS, \
+                     RuntimeBuilder::check_calls), PE 0 at level {}: every PE must check alike",
+                    table[pe][offer::ARGS],
+                    table[0][offer::ARGS]
+                ),
+            });
+        }
         let world = Arc::new(core.build(
             rt,
             rt.world_handle(),
