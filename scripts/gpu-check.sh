@@ -11,7 +11,7 @@
 #                                         start there (mpirun, nvshmem-run, Hydra, none) and prints
 #                                         a summary last. SUITES default to "foundation"; others:
 #                                         foundation_hydra (its Hydra legs alone), examples,
-#                                         faults, soak, collectives, multipe, shared_gpu, scale, repro, lifetimes,
+#                                         faults, soak, collectives, multipe, shared_gpu, scale, semantics, repro, lifetimes,
 #                                         device, perf, perfgraph, perfiso, reddiag,
 #                                         perfpoints, pdl, cepoints, perfgraphsplit, mismatch,
 #                                         checkcost (the call check's cost, off and on),
@@ -25,7 +25,15 @@
 # for every process: NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0.
 #
 # PE counts: PES (default "1 2") is the list of PE counts that foundation, examples, scale,
-# repro and the collectives matrix (MATRIX_PES, default PES) run at.
+# semantics, repro and the collectives matrix (MATRIX_PES, default PES) run at.
+#
+# semantics (tests/gpu_semantics.rs, at each PE count of PES, 1 included): all_reduce, reduce
+# and reduce_scatter, in place and not, by avg, sum, premul_sum, min and max, on every numeric
+# type with values near its limits, at element counts either side of every crossover, by the
+# automatic choice, by each algorithm forced and through prepared calls, checked against the
+# documented semantics (collective/mod.rs, "Reductions"). Each PE count takes about a minute
+# or two (SEMANTICS_TIMEOUT, default 300 s); PE 0 prints "semantics <type>: N cases
+# passed, 0 failed, K refused by a forced algorithm" per type.
 #
 # Several PEs on one GPU: MPS=1 runs the whole suite list with CUDA MPS (README, "Launching";
 # /work/shared/platform.md): the control daemon is started with its own pipe and log folders
@@ -462,6 +470,16 @@ checkcost() {
       echo "== $c, NVSHMEM_RS_CHECK_CALLS=$on"
       grep -hE '^\[PE 0\] +[0-9]+ |^ +[0-9]+ ' "$out"/checkcost-$c-check$on-round*.log | sed 's/^\[PE 0\] //'
     done
+  done
+}
+
+# tests/gpu_semantics.rs at each PE count of PES: one semantics for every reduction at every
+# size and by every algorithm (see the header above).
+semantics() {
+  local t np
+  t=$(gtest gpu_semantics)
+  for np in $PES; do
+    CASE_TIMEOUT=${SEMANTICS_TIMEOUT:-300} case_ semantics-${np}pe pass mpi "$np" $t
   done
 }
 

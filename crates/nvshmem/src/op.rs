@@ -13,11 +13,15 @@ use crate::{DataType, ElementKind, Error, Result};
 /// | floats (`f16`..`f64`, fp8) | `Sum`, `Prod`, `Min`, `Max`, `Avg`, `PreMulSum` |
 /// | [`Bool8`](crate::element::Bool8) | `And`, `Or` (logical), `Min` (= and), `Max` (= or) |
 ///
-/// `Avg` is the sum divided by the team size (integers: truncated toward zero, as NCCL), and
-/// `PreMulSum(s)` multiplies every input by `s` before summing (NCCL's
-/// `ncclRedOpCreatePreMulSum`); for integer types `s` must be a whole number (NCCL takes the
-/// scalar in the data's type). [`ReduceOp::supports`] says whether a reduction of a given type
-/// by an operator can run at all.
+/// `Avg` is the mean of the PEs' values: for integers the exact mean truncated toward zero,
+/// computed without overflow (`i64::MAX - 1` on every PE gives `i64::MAX - 1`); for floats the
+/// sum in the accumulator (`f32` for 16- and 8-bit floats, the type for `f32` and `f64`)
+/// divided by the team size, rounded once. `PreMulSum(s)` multiplies every input by `s`
+/// before summing (NCCL's `ncclRedOpCreatePreMulSum`); for integer types `s` must be a whole
+/// number (NCCL takes the scalar in the data's type). Integer `Sum`, `Prod` and `PreMulSum`
+/// wrap modulo 2^bits. The meaning is the same at every size and by every algorithm (the
+/// table in [`crate::collective`], "Reductions"). [`ReduceOp::supports`] says whether a
+/// reduction of a given type by an operator can run at all.
 ///
 /// Parsed from and printed as `sum`, `prod`, `min`, `max`, `and`, `or`, `xor`, `avg` and
 /// `premul_sum(S)`:
@@ -47,7 +51,7 @@ pub enum ReduceOp {
     Or,
     /// Bitwise exclusive or (integer types).
     Xor,
-    /// Sum divided by the number of PEs in the team.
+    /// The mean over the PEs of the team (integers: exact, truncated toward zero).
     Avg,
     /// Each input multiplied by the scalar, then summed.
     PreMulSum(f64),

@@ -35,49 +35,74 @@
 //! # Reductions
 //!
 //! [`Team::all_reduce`], [`Team::reduce`] and [`Team::reduce_scatter`] (and their in-place
-//! forms) take every operator [`ReduceOp::supports`] for the element type:
+//! forms) take every operator [`ReduceOp::supports`] for the element type. Each operator has
+//! one meaning, whatever the size, the team and the algorithm that runs the call (chosen or
+//! forced, called or prepared); an algorithm that could not give it refuses the call
+//! ([`Error::AlgorithmRefused`](crate::Error::AlgorithmRefused) when forced):
+//!
+//! | operator | integers | floats |
+//! |---|---|---|
+//! | sum, prod | wrap modulo 2^bits | IEEE, in the accumulator (below) |
+//! | premul_sum(s) | each input times `s` (a whole number), summed, modulo 2^bits | each input times `s`, summed, in the accumulator |
+//! | avg | the exact mean, truncated toward zero (no overflow, at 64 bits too) | the sum in the accumulator divided by the team size, rounded once |
+//! | min, max | as the type compares (signed or not) | IEEE minNum / maxNum |
+//! | and, or, xor | bitwise | |
+//!
+//! The accumulator is `f32` for `f16`, `bf16` and fp8 (rounded once into the type), and the
+//! type itself for `f32` and `f64`: `bf16` has `f32`'s range, so a `bf16` sum or mean whose
+//! `f32` sum passes `f32::MAX` is infinite, as an `f32` one is. Float sums may differ in their
+//! last bits between algorithms (the order of summation is the algorithm's); NVSHMEM's own
+//! sum and prod of `f16` and `bf16` round at each step in the type, where this crate's kernels
+//! round once (the same for two PEs; for more, sums that are exact in the type agree).
 //!
 //! | element | operators | how |
 //! |---|---|---|
-//! | `f32` `f64` `f16` `bf16`, integers | sum, prod, min, max (and, or, xor: integers) | NVSHMEM's typed reduction |
-//! | the same | avg | NVSHMEM's sum, then a kernel divides by the team size (integers: the sum wraps in the type, then truncates toward zero, as NCCL) |
-//! | the same | premul_sum(s) | a kernel scales the input into the scratch (never over the input), then NVSHMEM's sum from there; integers need a whole `s` |
+//! | `f32` `f64` `f16` `bf16`, integers | sum, prod, min, max (and, or, xor: integers) | NVSHMEM's typed reduction, or this crate's kernels |
+//! | the same | avg | this crate's kernels (integers sum in 128 bits), or NVSHMEM's sum of a wide form in the scratch: integers as pairs `(q, r)` with `x = q n + r` in 64 bits, 16-bit floats as `f32`; then a kernel divides and narrows (`f32` and `f64`: NVSHMEM's sum, then a kernel divides) |
+//! | the same | premul_sum(s) | this crate's kernels, or a kernel scales the input into the scratch (16-bit floats widened to `f32`), NVSHMEM's sum from there (then narrowed); integers need a whole `s` |
 //! | [`Bool8`](crate::element::Bool8) | and, or, min (= and), max (= or) | NVSHMEM's `uint8` min / max, right for any non-zero byte as true |
-//! | [`F8E4M3`](crate::element::F8E4M3), [`F8E5M2`](crate::element::F8E5M2) | sum, min, max, avg, premul_sum(s) | this crate's kernel reading every member's input through peer-mapped memory, between two team barriers, computing in `f32` with one rounding |
+//! | [`F8E4M3`](crate::element::F8E4M3), [`F8E5M2`](crate::element::F8E5M2) | sum, min, max, avg, premul_sum(s) | this crate's kernels (through peer-mapped memory), computing in `f32` with one rounding; avg and premul_sum also on NVSHMEM's path, widened to `f32` |
 //!
 //! The kernels are compiled with NVRTC on their first use in a process (a
 //! one-off cost per kernel; nothing synchronises): make one call before capturing a graph with
 //! `CU_STREAM_CAPTURE_MODE_GLOBAL`, which may refuse loading a module during capture. fp8
-//! reductions need every PE of the team on one node with peer access (else
+//! sum, min and max need every PE of the team on one node with peer access (else
 //! [`Error::Unsupported`](crate::Error::Unsupported)).
 //!
 //! # Collective scratch
 //!
 //! Some calls need collective scratch ([`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch)),
-//! and only when they run on NVSHMEM's path or on this crate's peer kernel (fp8): never on this
-//! crate's NVLink kernels, which on a peer-mapped team run most calls. Which path runs depends
-//! on the team and the size, so **a program that needs no scratch on one node can fail with
-//! [`ScratchTooSmall`](crate::Error::ScratchTooSmall) on two**. The NVLink kernels run a call
-//! when every member of the team can load and store every other's memory (one node, NVLink or
-//! PCIe P2P), the team has at most 8 PEs and got a channel when it was made (not when every
-//! channel was taken, see [`RuntimeBuilder::channels`](crate::RuntimeBuilder::channels);
-//! [`Team::has_nvlink_kernels`] says), the kernels have the reduction, no other algorithm is
-//! forced, and the automatic choice prefers them at this size (`docs/performance.md`,
-//! "Crossovers"). With `B` the bytes of the input array:
+//! and only when they run on NVSHMEM's path or on this crate's peer kernel: never on this
+//! crate's NVLink kernels, which on a peer-mapped team run most calls. The automatic choice
+//! never takes an algorithm that needs more scratch than is reserved while another that accepts
+//! the call fits (every PE reserves alike, so every PE chooses alike): on a team the NVLink
+//! kernels serve, no call needs scratch at any size unless an algorithm is forced. Elsewhere
+//! (a team that is not peer-mapped, a team without a channel) NVSHMEM's path may be all there
+//! is, so **a program that needs no scratch on one node can fail with
+//! [`ScratchTooSmall`](crate::Error::ScratchTooSmall) on two**; a forced algorithm that needs
+//! more than is reserved fails with it too. The NVLink kernels run a call when every member of
+//! the team can load and store every other's memory (one node, NVLink or PCIe P2P), the team
+//! has at most 8 PEs and got a channel when it was made (not when every channel was taken, see
+//! [`RuntimeBuilder::channels`](crate::RuntimeBuilder::channels); [`Team::has_nvlink_kernels`]
+//! says), and the kernels have the reduction. With `B` the bytes of the input array, and `W`
+//! the bytes of its wide form (`16 / s × B` for integers of `s` bytes, `4 / s × B` for 16-bit
+//! floats and fp8), NVSHMEM's path needs:
 //!
-//! | call | scratch | when |
-//! |---|---|---|
-//! | [`Team::reduce`], [`Team::reduce_in_place`] | `B`, `2 B` (plus 256) with `premul_sum` | on NVSHMEM's path (the NVLink kernels reduce to the root at every size, and fp8 never takes NVSHMEM's path) |
-//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] with `premul_sum` | `B` (all `n_pes` blocks) | on NVSHMEM's path |
-//! | [`Team::all_reduce_in_place`], [`Team::all_reduce`] with `premul_sum` | `B` | on NVSHMEM's path: NVSHMEM reduces from a copy (its own kernels get a destination overlapping the source wrong from 3 PEs up: `tools/nvshmem-repro`) |
-//! | [`Team::reduce_scatter_in_place`] (not `premul_sum`), [`Team::fcollect_in_place`] | one block | on NVSHMEM's path: reduced into the scratch and copied into place / sent from a copy |
-//! | [`Team::all_reduce_in_place`] on fp8 | `B` | on the peer kernel (fp8 needs a peer-mapped team) |
-//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] on `i16`/`u16` with blocks over 1 MiB | `B` | on NVSHMEM's path (its 16-bit integer reductions fail above a few MiB a call: all-reduces of these types run in 1 MiB calls, and such reduce-scatters as an all-reduce into the scratch) |
-//! | anything else | none | |
+//! | call | scratch |
+//! |---|---|
+//! | [`Team::reduce`], [`Team::reduce_in_place`] | `B`; `2 B` (plus 256) with `premul_sum` on `f32`, `f64`, integers |
+//! | [`Team::all_reduce_in_place`], [`Team::all_reduce`] with `premul_sum` on `f32`, `f64`, integers | `B`: NVSHMEM reduces from a copy (its own kernels get a destination overlapping the source wrong from 3 PEs up: `tools/nvshmem-repro`) |
+//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] with `premul_sum` on `f32`, `f64`, integers | `B` (all `n_pes` blocks) |
+//! | [`Team::reduce_scatter_in_place`] (not `premul_sum`), [`Team::fcollect_in_place`] | one block: reduced into the scratch and copied into place / sent from a copy |
+//! | every reduction by `avg` of integers, 16-bit floats and fp8, by `premul_sum` of 16-bit floats and fp8 | `2 W` (plus 256); `W` plus a block of it for a reduce-scatter |
+//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] on `i16`/`u16` with blocks over 1 MiB | `B` (NVSHMEM's 16-bit integer reductions fail above a few MiB a call: all-reduces of these types run in 1 MiB calls, and such reduce-scatters as an all-reduce into the scratch) |
+//! | anything else | none |
 //!
-//! A program that may run on more than one node, or on teams that are not peer-mapped, should
-//! reserve the scratch its rooted reductions and in-place calls need. Calls that use the scratch
-//! share it and take turns on the GPU, whatever their streams and teams.
+//! The peer kernel (fp8 sum, min and max on a team without a channel) needs `B` for an
+//! in-place all-reduce. A program that may run on more than one node, or on teams that are not
+//! peer-mapped, should reserve the scratch its rooted reductions, in-place calls and widened
+//! reductions need. Calls that use the scratch share it and take turns on the GPU, whatever
+//! their streams and teams.
 //!
 //! # Shapes
 //!
@@ -356,6 +381,8 @@ fn describe<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
         count,
         in_place,
         scratch: 0,
+        // Set from the runtime where the call is chosen (algo::run, prepare, bare).
+        room: 0,
         descriptor: team.descriptor,
         arch: team
             .arch

@@ -157,6 +157,7 @@ fn decide(case: &Case, me: usize) -> Result<Decision> {
     let args = case.args();
     let mut call = describe(&args, &team)?;
     call.descriptor = case.channel.and_then(|ll| channel(&team, ll));
+    call.room = case.reserved;
     let forced = case.forced.map(|i| {
         let algorithms = registry(case.coll);
         algorithms[i % algorithms.len()]
@@ -457,7 +458,7 @@ proptest! {
                 prop_assert_eq!((*src, *dst, *b), (call.src.ptr, call.dst.ptr, bytes));
                 prop_assert!(!call.src.overlaps(&call.dst) || bytes == 0, "{case:?}");
             }
-            (_, [Step::Kernel(Launch::Map { src, dst, len, divide: false, .. })]) => {
+            (_, [Step::Kernel(Launch::Map { src, dst, len, kind: crate::kernels::MapKind::Mul, .. })]) => {
                 prop_assert!(scaled, "{case:?}");
                 prop_assert_eq!((*src, *dst, *len), (call.src.ptr, call.dst.ptr, count));
             }

@@ -162,12 +162,12 @@ pub(crate) enum Launch {
         dst: u64,
         len: usize,
     },
-    /// `dst[i] = src[i] * factor` (`divide`: `/ factor`, integers truncating toward zero) for
-    /// `i < len`; `dst` may equal `src`. For integer types `factor` is a whole number (and
-    /// non-zero to divide).
+    /// Element `i < len` of `src` mapped into `dst` by `kind` ([`MapKind`]) with `factor`;
+    /// `dst` may equal `src` for [`MapKind::Mul`] and [`MapKind::Div`]. For integer types
+    /// `factor` is a whole number (and positive but to multiply).
     Map {
         dtype: DataType,
-        divide: bool,
+        kind: MapKind,
         src: u64,
         dst: u64,
         len: usize,
@@ -190,18 +190,51 @@ pub(crate) enum Launch {
     Nvlink(NvlinkLaunch),
 }
 
+/// What a [`Launch::Map`] computes (`NVR_MAP_*` of reduce.cu), in the type's accumulator
+/// (`f32` for 16- and 8-bit floats, 64 bits for integers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MapKind {
+    /// `dst[i] = src[i] * factor` (integers wrap modulo 2^bits).
+    Mul,
+    /// `dst[i] = src[i] / factor`.
+    Div,
+    /// `src` of the type into the wide form NVSHMEM sums ([`wide`]): floats `src[i] *
+    /// factor` in `f32` (or their own type); integers the pair `(q, r)` with `src[i] = q *
+    /// factor + r`, `0 <= r < factor`, as two 64-bit integers.
+    Widen,
+    /// The wide form's sum over the team back into the type: floats `sum / factor`, rounded
+    /// once; integers the pair's exact mean `Q + R / factor`, truncated toward zero.
+    Narrow,
+}
+
+/// The type NVSHMEM sums the wide form of `dtype` in ([`MapKind::Widen`]), and how many of its
+/// elements stand for one element of `dtype`: `f32` for 16- and 8-bit floats, the type itself
+/// for `f32` and `f64`, and for integers a pair of 64-bit integers (signed for signed types).
+pub(crate) fn wide(dtype: DataType) -> (DataType, usize) {
+    match dtype.kind() {
+        crate::ElementKind::Signed => (DataType::I64, 2),
+        crate::ElementKind::Unsigned | crate::ElementKind::Bool => (DataType::U64, 2),
+        crate::ElementKind::Float if dtype.size() < 4 => (DataType::F32, 1),
+        crate::ElementKind::Float => (dtype, 1),
+    }
+}
+
+/// Bytes of one wide element ([`wide`]), the alignment a widened buffer needs.
+fn wide_size(dtype: DataType) -> usize {
+    wide(dtype).0.size()
+}
+
 impl Launch {
     /// The kernel it runs.
     pub(crate) fn key(&self) -> KernelKey {
         match self {
             Launch::ReducePeers { dtype, op, .. } => KernelKey::Reduce(*dtype, *op),
-            Launch::Map { dtype, divide, .. } => {
-                if *divide {
-                    KernelKey::Divide(*dtype)
-                } else {
-                    KernelKey::Scale(*dtype)
-                }
-            }
+            Launch::Map { dtype, kind, .. } => match kind {
+                MapKind::Mul => KernelKey::Scale(*dtype),
+                MapKind::Div => KernelKey::Divide(*dtype),
+                MapKind::Widen => KernelKey::Widen(*dtype),
+                MapKind::Narrow => KernelKey::Narrow(*dtype),
+            },
             Launch::Gather {
                 src_peers,
                 dst,
@@ -567,7 +600,7 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
         }
         Launch::Map {
             dtype,
-            divide,
+            kind,
             src,
             dst,
             len,
@@ -578,11 +611,26 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
                 return Err(Error::arg(CALL, "dtype", "bool8 cannot be scaled"));
             }
             crate::op::check_scale(CALL, dtype.kind(), dtype.name(), *factor)?;
-            if *divide && *factor == 0.0 {
-                return Err(Error::arg(CALL, "factor", "division by zero"));
+            let divides = match kind {
+                MapKind::Mul => false,
+                MapKind::Widen => !dtype.is_float(),
+                MapKind::Div | MapKind::Narrow => true,
+            };
+            if divides && *factor <= 0.0 {
+                return Err(Error::arg(
+                    CALL,
+                    "factor",
+                    "division by a non-positive number",
+                ));
             }
-            check_ptr(CALL, "src", *src, dtype.size())?;
-            check_ptr(CALL, "dst", *dst, dtype.size())?;
+            let (narrow, wide) = (dtype.size(), wide_size(*dtype));
+            let (src_align, dst_align) = match kind {
+                MapKind::Mul | MapKind::Div => (narrow, narrow),
+                MapKind::Widen => (narrow, wide),
+                MapKind::Narrow => (wide, narrow),
+            };
+            check_ptr(CALL, "src", *src, src_align)?;
+            check_ptr(CALL, "dst", *dst, dst_align)?;
             if *len == 0 {
                 return Ok(());
             }
@@ -665,6 +713,21 @@ fn word_size(block_bytes: usize, ptrs: impl IntoIterator<Item = u64>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The wide forms NVSHMEM sums avg and premul_sum in: f32 for 16- and 8-bit floats,
+    /// 64-bit (q, r) pairs for integers, the type itself for f32 and f64.
+    #[test]
+    fn wide_forms() {
+        assert_eq!(wide(DataType::F16), (DataType::F32, 1));
+        assert_eq!(wide(DataType::BF16), (DataType::F32, 1));
+        assert_eq!(wide(DataType::F8E5M2), (DataType::F32, 1));
+        assert_eq!(wide(DataType::F32), (DataType::F32, 1));
+        assert_eq!(wide(DataType::F64), (DataType::F64, 1));
+        assert_eq!(wide(DataType::I8), (DataType::I64, 2));
+        assert_eq!(wide(DataType::I64), (DataType::I64, 2));
+        assert_eq!(wide(DataType::U16), (DataType::U64, 2));
+        assert_eq!(wide(DataType::U64), (DataType::U64, 2));
+    }
 
     #[test]
     fn the_pdl_switch_reads_the_usual_words_and_refuses_others() {

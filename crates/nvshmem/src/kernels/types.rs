@@ -16,13 +16,13 @@ fn ctype(t: DataType) -> CType {
     const FP16: Option<&str> = Some("cuda_fp16.h");
     const BF16: Option<&str> = Some("cuda_bf16.h");
     const FP8: Option<&str> = Some("cuda_fp8.h");
-    // Computed in `acc` as they are. Integers compute in 64 bits and wrap on the store (two's
-    // complement), which equals wrapping in the narrow type for sum and keeps avg/premulsum
-    // exact.
+    // Computed in `acc` as they are. Integers compute in 64 bits (ops.cuh: sum, prod and
+    // premul_sum wrap in unsigned 64 bits) and keep the low bits on the store, which equals
+    // wrapping in the narrow type.
     let plain = |acc| CType {
         acc,
-        load: "(x)",
-        store: "(a)",
+        load: "((NVR_ACC)(x))",
+        store: "((NVR_T)(a))",
         header: None,
     };
     match t {
@@ -66,20 +66,46 @@ fn ctype(t: DataType) -> CType {
 
 /// The `#include`s and `#define`s that instantiate a kernel source for `t`.
 pub(crate) fn prefix(t: DataType) -> String {
-    let c = ctype(t);
+    prefix_with(t, ctype(t))
+}
+
+fn prefix_with(t: DataType, c: CType) -> String {
     let mut s = String::new();
     if let Some(h) = c.header {
         s += &format!("#include <{h}>\n");
     }
     s += &format!(
-        "#define NVR_T {}\n#define NVR_ACC {}\n#define NVR_LOAD(x) {}\n#define NVR_STORE(a) {}\n#define NVR_IS_FLOAT {}\n",
+        "#define NVR_T {}\n#define NVR_ACC {}\n#define NVR_LOAD(x) {}\n#define NVR_STORE(a) {}\n#define NVR_IS_FLOAT {}\n#define NVR_IS_SIGNED {}\n",
         t.c_type(),
         c.acc,
         c.load,
         c.store,
-        t.is_float() as u8
+        t.is_float() as u8,
+        (t.kind() == crate::ElementKind::Signed) as u8
     );
     s
+}
+
+/// The prefix of a reduction by `op` of `t`: the type's, but for an integer avg, whose
+/// accumulator is 128 bits (ops.cuh, `nvr_i128`), so that the sum of every member is exact
+/// for 64-bit types too.
+fn reduction_prefix(t: DataType, op: ReduceOp) -> String {
+    let c = match (t.kind(), op) {
+        (crate::ElementKind::Signed, ReduceOp::Avg) => CType {
+            acc: "nvr_i128",
+            load: "nvr_i128::of_signed((long long)(x))",
+            store: "((NVR_T)(a).lo)",
+            header: None,
+        },
+        (crate::ElementKind::Unsigned, ReduceOp::Avg) => CType {
+            acc: "nvr_i128",
+            load: "nvr_i128::of_unsigned((unsigned long long)(x))",
+            store: "((NVR_T)(a).lo)",
+            header: None,
+        },
+        _ => ctype(t),
+    };
+    prefix_with(t, c)
 }
 
 /// The `NVR_OP` value (ops.cuh) of an operator the reduction kernels implement.
@@ -192,8 +218,13 @@ pub(crate) enum KernelKey {
     Reduce(DataType, ReduceOp),
     /// `nvr_map` of reduce.cu multiplying by a scalar (premul_sum's first step).
     Scale(DataType),
-    /// `nvr_map` of reduce.cu dividing by a scalar (avg's last step; integers truncate).
+    /// `nvr_map` of reduce.cu dividing by a scalar (avg's last step on NVSHMEM's path for
+    /// `f32` and `f64`).
     Divide(DataType),
+    /// `nvr_map` of reduce.cu widening into the form NVSHMEM sums (`NVR_MAP_WIDEN`).
+    Widen(DataType),
+    /// `nvr_map` of reduce.cu narrowing NVSHMEM's wide sum (`NVR_MAP_NARROW`).
+    Narrow(DataType),
     /// `nvr_gather` and `nvr_scatter` of copy.cu, moving words of this many bytes.
     Copy(usize),
     /// An NVLink kernel source, for a type and operator (its reductions) or for none (its
@@ -238,8 +269,10 @@ impl KernelKey {
             Self::Scale(t) => (1, Some(t), None, 0),
             Self::Divide(t) => (2, Some(t), None, 0),
             Self::Copy(w) => (3, None, None, w),
+            Self::Widen(t) => (4, Some(t), None, 0),
+            Self::Narrow(t) => (5, Some(t), None, 0),
             Self::Nvlink(f, r) => (
-                4 + f as u8,
+                6 + f as u8,
                 r.map(|(t, _)| t),
                 r.map(|(_, op)| std::mem::discriminant(&op)),
                 0,
@@ -261,8 +294,12 @@ impl KernelKey {
                 }
             }
             if t != DataType::Bool8 {
-                v.push(Self::Scale(t));
-                v.push(Self::Divide(t));
+                v.extend([
+                    Self::Scale(t),
+                    Self::Divide(t),
+                    Self::Widen(t),
+                    Self::Narrow(t),
+                ]);
             }
         }
         // Word sizes the copy kernels are instantiated for.
@@ -289,6 +326,8 @@ impl KernelKey {
             Self::Reduce(t, op) => format!("reduce_{t}_{}", op.name()),
             Self::Scale(t) => format!("map_{t}_mul"),
             Self::Divide(t) => format!("map_{t}_div"),
+            Self::Widen(t) => format!("map_{t}_widen"),
+            Self::Narrow(t) => format!("map_{t}_narrow"),
             Self::Copy(w) => format!("copy_w{w}"),
             Self::Nvlink(f, None) => f.name().to_string(),
             Self::Nvlink(f, Some((t, op))) => format!("{}_{t}_{}", f.name(), op.name()),
@@ -299,7 +338,7 @@ impl KernelKey {
     pub(crate) fn functions(self) -> &'static [&'static str] {
         match self {
             Self::Reduce(..) => &["nvr_reduce"],
-            Self::Scale(_) | Self::Divide(_) => &["nvr_map"],
+            Self::Scale(_) | Self::Divide(_) | Self::Widen(_) | Self::Narrow(_) => &["nvr_map"],
             Self::Copy(_) => &["nvr_gather", "nvr_scatter"],
             Self::Nvlink(f, r) => f.functions(r.is_some()),
         }
@@ -315,6 +354,14 @@ impl KernelKey {
             ),
             Self::Divide(t) => format!(
                 "{}#define NVR_MAP NVR_MAP_DIV\n{OPS_SRC}{REDUCE_SRC}",
+                prefix(t)
+            ),
+            Self::Widen(t) => format!(
+                "{}#define NVR_MAP NVR_MAP_WIDEN\n{OPS_SRC}{REDUCE_SRC}",
+                prefix(t)
+            ),
+            Self::Narrow(t) => format!(
+                "{}#define NVR_MAP NVR_MAP_NARROW\n{OPS_SRC}{REDUCE_SRC}",
                 prefix(t)
             ),
             Self::Nvlink(f, r) => {
@@ -338,7 +385,11 @@ impl KernelKey {
     /// Whether the source needs the CUDA headers (fp16/bf16/fp8).
     pub(crate) fn needs_headers(self) -> bool {
         match self {
-            Self::Reduce(t, _) | Self::Scale(t) | Self::Divide(t) => ctype(t).header.is_some(),
+            Self::Reduce(t, _)
+            | Self::Scale(t)
+            | Self::Divide(t)
+            | Self::Widen(t)
+            | Self::Narrow(t) => ctype(t).header.is_some(),
             Self::Nvlink(_, Some((t, _))) => ctype(t).header.is_some(),
             Self::Copy(_) | Self::Nvlink(_, None) => false,
         }
@@ -348,7 +399,7 @@ impl KernelKey {
 /// The prefix of a reduction by `op` on `t`.
 fn typed(t: DataType, op: ReduceOp) -> String {
     let define = op_define(op).expect("only operators the kernels implement");
-    format!("{}#define NVR_OP {define}\n", prefix(t))
+    format!("{}#define NVR_OP {define}\n", reduction_prefix(t, op))
 }
 
 impl fmt::Display for KernelKey {
@@ -392,7 +443,7 @@ mod tests {
     #[test]
     fn every_source_names_its_type_and_op() {
         let all = KernelKey::all();
-        // Per type its operators, two maps (not bool), five copies, and per NVLink source its
+        // Per type its operators, four maps (not bool), five copies, and per NVLink source its
         // type-free kernels and its reductions.
         let ops = || {
             ReduceOp::BASIC
@@ -406,7 +457,7 @@ mod tests {
         // 12 numbers: sum prod min max avg premul (+ and or xor for the 8 integers); fp8:
         // the same six; bool: and or min max.
         assert_eq!(reductions, 12 * 6 + 8 * 3 + 2 * 6 + 4);
-        assert_eq!(all.len(), reductions + 2 * 14 + 5 + 2 * (1 + reductions));
+        assert_eq!(all.len(), reductions + 4 * 14 + 5 + 2 * (1 + reductions));
         assert!(all.contains(&KernelKey::Nvlink(NvlinkSource::Ll, None)));
         let s = KernelKey::Reduce(DataType::F8E4M3, ReduceOp::Sum).source();
         assert!(s.starts_with("#include <cuda_fp8.h>\n#define NVR_T __nv_fp8_e4m3\n"));
@@ -415,6 +466,37 @@ mod tests {
             .source()
             .starts_with("#define NVR_W nvr_w16\n"));
         assert!(!KernelKey::Copy(4).needs_headers());
+    }
+
+    /// Integer avg accumulates in 128 bits (exact for 64-bit types at their limits); every
+    /// other integer reduction in 64 bits, signed for signed types (min and max compare as
+    /// the type does; ops.cuh wraps sum, prod and premul_sum in unsigned arithmetic).
+    #[test]
+    fn integer_avg_sums_in_128_bits_and_signedness_is_said() {
+        for t in [DataType::I8, DataType::I64, DataType::U32, DataType::U64] {
+            let avg = KernelKey::Reduce(t, ReduceOp::Avg).source();
+            assert!(avg.contains("#define NVR_ACC nvr_i128\n"), "{t}");
+            let sum = KernelKey::Reduce(t, ReduceOp::Sum).source();
+            assert!(
+                sum.contains("#define NVR_ACC long long\n")
+                    || sum.contains("#define NVR_ACC unsigned long long\n"),
+                "{t}"
+            );
+            let signed = t.kind() == crate::ElementKind::Signed;
+            let flag = format!("#define NVR_IS_SIGNED {}\n", signed as u8);
+            assert!(sum.contains(&flag) && avg.contains(&flag), "{t}");
+        }
+        let f = KernelKey::Reduce(DataType::BF16, ReduceOp::Avg).source();
+        assert!(f.contains("#define NVR_ACC float\n") && f.contains("#define NVR_IS_SIGNED 0\n"));
+        let w = KernelKey::Widen(DataType::I16).source();
+        assert!(
+            w.contains("#define NVR_MAP NVR_MAP_WIDEN\n")
+                && w.contains("#define NVR_ACC long long\n")
+        );
+        assert_ne!(
+            KernelKey::Widen(DataType::I16),
+            KernelKey::Narrow(DataType::I16)
+        );
     }
 
     #[test]

@@ -512,9 +512,11 @@ impl Runtime {
     }
 
     /// Makes sure at least `bytes` of collective scratch are reserved: rooted reductions on
-    /// teams that are not peer-mapped, [`Team::reduce_scatter`](crate::Team::reduce_scatter)
-    /// with `premul_sum` there, 16-bit integer reduce-scatters there, an in-place fp8
-    /// all-reduce (the table in [`crate::collective`]'s docs).
+    /// teams that are not peer-mapped, in-place reductions, `premul_sum` and `avg` there,
+    /// 16-bit integer reduce-scatters there, a forced algorithm that needs it (the table in
+    /// [`crate::collective`]'s docs). Where the team's NVLink kernels run, the automatic
+    /// choice needs none; with more reserved it may take NVSHMEM's path where that needs
+    /// scratch.
     ///
     /// **Collective over all PEs**, like allocating: every PE calls it with the same size.
     /// Growing the scratch retires the old one (freed once every call and graph that used it is

@@ -235,6 +235,10 @@ pub(crate) struct Call<'a> {
     pub(crate) in_place: bool,
     /// The collective scratch, held for the call (0 when the algorithm needs none).
     pub(crate) scratch: u64,
+    /// Bytes of collective scratch reserved ([`Runtime::reserve_scratch`]), the same on every
+    /// PE: the automatic choice passes over an algorithm that needs more while another fits
+    /// ([`choice`]).
+    pub(crate) room: usize,
     /// The NVLink kernels' view of the team (its channel), when the team has one.
     pub(crate) descriptor: Option<TeamDescriptor>,
     /// The architecture of this PE's GPU, which the crossovers depend on

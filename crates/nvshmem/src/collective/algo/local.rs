@@ -90,7 +90,7 @@ impl Algorithm for Local {
                 if let Some(factor) = factor(call) {
                     steps.push(Step::Kernel(kernels::Launch::Map {
                         dtype: call.dtype,
-                        divide: false,
+                        kind: crate::kernels::MapKind::Mul,
                         src,
                         dst,
                         len: call.count,

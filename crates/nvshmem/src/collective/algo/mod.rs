@@ -108,14 +108,32 @@ pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
 }
 
 /// The algorithm for `call`: `forced`, if it accepts the call, else the first of the registry
-/// that does.
+/// that does ([`choice`]).
 pub(crate) fn choose(
     call: &Call,
     forced: Option<&'static dyn Algorithm>,
 ) -> Result<&'static dyn Algorithm> {
+    choice(call, forced).map(|(a, _)| a)
+}
+
+/// The algorithm for `call`, and whether the reserved scratch ([`Call::room`]) ruled out an
+/// algorithm the choice would otherwise have weighed (then the choice may change once more
+/// scratch is reserved, and its plan is not kept: [`run`]).
+///
+/// `forced`, if it accepts the call (its scratch need is checked when the call runs: a forced
+/// algorithm gets [`Error::ScratchTooSmall`]). Else the automatic choice: the first algorithm
+/// of the registry that accepts and prefers the call, else the first that accepts it; an
+/// algorithm whose scratch need exceeds the reserved scratch is passed over while another that
+/// accepts the call fits, so whether a call needs scratch does not hang on the size the
+/// choice happens to see (the reserved scratch is the same on every PE: reserving is
+/// collective).
+pub(crate) fn choice(
+    call: &Call,
+    forced: Option<&'static dyn Algorithm>,
+) -> Result<(&'static dyn Algorithm, bool)> {
     if let Some(a) = forced {
         return match refusal(a, call) {
-            None => Ok(a),
+            None => Ok((a, false)),
             Some(reason) => Err(Error::AlgorithmRefused {
                 call: call.name,
                 algorithm: a.name(),
@@ -133,15 +151,21 @@ pub(crate) fn choose(
     let avoid = call.team.shares_gpu || !call.team.nvshmem_collectives;
     let mut own_kernels = None;
     let mut with_nvshmem = None;
+    // The first accepting algorithm that needs more scratch than is reserved: taken only when
+    // nothing that fits accepts the call (the call then fails with ScratchTooSmall).
+    let mut too_big = None;
     for &a in registry(call.coll) {
         if !a.takes_team_of(call.n()) {
             continue;
         }
         match a.refuses(call) {
+            None if a.scratch(call) > call.room => {
+                too_big.get_or_insert(a);
+            }
             None if avoid && queues_nvshmem_collectives(a, call) => {
                 with_nvshmem.get_or_insert(a);
             }
-            None if a.prefers(call) => return Ok(a),
+            None if a.prefers(call) => return Ok((a, too_big.is_some())),
             None if avoid => {
                 own_kernels.get_or_insert(a);
             }
@@ -151,8 +175,8 @@ pub(crate) fn choose(
             Some(reason) => why.push(format!("{}: {reason}", a.name())),
         }
     }
-    if let Some(a) = own_kernels.or(fallback).or(with_nvshmem) {
-        return Ok(a);
+    if let Some(a) = own_kernels.or(fallback).or(with_nvshmem).or(too_big) {
+        return Ok((a, too_big.is_some()));
     }
     Err(Error::Unsupported {
         call: call.name,
@@ -259,6 +283,7 @@ impl ReduceOp {
             count: 1,
             in_place: false,
             scratch: 0,
+            room: usize::MAX,
             descriptor: None,
             arch: None,
         };

@@ -138,8 +138,8 @@ impl Algorithm for Direct {
     }
 
     fn prefers(&self, call: &Call) -> bool {
-        // Past LL's range, a call that NVSHMEM could only take by staging it through the
-        // scratch (in place, premul_sum) runs here: in place, with no scratch to reserve.
+        // Past LL's range, a call that NVSHMEM could only take through the scratch (in place,
+        // premul_sum, a widened avg) runs here: in place, in the wide type, with no scratch.
         direct_preferred(call) || super::nvshmem::stages(call)
     }
 

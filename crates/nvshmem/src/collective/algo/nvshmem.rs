@@ -37,7 +37,7 @@
 use super::{Algorithm, Call, Collective, Step};
 use crate::{
     ffi::{self, Reduction},
-    kernels::Launch,
+    kernels::{self, Launch, MapKind},
     DataType, ReduceOp,
 };
 
@@ -45,12 +45,17 @@ use crate::{
 /// and its byte-wise broadcast, fcollect and alltoall for every type, its barrier and sync.
 pub(super) struct Native;
 
-/// avg: NVSHMEM's sum, then a kernel divides by the team size (integers: the sum wraps in the
-/// type, then truncates toward zero, as NCCL).
+/// avg: NVSHMEM's sum of a wide form of the input, then a kernel divides by the team size and
+/// narrows, so the result is the one this crate's kernels give (the docs' semantics): `f32`
+/// and `f64` sum in their type; 16- and 8-bit floats are widened into the scratch as `f32`
+/// (summed in `f32`, rounded once); integers as the pair `(q, r)` with `x = q * n + r`, whose
+/// sums cannot overflow 64 bits, from which the exact mean, truncated toward zero, is
+/// rebuilt ([`MapKind`]).
 pub(super) struct SumThenDiv;
 
-/// premul_sum(s): a kernel scales the input (into the output or the scratch, never over the
-/// caller's input), then NVSHMEM's sum.
+/// premul_sum(s): a kernel scales the input (into the scratch, never over the caller's input),
+/// then NVSHMEM's sum: integers in their type (wrapping, as the kernels), 16- and 8-bit floats
+/// scaled into `f32`, summed in `f32` and rounded once (as the kernels).
 pub(super) struct ScaleThenSum;
 
 /// What runs around NVSHMEM's reduction.
@@ -64,13 +69,25 @@ struct Around {
     divide: bool,
 }
 
+impl Around {
+    /// The wide type NVSHMEM sums in, and its elements per element of the call's type, where
+    /// the call's own type would not give the kernels' result: avg of integers and of 16- and
+    /// 8-bit floats, premul_sum of 16- and 8-bit floats ([`kernels::wide`]).
+    fn widened(&self, dtype: DataType) -> Option<(DataType, usize)> {
+        let (wide, per) = kernels::wide(dtype);
+        let needed = (wide, per) != (dtype, 1)
+            && (self.divide || (self.scale.is_some() && dtype.is_float()));
+        needed.then_some((wide, per))
+    }
+}
+
 fn refuse_reduction(call: &Call, op: ReduceOp) -> Option<String> {
-    if !ffi::has_reduction(call.dtype, op) {
-        return Some(format!(
-            "NVSHMEM has no {} reduction of {}",
-            op.name(),
-            call.dtype
-        ));
+    refuse_reduction_of(call.dtype, op)
+}
+
+fn refuse_reduction_of(dtype: DataType, op: ReduceOp) -> Option<String> {
+    if !ffi::has_reduction(dtype, op) {
+        return Some(format!("NVSHMEM has no {} reduction of {dtype}", op.name()));
     }
     None
 }
@@ -80,16 +97,31 @@ fn long_blocks(call: &Call) -> bool {
     call.coll == Collective::ReduceScatter && call.count > ffi::max_reduce_count(call.dtype)
 }
 
-/// Whether NVSHMEM's plan for `call` stages something through the scratch only to keep
-/// NVSHMEM's source and destination apart (module docs): an in-place all-reduce,
-/// reduce-scatter or fcollect, a premul_sum all-reduce. Where this crate's NVLink kernels can
-/// run such a call, the automatic choice takes them instead: they work in place, with no
-/// scratch to reserve. A pure function of what every PE passes alike.
+/// What runs around NVSHMEM's reduction for `call`, by the algorithm of this file that takes
+/// its operator.
+fn around_of(call: &Call) -> Around {
+    match call.op {
+        ReduceOp::Avg => SUM_THEN_DIV,
+        ReduceOp::PreMulSum(_) => ScaleThenSum::around(call),
+        op => Around {
+            op,
+            scale: None,
+            divide: false,
+        },
+    }
+}
+
+/// Whether NVSHMEM's plan for `call` needs the scratch: to keep NVSHMEM's source and
+/// destination apart (module docs: an in-place all-reduce, reduce-scatter or fcollect), to
+/// scale premul_sum's input, or to widen avg's and premul_sum's (16- and 8-bit floats,
+/// integers' avg). Where this crate's NVLink kernels can run such a call, the automatic
+/// choice takes them instead: they work in place, in the wide type, with no scratch to
+/// reserve. A pure function of what every PE passes alike.
 pub(super) fn stages(call: &Call) -> bool {
-    let premul = matches!(call.op, ReduceOp::PreMulSum(_));
     match call.coll {
-        Collective::AllReduce => call.in_place || premul,
-        Collective::ReduceScatter => call.in_place && !premul && !long_blocks(call),
+        Collective::AllReduce | Collective::ReduceScatter => {
+            reduction_scratch(call, around_of(call)) > 0
+        }
         Collective::Fcollect => call.in_place,
         _ => false,
     }
@@ -111,6 +143,16 @@ struct Layout {
 
 impl Layout {
     fn of(call: &Call, around: Around) -> Layout {
+        if let Some((wide, per)) = around.widened(call.dtype) {
+            // The input widened, and NVSHMEM's wide result (all of it, or one block).
+            let at = |len: usize| len.saturating_mul(per * wide.size());
+            let staged = at(call.src.len);
+            let result = match call.coll {
+                Collective::ReduceScatter => at(call.count),
+                _ => staged,
+            };
+            return Layout { result, staged };
+        }
         let input = call.src.len * call.dtype.size();
         let result = match call.coll {
             Collective::Reduce => input,
@@ -156,7 +198,18 @@ fn reduction_scratch(call: &Call, around: Around) -> usize {
 /// NVSHMEM calls when the type caps one (an all-reduce is element-wise, so chunks are
 /// independent).
 fn all_reduce(call: &Call, op: ReduceOp, dst: u64, src: u64, count: usize, steps: &mut Vec<Step>) {
-    let (dtype, step) = (call.dtype, ffi::max_reduce_count(call.dtype).max(1));
+    all_reduce_of(call.dtype, op, dst, src, count, steps)
+}
+
+fn all_reduce_of(
+    dtype: DataType,
+    op: ReduceOp,
+    dst: u64,
+    src: u64,
+    count: usize,
+    steps: &mut Vec<Step>,
+) {
+    let step = ffi::max_reduce_count(dtype).max(1);
     let mut done = 0;
     while done < count {
         let n = step.min(count - done);
@@ -173,10 +226,10 @@ fn all_reduce(call: &Call, op: ReduceOp, dst: u64, src: u64, count: usize, steps
     }
 }
 
-fn map(dtype: DataType, divide: bool, src: u64, dst: u64, len: usize, factor: f64) -> Step {
+fn map(dtype: DataType, kind: MapKind, src: u64, dst: u64, len: usize, factor: f64) -> Step {
     Step::Kernel(Launch::Map {
         dtype,
-        divide,
+        kind,
         src,
         dst,
         len,
@@ -192,15 +245,18 @@ fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
     let len = call.src.len;
     let layout = Layout::of(call, around);
     let staged = scratch + layout.staged_at() as u64;
+    if let Some((wide, per)) = around.widened(dtype) {
+        return plan_widened(call, around, (wide, per), staged, steps);
+    }
     let divide = |from, to, len, steps: &mut Vec<Step>| {
         if around.divide {
-            steps.push(map(dtype, true, from, to, len, n));
+            steps.push(map(dtype, MapKind::Div, from, to, len, n));
         }
     };
     // The address NVSHMEM reduces from: premul_sum's input scaled into the scratch, an
     // in-place all-reduce's input copied there, else the caller's input.
     let from = if let Some(s) = around.scale {
-        steps.push(map(dtype, false, src, staged, len, s));
+        steps.push(map(dtype, MapKind::Mul, src, staged, len, s));
         staged
     } else if layout.staged > 0 {
         steps.push(Step::Copy {
@@ -215,7 +271,7 @@ fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
     // A result taken out of the scratch: divided on the way for avg, else copied.
     let take_out = |from, count: usize, steps: &mut Vec<Step>| {
         if around.divide {
-            steps.push(map(dtype, true, from, dst, count, n));
+            steps.push(map(dtype, MapKind::Div, from, dst, count, n));
         } else {
             steps.push(Step::Copy {
                 dst,
@@ -274,6 +330,50 @@ fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
             }
         }
         _ => unreachable!("only reductions are planned here"),
+    }
+}
+
+/// The plan of a reduction NVSHMEM sums in a wide type ([`Around::widened`]): the input
+/// widened into the scratch (`staged`), NVSHMEM's sum of it into the scratch's start, and the
+/// result (this PE's block of it for reduce-scatter; the root's only for reduce) narrowed into
+/// the output. NVSHMEM's source and destination are both scratch, apart; the caller's buffers
+/// are read first and written last, so in place needs nothing more.
+fn plan_widened(
+    call: &Call,
+    around: Around,
+    (wide, per): (DataType, usize),
+    staged: u64,
+    steps: &mut Vec<Step>,
+) {
+    let (dtype, n) = (call.dtype, call.n() as f64);
+    let (src, dst, scratch, len) = (call.src.ptr, call.dst.ptr, call.scratch, call.src.len);
+    // Integers split by the team size; floats scale by premul_sum's scale, or 1.
+    let split = if dtype.is_float() {
+        around.scale.unwrap_or(1.0)
+    } else {
+        n
+    };
+    let join = if around.divide { n } else { 1.0 };
+    steps.push(map(dtype, MapKind::Widen, src, staged, len, split));
+    let out = match call.coll {
+        Collective::ReduceScatter => {
+            steps.push(Step::Reduce {
+                kind: Reduction::ReduceScatter,
+                dtype: wide,
+                op: around.op,
+                dst: scratch,
+                src: staged,
+                count: call.count * per,
+            });
+            call.count
+        }
+        _ => {
+            all_reduce_of(wide, around.op, scratch, staged, len * per, steps);
+            len
+        }
+    };
+    if call.coll != Collective::Reduce || call.me == call.root {
+        steps.push(map(dtype, MapKind::Narrow, scratch, dst, out, join));
     }
 }
 
@@ -365,7 +465,14 @@ fn refuse_around(call: &Call, wanted: &str, matches: bool) -> Option<String> {
     if !matches {
         return Some(format!("it runs {wanted} only, not {}", call.op.name()));
     }
-    refuse_reduction(call, ReduceOp::Sum)
+    if call.dtype == DataType::Bool8 {
+        return Some(format!("{} is not defined for bool8", call.op.name()));
+    }
+    // The sum NVSHMEM computes: of the wide type where the call is widened.
+    let summed = around_of(call)
+        .widened(call.dtype)
+        .map_or(call.dtype, |(wide, _)| wide);
+    refuse_reduction_of(summed, ReduceOp::Sum)
 }
 
 impl Algorithm for SumThenDiv {

@@ -61,7 +61,8 @@ fn plan_and_queue<'t>(
             return done;
         }
     }
-    let alg = choose(&call, key.forcing.algorithm(call.coll))?;
+    call.room = rt.scratch_bytes();
+    let (alg, room_mattered) = choice(&call, key.forcing.algorithm(call.coll))?;
     if call.is_empty() {
         return Ok(());
     }
@@ -71,7 +72,10 @@ fn plan_and_queue<'t>(
     };
     call.scratch = scratch.as_ref().map_or(0, |s| s.ptr());
     let plan = Plan::make(alg, &call, stream)?;
-    if scratch.is_none() {
+    // A plan is kept only where the reserved scratch did not decide it: then more scratch,
+    // reserved later, chooses alike, and a kept plan is what every PE would choose now (they
+    // reserve together, but their caches need not hold the same plans).
+    if scratch.is_none() && !room_mattered {
         return plans.insert_with(key, plan, |plan| queue(plan, &q));
     }
     plan.queue(&q, team, stream, arrays.iter().copied(), scratch.as_ref())
@@ -255,6 +259,7 @@ pub(crate) fn prepare(team: &Team, mut call: Call, arrays: &[&Arc<Alloc>]) -> Re
     let rt = team.runtime();
     let own = rt.stream().clone();
     rt.enter(call.name, &own)?;
+    call.room = rt.scratch_bytes();
     let alg = choose(&call, rt.collectives().forced(call.coll))?;
     let scratch = match alg.scratch(&call) {
         0 => None,
@@ -310,9 +315,10 @@ impl ResolvedKernel {
 }
 
 /// Plans `call` as [`run`] would and returns its one kernel launch, resolved.
-pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<ResolvedKernel> {
+pub(crate) fn bare(team: &Team, mut call: Call, stream: &CudaStream) -> Result<ResolvedKernel> {
     let rt = team.runtime();
     rt.enter(call.name, stream)?;
+    call.room = rt.scratch_bytes();
     let alg = choose(&call, rt.collectives().forced(call.coll))?;
     let kernel = match alg.scratch(&call) {
         0 => Plan::make(alg, &call, stream)?.kernel,

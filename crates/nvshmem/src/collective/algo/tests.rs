@@ -2,7 +2,11 @@
 //! stands in for the device.
 use super::queue::{execute, record::Recorder, Step};
 use super::*;
-use crate::{ffi::Reduction, kernels::Launch, DataType, ReduceOp};
+use crate::{
+    ffi::Reduction,
+    kernels::{Launch, MapKind},
+    DataType, ReduceOp,
+};
 
 const SRC: u64 = 0x10_0000;
 const DST: u64 = 0x80_0000;
@@ -80,6 +84,7 @@ pub(crate) fn call<'a>(
         count,
         in_place,
         scratch: SCRATCH,
+        room: usize::MAX,
         descriptor: None,
         arch: None,
     }
@@ -156,28 +161,60 @@ fn avg_and_premul_sum_wrap_nvshmems_sum() {
         false,
         0,
     );
-    let map = |divide, src, dst, factor| {
+    let map = |kind, src, dst, len, factor| {
         Step::Kernel(Launch::Map {
             dtype: DataType::I32,
-            divide,
+            kind,
             src,
             dst,
-            len: 10,
+            len,
             factor,
         })
     };
+    // Integers: each input split by the team size into 64-bit pairs (q, r) in the scratch,
+    // NVSHMEM's i64 sum of the pairs, the exact mean rebuilt into dst. 160 bytes of wide
+    // input after 160 of wide result.
+    let staged = SCRATCH + 256;
     assert_eq!(
         plan(&c),
         (
             "sum_then_div",
             vec![
-                all_reduce(DST, SRC, DataType::I32, ReduceOp::Sum, 10),
-                map(true, DST, DST, 4.0)
+                map(MapKind::Widen, SRC, staged, 10, 4.0),
+                all_reduce(SCRATCH, staged, DataType::I64, ReduceOp::Sum, 20),
+                map(MapKind::Narrow, SCRATCH, DST, 10, 4.0)
             ]
         )
     );
+    assert_eq!(nvshmem::SumThenDiv.scratch(&c), 256 + 160);
+    // f32 sums in its own type, straight into dst, then divides there: no scratch.
+    let c = call(
+        &t,
+        Collective::AllReduce,
+        DataType::F32,
+        ReduceOp::Avg,
+        10,
+        false,
+        0,
+    );
+    assert_eq!(nvshmem::SumThenDiv.scratch(&c), 0);
+    assert_eq!(
+        plan(&c).1,
+        vec![
+            all_reduce(DST, SRC, DataType::F32, ReduceOp::Sum, 10),
+            Step::Kernel(Launch::Map {
+                dtype: DataType::F32,
+                kind: MapKind::Div,
+                src: DST,
+                dst: DST,
+                len: 10,
+                factor: 4.0
+            })
+        ]
+    );
     // premul_sum scales into the scratch (src is left as it was) and sums from there into
-    // dst: NVSHMEM is never handed dst == src (nvshmem.rs, module docs).
+    // dst: NVSHMEM is never handed dst == src (nvshmem.rs, module docs). Integers sum in
+    // their type (wrapping, as the kernels).
     let c = call(
         &t,
         Collective::AllReduce,
@@ -192,11 +229,88 @@ fn avg_and_premul_sum_wrap_nvshmems_sum() {
         (
             "scale_then_sum",
             vec![
-                map(false, SRC, SCRATCH, 3.0),
+                map(MapKind::Mul, SRC, SCRATCH, 10, 3.0),
                 all_reduce(DST, SCRATCH, DataType::I32, ReduceOp::Sum, 10)
             ]
         )
     );
+}
+
+/// 16-bit floats (and fp8) are widened into f32 for avg and premul_sum, as the kernels
+/// compute them: summed in f32, rounded once. A reduce-scatter sums the wide blocks and
+/// narrows this PE's; a reduce narrows on the root only.
+#[test]
+fn sixteen_bit_floats_sum_in_f32_on_nvshmems_path() {
+    for me in 0..3 {
+        let t = team(3, me, false);
+        let map = |kind, src, dst, len, factor| {
+            Step::Kernel(Launch::Map {
+                dtype: DataType::F16,
+                kind,
+                src,
+                dst,
+                len,
+                factor,
+            })
+        };
+        // 3 blocks of 8 f16: 96 bytes of f32 input, a 32-byte f32 block of result.
+        let c = call(
+            &t,
+            Collective::ReduceScatter,
+            DataType::F16,
+            ReduceOp::Avg,
+            8,
+            true,
+            0,
+        );
+        let staged = SCRATCH + 256;
+        assert_eq!(
+            plan(&c),
+            (
+                "sum_then_div",
+                vec![
+                    map(MapKind::Widen, SRC, staged, 24, 1.0),
+                    Step::Reduce {
+                        kind: Reduction::ReduceScatter,
+                        dtype: DataType::F32,
+                        op: ReduceOp::Sum,
+                        dst: SCRATCH,
+                        src: staged,
+                        count: 8
+                    },
+                    map(MapKind::Narrow, SCRATCH, SRC + 16 * me as u64, 8, 3.0)
+                ]
+            )
+        );
+        assert_eq!(nvshmem::SumThenDiv.scratch(&c), 256 + 96);
+        let c = call(
+            &t,
+            Collective::Reduce,
+            DataType::BF16,
+            ReduceOp::PreMulSum(0.5),
+            8,
+            false,
+            1,
+        );
+        let (name, steps) = plan(&c);
+        assert_eq!(name, "scale_then_sum");
+        assert_eq!(steps.len(), if me == 1 { 3 } else { 2 });
+        assert!(matches!(
+            steps[0],
+            Step::Kernel(Launch::Map { kind: MapKind::Widen, factor, .. }) if factor == 0.5
+        ));
+        assert_eq!(
+            steps[1],
+            all_reduce(SCRATCH, staged, DataType::F32, ReduceOp::Sum, 8)
+        );
+        if me == 1 {
+            assert!(matches!(
+                steps[2],
+                Step::Kernel(Launch::Map { kind: MapKind::Narrow, dst: DST, len: 8, factor, .. })
+                    if factor == 1.0
+            ));
+        }
+    }
 }
 
 #[test]
@@ -1013,7 +1127,7 @@ fn in_place_nvshmem_plans_stage_through_the_scratch() {
         ]
     );
     assert_eq!(nvshmem::Native.scratch(&c), 4099 * 4);
-    // Avg in place: divided on the way out of the scratch.
+    // Avg in place: narrowed out of the scratch into this PE's block.
     let c = call(
         &t,
         Collective::ReduceScatter,
@@ -1027,7 +1141,7 @@ fn in_place_nvshmem_plans_stage_through_the_scratch() {
     assert_eq!(name, "sum_then_div");
     assert!(matches!(
         steps.last(),
-        Some(Step::Kernel(Launch::Map { divide: true, src: SCRATCH, dst, .. })) if *dst == SRC + 20 * el
+        Some(Step::Kernel(Launch::Map { kind: MapKind::Narrow, src: SCRATCH, dst, .. })) if *dst == SRC + 20 * el
     ));
     let c = call(
         &t,
@@ -1195,7 +1309,7 @@ fn one_pe_expected(c: &Call) -> Vec<Step> {
         (Collective::Sync, _) => vec![],
         (_, Some(factor)) => vec![Step::Kernel(Launch::Map {
             dtype: c.dtype,
-            divide: false,
+            kind: MapKind::Mul,
             src: c.src.ptr,
             dst: c.dst.ptr,
             len: c.count,
@@ -1622,5 +1736,189 @@ fn checking_nvshmem_calls_puts_the_fingerprinted_sync_first() {
         let n = ours.len();
         run::check_nvshmem_first(&c, &mut ours);
         assert_eq!(ours.len(), n, "this crate's kernels check themselves");
+    }
+}
+
+/// The reserved scratch in the automatic choice: an algorithm that needs more than is
+/// reserved is passed over while another that accepts the call fits, and taken only when none
+/// does (the call then fails with ScratchTooSmall); such a choice says the room decided it, so
+/// its plan is not kept. A forced algorithm is not passed over.
+#[test]
+fn the_choice_passes_over_algorithms_that_need_more_scratch_than_is_reserved() {
+    let bytes = 1024 * 4;
+    for me in 0..3 {
+        // Peer-mapped, no channel: NVSHMEM's path (a rooted reduce needs B of scratch) or the
+        // peer kernel (none).
+        let t = team(3, me, true);
+        let mut c = call(
+            &t,
+            Collective::Reduce,
+            DataType::F32,
+            ReduceOp::Sum,
+            1024,
+            false,
+            2,
+        );
+        let chosen = |c: &Call| choice(c, None).map(|(a, room)| (a.name(), room)).unwrap();
+        assert_eq!(chosen(&c), ("nvshmem", false), "PE {me}");
+        c.room = bytes;
+        assert_eq!(chosen(&c), ("nvshmem", false), "PE {me}");
+        c.room = bytes - 1;
+        assert_eq!(chosen(&c), ("peer_kernel", true), "PE {me}");
+        c.room = 0;
+        assert_eq!(chosen(&c), ("peer_kernel", true), "PE {me}");
+        assert_eq!(peer::PeerKernel.scratch(&c), 0);
+        // premul_sum's reduce-scatter alike: scaled into B of scratch, or the peer kernel.
+        let mut c = call(
+            &t,
+            Collective::ReduceScatter,
+            DataType::F32,
+            ReduceOp::PreMulSum(0.5),
+            1024,
+            false,
+            0,
+        );
+        c.room = 0;
+        assert_eq!(chosen(&c), ("peer_kernel", true), "PE {me}");
+        c.room = 3 * bytes;
+        assert_eq!(chosen(&c), ("scale_then_sum", false), "PE {me}");
+        // Forced: taken whatever the room (the call gets ScratchTooSmall when it runs).
+        c.room = 0;
+        let forced = registry(Collective::ReduceScatter)
+            .iter()
+            .find(|a| a.name() == "scale_then_sum")
+            .copied();
+        let (a, room) = choice(&c, forced).unwrap();
+        assert_eq!((a.name(), room), ("scale_then_sum", false));
+        assert!(a.scratch(&c) > c.room);
+        // Not peer-mapped, nothing else accepts: NVSHMEM's path, which needs more.
+        let t = team(3, me, false);
+        let mut c = call(
+            &t,
+            Collective::Reduce,
+            DataType::F32,
+            ReduceOp::Sum,
+            1024,
+            false,
+            2,
+        );
+        c.room = 0;
+        let (a, room) = choice(&c, None).unwrap();
+        assert_eq!((a.name(), room), ("nvshmem", true));
+        let e = crate::memory::check_scratch(c.name, a.scratch(&c), c.room).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::ScratchTooSmall {
+                    needed: 4096,
+                    reserved: 0,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+}
+
+/// On a team the NVLink kernels serve, no call the automatic choice makes needs collective
+/// scratch when none is reserved, at any size and team size, in place or not: a program that
+/// runs at 8 KiB and at 1 MiB also runs at 64 KiB (where NVSHMEM's path, which avg and
+/// premul_sum need scratch on, sits between the kernels' bands).
+#[test]
+fn without_scratch_every_automatic_choice_fits_at_every_size() {
+    let cases = [
+        (DataType::I32, ReduceOp::Avg),
+        (DataType::U64, ReduceOp::Avg),
+        (DataType::F16, ReduceOp::Avg),
+        (DataType::F32, ReduceOp::Avg),
+        (DataType::F32, ReduceOp::PreMulSum(0.5)),
+        (DataType::I8, ReduceOp::PreMulSum(3.0)),
+        (DataType::BF16, ReduceOp::Sum),
+        (DataType::I64, ReduceOp::Sum),
+        (DataType::U16, ReduceOp::Max),
+        (DataType::F8E4M3, ReduceOp::Avg),
+    ];
+    let mut checked = 0;
+    for n in [2, 3, 4, 8] {
+        for me in [0, n - 1] {
+            let t = team(n, me, true);
+            for coll in [
+                Collective::AllReduce,
+                Collective::Reduce,
+                Collective::ReduceScatter,
+            ] {
+                for (dtype, op) in cases {
+                    for p in [0, 6, 10, 12, 13, 14, 15, 16, 17, 18, 20] {
+                        for count in [(1usize << p) - 1, 1 << p, (1 << p) + 1] {
+                            if count == 0 {
+                                continue;
+                            }
+                            for in_place in [false, true] {
+                                for arch in [Some(crossover::Arch::SM90), None] {
+                                    let mut c =
+                                        with_channel(call(&t, coll, dtype, op, count, in_place, 0));
+                                    c.arch = arch;
+                                    c.room = 0;
+                                    let (a, room) = choice(&c, None).unwrap();
+                                    assert_eq!(
+                                        a.scratch(&c),
+                                        0,
+                                        "{coll} {dtype} {op} x {count}, n={n}, in place \
+                                         {in_place}: {} (room decided: {room})",
+                                        a.name()
+                                    );
+                                    checked += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 10_000, "{checked}");
+}
+
+/// The scratch rule does not move a measured choice: with or without scratch, the 2-PE sm_90
+/// choices stay those of the crossover table, and no such choice says the room decided it.
+#[test]
+fn the_room_does_not_change_choices_that_fit() {
+    for me in [0, 1] {
+        let t = team(2, me, true);
+        for (count, want) in [
+            (8 << 10, "nvlink_ll"),
+            (16 << 10, "nvshmem"),
+            (1 << 20, "nvlink_direct"),
+        ] {
+            let mut c = with_channel(call(
+                &t,
+                Collective::AllReduce,
+                DataType::F32,
+                ReduceOp::Sum,
+                count,
+                false,
+                0,
+            ));
+            for room in [0, usize::MAX] {
+                c.room = room;
+                let (a, decided) = choice(&c, None).unwrap();
+                assert_eq!((a.name(), decided), (want, false), "{count} room {room}");
+            }
+        }
+        // avg between the kernels' bands: the direct kernels (NVSHMEM's path would widen
+        // through the scratch), whatever is reserved.
+        let mut c = with_channel(call(
+            &t,
+            Collective::AllReduce,
+            DataType::I32,
+            ReduceOp::Avg,
+            16 << 10,
+            false,
+            0,
+        ));
+        for room in [0, usize::MAX] {
+            c.room = room;
+            assert_eq!(choose(&c, None).unwrap().name(), "nvlink_direct");
+        }
     }
 }
