@@ -410,7 +410,6 @@ __device__ __forceinline__ bool nvr_ll_wait(const nvr_team &t, const void *p, un
         t, [&] { return nvr_ll_poll(p, e, v); }, peer, e, NVR_WAIT_LL);
 }
 
-
 // ---- call fingerprints (PROTOCOL.md, "Fingerprints") ----------------------------------------
 
 // Records a mismatch with peer j (status code NVR_FAIL_MISMATCH): status[1] = j, [2] = e,

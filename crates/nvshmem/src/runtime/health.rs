@@ -550,6 +550,9 @@ impl Health {
     fn look(&self, stopped_since: &mut Vec<Option<Instant>>) -> Option<Failure> {
         let status = self.control.status();
         if status[0] == FAIL_MISMATCH {
+            // The kernel writes the rest of the record after the code (the code's CAS decides
+            // which failure is recorded): a moment for those stores to land.
+            std::thread::sleep(Duration::from_millis(1));
             let (theirs, mine, me) = self.control.mismatch();
             return Some(Failure::Mismatch {
                 me,
