@@ -13,7 +13,8 @@
 #                                         foundation_hydra (its Hydra legs alone), examples,
 #                                         faults, waits, soak, collectives, multipe, shared_gpu, scale, semantics, repro, lifetimes,
 #                                         device, perf, perfgraph, perfiso, reddiag,
-#                                         perfpoints, pdl, cepoints, perfgraphsplit,
+#                                         perfpoints, pdl, cepoints, perfgraphsplit, mismatch,
+#                                         checkcost (the call check's cost, off and on),
 #                                         perfinplace (nvshmem-perf --in-place, checked),
 #                                         onepe (1 PE, no launcher, about a minute),
 #                                         hostcost (host time of a call, 1 PE, no MPS).
@@ -50,6 +51,14 @@
 # every SM). For example, on one GPU:
 #     MPS=1 PES="3 4 8" scripts/gpu-check.sh run foundation examples collectives
 # Without MPS=1 nothing of this happens and the cases are those of one PE per GPU.
+#
+# mismatch: tests/gpu_mismatch.rs, one process per case (GPU_MISMATCH_CASE; MISMATCH_CASES, a
+# space-separated list, picks some) at each PE count of PES above 1, NVSHMEM_RS_TIMEOUT=20s:
+# PEs that call with another length, root, operator, scale, element type, in-place form or
+# collective (LL and direct kernels) must each get Error::CallMismatch within 5 s, and a stale
+# call on a dropped team an error, never a wrong result reported as good. For example
+#     PES="2" scripts/gpu-check.sh run mismatch            (2 GPUs)
+#     MPS=1 PES="3 4 8" scripts/gpu-check.sh run mismatch  (one GPU)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -245,7 +254,8 @@ mpi() {
     NVSHMEM_RS_BOOTSTRAP NVSHMEM_RS_ALGORITHMS NVSHMEM_RS_KERNEL_CACHE NVSHMEM_RS_TIMEOUT NVSHMEM_RS_PDL NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL GPU_TEST_SEED GPU_TEST_SKIP \
     MATRIX_MEDIUM_TEAMS MATRIX_FORCE MATRIX_CLASSES MATRIX_TYPES NCCL_GRAPH_REGISTER PATH LD_LIBRARY_PATH \
     CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE \
-    NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE REPRO_CASES GPU_LIFETIMES_CASE; do
+    NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE REPRO_CASES GPU_LIFETIMES_CASE \
+    GPU_MISMATCH_CASE NVSHMEM_RS_CHECK_CALLS; do
     [ -n "${!v+x}" ] && pass+=(-x "$v")
   done
   mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "${pass[@]}" "$@"
@@ -427,6 +437,45 @@ scale() {
   t=$(gtest gpu_scale)
   for np in $(multi_pes); do
     CASE_TIMEOUT=${SCALE_TIMEOUT:-240} case_ scale-${np}pe pass mpi "$np" $t
+  done
+}
+
+# tests/gpu_mismatch.rs (see the header): one case a process, since a mismatch fails the
+# runtime. PASS: every PE exits 0 and prints "mismatch CASE: PASS".
+mismatch() {
+  local t np c cases
+  t=$(gtest gpu_mismatch)
+  cases=${MISMATCH_CASES:-$(GPU_MISMATCH_CASE=list $t --exact gpu_mismatch 2>/dev/null | grep -E '^[a-z_]+$')}
+  for np in $(multi_pes); do
+    for c in $cases; do
+      NVSHMEM_RS_TIMEOUT=20s GPU_MISMATCH_CASE=$c CASE_TIMEOUT=${MISMATCH_TIMEOUT:-90} \
+        case_ mismatch-$c-${np}pe pass:"mismatch $c: PASS" mpi "$np" $t --exact gpu_mismatch
+    done
+  done
+  grep -h "after [0-9.]* s" "$out"/mismatch-*.log 2>/dev/null | sed 's/^\[[^]]*\] //' | sort | uniq | head -60
+}
+
+# What the call check costs: nvshmem-perf's 8-byte all-reduce (and 64 KiB, and the barrier) in a
+# CUDA graph on 2 PEs, ours only, with NVSHMEM_RS_CHECK_CALLS=0 and =1 alternating
+# (CHECKCOST_ROUNDS rounds, default 3), one line per run: compare the time columns of the
+# off and on lines (the check may cost at most 2 % of the 8-byte all-reduce to stay on by
+# default).
+checkcost() {
+  local r on c
+  for r in $(seq "${CHECKCOST_ROUNDS:-3}"); do
+    for on in 0 1; do
+      for c in all_reduce barrier; do
+        NVSHMEM_RS_CHECK_CALLS=$on CASE_TIMEOUT=120 case_ checkcost-$c-check$on-round$r pass mpi 2 \
+          .gpu/bin/nvshmem-perf $c -b 8 -e 64K -f 8192 -n 2000 -w 200 --reps 5 -c 0 -G 1 \
+          --impl nvshmem-rs --no-progress
+      done
+    done
+  done
+  for c in all_reduce barrier; do
+    for on in 0 1; do
+      echo "== $c, NVSHMEM_RS_CHECK_CALLS=$on"
+      grep -hE '^\[PE 0\] +[0-9]+ |^ +[0-9]+ ' "$out"/checkcost-$c-check$on-round*.log | sed 's/^\[PE 0\] //'
+    done
   done
 }
 

@@ -24,6 +24,7 @@ fn bad_variables_are_refused_before_nvshmem_starts() {
     refused_before_start("NVSHMEM_RS_ALGORITHMS", "not_a_pair");
     refused_before_start("NVSHMEM_RS_TIMEOUT", "5 parsecs");
     refused_before_start("NVSHMEM_RS_PDL", "sometimes");
+    refused_before_start("NVSHMEM_RS_CHECK_CALLS", "maybe");
     refused_before_start("NVSHMEM_SYMMETRIC_SIZE", "lots");
     // A forced algorithm that does not exist, from the builder: refused before starting too.
     let got = Runtime::builder()

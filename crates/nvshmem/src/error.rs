@@ -311,6 +311,35 @@ pub enum Error {
         seen: u64,
     },
 
+    /// The PEs of a team made different collective calls at the same point (another
+    /// collective, element type, operator, count, root, in-place form, or a call on a team the
+    /// others have dropped), as this crate's NVLink kernels found by comparing the calls'
+    /// fingerprints ([`RuntimeBuilder::check_calls`](crate::RuntimeBuilder::check_calls)).
+    /// Every PE whose kernels met the other call gets it, each naming both calls as it saw
+    /// them; results of the call are undefined, and the runtime has failed: every later call
+    /// returns this error (the kernels' flags can no longer be trusted to pair calls).
+    ///
+    /// ```
+    /// let e = nvshmem::Error::CallMismatch {
+    ///     team_pe: 0,
+    ///     mine: "all_reduce of f32 sum, 1048576 elements on team 0x1".into(),
+    ///     peer: 1,
+    ///     theirs: "all_reduce of f32 sum, 1048577 elements on team 0x1".into(),
+    /// };
+    /// assert!(e.to_string().contains("team PE 1 called all_reduce of f32 sum, 1048577"));
+    /// ```
+    #[error("mismatched collective calls: team PE {team_pe} (this PE) called {mine}; team PE {peer} called {theirs}; this runtime cannot run collectives any more")]
+    CallMismatch {
+        /// This PE's index in the team.
+        team_pe: usize,
+        /// This PE's call, decoded from its fingerprint.
+        mine: String,
+        /// The team PE whose call differed.
+        peer: usize,
+        /// That PE's call, decoded from the fingerprint it published.
+        theirs: String,
+    },
+
     /// The PEs did not make the same collective call at the same point (one allocated where
     /// another made a team, or with another size), or their symmetric heaps came apart. Every
     /// PE of the call gets it alike. Where the heaps came apart the runtime fails too.

@@ -142,10 +142,11 @@ fn channel(team: &TeamShape, ll_bytes: u32) -> Option<TeamDescriptor> {
         me: team.my_pe as i32,
         chan: 0x7e00_0000_0000,
         ll_bytes,
-        pad: 0,
+        check: 0,
         abort: 0x1000,
         status: 0x1004,
         timeout_ns: 0,
+        fp: [0; 2],
     })
 }
 

@@ -11,12 +11,16 @@
 #define NVR_MAX_TEAM 8    // most PEs a fast-path team may have
 #define NVR_MAX_BLOCKS 512 // most blocks one launch on a channel may have
 #define NVR_LL_BLOCKS 8   // most blocks an LL launch may have
+#define NVR_FP_BLOCKS 128 // blocks that publish and check call fingerprints (every launch's:
+                          // direct grids are at most 128, LL grids 8, barriers 1)
 
 // Channel layout, in bytes from nvr_team::chan.
 #define NVR_CHAN_EPOCH 0ull
 #define NVR_CHAN_ARRIVE (4ull * NVR_MAX_BLOCKS)
 #define NVR_CHAN_DEPART (4ull * NVR_MAX_BLOCKS * (1 + NVR_MAX_TEAM))
-#define NVR_CHAN_HEADER (4ull * NVR_MAX_BLOCKS * (1 + 2 * NVR_MAX_TEAM))
+#define NVR_CHAN_FP (4ull * NVR_MAX_BLOCKS * (1 + 2 * NVR_MAX_TEAM))
+#define NVR_FP_SLOT 32 // bytes of one fingerprint slot: two LL packets
+#define NVR_CHAN_HEADER (NVR_CHAN_FP + 2ull * NVR_FP_BLOCKS * NVR_MAX_TEAM * NVR_FP_SLOT)
 
 #define NVR_LL_PACKET 16 // bytes of one LL packet {d0, e, d1, e}
 #define NVR_LL_PAYLOAD 8 // payload bytes of one LL packet
@@ -25,17 +29,19 @@
 #define NVR_FAIL_ABORT 1   // the host set the abort word
 #define NVR_FAIL_TIMEOUT 2 // a wait exceeded timeout_ns
 #define NVR_FAIL_LIMITS 3  // the launch broke the call's limits (grid, block, sizes, root, team)
+#define NVR_FAIL_MISMATCH 4 // a peer published another call's fingerprint (see nvr_fp_check)
 // status[3]: what was waited for.
 #define NVR_WAIT_ARRIVE 1
 #define NVR_WAIT_DEPART 2
 #define NVR_WAIT_LL 3
 #define NVR_WAIT_ACK 4
 #define NVR_WAIT_SIGNAL 5 // a signal word (wait.cu's nvr_signal_wait)
+#define NVR_WAIT_CALL 6   // a peer's call fingerprint
 
 // The status record (PROTOCOL.md, "Waits"): NVR_STATUS_WORDS 32-bit words, written once, by
 // the thread whose atomicCAS claimed status[0]; status[NVR_ST_READY] is written last, with a
 // system-scope release, so a reader that sees it non-zero (acquire) reads the rest whole.
-#define NVR_STATUS_WORDS 16
+#define NVR_STATUS_WORDS 26
 #define NVR_ST_CODE 0
 #define NVR_ST_PEER 1    // team PE waited for, or -1
 #define NVR_ST_EPOCH 2
@@ -48,6 +54,9 @@
 #define NVR_ST_SEEN 10   // 2 words: NVR_WAIT_SIGNAL: the word's last value seen
 #define NVR_ST_INDEX 12  // 2 words: NVR_WAIT_SIGNAL: the word's index in its array
 #define NVR_ST_READY 15  // = the code, written last
+#define NVR_ST_FP 16     // 8 words: NVR_FAIL_MISMATCH: the peer's fingerprint, then this PE's
+                         // (two 64-bit words each, low word first)
+#define NVR_ST_ME 24     // NVR_FAIL_MISMATCH: this PE's team index
 
 typedef unsigned long long nvr_u64;
 
@@ -58,10 +67,11 @@ struct nvr_team {
     int me;                       // this PE's index in the team
     unsigned long long chan;      // local address of this (team, stream)'s channel
     unsigned int ll_bytes;        // LL packet bytes of one (parity, peer, block) region
-    unsigned int pad_;
+    unsigned int check;           // 1: publish and check call fingerprints (fp)
     volatile unsigned int *abort; // host-mapped word: non-zero means "stop waiting now"
     unsigned int *status;         // host-mapped record of the first failure (see Waits)
     unsigned long long timeout_ns;// 0: wait for ever (until abort)
+    unsigned long long fp[2];     // this call's fingerprint (PROTOCOL.md, "Fingerprints")
 };
 
 // ---- addresses ------------------------------------------------------------------------------
@@ -89,6 +99,13 @@ __device__ __forceinline__ unsigned int *nvr_arrive_word(const nvr_team &t, int 
 // depart[b][j]: the last epoch block b of team PE j finished touching this PE's buffers.
 __device__ __forceinline__ unsigned int *nvr_depart_word(const nvr_team &t, int b, int j) {
     return (unsigned int *)(t.chan + NVR_CHAN_DEPART) + b * NVR_MAX_TEAM + j;
+}
+
+// Fingerprint slot (parity of e, b, j): the fingerprint team PE j published for block b's run
+// of epoch e, as two LL packets (written by PE j).
+__device__ __forceinline__ char *nvr_fp_slot(const nvr_team &t, unsigned int e, int b, int j) {
+    const nvr_u64 r = ((nvr_u64)(e & 1u) * NVR_FP_BLOCKS + (nvr_u64)b) * NVR_MAX_TEAM + (nvr_u64)j;
+    return (char *)(t.chan + NVR_CHAN_FP + r * NVR_FP_SLOT);
 }
 
 // LL region (parity of e, j, b): packets from team PE j for block b at epochs of e's parity.
@@ -197,6 +214,10 @@ __device__ __forceinline__ void nvr_fail(unsigned int *status, unsigned int code
 // when timeout_ns is non-zero, %globaltimer (the clock starts at the first such check, so a
 // wait lasts at least timeout_ns). On abort or timeout it records the failure and returns
 // false; the caller then skips its remaining waits and the block exits at nvr_end.
+__device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e);
+__device__ __forceinline__ void nvr_fp_publish(const nvr_team &t, unsigned int e);
+__device__ __forceinline__ bool nvr_fp_check(const nvr_team &t, unsigned int e, int j);
+
 template <class Ready>
 __device__ __forceinline__ bool nvr_wait(const nvr_team &t, Ready ready, int peer, unsigned int e,
                                          unsigned int what) {
@@ -205,6 +226,9 @@ __device__ __forceinline__ bool nvr_wait(const nvr_team &t, Ready ready, int pee
     nvr_u64 start = 0;
     while (!ready()) {
         if ((++polls & 255u) != 0) continue;
+        // A peer that made another call may never send what this wait wants: its fingerprint
+        // says so (Fingerprints), and ends the wait with a mismatch rather than a timeout.
+        if (t.check != 0 && !nvr_fp_scan(t, e)) return false;
         if (*t.abort != 0) {
             nvr_fail_at(t.status, NVR_FAIL_ABORT, peer, e, what, t.chan);
             return false;
@@ -306,12 +330,17 @@ __device__ __forceinline__ void nvr_arrive_signal(unsigned int *w, unsigned int 
     }
 }
 
-// Arrive: store e into arrive[b][me] of every peer, ordered as `order` says.
+// Arrive: store e into arrive[b][me] of every peer, ordered as `order` says, and publish this
+// call's fingerprint beside it (Fingerprints): before an ordered arrival, so a peer that has
+// seen the flag finds it at its first look; after a relaxed (LL) one, so the flag leaves
+// first (its readers check the fingerprint only at the block's end).
 __device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e,
                                            int order = NVR_ARRIVE_RELEASE) {
     const int j = nvr_flag_peer(t);
     if (j < 0) return;
+    if (order != NVR_ARRIVE_RELAXED) nvr_fp_publish(t, e);
     nvr_arrive_signal(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e, order, false);
+    if (order == NVR_ARRIVE_RELAXED) nvr_fp_publish(t, e);
 }
 
 // Arrive before knowing the epoch: add 1 to arrive[b][me] of every peer, so the flag can
@@ -335,13 +364,17 @@ __device__ __forceinline__ void nvr_arrive_wrap(const nvr_team &t, unsigned int 
 }
 
 // Waits (by the flag lanes) until every peer in `peers` (bit j for team PE j) has arrived at
-// `want` on this block; returns whether this thread's wait succeeded. No block barrier: callers
-// that need the whole block to know follow it with one (nvr_block_ok).
+// `want` on this block; returns whether this thread's wait succeeded. An arrival of this run
+// (want == e) is accepted only with the peer's fingerprint equal to this call's (nvr_fp_check).
+// No block barrier: callers that need the whole block to know follow it with one
+// (nvr_block_ok).
 __device__ __forceinline__ bool nvr_wait_arrivals(const nvr_team &t, unsigned int e,
                                                   unsigned int want, unsigned int peers) {
     const int j = nvr_flag_peer(t);
     if (j < 0 || !((peers >> j) & 1u)) return true;
-    return nvr_wait_flag(t, nvr_arrive_word(t, blockIdx.x, j), want, j, e, NVR_WAIT_ARRIVE);
+    if (!nvr_wait_flag(t, nvr_arrive_word(t, blockIdx.x, j), want, j, e, NVR_WAIT_ARRIVE))
+        return false;
+    return want != e || nvr_fp_check(t, e, j);
 }
 
 // Depart (direct algorithms): after every thread of the block has made its last access to
@@ -420,4 +453,91 @@ __device__ __forceinline__ bool nvr_ll_wait(const nvr_team &t, const void *p, un
                                             int peer, nvr_u64 &v) {
     return nvr_wait(
         t, [&] { return nvr_ll_poll(p, e, v); }, peer, e, NVR_WAIT_LL);
+}
+
+// ---- call fingerprints (PROTOCOL.md, "Fingerprints") ----------------------------------------
+
+// Records a mismatch with peer j (status code NVR_FAIL_MISMATCH), in the status record's
+// layout (NVR_ST_*): the peer, the epoch, NVR_WAIT_CALL, the block, both fingerprints
+// and this PE's team index, then the ready word last. Only the CAS winner writes
+// the rest. (Takes values, not the team, so no address of the kernel parameter escapes, as
+// nvr_fail.)
+__device__ __noinline__ void nvr_fail_mismatch(unsigned int *status, int j, unsigned int e,
+                                               nvr_u64 w0, nvr_u64 w1, nvr_u64 m0, nvr_u64 m1,
+                                               int me) {
+    if (atomicCAS(status, 0u, NVR_FAIL_MISMATCH) == 0u) {
+        volatile unsigned int *s = status;
+        s[NVR_ST_PEER] = (unsigned int)j;
+        s[NVR_ST_EPOCH] = e;
+        s[NVR_ST_WHAT] = NVR_WAIT_CALL;
+        s[NVR_ST_BLOCK] = blockIdx.x;
+        nvr_status64(s, NVR_ST_WHERE, 0ull); // the fingerprints name the team
+        nvr_status64(s, NVR_ST_FP, w0);
+        nvr_status64(s, NVR_ST_FP + 2, w1);
+        nvr_status64(s, NVR_ST_FP + 4, m0);
+        nvr_status64(s, NVR_ST_FP + 6, m1);
+        s[NVR_ST_ME] = (unsigned int)me;
+        nvr_status_ready(status, NVR_FAIL_MISMATCH);
+    }
+}
+
+// Whether this block publishes and checks fingerprints.
+__device__ __forceinline__ bool nvr_fp_on(const nvr_team &t) {
+    return t.check != 0 && blockIdx.x < NVR_FP_BLOCKS;
+}
+
+// The flag lanes' publication of this call's fingerprint for block b's run of epoch e into
+// every peer's slot (e, b, me): two LL packets, so a reader knows them whole and of this run
+// by their flags, however the stores are ordered against the arrival.
+__device__ __forceinline__ void nvr_fp_publish(const nvr_team &t, unsigned int e) {
+    if (!nvr_fp_on(t)) return;
+    const int j = nvr_flag_peer(t);
+    if (j < 0) return;
+    char *s = nvr_peer(t, nvr_fp_slot(t, e, blockIdx.x, t.me), j);
+    nvr_ll_store(s, t.fp[0], e);
+    nvr_ll_store(s + NVR_LL_PACKET, t.fp[1], e);
+}
+
+// One look at the fingerprint slot s of peer j for run e: 1 when published and equal to
+// (m0, m1), -1 (mismatch recorded) when published and different, 0 when not yet there.
+__device__ __forceinline__ int nvr_fp_look(const char *s, unsigned int e, int j, nvr_u64 m0,
+                                           nvr_u64 m1, unsigned int *status, int me) {
+    nvr_u64 w0, w1;
+    if (!nvr_ll_poll(s, e, w0) || !nvr_ll_poll(s + NVR_LL_PACKET, e, w1)) return 0;
+    if (w0 == m0 && w1 == m1) return 1;
+    nvr_fail_mismatch(status, j, e, w0, w1, m0, m1, me);
+    return -1;
+}
+
+// The slow path's look at every peer's slot of block b's run e (slots: peer 0's; one slot per
+// peer after it): false (mismatch recorded) when some peer published another call's
+// fingerprint. Peers not yet there are skipped: only what a peer published is judged.
+__device__ __noinline__ bool nvr_fp_scan_slots(const char *slots, unsigned int e, int n, int me,
+                                               nvr_u64 m0, nvr_u64 m1, unsigned int *status) {
+    for (int j = 0; j < n && j < NVR_MAX_TEAM; ++j)
+        if (j != me && nvr_fp_look(slots + j * NVR_FP_SLOT, e, j, m0, m1, status, me) < 0)
+            return false;
+    return true;
+}
+
+__device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e) {
+    if (blockIdx.x >= NVR_FP_BLOCKS) return true;
+    return nvr_fp_scan_slots(nvr_fp_slot(t, e, blockIdx.x, 0), e, t.n, t.me, t.fp[0], t.fp[1],
+                             t.status);
+}
+
+// After peer j's arrival at e was seen: waits for its fingerprint of run e (published with
+// the arrival, nearly always there already) and compares it with this call's. False on a
+// mismatch (recorded), abort or timeout.
+__device__ __forceinline__ bool nvr_fp_check(const nvr_team &t, unsigned int e, int j) {
+    if (!nvr_fp_on(t)) return true;
+    const char *s = nvr_fp_slot(t, e, blockIdx.x, j);
+    const nvr_u64 m0 = t.fp[0], m1 = t.fp[1];
+    unsigned int *status = t.status;
+    const int me = t.me;
+    int r = 0;
+    const bool ok = nvr_wait(
+        t, [&] { return (r = nvr_fp_look(s, e, j, m0, m1, status, me)) != 0; }, j, e,
+        NVR_WAIT_CALL);
+    return ok && r > 0;
 }

@@ -450,6 +450,7 @@ extern "C" __global__ void __launch_bounds__(32)
     nvr_arrive_add(t, fence != 0 ? NVR_ARRIVE_FENCE : NVR_ARRIVE_RELEASE);
     const unsigned int e = nvr_begin(t);
     nvr_arrive_wrap(t, e);
+    nvr_fp_publish(t, e);
     const bool ok = nvr_wait_arrivals(t, e, e, nvr_all_peers(t));
     nvr_end(t, e, ok);
 }

@@ -70,12 +70,17 @@ pub(crate) struct TeamDescriptor {
     /// This (team, stream)'s channel, local address.
     pub(crate) chan: u64,
     pub(crate) ll_bytes: u32,
-    pub(crate) pad: u32,
+    /// Non-zero: the kernels publish and check call fingerprints (`fp`); 2: calls that run
+    /// NVSHMEM's collectives are checked first too ([`crate::runtime::CHECK_CALLS_VAR`]).
+    pub(crate) check: u32,
     /// Device address of the host-mapped abort word.
     pub(crate) abort: u64,
     /// Device address of the host-mapped status record.
     pub(crate) status: u64,
     pub(crate) timeout_ns: u64,
+    /// The call's fingerprint (`collective::algo::fingerprint`), set per launch; on the
+    /// team's own descriptor, `[0, tag]` (the team's tag in the high half of word 1).
+    pub(crate) fp: [u64; 2],
 }
 
 /// The arguments after the team descriptor of an NVLink kernel (ll.cu, direct.cu).
@@ -864,10 +869,11 @@ mod tests {
             me: 0,
             chan: 0xc000,
             ll_bytes: 0,
-            pad: 0,
+            check: 0,
             abort: 0,
             status: 0,
             timeout_ns: 0,
+            fp: [0; 2],
         };
         let args = |a| Params::Nvlink {
             team: &team,

@@ -139,7 +139,7 @@ unsafe impl Send for Control {}
 unsafe impl Sync for Control {}
 
 /// Words of the status record (`NVR_STATUS_WORDS` in `kernels/common.cuh`).
-pub(crate) const STATUS_WORDS: usize = 16;
+pub(crate) const STATUS_WORDS: usize = 26;
 /// Where the status record keeps what (`NVR_ST_*` in `kernels/common.cuh`).
 mod st {
     pub(super) const CODE: usize = 0;
@@ -152,6 +152,10 @@ mod st {
     pub(super) const SEEN: usize = 10;
     pub(super) const INDEX: usize = 12;
     pub(super) const READY: usize = 15;
+    /// Four 64-bit words: the peer's fingerprint, then this PE's (a mismatch's record).
+    pub(super) const FP: usize = 16;
+    /// This PE's team index (a mismatch's record).
+    pub(super) const ME: usize = 24;
 }
 /// `NVR_WAIT_SIGNAL`: the record is a signal wait's.
 const WAIT_SIGNAL: u32 = 5;
@@ -165,6 +169,8 @@ const PROGRESS_AT: usize = 32;
 const _: () = assert!(PROGRESS_AT > STATUS_WORDS && PROGRESS_AT % 16 == 0);
 /// Words of the control block: abort, the status record, the progress ring.
 const CONTROL_WORDS: usize = PROGRESS_AT + 2 * PROGRESS_SLOTS;
+/// The status code of a mismatch (`NVR_FAIL_MISMATCH`).
+const FAIL_MISMATCH: u32 = 4;
 
 impl Control {
     /// Allocates the block in the current context.
@@ -349,6 +355,14 @@ enum Failure {
         team: Option<Arc<str>>,
         after: Duration,
     },
+    /// One of this crate's kernels found that a peer made another call (its fingerprint
+    /// differed): this PE's team index and fingerprint, the peer's.
+    Mismatch {
+        me: u32,
+        mine: [u64; 2],
+        peer: u32,
+        theirs: [u64; 2],
+    },
     /// [`Runtime::abort`](crate::Runtime::abort) was called.
     Aborted,
     /// A host-side wait for the other PEs (an agreement: allocating, making a team, ...)
@@ -397,6 +411,20 @@ impl Failure {
                 },
                 after,
             },
+            Failure::Mismatch {
+                me,
+                mine,
+                peer,
+                theirs,
+            } => {
+                use crate::collective::algo::fingerprint::Fingerprint;
+                Error::CallMismatch {
+                    team_pe: me as usize,
+                    mine: Fingerprint(mine).to_string(),
+                    peer: peer as usize,
+                    theirs: Fingerprint(theirs).to_string(),
+                }
+            }
             Failure::Aborted => Error::CollectiveFailed {
                 failure: "aborted",
                 team_pe: None,
@@ -442,6 +470,14 @@ pub(crate) enum Recorded {
         /// The team's channel (local address); 0 when the kernel had none to give.
         chan: u64,
     },
+    /// A peer published another call's fingerprint (`kernels/PROTOCOL.md`, "Fingerprints"):
+    /// this PE's team index and fingerprint, the peer's.
+    Mismatch {
+        me: u32,
+        mine: [u64; 2],
+        peer: u32,
+        theirs: [u64; 2],
+    },
     /// The stream's wait for a signal word (`wait.cu`).
     Signal {
         failure: &'static str,
@@ -471,6 +507,14 @@ impl Recorded {
         }
         let wide = |i: usize| u64::from(r[i]) | (u64::from(r[i + 1]) << 32);
         let failure = failure_name(code);
+        if code == FAIL_MISMATCH {
+            return Some(Recorded::Mismatch {
+                me: r[st::ME],
+                mine: [wide(st::FP + 4), wide(st::FP + 6)],
+                peer: r[st::PEER],
+                theirs: [wide(st::FP), wide(st::FP + 2)],
+            });
+        }
         if r[st::WHAT] == WAIT_SIGNAL {
             return Some(Recorded::Signal {
                 failure,
@@ -521,6 +565,18 @@ impl Recorded {
                 waiting_for,
                 epoch,
             },
+            Recorded::Mismatch {
+                me,
+                mine,
+                peer,
+                theirs,
+            } => Failure::Mismatch {
+                me,
+                mine,
+                peer,
+                theirs,
+            }
+            .error(),
             Recorded::Signal {
                 failure,
                 address,
@@ -641,6 +697,20 @@ impl Health {
     /// A failure recorded in the status record, if any (whole: see [`Control::status`]).
     fn recorded(&self) -> Option<Failure> {
         let record = Recorded::decode(&self.control.status()?)?;
+        if let Recorded::Mismatch {
+            me,
+            mine,
+            peer,
+            theirs,
+        } = record
+        {
+            return Some(Failure::Mismatch {
+                me,
+                mine,
+                peer,
+                theirs,
+            });
+        }
         let team = record.chan().and_then(|c| self.channel_team(c));
         Some(Failure::Kernel { record, team })
     }
@@ -959,6 +1029,48 @@ fn exit_now(status: c_int) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kernel's mismatch record becomes an error naming both calls, decoded.
+    #[test]
+    fn a_mismatch_names_both_calls() {
+        use crate::{
+            collective::{algo::fingerprint::Fingerprint, Collective},
+            DataType, ReduceOp,
+        };
+        let fp = |count| {
+            Fingerprint::new(
+                Collective::AllReduce,
+                DataType::F32,
+                Some(ReduceOp::Sum),
+                count,
+                false,
+                0,
+                7,
+            )
+            .0
+        };
+        let e = Failure::Mismatch {
+            me: 0,
+            mine: fp(1048576),
+            peer: 1,
+            theirs: fp(1048577),
+        }
+        .error();
+        assert!(matches!(
+            e,
+            Error::CallMismatch {
+                team_pe: 0,
+                peer: 1,
+                ..
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "mismatched collective calls: team PE 0 (this PE) called all_reduce of f32 sum, \
+             1048576 elements on team 0x00000007; team PE 1 called all_reduce of f32 sum, \
+             1048577 elements on team 0x00000007; this runtime cannot run collectives any more"
+        );
+    }
 
     #[test]
     fn timeouts_parse_with_and_without_units() {

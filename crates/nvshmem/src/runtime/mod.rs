@@ -289,7 +289,19 @@ pub struct RuntimeBuilder {
     pub(crate) channels: Option<usize>,
     /// `RuntimeBuilder::algorithm`, in the order given.
     pub(crate) algorithms: Vec<(Collective, String)>,
+    /// `RuntimeBuilder::check_calls` and `check_nvshmem_calls`: 0 off, 1 this crate's
+    /// kernels, 2 also before NVSHMEM's collectives.
+    check_calls: Option<u32>,
 }
+
+/// The environment variable that turns the NVLink kernels' check of mismatched calls on (`1`),
+/// on and also before NVSHMEM's collectives on peer-mapped teams (`2`), or off (`0`); it
+/// overrides [`RuntimeBuilder::check_calls`] and [`RuntimeBuilder::check_nvshmem_calls`].
+///
+/// ```
+/// assert_eq!(nvshmem::runtime::CHECK_CALLS_VAR, "NVSHMEM_RS_CHECK_CALLS");
+/// ```
+pub const CHECK_CALLS_VAR: &str = "NVSHMEM_RS_CHECK_CALLS";
 
 impl Runtime {
     /// Starts NVSHMEM with every choice detected from the environment.
@@ -722,6 +734,45 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether this crate's NVLink kernels check that every PE of a team made the same call
+    /// (default: on). Each PE's kernels publish a fingerprint of the call (collective, element
+    /// type, operator and premul_sum's scale, count, in place, root, team) beside their
+    /// arrival and compare their peers' with theirs, so that two different calls never accept
+    /// each other's flags or touch each other's buffers: a mismatch ends the call on every PE
+    /// with [`Error::CallMismatch`] (and fails the runtime) instead of a wrong result or a
+    /// hang. It costs each arrival one more pair of 16-byte stores and each block's end one
+    /// more pair of loads per peer (`kernels/PROTOCOL.md`, "Fingerprints"). The environment
+    /// variable [`CHECK_CALLS_VAR`] (`0` or `1`) overrides it. Every PE must choose alike:
+    /// starting fails with [`Error::OutOfStep`] otherwise. Calls that run NVSHMEM's own
+    /// collectives are not checked ([`check_nvshmem_calls`](Self::check_nvshmem_calls)).
+    ///
+    /// ```no_run
+    /// let rt = nvshmem::Runtime::builder().check_calls(false).init()?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn check_calls(mut self, on: bool) -> Self {
+        self.check_calls = Some(u32::from(on));
+        self
+    }
+
+    /// Whether calls that a peer-mapped team (one with a channel) runs with NVSHMEM's own
+    /// collectives are checked too (default: off; implies [`check_calls`](Self::check_calls)).
+    /// Such a call is then preceded by this crate's flag sync carrying its fingerprint, which
+    /// costs a kernel and a round trip between the PEs per call, too much for the mid-sized
+    /// messages that take NVSHMEM's path to be on by default. A mismatch is reported as
+    /// [`Error::CallMismatch`]; NVSHMEM's collective, already queued, still runs, and where it
+    /// then waits for ever the watchdog ends the process with the mismatch printed
+    /// ([`GRACE`]). [`CHECK_CALLS_VAR`]`=2` is the same.
+    ///
+    /// ```no_run
+    /// let rt = nvshmem::Runtime::builder().check_nvshmem_calls(true).init()?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn check_nvshmem_calls(mut self, on: bool) -> Self {
+        self.check_calls = Some(if on { 2 } else { 1 });
+        self
+    }
+
     /// Starts NVSHMEM.
     ///
     /// NVSHMEM reads its configuration only from the environment, so starting may set
@@ -803,6 +854,7 @@ impl RuntimeBuilder {
         // Everything that can be judged before NVSHMEM starts is judged first, so that a bad
         // setting or variable never leaves NVSHMEM started.
         let timeout = choose_timeout(self.timeout)?;
+        let check_calls = choose_check_calls(self.check_calls)?;
         let collectives = Collectives::new(&self.algorithms)?;
         let heap_size = choose_heap_size(self.heap_size)?;
         // Then the GPU: on a machine without one, that is the message that helps.
@@ -938,7 +990,7 @@ impl RuntimeBuilder {
         // A failure here is seen alike by every PE (an allocation refused, an agreement out of
         // step), or ends their next agreement: dropping the runtime then finalises NVSHMEM
         // where every PE agrees to, and leaves it otherwise.
-        let teams = Teams::start(&rt, self.channels)?;
+        let teams = Teams::start(&rt, self.channels, check_calls)?;
         if rt.inner.teams.set(teams).is_err() {
             unreachable!("the teams are set once, here");
         }
@@ -1158,6 +1210,28 @@ fn choose_timeout(requested: Option<Option<Duration>>) -> Result<Option<Duration
     }
 }
 
+/// How the kernels check calls (0 off, 1 on, 2 also NVSHMEM's collectives):
+/// [`CHECK_CALLS_VAR`]'s, else the builder's, else on.
+fn choose_check_calls(requested: Option<u32>) -> Result<u32> {
+    match std::env::var(CHECK_CALLS_VAR) {
+        Ok(v) => parse_check_calls(&v).map_err(|reason| Error::Environment {
+            var: CHECK_CALLS_VAR.into(),
+            value: v.clone(),
+            reason,
+        }),
+        Err(_) => Ok(requested.unwrap_or(1)),
+    }
+}
+
+fn parse_check_calls(v: &str) -> std::result::Result<u32, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "2" | "all" => Ok(2),
+        "1" | "on" | "true" | "yes" => Ok(1),
+        "0" | "off" | "false" | "no" => Ok(0),
+        _ => Err("expected 1 (check calls), 2 (NVSHMEM's collectives too) or 0 (do not)".into()),
+    }
+}
+
 /// The heap size: the builder's, else `NVSHMEM_SYMMETRIC_SIZE`, else NVSHMEM's default. The
 /// chosen size is written to `NVSHMEM_SYMMETRIC_SIZE` so NVSHMEM and we agree on it.
 fn choose_heap_size(requested: Option<usize>) -> Result<usize> {
@@ -1364,6 +1438,15 @@ impl Drop for RuntimeInner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_call_check_switch_parses() {
+        assert_eq!(parse_check_calls("1"), Ok(1));
+        assert_eq!(parse_check_calls(" off "), Ok(0));
+        assert_eq!(parse_check_calls("0"), Ok(0));
+        assert_eq!(parse_check_calls("2"), Ok(2));
+        assert!(parse_check_calls("maybe").is_err());
+    }
 
     #[test]
     fn sizes_parse_like_nvshmem() {

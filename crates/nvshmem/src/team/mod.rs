@@ -315,6 +315,9 @@ pub(crate) struct Teams {
 struct Core {
     pool: Arc<ChannelPool>,
     ll_bytes: u32,
+    /// How calls are checked (`RuntimeBuilder::check_calls`): 0 not, 1 this crate's
+    /// kernels, 2 NVSHMEM's collectives too.
+    check_calls: u32,
     retired: Arc<Retired>,
     /// Whether a peer-mapped team went without a channel (said once).
     said_no_channel: std::sync::atomic::AtomicBool,
@@ -331,7 +334,7 @@ impl std::fmt::Debug for Teams {
 impl Teams {
     /// The team layer of a starting runtime: the channel pool (`channels` of them, or the
     /// default for the heap) and NVSHMEM's predefined teams, set up with every PE.
-    pub(crate) fn start(rt: &Runtime, channels: Option<usize>) -> Result<Self> {
+    pub(crate) fn start(rt: &Runtime, channels: Option<usize>, check_calls: u32) -> Result<Self> {
         use crate::collective::algo::channel::{chan_bytes, Sizing};
         const CALL: &str = "Runtime::init (teams)";
         let mut sizing = Sizing::for_heap(rt.info().heap_size);
@@ -345,6 +348,7 @@ impl Teams {
         let core = Core {
             pool: Arc::new(ChannelPool::new(alloc, each, sizing.channels)),
             ll_bytes: sizing.ll_bytes as u32,
+            check_calls,
             retired: Arc::default(),
             said_no_channel: Default::default(),
         };
@@ -352,11 +356,27 @@ impl Teams {
         // channels, resident blocks, architecture and which world PEs it reaches.
         let everyone: Vec<usize> = (0..rt.n_pes()).collect();
         let table = rt.agree_world_with(CALL, |stream| {
-            let mut words = vec![make::PREDEFINED, 0, 0, 0, 0];
+            // The first argument word: the call check's level, which must be the same on every
+            // PE (a PE that does not publish fingerprints would keep its peers waiting).
+            let mut words = vec![make::PREDEFINED, u64::from(check_calls), 0, 0, 0];
             words.extend(core.offer(rt, &everyone, stream)?);
             Ok(entry(tag::MAKE_TEAM, &words))
         })?;
         same_call(CALL, &table, tag::MAKE_TEAM)?;
+        if let Some(pe) = table
+            .iter()
+            .position(|e| e[offer::ARGS] != table[0][offer::ARGS])
+        {
+            return Err(Error::OutOfStep {
+                call: CALL,
+                detail: format!(
+                    "PE {pe} checks calls at level {} (NVSHMEM_RS_CHECK_CALLS, \
+                     RuntimeBuilder::check_calls), PE 0 at level {}: every PE must check alike",
+                    table[pe][offer::ARGS],
+                    table[0][offer::ARGS]
+                ),
+            });
+        }
         let world = Arc::new(core.build(
             rt,
             rt.world_handle(),
@@ -545,10 +565,16 @@ impl Core {
                 me: my_pe as i32,
                 chan: c.addr,
                 ll_bytes: self.ll_bytes,
-                pad: 0,
+                check: self.check_calls,
                 abort,
                 status,
                 timeout_ns: rt.health().timeout_ns(),
+                // The calls' launches fill in word 0 (`Fingerprint::of`); the tag is the
+                // team's, the same on every member.
+                fp: [
+                    0,
+                    u64::from(crate::collective::algo::fingerprint::team_tag(&world)) << 32,
+                ],
             }
         });
         Ok(TeamInner {

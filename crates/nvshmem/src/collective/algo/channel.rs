@@ -11,8 +11,11 @@ pub(crate) const MAX_TEAM: usize = 8;
 const MAX_BLOCKS: usize = 512;
 /// Blocks with LL regions (`NVR_LL_BLOCKS`).
 const LL_BLOCKS: usize = 8;
-/// Bytes of the header: epochs, arrive and depart flags.
-const HEADER: usize = 4 * MAX_BLOCKS * (1 + 2 * MAX_TEAM);
+/// Blocks that publish call fingerprints (`NVR_FP_BLOCKS`).
+const FP_BLOCKS: usize = 128;
+/// Bytes of the header: epochs, arrive and depart flags, then the fingerprint slots (two
+/// parities of `FP_BLOCKS` x `MAX_TEAM` slots of 32 bytes).
+const HEADER: usize = 4 * MAX_BLOCKS * (1 + 2 * MAX_TEAM) + 2 * FP_BLOCKS * MAX_TEAM * 32;
 
 /// Bytes of one channel with LL regions of `ll_bytes` (`nvr_chan_bytes`).
 pub(crate) fn chan_bytes(ll_bytes: usize) -> usize {
@@ -54,9 +57,10 @@ mod tests {
 
     #[test]
     fn the_layout_matches_the_protocol() {
-        // PROTOCOL.md: NVR_CHAN_HEADER = 4*MB*(1+2*MT), total + 2*MT*LB*ll_bytes.
-        assert_eq!(HEADER, 4 * 512 * 17);
-        assert_eq!(chan_bytes(16 << 10), 34816 + 2 * 8 * 8 * (16 << 10));
-        assert_eq!(std::mem::size_of::<TeamDescriptor>(), 112);
+        // PROTOCOL.md: NVR_CHAN_FP = 4*MB*(1+2*MT), NVR_CHAN_HEADER = NVR_CHAN_FP +
+        // 2*FPB*MT*32, total + 2*MT*LB*ll_bytes.
+        assert_eq!(HEADER, 4 * 512 * 17 + 65536);
+        assert_eq!(chan_bytes(16 << 10), 34816 + 65536 + 2 * 8 * 8 * (16 << 10));
+        assert_eq!(std::mem::size_of::<TeamDescriptor>(), 128);
     }
 }

@@ -16,6 +16,7 @@ mod call;
 mod ce;
 pub(crate) mod channel;
 pub(crate) mod crossover;
+pub(crate) mod fingerprint;
 mod forced;
 mod local;
 mod nvlink;

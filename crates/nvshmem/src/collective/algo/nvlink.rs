@@ -175,10 +175,7 @@ fn kernel_view<'a>(call: &'a Call) -> Result<&'a TeamDescriptor, String> {
 /// The one launch of an accepted call: `file`'s kernel for the collective, named alike in both
 /// files (`nvr_<file>_<collective>`), with the arguments of `kernels/PROTOCOL.md`.
 fn launch(call: &Call, file: NvlinkSource, grid: u32, block: u32) -> Step {
-    let team = *call
-        .descriptor
-        .as_ref()
-        .expect("accepted: the team has a channel");
+    let team = fingerprinted(call);
     let root = Some(call.root as i32);
     let move_ = |root| moving(root, call.src.ptr, call.dst.ptr, call.block_bytes());
     let args = match call.coll {
@@ -199,6 +196,20 @@ fn launch(call: &Call, file: NvlinkSource, grid: u32, block: u32) -> Step {
         team,
         args,
     }))
+}
+
+/// The team descriptor of an accepted call's launches, carrying the call's fingerprint
+/// (`kernels/PROTOCOL.md`, "Fingerprints") when the team checks calls.
+fn fingerprinted(call: &Call) -> TeamDescriptor {
+    let mut team = *call
+        .descriptor
+        .as_ref()
+        .expect("accepted: the team has a channel");
+    if team.check != 0 {
+        let tag = (team.fp[1] >> 32) as u32;
+        team.fp = super::fingerprint::Fingerprint::of(call, tag).0;
+    }
+    team
 }
 
 /// A reduction's arguments.
@@ -262,10 +273,7 @@ pub(super) fn flag_barrier(call: &Call, fence: bool) -> Launch {
         function: "nvr_barrier",
         grid: 1,
         block: 32,
-        team: *call
-            .descriptor
-            .as_ref()
-            .expect("accepted: the team has a channel"),
+        team: fingerprinted(call),
         args: NvlinkArgs::Barrier {
             fence: fence as i32,
         },

@@ -105,6 +105,17 @@ unsafe impl Send for Plan {}
 // SAFETY: as above; queuing only reads the plan.
 unsafe impl Sync for Plan {}
 
+/// Where NVSHMEM's collectives are checked too (`RuntimeBuilder::check_nvshmem_calls`): a plan
+/// that queues one on a team with a channel starts with this crate's flag sync, carrying the
+/// call's fingerprint (`kernels/PROTOCOL.md`, "Fingerprints").
+pub(super) fn check_nvshmem_first(call: &Call, steps: &mut Vec<Step>) {
+    if call.descriptor.is_some_and(|d| d.check >= 2)
+        && steps.iter().any(Step::uses_nvshmem_collectives)
+    {
+        steps.insert(0, Step::Kernel(super::nvlink::flag_barrier(call, false)));
+    }
+}
+
 impl Plan {
     /// The plan of `alg` for `call` (scratch already set), its kernels compiled and loaded in
     /// `stream`'s context.
@@ -119,6 +130,7 @@ impl Plan {
             return Ok(plan);
         }
         alg.plan(call, &mut plan.steps);
+        check_nvshmem_first(call, &mut plan.steps);
         for step in &plan.steps {
             if let Step::Kernel(launch) | Step::ClosingKernel(launch) = step {
                 kernels::prepare(stream, launch.key())?;

@@ -787,10 +787,11 @@ pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
         me: c.me as i32,
         chan: 0x900_0000,
         ll_bytes: 16 << 10,
-        pad: 0,
+        check: 1,
         abort: 0,
         status: 0,
         timeout_ns: 0,
+        fp: [0, 0x1234_5678 << 32],
     });
     c.arch = Some(crossover::Arch::SM90);
     c
@@ -1719,6 +1720,114 @@ fn members_sharing_a_gpu_take_this_crates_kernels_where_one_accepts() {
         0,
     ));
     assert_eq!(choose(&c, None).map(|a| a.name()).ok(), Some("nvshmem"));
+}
+
+/// Every NVLink launch carries its call's fingerprint on a team that checks calls, and the
+/// team's own descriptor where it does not; calls that differ in length launch differently.
+#[test]
+fn nvlink_launches_carry_the_calls_fingerprint() {
+    use super::fingerprint::Fingerprint;
+    let t = team(2, 0, true);
+    let fp_of = |c: &Call| {
+        let (_, steps) = plan(c);
+        let fps: Vec<[u64; 2]> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Kernel(Launch::Nvlink(l)) => Some(l.team.fp),
+                _ => None,
+            })
+            .collect();
+        assert!(!fps.is_empty(), "{steps:?}");
+        assert!(fps.iter().all(|f| *f == fps[0]), "{fps:?}");
+        fps[0]
+    };
+    for (coll, count) in [
+        (Collective::AllReduce, 2),
+        (Collective::AllReduce, 1 << 20),
+        (Collective::Broadcast, 64),
+        (Collective::Barrier, 0),
+    ] {
+        let c = with_channel(call(
+            &t,
+            coll,
+            DataType::F32,
+            ReduceOp::Sum,
+            count,
+            false,
+            0,
+        ));
+        let want = Fingerprint::of(&c, 0x1234_5678);
+        assert_eq!(fp_of(&c), want.0, "{coll} {count}: {want}");
+        assert_eq!(want.tag(), 0x1234_5678);
+        if count > 0 {
+            let longer = with_channel(call(
+                &t,
+                coll,
+                DataType::F32,
+                ReduceOp::Sum,
+                count + 1,
+                false,
+                0,
+            ));
+            assert_ne!(fp_of(&longer), want.0, "{coll} {count}");
+        }
+        let mut off = with_channel(call(
+            &t,
+            coll,
+            DataType::F32,
+            ReduceOp::Sum,
+            count,
+            false,
+            0,
+        ));
+        if let Some(d) = off.descriptor.as_mut() {
+            d.check = 0;
+        }
+        assert_eq!(fp_of(&off), [0, 0x1234_5678 << 32], "{coll}: unchecked");
+    }
+}
+
+/// With NVSHMEM's collectives checked too (check level 2), a plan that queues one on a team
+/// with a channel starts with the flag sync carrying the call's fingerprint; at level 1, or
+/// for a plan of this crate's kernels alone, nothing is added.
+#[test]
+fn checking_nvshmem_calls_puts_the_fingerprinted_sync_first() {
+    use super::fingerprint::Fingerprint;
+    let t = team(2, 0, true);
+    for level in [1, 2] {
+        let mut c = with_channel(call(
+            &t,
+            Collective::AllReduce,
+            DataType::F32,
+            ReduceOp::Sum,
+            1 << 16,
+            false,
+            0,
+        ));
+        if let Some(d) = c.descriptor.as_mut() {
+            d.check = level;
+        }
+        let mut steps = Vec::new();
+        nvshmem::Native.plan(&c, &mut steps);
+        let before = steps.len();
+        run::check_nvshmem_first(&c, &mut steps);
+        if level == 2 {
+            assert_eq!(steps.len(), before + 1);
+            assert!(
+                matches!(&steps[0], Step::Kernel(Launch::Nvlink(l))
+                    if l.function == "nvr_barrier"
+                        && l.team.fp == Fingerprint::of(&c, 0x1234_5678).0),
+                "{steps:?}"
+            );
+        } else {
+            assert_eq!(steps.len(), before);
+        }
+        let mut ours = Vec::new();
+        nvlink::Direct.plan(&c, &mut ours);
+        let n = ours.len();
+        run::check_nvshmem_first(&c, &mut ours);
+        assert_eq!(ours.len(), n, "this crate's kernels check themselves");
+    }
 }
 
 /// The reserved scratch in the automatic choice: an algorithm that needs more than is

@@ -1,0 +1,403 @@
+//! GPU checks that mismatched collective calls are caught (issue 30, item 3): PEs of a team
+//! that call with another length, root, operator, element type, in-place form or collective,
+//! on the NVLink kernels of both families (LL for small messages, direct for large ones), must
+//! each get [`Error::CallMismatch`] within a short bound, never a result reported as good or a
+//! hang; and a PE that makes one more call on a team the others dropped must get an error, not
+//! corrupt the new team's calls. Run by `scripts/gpu-check.sh run mismatch` (one process per
+//! case, `GPU_MISMATCH_CASE=<name>`, with `NVSHMEM_RS_TIMEOUT=20s`); skipped (ignored, with
+//! the reason) in a plain `cargo test`. `GPU_MISMATCH_CASE=list` prints the case names.
+//!
+//! A mismatch fails the runtime (the error says so): each case therefore starts its own
+//! runtime, checks that the error came on every PE and that a later call returns it too, and
+//! ends without finalising (a failed runtime is not finalised).
+mod common;
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, ensure, Context as _};
+use cudarc::driver::CudaStream;
+use nvshmem::{collective::Collective, Error, ReduceOp, Runtime, RuntimeBuilder, Team};
+
+/// Elements of a large (direct-family) call: 4 MiB of f32.
+const LARGE: usize = 1 << 20;
+/// Elements of a small (LL-family) call.
+const SMALL: usize = 1000;
+/// How long after its call a PE may take to report the mismatch.
+const BOUND: Duration = Duration::from_secs(5);
+
+/// What one PE calls.
+#[derive(Clone, Copy, Debug)]
+struct Side {
+    coll: Collective,
+    int: bool, // i32 elements rather than f32
+    op: ReduceOp,
+    count: usize,
+    root: usize,
+    in_place: bool,
+}
+
+const fn side(coll: Collective, count: usize) -> Side {
+    Side {
+        coll,
+        int: false,
+        op: ReduceOp::Sum,
+        count,
+        root: 0,
+        in_place: false,
+    }
+}
+
+/// A case: its name, the algorithm forced on every collective it calls, PE 0's call and every
+/// other PE's.
+struct Case {
+    name: &'static str,
+    algorithm: &'static str,
+    pe0: Side,
+    rest: Side,
+}
+
+fn cases() -> Vec<Case> {
+    use Collective as C;
+    let ar = |n| side(C::AllReduce, n);
+    let with = |s: Side, f: &dyn Fn(&mut Side)| {
+        let mut s = s;
+        f(&mut s);
+        s
+    };
+    let case = |name, algorithm, pe0, rest| Case {
+        name,
+        algorithm,
+        pe0,
+        rest,
+    };
+    vec![
+        case("length_ll", "nvlink_ll", ar(SMALL), ar(SMALL + 1)),
+        case("length_direct", "nvlink_direct", ar(LARGE), ar(LARGE + 1)),
+        case(
+            "root_ll",
+            "nvlink_ll",
+            side(C::Reduce, 64),
+            with(side(C::Reduce, 64), &|s| s.root = 1),
+        ),
+        case(
+            "root_direct",
+            "nvlink_direct",
+            side(C::Broadcast, LARGE),
+            with(side(C::Broadcast, LARGE), &|s| s.root = 1),
+        ),
+        case(
+            "operator_ll",
+            "nvlink_ll",
+            ar(64),
+            with(ar(64), &|s| s.op = ReduceOp::Max),
+        ),
+        case(
+            "operator_direct",
+            "nvlink_direct",
+            ar(LARGE),
+            with(ar(LARGE), &|s| s.op = ReduceOp::Max),
+        ),
+        case(
+            "premul_scale_ll",
+            "nvlink_ll",
+            with(ar(64), &|s| s.op = ReduceOp::PreMulSum(0.5)),
+            with(ar(64), &|s| s.op = ReduceOp::PreMulSum(0.25)),
+        ),
+        case(
+            "element_type_ll",
+            "nvlink_ll",
+            ar(64),
+            with(ar(64), &|s| s.int = true),
+        ),
+        case(
+            "element_type_direct",
+            "nvlink_direct",
+            ar(LARGE),
+            with(ar(LARGE), &|s| s.int = true),
+        ),
+        case(
+            "in_place_ll",
+            "nvlink_ll",
+            ar(64),
+            with(ar(64), &|s| s.in_place = true),
+        ),
+        case("collective_ll", "nvlink_ll", ar(64), side(C::Broadcast, 64)),
+        case(
+            "collective_direct",
+            "nvlink_direct",
+            side(C::Fcollect, LARGE / 4),
+            side(C::Alltoall, LARGE / 4),
+        ),
+        // The 8-byte all-reduce against a barrier: the barrier's one block meets the
+        // all-reduce's.
+        case(
+            "barrier_vs_all_reduce",
+            "nvlink_ll",
+            side(C::Barrier, 0),
+            ar(2),
+        ),
+        // NVSHMEM's path, checked at level 2 (RuntimeBuilder::check_nvshmem_calls).
+        case("length_nvshmem", "nvshmem", ar(SMALL), ar(SMALL + 1)),
+    ]
+}
+
+#[test]
+#[ignore = "needs NVIDIA GPUs and NVSHMEM: run scripts/gpu-check.sh on a GPU machine"]
+fn gpu_mismatch() {
+    let name = std::env::var("GPU_MISMATCH_CASE").unwrap_or_else(|_| "list".into());
+    if name == "list" {
+        for c in cases() {
+            println!("{}", c.name);
+        }
+        println!("stale_team");
+        return;
+    }
+    let result = if name == "stale_team" {
+        stale_team()
+    } else {
+        let case = cases()
+            .into_iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("GPU_MISMATCH_CASE={name}: no such case (try list)"));
+        mismatch(&case)
+    };
+    match result {
+        Ok(pe) => println!("mismatch {name}: PASS on PE {pe}"),
+        Err(e) => {
+            println!("mismatch {name}: FAIL: {e:#}");
+            panic!("mismatch case {name} failed");
+        }
+    }
+}
+
+fn start(algorithm: Option<&str>, colls: &[Collective]) -> Runtime {
+    let mut b: RuntimeBuilder = Runtime::builder()
+        .heap_size(1 << 30)
+        .check_nvshmem_calls(algorithm == Some("nvshmem"));
+    if let Some(a) = algorithm {
+        for &c in colls {
+            if c.geometry() != nvshmem::collective::Geometry::None {
+                b = b.algorithm(c, a);
+            }
+        }
+    }
+    let session = common::start(b);
+    common::start_watchdog(session.rt.my_pe(), Duration::from_secs(30));
+    // Scratch reserved up front, so that no call allocates it (collectively) on its own.
+    session
+        .rt
+        .reserve_scratch(64 << 20)
+        .expect("scratch for the reductions");
+    session.rt
+}
+
+/// The same arrays on every PE (symmetric allocations must match), long enough for either
+/// side's call; each call takes views of its own lengths, as the program of issue 30 did.
+struct Buffers {
+    src_f: nvshmem::SymArray<f32>,
+    dst_f: nvshmem::SymArray<f32>,
+    src_i: nvshmem::SymArray<i32>,
+    dst_i: nvshmem::SymArray<i32>,
+}
+
+impl Buffers {
+    fn new(rt: &Runtime, sides: &[Side], n: usize) -> anyhow::Result<Self> {
+        let len = sides
+            .iter()
+            .map(|s| {
+                let (i, o) = s.coll.geometry().lengths(s.count, n);
+                i.max(o)
+            })
+            .max()
+            .unwrap_or(0)
+            + 1;
+        Ok(Buffers {
+            src_f: rt.alloc_from(&vec![1.0f32; len])?,
+            dst_f: rt.alloc_zeroed(len)?,
+            src_i: rt.alloc_from(&vec![1i32; len])?,
+            dst_i: rt.alloc_zeroed(len)?,
+        })
+    }
+
+    /// Queues `s` over `team` on views of the arrays (the caller waits as it needs: a
+    /// mismatched call is not waited for, since NVSHMEM's collectives cannot be ended).
+    fn call(&mut self, team: &Team, s: Side, stream: &Arc<CudaStream>) -> anyhow::Result<()> {
+        let (inp, out) = s.coll.geometry().lengths(s.count, team.n_pes());
+        if s.int {
+            let sv = self.src_i.view(..inp.max(1))?;
+            let mut dv = self.dst_i.view_mut(..out.max(1))?;
+            common::call(team, s.coll, s.in_place, s.root, s.op, &sv, &mut dv, stream)?;
+        } else {
+            let sv = self.src_f.view(..inp.max(1))?;
+            let mut dv = self.dst_f.view_mut(..out.max(1))?;
+            common::call(team, s.coll, s.in_place, s.root, s.op, &sv, &mut dv, stream)?;
+        }
+        Ok(())
+    }
+}
+
+/// The runtime's failure, waited for up to `BOUND` after `t0` (the watchdog hands a kernel's
+/// record to the runtime within its poll).
+fn failure(rt: &Runtime, t0: Instant) -> Option<Error> {
+    loop {
+        if let Err(e) = rt.async_error() {
+            return Some(e);
+        }
+        if t0.elapsed() >= BOUND {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn mismatch(case: &Case) -> anyhow::Result<usize> {
+    let rt = start(Some(case.algorithm), &[case.pe0.coll, case.rest.coll]);
+    let me = rt.my_pe();
+    let world = rt.world();
+    let stream = rt.stream().clone();
+    let mut buf = Buffers::new(&rt, &[case.pe0, case.rest], rt.n_pes())?;
+    // One matching call first, so the channel has run and its epochs are not the first.
+    buf.call(&world, case.rest, &stream)
+        .context("the matching call before the case")?;
+    stream.synchronize()?;
+    rt.async_error()
+        .context("the matching call before the case")?;
+    world.barrier(&stream)?;
+    stream.synchronize()?;
+    let mine = if me == 0 { case.pe0 } else { case.rest };
+    let t0 = Instant::now();
+    let queued = buf.call(&world, mine, &stream);
+    let Some(e) = failure(&rt, t0) else {
+        bail!(
+            "no error within {BOUND:?} of the mismatched call (the call itself: {queued:?}): \
+             PE {me} called {mine:?}"
+        )
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    println!("PE {me}: {} after {secs:.3} s: {e}", case.name);
+    ensure!(
+        matches!(e, Error::CallMismatch { .. }),
+        "the error is not CallMismatch: {e:?}"
+    );
+    let text = e.to_string();
+    for s in [case.pe0, case.rest] {
+        ensure!(
+            text.contains(s.coll.name()),
+            "the message does not name {}: {text}",
+            s.coll
+        );
+    }
+    // The runtime has failed, as the error says: a later call returns the same error.
+    match world.barrier(&stream) {
+        Err(Error::CallMismatch { .. }) => {}
+        other => bail!("a later call returned {other:?}, not the mismatch"),
+    }
+    Ok(me)
+}
+
+/// PE 1 makes one more call on a team (PEs 0 and 1) that PE 0 has dropped, while a new team
+/// (PEs 0 and 2, or 1 and 0 with two PEs) takes the channel PE 0 freed: PE 1 must get an error,
+/// and every call of the new team must give the right result or an error, never a wrong result
+/// reported as good.
+fn stale_team() -> anyhow::Result<usize> {
+    let rt = start(Some("nvlink_ll"), &[Collective::AllReduce]);
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let world = rt.world();
+    let stream = rt.stream().clone();
+    let old = world.split_strided(0, 1, 2)?;
+    let src = rt.alloc_from(&[1.0f32, 2.0])?;
+    let mut dst = rt.alloc_zeroed::<f32>(2)?;
+    if let Some(t) = &old {
+        t.all_reduce(&src, &mut dst, ReduceOp::Sum, &stream)?;
+    }
+    stream.synchronize()?;
+    world.barrier(&stream)?;
+    stream.synchronize()?;
+    let old = if me == 0 {
+        drop(old);
+        None
+    } else {
+        old
+    };
+    world.barrier(&stream)?;
+    stream.synchronize()?;
+    let new = if n >= 3 {
+        world.split_strided(0, 2, 2)?
+    } else {
+        world.from_pes(&[1, 0])?
+    };
+    let side_stream = rt.context().new_stream()?;
+    let mut x = rt.alloc_zeroed::<f32>(2)?;
+    let mut y = rt.alloc_zeroed::<f32>(2)?;
+    let t0 = Instant::now();
+    let stale = match (&old, me) {
+        (Some(t), 1) => Some(t.all_reduce(&src, &mut dst, ReduceOp::Sum, &side_stream)),
+        _ => None,
+    };
+    let mut outcome = String::from("no error");
+    if let Some(t) = &new {
+        let k = t.n_pes() as f32;
+        for i in 0..20u32 {
+            x.copy_from_host(&[i as f32, 1.0])?;
+            y.copy_from_host(&[-1.0, -1.0])?;
+            let r = t
+                .all_reduce(&x, &mut y, ReduceOp::Sum, &stream)
+                .and_then(|()| Ok(stream.synchronize()?));
+            if let Err(e) = r {
+                outcome = format!("iteration {i}: {e}");
+                break;
+            }
+            let got = y.to_vec()?;
+            if got != [k * i as f32, k] {
+                // Wrong is acceptable only as the failed call it is.
+                match failure(&rt, Instant::now()) {
+                    Some(e) => {
+                        outcome = format!("iteration {i}: wrong values, and the error {e}");
+                        break;
+                    }
+                    None => bail!(
+                        "the new team's all-reduce {i} gave {got:?}, not {:?}, with no error",
+                        [k * i as f32, k]
+                    ),
+                }
+            }
+        }
+    }
+    if let Some(queued) = stale {
+        // The stale call's kernel waits for a PE that will never come: it ends by a mismatch,
+        // or at the timeout.
+        let limit = rt.timeout().unwrap_or(Duration::from_secs(60)) + Duration::from_secs(10);
+        let done = queued.map_err(anyhow::Error::from).and_then(|()| {
+            side_stream.synchronize()?;
+            Ok(())
+        });
+        let e = match (done, failure(&rt, Instant::now())) {
+            (_, Some(e)) => e,
+            (Err(e), None) => bail!("the stale call failed without a runtime error: {e:#}"),
+            (Ok(()), None) => bail!("the stale call on a dropped team completed without an error"),
+        };
+        ensure!(
+            t0.elapsed() < limit,
+            "the stale call's error took {:?}",
+            t0.elapsed()
+        );
+        ensure!(
+            matches!(
+                e,
+                Error::CallMismatch { .. } | Error::CollectiveFailed { .. }
+            ),
+            "the stale call's error is {e:?}"
+        );
+        outcome = format!("stale call: {e}");
+    }
+    println!(
+        "PE {me}: stale_team after {:.1} s: {outcome}",
+        t0.elapsed().as_secs_f64()
+    );
+    // No finalising (collective) after a case that may have failed some PEs' runtimes.
+    rt.abort();
+    Ok(me)
+}
