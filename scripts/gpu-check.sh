@@ -15,8 +15,9 @@
 #                                         (host library, plugins, headers, libnvshmem_device.a)
 #                                         without its per-architecture
 #                                         lib/libnvshmem_device_sm_*.bc, packed by `tar -cJf`
-#                                         as .gpu-nvshmem/nvshmem-VERSION.tar.xz (git-ignored,
-#                                         about 48 MB; the wheel is kept in .nvshmem-cache/)
+#                                         as .gpu-nvshmem/nvshmem-VERSION.tar.xz (git-ignored;
+#                                         3.8.0: 63 MB unpacked, 41.4 MB by xz -9e, a few
+#                                         minutes; the wheel is kept in .nvshmem-cache/)
 #   scripts/gpu-check.sh run [SUITES...]  on the GPU machine (no Rust there): runs the staged
 #                                         programs with 1 and 2 PEs under every launcher that can
 #                                         start there (mpirun, nvshmem-run, Hydra, none) and prints
@@ -36,7 +37,8 @@
 # (once, into ${TMPDIR:-/tmp}/gpu-check-nvshmem-3.8.0) and NVSHMEM_HOME (the device build's
 # headers and libnvshmem_device.a), NVSHMEM_LIBRARY (the host library) and LD_LIBRARY_PATH (its
 # plugins) point at it, for every PE of every launcher. The device tool carries at most 64 MiB
-# with the working tree, so beside the 48 MB tarball .gpu must be small:
+# with the working tree (3.4 MB tracked), so beside the 41.4 MB tarball .gpu must be small
+# (`stage-small`: about 5.9 MB of programs packed, with Hydra and the kernel cache):
 #     scripts/gpu-check.sh stage-small && scripts/gpu-check.sh stage-nvshmem 3.8.0
 #     (carry .gpu and .gpu-nvshmem)
 #     NVSHMEM_VERSION=3.8.0 scripts/gpu-check.sh run device foundation
@@ -137,7 +139,7 @@ PY
     "$tmp/nvshmem/include/non_abi/nvshmem_version.h" | paste -sd.)
   [ "$version" = "$v" ] || { echo "stage-nvshmem: the wheel holds NVSHMEM $version, not $v" >&2; rm -rf "$tmp"; return 1; }
   rm -f ".gpu-nvshmem/nvshmem-$v.tar.xz"
-  XZ_OPT=${XZ_OPT:--6 -T0} tar -cJf ".gpu-nvshmem/nvshmem-$v.tar.xz" -C "$tmp" nvshmem
+  XZ_OPT=${XZ_OPT:--9e} tar -cJf ".gpu-nvshmem/nvshmem-$v.tar.xz" -C "$tmp" nvshmem
   du -sh "$tmp/nvshmem" | sed 's/\t.*/ unpacked/'
   rm -rf "$tmp"
   ls -l ".gpu-nvshmem/nvshmem-$v.tar.xz"
