@@ -11,7 +11,11 @@
 # crates/nvshmem-perf/kernels/device_perf.cu) is compiled by NVRTC and linked by nvJitLink with
 # NVSHMEM's device library, by both routes, for sm_90 (tests/device_kernels.rs, one test per
 # source plus the put-with-signal and error-path checks), with the kernel cache off so that
-# each really compiles and links.
+# each really compiles and links: once for each NVSHMEM release in NVSHMEM_RS_DEVICE_HOMES
+# (scripts/setup.sh: 3.4.5's wheel and 3.8.0's device files, whose headers declare the
+# put-with-signal function the crate's header bridges differently), each named by
+# NVSHMEM_HOME, which the device build reads. Each run's tests count apart (about a minute
+# more per release on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The compile+link checks of tests/device_kernels.rs (scripts/test.sh skips them in its main run).
@@ -19,4 +23,10 @@ device_kernel_tests() { sed -n 's/^fn \([a-z0-9_]*\)() {$/\1/p' tests/device_ker
 [ "${1:-}" = --list-device-tests ] && { device_kernel_tests; exit 0; }
 . scripts/setup.sh
 cargo test --workspace -- --ignored --exact kernels::tests::every_kernel_compiles_with_nvrtc --nocapture
-NVSHMEM_RS_KERNEL_CACHE=off exec cargo test --workspace -- --ignored --exact $(device_kernel_tests) --nocapture
+status=0
+for home in ${NVSHMEM_RS_DEVICE_HOMES:-$NVSHMEM_HOME}; do
+  version=$(sed -n 's/^#define NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION \([0-9]*\).*/\2/p' "$home/include/non_abi/nvshmem_version.h" | paste -sd.)
+  echo "check-kernels: device-initiated kernels against NVSHMEM $version ($home)" >&2
+  NVSHMEM_HOME=$home NVSHMEM_RS_KERNEL_CACHE=off cargo test --workspace -- --ignored --exact $(device_kernel_tests) --nocapture || status=1
+done
+exit $status

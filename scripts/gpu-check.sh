@@ -6,6 +6,18 @@
 #                                         fetches Hydra (nvshmrun's launcher) from Debian, and
 #                                         copies them into .gpu/ (git-ignored; carry it)
 #   scripts/gpu-check.sh stage-hydra      the Hydra part of `stage` alone, into .gpu/hydra
+#   scripts/gpu-check.sh stage-small      `stage` with only the programs of the `device` and
+#                                         `foundation` suites (GPU_BINS below), so that .gpu
+#                                         travels beside an NVSHMEM tarball
+#   scripts/gpu-check.sh stage-nvshmem [VERSION]
+#                                         on a build machine: NVSHMEM VERSION (default 3.8.0),
+#                                         the `nvidia-nvshmem-cu13` wheel's nvidia/nvshmem folder
+#                                         (host library, plugins, headers, libnvshmem_device.a)
+#                                         without its per-architecture
+#                                         lib/libnvshmem_device_sm_*.bc, packed by `tar -cJf`
+#                                         as .gpu-nvshmem/nvshmem-VERSION.tar.xz (git-ignored;
+#                                         3.8.0: 63 MB unpacked, 41.4 MB by xz -9e, a few
+#                                         minutes; the wheel is kept in .nvshmem-cache/)
 #   scripts/gpu-check.sh run [SUITES...]  on the GPU machine (no Rust there): runs the staged
 #                                         programs with 1 and 2 PEs under every launcher that can
 #                                         start there (mpirun, nvshmem-run, Hydra, none) and prints
@@ -26,6 +38,19 @@
 #                                         Each of collectives, perf
 #                                         and perfgraph needs most of one 10-minute call; soak up
 #                                         to 9 min.
+#
+# Another NVSHMEM than the GPU machine's (3.4.5): NVSHMEM_VERSION=3.8.0 runs every suite with
+# the release staged by `stage-nvshmem 3.8.0`: .gpu-nvshmem/nvshmem-3.8.0.tar.xz is unpacked
+# (once, into ${TMPDIR:-/tmp}/gpu-check-nvshmem-3.8.0) and NVSHMEM_HOME (the device build's
+# headers and libnvshmem_device.a), NVSHMEM_LIBRARY (the host library) and LD_LIBRARY_PATH (its
+# plugins) point at it, for every PE of every launcher. The device tool carries at most 64 MiB
+# with the working tree (3.4 MB tracked), so beside the 41.4 MB tarball .gpu must be small
+# (`stage-small`: about 5.9 MB of programs packed, with Hydra and the kernel cache):
+#     scripts/gpu-check.sh stage-small && scripts/gpu-check.sh stage-nvshmem 3.8.0
+#     (carry .gpu and .gpu-nvshmem)
+#     NVSHMEM_VERSION=3.8.0 scripts/gpu-check.sh run device foundation
+# GPU_BINS="a b ..." with `stage` copies only those programs (test programs by their test
+# name, examples, nvshmem-run, nvshmem-perf) into .gpu/bin.
 #
 # Logs go to $OUT (the device tool's output folder) or ./gpu-logs. NVLink multicast stays off
 # for every process: NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0.
@@ -64,6 +89,11 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 shift || true
 
+# The programs of the `device` and `foundation` suites (`stage-small`).
+SMALL_BINS="gpu_foundation halo_device ping_pong nvshmem-perf nvshmem-run"
+# wanted NAME: whether `stage` copies program NAME (every one unless GPU_BINS lists some).
+wanted() { [ -z "${GPU_BINS:-}" ] || [[ " $GPU_BINS " == *" $1 "* ]]; }
+
 stage() {
   set -e
   . scripts/setup.sh
@@ -78,11 +108,11 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] in (["test"], ["bench"]):
         print(m["target"]["name"], m["executable"])' |
-    while read -r name exe; do cp "$exe" ".gpu/bin/$name"; done
+    while read -r name exe; do if wanted "$name"; then cp "$exe" ".gpu/bin/$name"; fi; done
   for exe in target/release/examples/*; do
-    [ -f "$exe" ] && [ -x "$exe" ] && case "$exe" in *-*) ;; *) cp "$exe" .gpu/bin/ ;; esac
+    [ -f "$exe" ] && [ -x "$exe" ] && wanted "${exe##*/}" && case "$exe" in *-*) ;; *) cp "$exe" .gpu/bin/ ;; esac
   done
-  for b in nvshmem-run nvshmem-perf; do [ -x "target/release/$b" ] && cp "target/release/$b" .gpu/bin/; done
+  for b in nvshmem-run nvshmem-perf; do [ -x "target/release/$b" ] && wanted "$b" && cp "target/release/$b" .gpu/bin/; done
   strip --strip-debug .gpu/bin/*   # the device tool carries at most 64 MiB
   # Every kernel compiled here to sm_90 machine code (H100, H200), so the PEs there compile
   # nothing; emptied first, since the cache's file names change with the sources and old
@@ -97,6 +127,45 @@ for line in sys.stdin:
   # Packed too (about threefold): tracked files and .gpu together must stay under 64 MiB.
   tar -czf .gpu/bin.tgz -C .gpu bin && rm -rf .gpu/bin
   du -sh .gpu
+}
+
+# NVSHMEM VERSION's folder from its wheel (downloaded once into .nvshmem-cache/), without the
+# per-architecture bitcode (lib/libnvshmem_device_sm_*.bc, which no route of the crate reads),
+# packed into .gpu-nvshmem/nvshmem-VERSION.tar.xz with a top folder `nvshmem`.
+stage_nvshmem() {
+  local v=${1:-3.8.0} cache=.nvshmem-cache tmp whl
+  mkdir -p "$cache" .gpu-nvshmem
+  whl=$(compgen -G "$cache/nvidia_nvshmem_cu13-$v-*.whl" | head -1 || true)
+  if [ -z "$whl" ]; then
+    python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache" "nvidia-nvshmem-cu13==$v"
+    whl=$(compgen -G "$cache/nvidia_nvshmem_cu13-$v-*.whl" | head -1)
+  fi
+  tmp=$(mktemp -d)
+  python3 - "$whl" "$tmp" <<'PY'
+import fnmatch, os, shutil, sys, zipfile
+whl, dest = sys.argv[1:3]
+prefix = "nvidia/nvshmem/"
+with zipfile.ZipFile(whl) as z:
+    for name in z.namelist():
+        if not name.startswith(prefix) or name.endswith("/"):
+            continue
+        rel = name[len(prefix):]
+        if fnmatch.fnmatch(rel, "lib/libnvshmem_device_sm_*.bc"):
+            continue
+        path = os.path.join(dest, "nvshmem", rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with z.open(name) as src, open(path, "wb") as out:
+            shutil.copyfileobj(src, out)
+PY
+  local version
+  version=$(sed -n 's/^#define NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION \([0-9]*\).*/\2/p' \
+    "$tmp/nvshmem/include/non_abi/nvshmem_version.h" | paste -sd.)
+  [ "$version" = "$v" ] || { echo "stage-nvshmem: the wheel holds NVSHMEM $version, not $v" >&2; rm -rf "$tmp"; return 1; }
+  rm -f ".gpu-nvshmem/nvshmem-$v.tar.xz"
+  XZ_OPT=${XZ_OPT:--9e} tar -cJf ".gpu-nvshmem/nvshmem-$v.tar.xz" -C "$tmp" nvshmem
+  du -sh "$tmp/nvshmem" | sed 's/\t.*/ unpacked/'
+  rm -rf "$tmp"
+  ls -l ".gpu-nvshmem/nvshmem-$v.tar.xz"
 }
 
 # Hydra, MPICH's process manager, which NVSHMEM ships as `nvshmrun`: the GPU machine has none and
@@ -168,6 +237,25 @@ if [ "$mode" = run ] && [ -f .gpu/bin.tgz ] && [ ! -d .gpu/bin ]; then
 fi
 if [ "$mode" = run ] && [ -f .gpu/kernel-cache.tgz ] && [ ! -d .gpu/kernel-cache ]; then
   mkdir -p .gpu/kernel-cache && tar -xzf .gpu/kernel-cache.tgz -C .gpu/kernel-cache
+fi
+# NVSHMEM_VERSION: the staged release instead of the machine's (see the header).
+nvshmem_note="the machine's NVSHMEM"
+if [ "$mode" = run ] && [ -n "${NVSHMEM_VERSION:-}" ]; then
+  nv_tar=.gpu-nvshmem/nvshmem-$NVSHMEM_VERSION.tar.xz
+  nv_dir=${TMPDIR:-/tmp}/gpu-check-nvshmem-$NVSHMEM_VERSION
+  if [ ! -f "$nv_dir/nvshmem/lib/libnvshmem_host.so.3" ]; then
+    if [ ! -f "$nv_tar" ]; then
+      echo "gpu-check: $nv_tar is missing: run scripts/gpu-check.sh stage-nvshmem $NVSHMEM_VERSION on a build machine and carry .gpu-nvshmem" >&2
+      exit 2
+    fi
+    rm -rf "$nv_dir" && mkdir -p "$nv_dir" && tar -xJf "$nv_tar" -C "$nv_dir" || exit 2
+  fi
+  export NVSHMEM_HOME=$nv_dir/nvshmem
+  export NVSHMEM_LIBRARY=$NVSHMEM_HOME/lib/libnvshmem_host.so.3
+  export LD_LIBRARY_PATH=$NVSHMEM_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  nvshmem_note="NVSHMEM $(sed -n 's/^#define NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION \([0-9]*\).*/\2/p' \
+    "$NVSHMEM_HOME/include/non_abi/nvshmem_version.h" | paste -sd.) from $NVSHMEM_HOME"
+  echo "gpu-check: $nvshmem_note"
 fi
 # Fresh random data for every run of the matrix; the seed is printed so a failure can be rerun.
 export GPU_TEST_SEED=${GPU_TEST_SEED:-$(date +%s)}
@@ -251,7 +339,7 @@ mpi() {
   local pass=() v
   mps_share "$np"
   for v in NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE RUST_BACKTRACE RUST_LOG GPU_TEST_INIT \
-    NVSHMEM_RS_BOOTSTRAP NVSHMEM_RS_ALGORITHMS NVSHMEM_RS_KERNEL_CACHE NVSHMEM_RS_TIMEOUT NVSHMEM_RS_PDL NVSHMEM_LIBRARY NVSHMEM_DISABLE_NCCL GPU_TEST_SEED GPU_TEST_SKIP \
+    NVSHMEM_RS_BOOTSTRAP NVSHMEM_RS_ALGORITHMS NVSHMEM_RS_KERNEL_CACHE NVSHMEM_RS_TIMEOUT NVSHMEM_RS_PDL NVSHMEM_LIBRARY NVSHMEM_HOME NVSHMEM_REMOTE_TRANSPORT NVSHMEM_DISABLE_NCCL GPU_TEST_SEED GPU_TEST_SKIP \
     MATRIX_MEDIUM_TEAMS MATRIX_FORCE MATRIX_CLASSES MATRIX_TYPES NCCL_GRAPH_REGISTER PATH LD_LIBRARY_PATH \
     CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE \
     NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE REPRO_CASES GPU_LIFETIMES_CASE \
@@ -350,8 +438,38 @@ foundation() {
   NVSHMEM_RS_BOOTSTRAP=pmix case_ pmix-plugin-unloadable-is-an-error fail:"nvshmem_bootstrap_pmix.so.3 cannot be loaded" mpi 2 $t
   NVSHMEM_LIBRARY=/nonexistent/libnvshmem_host.so.3 case_ error-missing-library fail:"/nonexistent/libnvshmem_host.so.3 (from NVSHMEM_LIBRARY)" mpi 1 $t
   [ -x .gpu/bin/nvshmem-run ] && case_ nvshmem-run-failing-pe fail:"PE 1" .gpu/bin/nvshmem-run -n 2 bash -c 'sleep 1; [ "$RANK" = 1 ] && exit 7; sleep 60'
+  # A one-node job starts without NVSHMEM error lines: the runtime turns NVSHMEM's remote
+  # transport off (NVSHMEM_REMOTE_TRANSPORT=none, its debug line says so), else NVSHMEM 3.8
+  # prints "ibrc.cpp:...: error status: 7 ... no IB devices found" per PE without InfiniBand.
+  local first
+  first=$(multi_pes | head -1)
+  if [ -n "$first" ]; then
+    RUST_LOG=nvshmem=debug case_ quiet-start-mpi-${first}pe pass:"no remote transport for NVSHMEM" \
+      without_nvshmem_errors mpi "$first" $t
+    [ -x .gpu/bin/nvshmem-run ] && RUST_LOG=nvshmem=debug case_ quiet-start-nvshmem-run-${first}pe \
+      pass:"no remote transport for NVSHMEM" without_nvshmem_errors nvrun "$first" $t
+  fi
   foundation_hydra
 }
+
+# without_nvshmem_errors COMMAND...: COMMAND's output, and a failure when NVSHMEM printed an
+# error line (its "file.cpp:LINE: ... error status" or "NVSHMEM ERROR" lines, or the
+# InfiniBand transport's "no IB devices found") or COMMAND failed.
+without_nvshmem_errors() {
+  local log rc
+  log=$(mktemp)
+  "$@" >"$log" 2>&1
+  rc=$?
+  cat "$log"
+  if grep -E 'error status|NVSHMEM ERROR|no IB devices found' "$log" >/dev/null; then
+    echo "without_nvshmem_errors: NVSHMEM printed error lines:"
+    grep -E 'error status|NVSHMEM ERROR|no IB devices found' "$log" | head -5
+    rc=1
+  fi
+  rm -f "$log"
+  return $rc
+}
+export -f without_nvshmem_errors
 
 # by_hand NP COMMAND...: NP copies of COMMAND started by hand with torchrun's variables (the
 # env bootstrap), each one's output in $out/env-peR.out, printed after; the first non-zero
@@ -949,6 +1067,8 @@ device() {
 case "$mode" in
   stage) stage ;;
   stage-hydra) set -e; stage_hydra ;;
+  stage-small) GPU_BINS=${GPU_BINS:-$SMALL_BINS} stage ;;
+  stage-nvshmem) set -e; stage_nvshmem "$@" ;;
   run)
     nvidia-smi -L | tee "$out/gpus.txt"
     nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
@@ -966,7 +1086,7 @@ case "$mode" in
       cp -r "$CUDA_MPS_LOG_DIRECTORY" "$out/mps-log" 2>/dev/null
     fi
     echo
-    echo "==== summary ($(nvidia-smi -L | wc -l) GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs); PES $PES; $mps_note) ===="
+    echo "==== summary ($(nvidia-smi -L | wc -l) GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs); PES $PES; $mps_note; $nvshmem_note) ===="
     printf '%s\n' "${summary[@]}"
     echo "cases failing: $failures"
     # The device tool brings back at most 8 files: the logs travel as one archive.
@@ -974,5 +1094,5 @@ case "$mode" in
     tar -czf "$final/logs.tgz" -C "$final" logs && rm -rf "$out"
     [ $failures -eq 0 ]
     ;;
-  *) sed -n '2,21p' "$0"; exit 2 ;;
+  *) sed -n '2,33p' "$0"; exit 2 ;;
 esac

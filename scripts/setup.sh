@@ -15,7 +15,14 @@
 #                    cuda/std and crt headers NVSHMEM's device headers include), into .deps/py
 #   (NVRTC, nvJitLink and the headers are pinned to 13.0: newer NVRTC may emit PTX that driver
 #   580 refuses, and nvJitLink must not be older than the NVRTC whose code it links)
+#   NVSHMEM 3.8.0:   from the `nvidia-nvshmem-cu13` 3.8.0 wheel only its device headers
+#                    (include/) and device library (lib/libnvshmem_device.a), into
+#                    .deps/nvshmem-3.8.0 (the wheel, 182 MB, is downloaded to a temporary
+#                    folder and removed): scripts/check-kernels.sh links every device-initiated
+#                    kernel against it too. NVSHMEM_RS_DEVICE_HOMES lists the NVSHMEM folders
+#                    (3.4.5's, 3.8.0's) the checks link against.
 NVSHMEM_WHEEL_VERSION=${NVSHMEM_WHEEL_VERSION:-3.4.5}
+NVSHMEM_NEWER_WHEEL_VERSION=${NVSHMEM_NEWER_WHEEL_VERSION:-3.8.0}
 NVRTC_WHEEL_VERSION=${NVRTC_WHEEL_VERSION:-13.0.88}
 CUDA_RUNTIME_WHEEL_VERSION=${CUDA_RUNTIME_WHEEL_VERSION:-13.0.96}
 NVJITLINK_WHEEL_VERSION=${NVJITLINK_WHEEL_VERSION:-13.0.88}
@@ -64,11 +71,42 @@ _nvshmem_rs_setup() {
       { echo "setup: could not install ${want[*]}" >&2; return 1; }
   fi
   export NVSHMEM_HOME="$py/nvidia/nvshmem"
+  local newer="$_nvshmem_rs_root/.deps/nvshmem-$NVSHMEM_NEWER_WHEEL_VERSION"
+  if [ ! -e "$newer/lib/libnvshmem_device.a" ] || [ ! -e "$newer/include/nvshmem.h" ]; then
+    echo "setup: installing NVSHMEM $NVSHMEM_NEWER_WHEEL_VERSION's device headers and library into .deps" >&2
+    _nvshmem_rs_device_only "$NVSHMEM_NEWER_WHEEL_VERSION" "$newer" ||
+      { echo "setup: could not install nvidia-nvshmem-cu13==$NVSHMEM_NEWER_WHEEL_VERSION's device files" >&2; return 1; }
+  fi
+  export NVSHMEM_RS_DEVICE_HOMES="$NVSHMEM_HOME $newer"
   # Sourced again by a script that another one runs: add the path once.
   case ":${LD_LIBRARY_PATH:-}:" in
   *":$py/nvidia/cu13/lib:"*) ;;
   *) export LD_LIBRARY_PATH="$py/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
   esac
   export NVSHMEM_RS_CUDA_INCLUDE="$py/nvidia/cu13/include"
+}
+# _nvshmem_rs_device_only VERSION DIR: the include/ folder and lib/libnvshmem_device.a of the
+# nvidia-nvshmem-cu13 wheel VERSION, into DIR (what linking a device-initiated kernel needs).
+_nvshmem_rs_device_only() {
+  local version=$1 dir=$2 tmp
+  tmp=$(mktemp -d) || return 1
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "nvidia-nvshmem-cu13==$version" &&
+    python3 - "$tmp" "$dir.part" <<'PY'
+import glob, os, shutil, sys, zipfile
+tmp, dest = sys.argv[1:3]
+shutil.rmtree(dest, ignore_errors=True)
+prefix = "nvidia/nvshmem/"
+with zipfile.ZipFile(glob.glob(os.path.join(tmp, "*.whl"))[0]) as z:
+    for name in z.namelist():
+        rel = name[len(prefix):] if name.startswith(prefix) else None
+        if rel and not name.endswith("/") and (rel.startswith("include/") or rel == "lib/libnvshmem_device.a"):
+            path = os.path.join(dest, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with z.open(name) as src, open(path, "wb") as out:
+                shutil.copyfileobj(src, out)
+PY
+  local rc=$?
+  rm -rf "$tmp"
+  [ $rc -eq 0 ] && rm -rf "$dir" && mv "$dir.part" "$dir"
 }
 _nvshmem_rs_setup

@@ -3,7 +3,8 @@
 //! routes, for sm_90: no GPU needed. `#[ignore]`d in a plain `cargo test` because they need
 //! NVRTC, nvJitLink and NVSHMEM's device headers and library; scripts/check-kernels.sh
 //! installs those (scripts/setup.sh) and runs them with the kernel cache off, so each really
-//! compiles. With `NVSHMEM_RS_KERNEL_CACHE` set to a folder they fill that cache instead
+//! compiles, once for each NVSHMEM release it installs (3.4.5 and 3.8.0: `NVSHMEM_HOME` names
+//! the one a run builds against). With `NVSHMEM_RS_KERNEL_CACHE` set to a folder they fill that cache instead
 //! (scripts/gpu-check.sh stage), so the GPU machine compiles nothing.
 use nvshmem::device::{DeviceSource, Route};
 use nvshmem::Error;
@@ -72,9 +73,10 @@ fn device_perf_kernels_link() {
     );
 }
 
-/// Every scope of put-with-signal links: NVSHMEM 3.4.5's library names its out-of-line
+/// Every scope of put-with-signal links: NVSHMEM's library names its out-of-line
 /// put-with-signal with `unsigned long` where NVRTC has `unsigned long long`, which the crate's
-/// header bridges (without it, this fails with an undefined nvshmemi_transfer_put_signal).
+/// header bridges (without it, this fails with an undefined nvshmemi_transfer_put_signal in
+/// 3.4 to 3.7, nvshmemi_transfer_put_signal_dispatch in 3.8).
 #[test]
 #[ignore = "needs NVRTC, nvJitLink and NVSHMEM's device library: run scripts/check-kernels.sh"]
 fn put_with_signal_links_at_every_scope() {

@@ -1,8 +1,8 @@
 // nvshmem_rs.cuh: the one file a device-initiated kernel of nvshmem-rs includes.
 //
 // It includes NVSHMEM's device API (<nvshmem.h>, <nvshmemx.h>) after the few fixes NVRTC needs
-// with NVSHMEM 3.4, and adds what such kernels need beside it: the device view of a symmetric
-// array (what `nvshmem::device::Args::array` passes) and short signal helpers. The same file
+// with NVSHMEM 3.4 to 3.8, and adds what such kernels need beside it: the device view of a
+// symmetric array (what `nvshmem::device::Args::array` passes) and short signal helpers. The same file
 // compiles with nvcc (crates/nvshmem-perf's reference build), where the NVRTC fixes are left out.
 //
 //   #include <nvshmem_rs.cuh>
@@ -15,9 +15,13 @@
 #ifndef NVSHMEM_RS_CUH
 #define NVSHMEM_RS_CUH
 
-#ifdef __CUDACC_RTC__
+#include <non_abi/nvshmem_build_options.h>
+#include <non_abi/nvshmem_version.h>
+
+#if defined(__CUDACC_RTC__) && NVSHMEM_VENDOR_MAJOR_VERSION == 3 && NVSHMEM_VENDOR_MINOR_VERSION < 5
 // NVSHMEM 3.4's device headers name std::is_integral and friends, which NVRTC provides only
-// as cuda::std (from CCCL, whose include folder the crate passes to NVRTC).
+// as cuda::std (from CCCL, whose include folder the crate passes to NVRTC). From 3.5 on the
+// headers use cuda::std under NVRTC themselves (checked with 3.5.21, 3.6.5, 3.7.2 and 3.8.0).
 #include <cuda/std/type_traits>
 namespace std {
 using cuda::std::enable_if;
@@ -32,34 +36,57 @@ using cuda::std::true_type;
 }  // namespace std
 #endif
 
-#include <non_abi/nvshmem_build_options.h>
-#include <non_abi/nvshmem_version.h>
-
-#if defined(__CUDACC_RTC__) && NVSHMEM_VENDOR_MAJOR_VERSION == 3 && NVSHMEM_VENDOR_MINOR_VERSION < 5
 // NVSHMEM's device library (libnvshmem_device.a) was built by nvcc on Linux, where uint64_t is
 // `unsigned long`; under NVRTC (CCCL's <cuda/std/cstdint>) it is `unsigned long long`. The one
-// out-of-line transfer function with a raw uint64_t parameter, nvshmemi_transfer_put_signal,
-// therefore gets a different mangled name in an NVRTC-compiled kernel than in the library, and
-// any put-with-signal to a peer reached through a proxy or IBGDA would not link. These
-// specialisations forward the NVRTC name to the library's. (Peers reached by load/store, the
-// NVLink and same-GPU case, never call it: their put-with-signal is inline.)
+// out-of-line transfer function with a raw uint64_t parameter, the proxy/IBGDA path of
+// put-with-signal, therefore gets a different mangled name in an NVRTC-compiled kernel than in
+// the library, and any put-with-signal (every scope) would not link. These specialisations
+// forward the NVRTC name to the library's. (Peers reached by load/store, the NVLink and
+// same-GPU case, never call it: their put-with-signal is inline.) The function's name and
+// parameters differ by release, as the headers of each declare it:
+//   3.4:       nvshmemi_transfer_put_signal<SCOPE>(rptr, lptr, bytes, sig, signal, op, pe, is_nbi)
+//   3.5 - 3.7: the same with a last `nvshmemx_qp_handle_t qp_index` (an int)
+//   3.8:       renamed nvshmemi_transfer_put_signal_dispatch<SCOPE>, parameters as 3.5's; the old
+//              name is now an inline wrapper over it
+// The library instantiates it for the thread, warp and block scopes in each. A release not
+// listed here gets no bridge: its headers must be read first (a put-with-signal would then fail
+// to link with an undefined nvshmemi_transfer_put_signal..., not run wrongly).
+#if defined(__CUDACC_RTC__) && NVSHMEM_VENDOR_MAJOR_VERSION == 3 && \
+    NVSHMEM_VENDOR_MINOR_VERSION >= 4 && NVSHMEM_VENDOR_MINOR_VERSION <= 8
 #include <non_abi/device/pt-to-pt/nvshmemi_transfer_api.cuh>
+#if NVSHMEM_VENDOR_MINOR_VERSION == 4
+#define NVRS_PUT_SIGNAL_FN nvshmemi_transfer_put_signal
+#define NVRS_PUT_SIGNAL_QP_PARAM
+#define NVRS_PUT_SIGNAL_QP_ARG
+#else
+#if NVSHMEM_VENDOR_MINOR_VERSION == 8
+#define NVRS_PUT_SIGNAL_FN nvshmemi_transfer_put_signal_dispatch
+#else
+#define NVRS_PUT_SIGNAL_FN nvshmemi_transfer_put_signal
+#endif
+#define NVRS_PUT_SIGNAL_QP_PARAM , nvshmemx_qp_handle_t qp_index
+#define NVRS_PUT_SIGNAL_QP_ARG , qp_index
+#endif
+// The library's spelling (an overload: `unsigned long` where NVRTC's uint64_t is not).
 template <threadgroup_t SCOPE>
-__device__ void nvshmemi_transfer_put_signal(void *rptr, void *lptr, size_t bytes, void *sig_addr,
-                                             unsigned long signal, nvshmemi_amo_t sig_op, int pe,
-                                             bool is_nbi);
+__device__ void NVRS_PUT_SIGNAL_FN(void *rptr, void *lptr, size_t bytes, void *sig_addr,
+                                   unsigned long signal, nvshmemi_amo_t sig_op, int pe,
+                                   bool is_nbi NVRS_PUT_SIGNAL_QP_PARAM);
 #define NVRS_PUT_SIGNAL_BRIDGE(SCOPE)                                                             \
     template <>                                                                                   \
-    __device__ __noinline__ void nvshmemi_transfer_put_signal<SCOPE>(                             \
+    __device__ __noinline__ void NVRS_PUT_SIGNAL_FN<SCOPE>(                                       \
         void *rptr, void *lptr, size_t bytes, void *sig_addr, unsigned long long signal,          \
-        nvshmemi_amo_t sig_op, int pe, bool is_nbi) {                                             \
-        nvshmemi_transfer_put_signal<SCOPE>(rptr, lptr, bytes, sig_addr, (unsigned long)signal,   \
-                                            sig_op, pe, is_nbi);                                  \
+        nvshmemi_amo_t sig_op, int pe, bool is_nbi NVRS_PUT_SIGNAL_QP_PARAM) {                    \
+        NVRS_PUT_SIGNAL_FN<SCOPE>(rptr, lptr, bytes, sig_addr, (unsigned long)signal, sig_op, pe, \
+                                  is_nbi NVRS_PUT_SIGNAL_QP_ARG);                                 \
     }
 NVRS_PUT_SIGNAL_BRIDGE(NVSHMEMI_THREADGROUP_THREAD)
 NVRS_PUT_SIGNAL_BRIDGE(NVSHMEMI_THREADGROUP_WARP)
 NVRS_PUT_SIGNAL_BRIDGE(NVSHMEMI_THREADGROUP_BLOCK)
 #undef NVRS_PUT_SIGNAL_BRIDGE
+#undef NVRS_PUT_SIGNAL_FN
+#undef NVRS_PUT_SIGNAL_QP_PARAM
+#undef NVRS_PUT_SIGNAL_QP_ARG
 #endif
 
 #include <nvshmem.h>

@@ -70,15 +70,21 @@
 //! not tie the LTO-IR's producer (NVRTC) to the linker's version, so it is the default.
 //! `nvshmem-perf device` puts both beside the same kernels built by nvcc.
 //!
-//! # What NVRTC needs with NVSHMEM 3.4
+//! # What NVRTC needs with NVSHMEM 3.4 to 3.8
 //!
-//! `nvshmem_rs.cuh` carries the two fixes: NVSHMEM's device headers name `std::is_integral`
-//! and friends, which NVRTC has only as `cuda::std` (CCCL's headers, found in CUDA's
-//! `include/cccl` or the `nvidia-cuda-cccl` wheel); and `uint64_t` is `unsigned long long`
-//! under NVRTC but `unsigned long` in the nvcc-built device library, so the library's
-//! `nvshmemi_transfer_put_signal` (the out-of-line put-with-signal to peers reached through a
-//! proxy or IBGDA) has another mangled name than an NVRTC kernel asks for: the header forwards
-//! one to the other.
+//! `nvshmem_rs.cuh` carries the fixes, chosen by NVSHMEM's version macros. With 3.4 only,
+//! NVSHMEM's device headers name `std::is_integral` and friends, which NVRTC has only as
+//! `cuda::std` (CCCL's headers, found in CUDA's `include/cccl` or the `nvidia-cuda-cccl`
+//! wheel); from 3.5 the headers use `cuda::std` under NVRTC themselves. With every release
+//! `uint64_t` is `unsigned long long` under NVRTC but `unsigned long` in the nvcc-built device
+//! library, so the library's out-of-line put-with-signal (to peers reached through a proxy or
+//! IBGDA) has another mangled name than an NVRTC kernel asks for: the header forwards one to
+//! the other. That function is `nvshmemi_transfer_put_signal` in 3.4, the same with a last
+//! `qp_index` parameter in 3.5 to 3.7, and `nvshmemi_transfer_put_signal_dispatch` in 3.8 (the
+//! old name now an inline wrapper); a release after 3.8 gets no bridge until its headers are
+//! read, and a put-with-signal then fails to link (`Error::Link` naming the function) rather
+//! than run wrongly. CI links every shipped device kernel against 3.4.5 and 3.8.0; the
+//! releases between were checked by hand (3.5.21, 3.6.5, 3.7.2, 2026-11-26).
 //!
 //! # Lifetime
 //!

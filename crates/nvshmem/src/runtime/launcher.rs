@@ -128,8 +128,51 @@ pub(crate) struct Placement {
     pub size: Option<usize>,
     /// This process's rank among those on its node, where the launcher says.
     pub local_rank: Option<usize>,
+    /// The number of processes on this node, where the launcher says.
+    pub local_size: Option<usize>,
     /// Rendezvous address for [`Bootstrap::Env`].
     pub rendezvous: Option<(String, u16)>,
+}
+
+impl Placement {
+    /// Whether every PE of the job is on this node, as far as the launch shows: one PE; as
+    /// many on this node as in the job; or an `env` rendezvous on the loopback address, which
+    /// no PE of another node could have reached. False where it cannot tell.
+    pub(crate) fn all_on_this_node(&self) -> bool {
+        if self.size == Some(1) {
+            return true;
+        }
+        if let (Some(size), Some(local)) = (self.size, self.local_size) {
+            return size == local;
+        }
+        matches!(&self.rendezvous, Some((addr, _)) if is_loopback(addr))
+    }
+}
+
+/// NVSHMEM's variable choosing the transport to PEs of other nodes (InfiniBand's `ibrc` by
+/// default; `none` for no remote transport).
+pub(crate) const REMOTE_TRANSPORT_VAR: &str = "NVSHMEM_REMOTE_TRANSPORT";
+
+/// The value the runtime gives [`REMOTE_TRANSPORT_VAR`] before NVSHMEM starts, if any: `none`
+/// when every PE is on this node and the user has not set it. NVSHMEM then opens no network
+/// transport it would not use (its peers are all reached through CUDA's peer access), and 3.8
+/// prints no `ibrc.cpp: ... no IB devices found` error line per PE on a machine without
+/// InfiniBand. Every PE of a job sees the same launch, so all decide alike.
+pub(crate) fn remote_transport(
+    launch: &Placement,
+    user_value: Option<&str>,
+) -> Option<&'static str> {
+    (user_value.is_none() && launch.all_on_this_node()).then_some("none")
+}
+
+/// `localhost` or an address of 127.0.0.0/8 or `::1`.
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Variables launchers set for the node-local rank, in the order they are trusted.
@@ -140,6 +183,21 @@ const LOCAL_RANK_VARS: &[&str] = &[
     "MPI_LOCALRANKID",
     "PMI_LOCAL_RANK",
     "PALS_LOCAL_RANKID",
+];
+
+/// Variables launchers set for the number of processes on this node, in the order they are
+/// trusted: torchrun's and `nvshmem-run`'s, Open MPI's, Hydra's (MPICH, `nvshmrun`).
+const LOCAL_SIZE_VARS: &[&str] = &[
+    "LOCAL_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "MPI_LOCALNRANKS",
+];
+
+/// Slurm's node counts of the job step and the job: either at 1 means one node.
+const SLURM_NODES_VARS: &[&str] = &[
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_NNODES",
 ];
 
 /// Reads the launch from `env` (a lookup such as `|k| std::env::var(k).ok()`), honouring an
@@ -198,18 +256,35 @@ pub(crate) fn detect(
             ]),
         ),
     };
+    let mut local_size = None;
+    for var in LOCAL_SIZE_VARS {
+        if let Some(v) = get_usize(var)? {
+            local_size = Some(v);
+            break;
+        }
+    }
+    if local_size.is_none() {
+        for var in SLURM_NODES_VARS {
+            if let Some(nodes) = get_usize(var)? {
+                local_size = size.filter(|_| nodes == 1);
+                break;
+            }
+        }
+    }
     let mut launch = Placement {
         bootstrap,
         rank,
         size,
         local_rank,
+        local_size,
         rendezvous: None,
     };
     if bootstrap == Bootstrap::Env {
         env_launch(&mut launch, env, &get_usize)?;
     }
-    if bootstrap == Bootstrap::Single && launch.local_rank.is_none() {
-        launch.local_rank = Some(0);
+    if bootstrap == Bootstrap::Single {
+        launch.local_rank.get_or_insert(0);
+        launch.local_size = Some(1);
     }
     Ok(launch)
 }
@@ -416,6 +491,98 @@ mod tests {
             err.contains("carrier-pigeon") && err.contains(Bootstrap::NAMES),
             "{err}"
         );
+    }
+
+    /// Whether the runtime would set NVSHMEM_REMOTE_TRANSPORT=none for this environment.
+    fn transport_none(pairs: &[(&str, &str)]) -> bool {
+        let env = env_of(pairs);
+        let launch = detect(Bootstrap::Auto, &env).unwrap();
+        let user = env(REMOTE_TRANSPORT_VAR);
+        match remote_transport(&launch, user.as_deref()) {
+            Some(v) => {
+                assert_eq!(v, "none");
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[test]
+    fn the_remote_transport_is_off_only_when_every_pe_is_on_this_node() {
+        // One PE, with or without a launcher.
+        assert!(transport_none(&[]));
+        assert!(transport_none(&[("RANK", "0"), ("WORLD_SIZE", "1")]));
+        // nvshmem-run and torchrun on one node: as many on this node as in the job.
+        let nvshmem_run = [
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "1"),
+            ("LOCAL_WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ];
+        assert!(transport_none(&nvshmem_run));
+        // torchrun over two nodes of two.
+        let mut two_nodes = nvshmem_run;
+        two_nodes[1] = ("WORLD_SIZE", "4");
+        assert!(!transport_none(&two_nodes));
+        // By hand: unknown node-local size, but a loopback rendezvous is this node's.
+        for addr in ["127.0.0.1", "localhost", "::1", "[::1]"] {
+            let by_hand = [
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", addr),
+                ("MASTER_PORT", "29500"),
+            ];
+            assert!(transport_none(&by_hand), "{addr}");
+        }
+        let by_hand_remote = [
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "node7"),
+            ("MASTER_PORT", "29500"),
+        ];
+        assert!(!transport_none(&by_hand_remote));
+        // Open MPI: all 2 local, or 2 of 4.
+        let ompi = |size: &'static str| {
+            [
+                ("OMPI_COMM_WORLD_SIZE", size),
+                ("OMPI_COMM_WORLD_RANK", "0"),
+                ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+                ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+            ]
+        };
+        assert!(transport_none(&ompi("2")));
+        assert!(!transport_none(&ompi("4")));
+        // Hydra (nvshmrun).
+        let hydra = |local: &'static str| {
+            [
+                ("PMI_RANK", "0"),
+                ("PMI_SIZE", "2"),
+                ("MPI_LOCALRANKID", "0"),
+                ("MPI_LOCALNRANKS", local),
+            ]
+        };
+        assert!(transport_none(&hydra("2")));
+        assert!(!transport_none(&hydra("1")));
+        // Slurm: its node count.
+        let slurm = |nodes: &'static str| {
+            [
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "4"),
+                ("SLURM_LOCALID", "0"),
+                ("SLURM_STEP_NUM_NODES", nodes),
+            ]
+        };
+        assert!(transport_none(&slurm("1")));
+        assert!(!transport_none(&slurm("2")));
+        // A launch that says nothing of the node: NVSHMEM's default stays.
+        assert!(!transport_none(&[("PMI_RANK", "0"), ("PMI_SIZE", "2")]));
+        // The user's choice always stays, whatever it is.
+        let mut chosen = nvshmem_run.to_vec();
+        chosen.push((REMOTE_TRANSPORT_VAR, "ucx"));
+        assert!(!transport_none(&chosen));
+        assert!(!transport_none(&[(REMOTE_TRANSPORT_VAR, "none")]));
     }
 
     #[test]

@@ -102,7 +102,7 @@ use tracing::{debug, info, warn};
 
 pub(crate) use health::{team_label, Health, Identity, TeamName};
 pub use health::{DEFAULT_TIMEOUT, GRACE, POLL, TIMEOUT_VAR};
-use launcher::{detect, Placement};
+use launcher::{detect, Placement, REMOTE_TRANSPORT_VAR};
 pub use launcher::{Bootstrap, BOOTSTRAP_VAR};
 
 use crate::{
@@ -828,11 +828,13 @@ impl RuntimeBuilder {
         comm: &C,
         universe: Option<mpi::environment::Universe>,
     ) -> Result<Runtime> {
+        let (local_rank, local_size) = mpi_node_local(comm);
         let launch = Placement {
             bootstrap: Bootstrap::Mpi,
             rank: Some(comm.rank() as usize),
             size: Some(comm.size() as usize),
-            local_rank: Some(mpi_local_rank(comm)),
+            local_rank: Some(local_rank),
+            local_size: Some(local_size),
             rendezvous: None,
         };
         let mut exchange = |uid: Option<uid::UidBytes>| mpi_broadcast_uid(comm, uid);
@@ -869,6 +871,7 @@ impl RuntimeBuilder {
             .map_err(|e| Error::NoGpu(format!("cannot open CUDA device {device}: {e}")))?;
         ctx.bind_to_thread()
             .map_err(Error::cuda("binding the CUDA context"))?;
+        choose_remote_transport(&launch);
         debug!(device, heap_size, rank = ?launch.rank, size = ?launch.size, "starting NVSHMEM");
         init_nvshmem(lib, &launch, exchange)?;
         // NVSHMEM is started. A failure from here on leaves it as it is (finalising is
@@ -1149,6 +1152,32 @@ fn new_uid(lib: &NvshmemLib) -> Result<uid::UidBytes> {
     Ok(uid::uid_to_bytes(&Nvshmem::unique_id(lib)?))
 }
 
+/// Turns NVSHMEM's remote (network) transport off when every PE of the job is on this node
+/// and the user has not chosen one (`launcher::remote_transport` says when): NVSHMEM would
+/// otherwise open InfiniBand for nothing, and 3.8 prints an error line per PE at every start
+/// on a machine without it (`ibrc.cpp: ... no IB devices found`).
+fn choose_remote_transport(launch: &Placement) {
+    let user = std::env::var(REMOTE_TRANSPORT_VAR).ok();
+    match launcher::remote_transport(launch, user.as_deref()) {
+        Some(value) => {
+            debug!(
+                var = REMOTE_TRANSPORT_VAR,
+                value, "every PE is on this node: no remote transport for NVSHMEM"
+            );
+            // SAFETY: called from `start`, under the runtime's lock, before NVSHMEM starts
+            // (the contract the builder documents: no other thread uses the environment).
+            unsafe { set_env(REMOTE_TRANSPORT_VAR, value) };
+        }
+        None => debug!(
+            var = REMOTE_TRANSPORT_VAR,
+            user = ?user,
+            size = ?launch.size,
+            local_size = ?launch.local_size,
+            "NVSHMEM's remote transport left as it is (set by the user, or PEs may be on other nodes)"
+        ),
+    }
+}
+
 /// Sets a variable NVSHMEM reads at initialisation (it reads its configuration only from the
 /// environment). Skipped when the variable already has the value.
 ///
@@ -1300,10 +1329,13 @@ fn start_mpi() -> Result<Option<mpi::environment::Universe>> {
     })
 }
 
+/// This rank's place among the ranks of `comm` on its node (those that share its memory), and
+/// their number: the job is on one node when that is `comm`'s size.
 #[cfg(feature = "mpi")]
-fn mpi_local_rank<C: mpi::traits::Communicator>(comm: &C) -> usize {
+fn mpi_node_local<C: mpi::traits::Communicator>(comm: &C) -> (usize, usize) {
     use mpi::traits::Communicator as _;
-    comm.split_shared(comm.rank()).rank() as usize
+    let node = comm.split_shared(comm.rank());
+    (node.rank() as usize, node.size() as usize)
 }
 
 #[cfg(feature = "mpi")]
