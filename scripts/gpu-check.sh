@@ -5,6 +5,8 @@
 #                                         GPU test programs, examples and tools in release mode,
 #                                         fetches Hydra (nvshmrun's launcher) from Debian, and
 #                                         copies them into .gpu/ (git-ignored; carry it)
+#                                         (KERNEL_CACHE=gpu: the kernel cache is filled on the
+#                                         GPU machine at the start of `run`, not here)
 #   scripts/gpu-check.sh stage-hydra      the Hydra part of `stage` alone, into .gpu/hydra
 #   scripts/gpu-check.sh stage-small      `stage` with only the programs of the `device` and
 #                                         `foundation` suites (GPU_BINS below), so that .gpu
@@ -117,11 +119,25 @@ for line in sys.stdin:
   # Every kernel compiled here to sm_90 machine code (H100, H200), so the PEs there compile
   # nothing; emptied first, since the cache's file names change with the sources and old
   # entries would only fill the carry.
+  # KERNEL_CACHE=gpu: the cache is filled on the GPU machine instead, at the start of `run`, by
+  # the library's own test program (its 16 cores compile the ~400 kernels in about a minute,
+  # where this 2-core machine takes 10 to 40 minutes when busy).
   rm -rf .gpu-kernel-cache
-  NVSHMEM_RS_KERNEL_CACHE=$PWD/.gpu-kernel-cache cargo test --release -p nvshmem --lib \
-    kernels::tests::fill_the_kernel_cache -- --ignored --nocapture | grep -E "kernels in|FAILED|panicked"
-  # Packed: the cubins shrink about fourfold, and .gpu must stay under the carry limit.
-  rm -rf .gpu/kernel-cache && tar -czf .gpu/kernel-cache.tgz -C .gpu-kernel-cache .
+  if [ "${KERNEL_CACHE:-}" = gpu ]; then
+    cargo test --release -p nvshmem --lib --no-run --message-format=json 2>/dev/null |
+      python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["lib"]:
+        print(m["executable"])' | head -1 | xargs -I{} cp {} .gpu/bin/nvshmem-kernel-cache
+    strip --strip-debug .gpu/bin/nvshmem-kernel-cache
+  else
+    NVSHMEM_RS_KERNEL_CACHE=$PWD/.gpu-kernel-cache cargo test --release -p nvshmem --lib \
+      kernels::tests::fill_the_kernel_cache -- --ignored --nocapture | grep -E "kernels in|FAILED|panicked"
+    # Packed: the cubins shrink about fourfold, and .gpu must stay under the carry limit.
+    rm -rf .gpu/kernel-cache && tar -czf .gpu/kernel-cache.tgz -C .gpu-kernel-cache .
+  fi
   stage_hydra
   ls -la .gpu/bin
   # Packed too (about threefold): tracked files and .gpu together must stay under 64 MiB.
@@ -237,6 +253,14 @@ if [ "$mode" = run ] && [ -f .gpu/bin.tgz ] && [ ! -d .gpu/bin ]; then
 fi
 if [ "$mode" = run ] && [ -f .gpu/kernel-cache.tgz ] && [ ! -d .gpu/kernel-cache ]; then
   mkdir -p .gpu/kernel-cache && tar -xzf .gpu/kernel-cache.tgz -C .gpu/kernel-cache
+fi
+# Staged with KERNEL_CACHE=gpu: every kernel compiled here once, before any PE needs one.
+if [ "$mode" = run ] && [ ! -d .gpu/kernel-cache ] && [ -x .gpu/bin/nvshmem-kernel-cache ]; then
+  mkdir -p .gpu/kernel-cache
+  t0=$SECONDS
+  .gpu/bin/nvshmem-kernel-cache --ignored --exact kernels::tests::fill_the_kernel_cache --nocapture 2>&1 |
+    grep -E "kernels in|FAILED|panicked|error"
+  echo "gpu-check: kernel cache filled here in $((SECONDS - t0)) s"
 fi
 # NVSHMEM_VERSION: the staged release instead of the machine's (see the header).
 nvshmem_note="the machine's NVSHMEM"
