@@ -247,16 +247,18 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0
 export RUST_BACKTRACE=1
 # The kernels compiled at stage time (see `stage`); a kernel missing there is compiled and added.
-export NVSHMEM_RS_KERNEL_CACHE=$PWD/.gpu/kernel-cache
+# GPU_KERNEL_CACHE: another folder (e.g. under /tmp, which outlives a call on a warm machine,
+# where a carried .gpu is replaced whole by the next call's).
+export NVSHMEM_RS_KERNEL_CACHE=${GPU_KERNEL_CACHE:-$PWD/.gpu/kernel-cache}
 if [ "$mode" = run ] && [ -f .gpu/bin.tgz ] && [ ! -d .gpu/bin ]; then
   tar -xzf .gpu/bin.tgz -C .gpu
 fi
-if [ "$mode" = run ] && [ -f .gpu/kernel-cache.tgz ] && [ ! -d .gpu/kernel-cache ]; then
-  mkdir -p .gpu/kernel-cache && tar -xzf .gpu/kernel-cache.tgz -C .gpu/kernel-cache
+if [ "$mode" = run ] && [ -f .gpu/kernel-cache.tgz ] && [ ! -d "$NVSHMEM_RS_KERNEL_CACHE" ]; then
+  mkdir -p "$NVSHMEM_RS_KERNEL_CACHE" && tar -xzf .gpu/kernel-cache.tgz -C "$NVSHMEM_RS_KERNEL_CACHE"
 fi
 # Staged with KERNEL_CACHE=gpu: every kernel compiled here once, before any PE needs one.
-if [ "$mode" = run ] && [ ! -d .gpu/kernel-cache ] && [ -x .gpu/bin/nvshmem-kernel-cache ]; then
-  mkdir -p .gpu/kernel-cache
+if [ "$mode" = run ] && [ ! -d "$NVSHMEM_RS_KERNEL_CACHE" ] && [ -x .gpu/bin/nvshmem-kernel-cache ]; then
+  mkdir -p "$NVSHMEM_RS_KERNEL_CACHE"
   t0=$SECONDS
   .gpu/bin/nvshmem-kernel-cache --ignored --exact kernels::tests::fill_the_kernel_cache --nocapture 2>&1 |
     grep -E "kernels in|FAILED|panicked|error"
