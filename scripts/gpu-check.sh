@@ -46,8 +46,9 @@
 # (once, into ${TMPDIR:-/tmp}/gpu-check-nvshmem-3.8.0) and NVSHMEM_HOME (the device build's
 # headers and libnvshmem_device.a), NVSHMEM_LIBRARY (the host library) and LD_LIBRARY_PATH (its
 # plugins) point at it, for every PE of every launcher. The device tool carries at most 64 MiB
-# with the working tree (3.4 MB tracked), so beside the 41.4 MB tarball .gpu must be small
-# (`stage-small`: about 5.9 MB of programs packed, with Hydra and the kernel cache):
+# with the working tree (3.4 MB tracked), so beside the 41.4 MB tarball .gpu must be small:
+# `stage-small` packs its 5 programs into 5.9 MB, beside Hydra (1.2 MB) and the kernel cache
+# (about 6 MB), about 58 MB in all (measured 2026-11-26):
 #     scripts/gpu-check.sh stage-small && scripts/gpu-check.sh stage-nvshmem 3.8.0
 #     (carry .gpu and .gpu-nvshmem)
 #     NVSHMEM_VERSION=3.8.0 scripts/gpu-check.sh run device foundation
