@@ -81,7 +81,8 @@
 # Without MPS=1 nothing of this happens and the cases are those of one PE per GPU.
 #
 # mismatch: tests/gpu_mismatch.rs, one process per case (GPU_MISMATCH_CASE; MISMATCH_CASES, a
-# space-separated list, picks some) at each PE count of PES above 1, NVSHMEM_RS_TIMEOUT=20s:
+# space-separated list, picks some) under nvshmem-run at each PE count of PES above 1,
+# NVSHMEM_RS_TIMEOUT=20s (5s for length_nvshmem, which must end its processes, see below):
 # PEs that call with another length, root, operator, scale, element type, in-place form or
 # collective (LL and direct kernels) must each get Error::CallMismatch within 5 s, and a stale
 # call on a dropped team an error, never a wrong result reported as good. For example
@@ -586,15 +587,29 @@ scale() {
 }
 
 # tests/gpu_mismatch.rs (see the header): one case a process, since a mismatch fails the
-# runtime. PASS: every PE exits 0 and prints "mismatch CASE: PASS".
+# runtime; under nvshmem-run, since a failed runtime leaves MPI unfinalised (which mpirun
+# reports as a failure whatever the exit status). PASS: every PE exits 0 and prints
+# "mismatch CASE: PASS"; for length_nvshmem (NVSHMEM's all-reduce, queued behind the failed
+# check, can never end) the PEs print it, and then the watchdog must end each process
+# (status 1, "... still waits inside NVSHMEM (nvshmemx_...") GRACE (5 s) after the mismatch.
 mismatch() {
-  local t np c cases
+  local t np c cases expect timeout
   t=$(gtest gpu_mismatch)
-  cases=${MISMATCH_CASES:-$(GPU_MISMATCH_CASE=list $t --exact gpu_mismatch 2>/dev/null | grep -E '^[a-z_]+$')}
+  cases=${MISMATCH_CASES:-$(GPU_MISMATCH_CASE=list $t --exact gpu_mismatch 2>/dev/null |
+    sed -n 's/^mismatch-case: \([a-z_]*\)$/\1/p')}
+  [ -n "$cases" ] || echo "mismatch: no cases listed by $t (GPU_MISMATCH_CASE=list)"
   for np in $(multi_pes); do
     for c in $cases; do
-      NVSHMEM_RS_TIMEOUT=20s GPU_MISMATCH_CASE=$c CASE_TIMEOUT=${MISMATCH_TIMEOUT:-90} \
-        case_ mismatch-$c-${np}pe pass:"mismatch $c: PASS" mpi "$np" $t --exact gpu_mismatch
+      expect="pass:mismatch $c: PASS" timeout=20s
+      if [ "$c" = length_nvshmem ]; then
+        expect="fail:still waits inside NVSHMEM (nvshmemx_" timeout=5s
+      fi
+      NVSHMEM_RS_TIMEOUT=$timeout GPU_MISMATCH_CASE=$c CASE_TIMEOUT=${MISMATCH_TIMEOUT:-90} \
+        case_ mismatch-$c-${np}pe "$expect" nvrun "$np" $t --exact gpu_mismatch
+      if [ "$c" = length_nvshmem ] && ! grep -qF "mismatch $c: PASS" "$out/mismatch-$c-${np}pe.log"; then
+        echo "mismatch-$c-${np}pe: no PE printed 'mismatch $c: PASS' before the process ended"
+        failures=$((failures + 1))
+      fi
     done
   done
   grep -h "after [0-9.]* s" "$out"/mismatch-*.log 2>/dev/null | sed 's/^\[[^]]*\] //' | sort | uniq | head -60

@@ -40,7 +40,10 @@
 //! progress ring says so, and a stream stuck there can never be synchronised), it is stuck,
 //! and the watchdog prints the failure and ends the process with status 1. Once failed, the runtime is not finalised when dropped (finalising
 //! is collective and would wait for the dead peer); the process exits with NVSHMEM as it is,
-//! as `nvshmem_global_exit` would leave it.
+//! as `nvshmem_global_exit` would leave it. If a call it framed is then still unfinished
+//! inside NVSHMEM (or queued before it), the watchdog outlives the drop and ends the process
+//! [`GRACE`] after the failure, naming that call: the process's exit handlers could otherwise
+//! wait for it for ever.
 use std::{
     os::raw::c_int,
     sync::{
@@ -635,6 +638,9 @@ pub(crate) struct Health {
     /// Whether the program has been handed the failure.
     delivered: AtomicBool,
     closing: AtomicBool,
+    /// The failed runtime was dropped with a framed NVSHMEM call unfinished: the watchdog
+    /// goes on, to end the process once that call is stuck (see [`Health::stop`]).
+    dropped_stuck: AtomicBool,
     watchdog: Mutex<Option<JoinHandle<()>>>,
     /// The teams of the channels, by channel address, for failure reports.
     channels: Mutex<Vec<(u64, TeamName)>>,
@@ -657,6 +663,7 @@ impl Health {
             failure: OnceLock::new(),
             delivered: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            dropped_stuck: AtomicBool::new(false),
             watchdog: Mutex::new(None),
             channels: Mutex::new(Vec::new()),
             next_seq: AtomicU32::new(1),
@@ -813,6 +820,16 @@ impl Health {
         })
     }
 
+    /// A call framed in the progress ring that the stream has not left (inside NVSHMEM now,
+    /// or queued and not reached yet): the last such slot's record, if any.
+    fn unfinished(&self) -> Option<Slot> {
+        (0..PROGRESS_SLOTS).find_map(|i| {
+            let slot = self.slots[i].lock().unwrap_or_else(|p| p.into_inner());
+            let (_, end) = self.control.progress(i);
+            (slot.seq != 0 && end != slot.seq).then(|| slot.clone())
+        })
+    }
+
     /// The kernels' wait limit in nanoseconds (0: none).
     pub(crate) fn timeout_ns(&self) -> u64 {
         self.timeout.map_or(0, |t| {
@@ -901,8 +918,22 @@ impl Health {
             .expect("just failed")
     }
 
-    /// Stops the watchdog (the runtime is closing).
+    /// Stops the watchdog (the runtime is closing), unless the runtime has failed with a
+    /// call it framed still unfinished inside NVSHMEM (or queued before it): nothing can end
+    /// that call, and the process's exit (CUDA's and NVSHMEM's exit handlers) may wait for it
+    /// for ever, so the watchdog goes on, detached, and ends the process [`GRACE`] after the
+    /// failure, naming the call, as it would have without the drop.
     pub(crate) fn stop(&self) {
+        if self.failed() && self.unfinished().is_some() {
+            self.dropped_stuck.store(true, Ordering::Relaxed);
+            let thread = self
+                .watchdog
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            drop(thread); // detached: it holds its own reference to this health
+            return;
+        }
         self.closing.store(true, Ordering::Relaxed);
         let thread = self
             .watchdog
@@ -920,6 +951,9 @@ impl Health {
         let mut waits = vec![(0u32, Instant::now()); PROGRESS_SLOTS];
         while !self.closing.load(Ordering::Relaxed) {
             std::thread::park_timeout(POLL);
+            if self.dropped_stuck.load(Ordering::Relaxed) && self.unfinished().is_none() {
+                return; // the call it stayed for has ended after all
+            }
             if !self.failed() {
                 if let Some(f) = self
                     .look(&mut stopped_since)
@@ -931,12 +965,24 @@ impl Health {
             if let Some((f, when)) = self.failure.get() {
                 // Handed to the program, but a stream still inside NVSHMEM's kernels: the
                 // program cannot synchronise it, nor end it; it is stuck as surely.
-                let stuck = !self.delivered.load(Ordering::Relaxed) || self.in_nvshmem();
+                // Dropped with such a call unfinished: the exit may wait for it.
+                let stuck = !self.delivered.load(Ordering::Relaxed)
+                    || self.in_nvshmem()
+                    || (self.dropped_stuck.load(Ordering::Relaxed) && self.unfinished().is_some());
                 if stuck && when.elapsed() >= GRACE {
+                    let waiting = match self.unfinished() {
+                        Some(slot) => format!(
+                            "; {} still waits inside NVSHMEM ({}){}",
+                            slot.call,
+                            slot.what,
+                            slot.team.map_or(String::new(), |t| format!(" on {t}"))
+                        ),
+                        None => String::new(),
+                    };
                     eprintln!(
-                        "nvshmem-rs: PE {}: {}; the program did not return to this library \
-                         within {} s, or still waits inside NVSHMEM, which cannot be ended: \
-                         exiting with status 1",
+                        "nvshmem-rs: PE {}: {}{waiting}; the program did not return to this \
+                         library within {} s, or still waits inside NVSHMEM, which cannot be \
+                         ended: exiting with status 1",
                         self.my_pe,
                         f.error(),
                         GRACE.as_secs()
