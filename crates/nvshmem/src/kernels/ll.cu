@@ -445,8 +445,27 @@ extern "C" __global__ void __launch_bounds__(32)
         if (threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
         return;
     }
+    if (fence != 0 && nvr_fp_on(t)) {
+        // Checked barrier (Fingerprints): a peer that sees the arrival then polls for the
+        // fingerprint, so the packets must leave before the arrival, not an epoch load after
+        // it. The epoch's load is issued first and completes under the fence (which waits for
+        // this PE's earlier writes anyway); then the packets, then the arrival: a store of e,
+        // relaxed, as the fence already orders everything before it.
+        const unsigned int e = nvr_begin(t);
+        const int j = nvr_flag_peer(t);
+        if (j >= 0) {
+            nvr_fence_sc_sys();
+            nvr_fp_publish(t, e);
+            nvr_arrive_signal(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e,
+                              NVR_ARRIVE_RELAXED, false);
+        }
+        nvr_end(t, e, nvr_wait_arrivals(t, e, e, nvr_all_peers(t)));
+        return;
+    }
     // The flag leaves before the epoch is read (it is an add, not a store of the epoch), so
     // the epoch's load is not on the way to the peer; the run that wraps stores its epoch too.
+    // (sync: a release arrival would wait for the packets' stores if they went first, so they
+    // follow it, behind the epoch's load.)
     nvr_arrive_add(t, fence != 0 ? NVR_ARRIVE_FENCE : NVR_ARRIVE_RELEASE);
     const unsigned int e = nvr_begin(t);
     nvr_arrive_wrap(t, e);
