@@ -216,7 +216,8 @@ __device__ __forceinline__ void nvr_fail(unsigned int *status, unsigned int code
 // false; the caller then skips its remaining waits and the block exits at nvr_end.
 __device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e);
 __device__ __forceinline__ void nvr_fp_publish(const nvr_team &t, unsigned int e);
-__device__ __forceinline__ bool nvr_fp_check(const nvr_team &t, unsigned int e, int j);
+__device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const unsigned int *flag,
+                                                    unsigned int e, int j);
 
 template <class Ready>
 __device__ __forceinline__ bool nvr_wait(const nvr_team &t, Ready ready, int peer, unsigned int e,
@@ -365,16 +366,17 @@ __device__ __forceinline__ void nvr_arrive_wrap(const nvr_team &t, unsigned int 
 
 // Waits (by the flag lanes) until every peer in `peers` (bit j for team PE j) has arrived at
 // `want` on this block; returns whether this thread's wait succeeded. An arrival of this run
-// (want == e) is accepted only with the peer's fingerprint equal to this call's (nvr_fp_check).
+// (want == e) is accepted only with the peer's fingerprint equal to this call's
+// (nvr_fp_wait_arrival).
 // No block barrier: callers that need the whole block to know follow it with one
 // (nvr_block_ok).
 __device__ __forceinline__ bool nvr_wait_arrivals(const nvr_team &t, unsigned int e,
                                                   unsigned int want, unsigned int peers) {
     const int j = nvr_flag_peer(t);
     if (j < 0 || !((peers >> j) & 1u)) return true;
-    if (!nvr_wait_flag(t, nvr_arrive_word(t, blockIdx.x, j), want, j, e, NVR_WAIT_ARRIVE))
-        return false;
-    return want != e || nvr_fp_check(t, e, j);
+    const unsigned int *flag = nvr_arrive_word(t, blockIdx.x, j);
+    if (want == e) return nvr_fp_wait_arrival(t, flag, e, j);
+    return nvr_wait_flag(t, flag, want, j, e, NVR_WAIT_ARRIVE);
 }
 
 // Depart (direct algorithms): after every thread of the block has made its last access to
@@ -498,15 +500,26 @@ __device__ __forceinline__ void nvr_fp_publish(const nvr_team &t, unsigned int e
     nvr_ll_store(s + NVR_LL_PACKET, t.fp[1], e);
 }
 
-// One look at the fingerprint slot s of peer j for run e: 1 when published and equal to
-// (m0, m1), -1 (mismatch recorded) when published and different, 0 when not yet there.
-__device__ __forceinline__ int nvr_fp_look(const char *s, unsigned int e, int j, nvr_u64 m0,
-                                           nvr_u64 m1, unsigned int *status, int me) {
-    nvr_u64 w0, w1;
-    if (!nvr_ll_poll(s, e, w0) || !nvr_ll_poll(s + NVR_LL_PACKET, e, w1)) return 0;
+// The verdict on peer j's fingerprint slot for run e, its two packets loaded (p0, p1: their
+// flags were e): 1 when published and equal to (m0, m1), -1 (mismatch recorded) when
+// published and different, 0 when not yet there.
+__device__ __forceinline__ int nvr_fp_judge(bool p0, bool p1, nvr_u64 w0, nvr_u64 w1,
+                                            unsigned int e, int j, nvr_u64 m0, nvr_u64 m1,
+                                            unsigned int *status, int me) {
+    if (!p0 || !p1) return 0;
     if (w0 == m0 && w1 == m1) return 1;
     nvr_fail_mismatch(status, j, e, w0, w1, m0, m1, me);
     return -1;
+}
+
+// One look at the fingerprint slot s of peer j for run e (nvr_fp_judge's verdict). Both
+// packets are loaded before either is tested, so the two loads are in flight together.
+__device__ __forceinline__ int nvr_fp_look(const char *s, unsigned int e, int j, nvr_u64 m0,
+                                           nvr_u64 m1, unsigned int *status, int me) {
+    nvr_u64 w0, w1;
+    const bool p0 = nvr_ll_poll(s, e, w0);
+    const bool p1 = nvr_ll_poll(s + NVR_LL_PACKET, e, w1);
+    return nvr_fp_judge(p0, p1, w0, w1, e, j, m0, m1, status, me);
 }
 
 // The slow path's look at every peer's slot of block b's run e (slots: peer 0's; one slot per
@@ -526,18 +539,30 @@ __device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e) {
                              t.status);
 }
 
-// After peer j's arrival at e was seen: waits for its fingerprint of run e (published with
-// the arrival, nearly always there already) and compares it with this call's. False on a
-// mismatch (recorded), abort or timeout.
-__device__ __forceinline__ bool nvr_fp_check(const nvr_team &t, unsigned int e, int j) {
-    if (!nvr_fp_on(t)) return true;
+// Waits for peer j's arrival at this run's epoch e on *flag (local) and, where this block
+// checks (nvr_fp_on), for its fingerprint of run e, which must equal this call's. Each poll
+// loads both fingerprint packets and then the flag (with acquire), all three in flight at
+// once: the packets carry their own flags, so they need no ordering after the arrival, and
+// the check adds no load latency after the arrival is seen. False on a mismatch (recorded),
+// abort or timeout.
+__device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const unsigned int *flag,
+                                                    unsigned int e, int j) {
+    if (!nvr_fp_on(t)) return nvr_wait_flag(t, flag, e, j, e, NVR_WAIT_ARRIVE);
     const char *s = nvr_fp_slot(t, e, blockIdx.x, j);
     const nvr_u64 m0 = t.fp[0], m1 = t.fp[1];
     unsigned int *status = t.status;
     const int me = t.me;
     int r = 0;
     const bool ok = nvr_wait(
-        t, [&] { return (r = nvr_fp_look(s, e, j, m0, m1, status, me)) != 0; }, j, e,
-        NVR_WAIT_CALL);
+        t,
+        [&] {
+            nvr_u64 w0, w1;
+            const bool p0 = nvr_ll_poll(s, e, w0);
+            const bool p1 = nvr_ll_poll(s + NVR_LL_PACKET, e, w1);
+            const bool arrived = nvr_reached(nvr_ld_acquire(flag), e);
+            r = nvr_fp_judge(p0, p1, w0, w1, e, j, m0, m1, status, me);
+            return r < 0 || (r > 0 && arrived);
+        },
+        j, e, NVR_WAIT_ARRIVE);
     return ok && r > 0;
 }
