@@ -280,7 +280,7 @@ impl KernelKey {
                 r.map(|(_, op)| std::mem::discriminant(&op)),
                 0,
             ),
-            Self::Wait => (6, None, None, 0),
+            Self::Wait => (8, None, None, 0),
         }
     }
 
@@ -471,6 +471,11 @@ mod tests {
             reductions + 4 * 14 + 5 + 2 * (1 + reductions) + 1
         );
         assert!(all.contains(&KernelKey::Wait));
+        // Every key is its own code: two keys with one identity would share a loaded module,
+        // and a launch would run the other key's function (a signal wait once ran an LL
+        // broadcast so).
+        let distinct: std::collections::HashSet<_> = all.iter().map(|k| k.identity()).collect();
+        assert_eq!(distinct.len(), all.len());
         assert!(KernelKey::Wait.source().contains("nvr_signal_wait"));
         assert!(all.contains(&KernelKey::Nvlink(NvlinkSource::Ll, None)));
         let s = KernelKey::Reduce(DataType::F8E4M3, ReduceOp::Sum).source();
