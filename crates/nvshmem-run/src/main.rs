@@ -326,8 +326,28 @@ fn count_visible_devices(v: &str) -> usize {
         .count()
 }
 
+/// Ports tried first: below Linux's ephemeral range (32768-60999), which the PEs' own
+/// outgoing connections (NVSHMEM's and NCCL's bootstraps) draw their source ports from. A
+/// port the system handed out as free (`bind(0)`) lies in that range, and another process's
+/// connection took it between this check and rank 0's bind in about one job in fifteen on
+/// 2 x H200 (`Address already in use`, 2026-11-26).
+const PORTS: std::ops::Range<u16> = 20000..32768;
+
 fn free_port() -> std::io::Result<u16> {
-    // The port is free now; rank 0 binds it moments later. A race is possible but rare.
+    // The port is free now; rank 0 binds it moments later. Starting from a point that differs
+    // between launches (the clock's nanoseconds and this process's id), so that jobs started
+    // together do not all try the same ports.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+        ^ std::process::id().wrapping_mul(2_654_435_761);
+    let span = u32::from(PORTS.end - PORTS.start);
+    for i in 0..64 {
+        let port = PORTS.start + ((seed.wrapping_add(i * 7919)) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
@@ -336,6 +356,13 @@ fn free_port() -> std::io::Result<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_free_port_is_below_the_ephemeral_range_and_bindable() {
+        let p = free_port().unwrap();
+        assert!(PORTS.contains(&p), "{p}");
+        std::net::TcpListener::bind(("127.0.0.1", p)).unwrap();
+    }
 
     #[test]
     fn visible_devices_are_counted_like_cuda() {
