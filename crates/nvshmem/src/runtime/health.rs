@@ -759,6 +759,8 @@ impl Health {
             seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         }
         let slot = seq as usize % PROGRESS_SLOTS;
+        // The record goes in before the write is queued, so that the watchdog never reads a
+        // begin word the stream has written without its record.
         *self.slots[slot].lock().unwrap_or_else(|p| p.into_inner()) = Slot {
             seq,
             call,
@@ -772,6 +774,14 @@ impl Health {
         match unsafe { self.write_progress(stream, framed, 0) } {
             Ok(()) => Some(framed),
             Err(e) => {
+                // No begin word was queued, so no end word will come: a record left here
+                // would read as unfinished for ever (and the watchdog blame a call that never
+                // ran). The slot is emptied, unless a later call has claimed it since.
+                let mut kept = self.slots[slot].lock().unwrap_or_else(|p| p.into_inner());
+                if kept.seq == seq {
+                    *kept = Slot::default();
+                }
+                drop(kept);
                 if !self.unframed.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         pe = self.my_pe,
