@@ -343,8 +343,8 @@ enum Failure {
     Died { pe: usize, pid: u32 },
     /// A peer's process has been stopped for longer than the timeout.
     Stopped { pe: usize, pid: u32, for_: Duration },
-    /// One of this crate's kernels recorded a failure (status record), with the team whose
-    /// channel it names, if known.
+    /// One of this crate's kernels recorded a failure (status record: a wait, a launch check
+    /// or another call's fingerprint), with the team whose channel it names, if known.
     Kernel {
         record: Recorded,
         team: Option<TeamName>,
@@ -357,14 +357,6 @@ enum Failure {
         what: &'static str,
         team: Option<Arc<str>>,
         after: Duration,
-    },
-    /// One of this crate's kernels found that a peer made another call (its fingerprint
-    /// differed): this PE's team index and fingerprint, the peer's.
-    Mismatch {
-        me: u32,
-        mine: [u64; 2],
-        peer: u32,
-        theirs: [u64; 2],
     },
     /// [`Runtime::abort`](crate::Runtime::abort) was called.
     Aborted,
@@ -414,20 +406,6 @@ impl Failure {
                 },
                 after,
             },
-            Failure::Mismatch {
-                me,
-                mine,
-                peer,
-                theirs,
-            } => {
-                use crate::collective::algo::fingerprint::Fingerprint;
-                Error::CallMismatch {
-                    team_pe: me as usize,
-                    mine: Fingerprint(mine).to_string(),
-                    peer: peer as usize,
-                    theirs: Fingerprint(theirs).to_string(),
-                }
-            }
             Failure::Aborted => Error::CollectiveFailed {
                 failure: "aborted",
                 team_pe: None,
@@ -573,13 +551,15 @@ impl Recorded {
                 mine,
                 peer,
                 theirs,
-            } => Failure::Mismatch {
-                me,
-                mine,
-                peer,
-                theirs,
+            } => {
+                use crate::collective::algo::fingerprint::Fingerprint;
+                Error::CallMismatch {
+                    team_pe: me as usize,
+                    mine: Fingerprint(mine).to_string(),
+                    peer: peer as usize,
+                    theirs: Fingerprint(theirs).to_string(),
+                }
             }
-            .error(),
             Recorded::Signal {
                 failure,
                 address,
@@ -704,20 +684,6 @@ impl Health {
     /// A failure recorded in the status record, if any (whole: see [`Control::status`]).
     fn recorded(&self) -> Option<Failure> {
         let record = Recorded::decode(&self.control.status()?)?;
-        if let Recorded::Mismatch {
-            me,
-            mine,
-            peer,
-            theirs,
-        } = record
-        {
-            return Some(Failure::Mismatch {
-                me,
-                mine,
-                peer,
-                theirs,
-            });
-        }
         let team = record.chan().and_then(|c| self.channel_team(c));
         Some(Failure::Kernel { record, team })
     }
@@ -1105,13 +1071,13 @@ mod tests {
             )
             .0
         };
-        let e = Failure::Mismatch {
+        let e = Recorded::Mismatch {
             me: 0,
             mine: fp(1048576),
             peer: 1,
             theirs: fp(1048577),
         }
-        .error();
+        .error(None);
         assert!(matches!(
             e,
             Error::CallMismatch {
