@@ -136,7 +136,8 @@ struct Control {
 }
 
 // SAFETY: the pointer is to pinned host memory owned by this struct for its whole life; the
-// host only writes the abort word and reads the status with volatile accesses.
+// host only writes the abort word (volatile), reads the status record's ready word with an
+// acquire and the rest of the record and the progress ring with volatile reads.
 unsafe impl Send for Control {}
 // SAFETY: as above.
 unsafe impl Sync for Control {}
@@ -183,7 +184,7 @@ impl Control {
         // SAFETY: a fresh pinned allocation of the control words, owned by `Control`.
         unsafe { sys::cuMemHostAlloc(&mut host, CONTROL_WORDS * 4, flags) }
             .result()
-            .map_err(Error::cuda("cuMemHostAlloc (abort word)"))?;
+            .map_err(Error::cuda("cuMemHostAlloc (control block)"))?;
         let host = host.cast::<u32>();
         // SAFETY: `host` holds CONTROL_WORDS words, just allocated.
         unsafe { std::ptr::write_bytes(host, 0, CONTROL_WORDS) };
@@ -193,7 +194,7 @@ impl Control {
         let control = Control { host, device };
         mapped
             .result()
-            .map_err(Error::cuda("cuMemHostGetDevicePointer (abort word)"))?;
+            .map_err(Error::cuda("cuMemHostGetDevicePointer (control block)"))?;
         Ok(control)
     }
 
@@ -797,7 +798,8 @@ impl Health {
     }
 
     /// A call framed in the progress ring that the stream has not left (inside NVSHMEM now,
-    /// or queued and not reached yet): the last such slot's record, if any.
+    /// or queued and not reached yet): the record of the first such slot by slot index (not
+    /// necessarily the oldest call), if any.
     fn unfinished(&self) -> Option<Slot> {
         (0..PROGRESS_SLOTS).find_map(|i| {
             let slot = self.slots[i].lock().unwrap_or_else(|p| p.into_inner());
