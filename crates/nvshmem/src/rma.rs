@@ -420,14 +420,14 @@ impl Runtime {
         let q = self.enqueue(CALL, stream)?;
         q.uses(signal.alloc)?;
         let health = self.health();
-        let wait = crate::kernels::Launch::SignalWait {
+        let wait = crate::kernels::Launch::SignalWait(crate::kernels::SignalWaitParams {
             signal: signal.ptr,
             cmp: cmp.raw(),
             value,
             index: signal.index as u64,
             control: health.device_words().0,
             timeout_ns: health.timeout_ns(),
-        };
+        });
         // The signal word is this PE's symmetric u64 (checked), live while the stream uses it
         // (its use was just noted); the control block lives as long as the runtime; the
         // stream is checked and its context current.

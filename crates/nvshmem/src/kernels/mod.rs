@@ -189,19 +189,8 @@ pub(crate) enum Launch {
     },
     /// An NVLink kernel.
     Nvlink(NvlinkLaunch),
-    /// The stream waits until the `u64` at `signal` (this PE's) compares `cmp` (NVSHMEM's
-    /// numbering, `NVSHMEM_CMP_*`) true with `value`, polling the runtime's host-mapped
-    /// `control` block (the abort word, then the status record) and ending after `timeout_ns`
-    /// (0: never) with the failure recorded there; `index` is the word's index in its array,
-    /// for the report.
-    SignalWait {
-        signal: u64,
-        cmp: i32,
-        value: u64,
-        index: u64,
-        control: u64,
-        timeout_ns: u64,
-    },
+    /// The stream waits for a signal word ([`SignalWaitParams`]).
+    SignalWait(SignalWaitParams),
 }
 
 /// What a [`Launch::Map`] computes (`NVR_MAP_*` of reduce.cu), in the type's accumulator
@@ -266,7 +255,7 @@ impl Launch {
                 dst_peers.iter().copied().chain([*src]),
             )),
             Launch::Nvlink(l) => l.key,
-            Launch::SignalWait { .. } => KernelKey::Wait,
+            Launch::SignalWait(_) => KernelKey::Wait,
         }
     }
 
@@ -278,7 +267,7 @@ impl Launch {
             Launch::Gather { .. } => "nvr_gather",
             Launch::Scatter { .. } => "nvr_scatter",
             Launch::Nvlink(l) => l.function,
-            Launch::SignalWait { .. } => "nvr_signal_wait",
+            Launch::SignalWait(_) => "nvr_signal_wait",
         }
     }
 }
@@ -337,15 +326,20 @@ pub(crate) enum Params<'a> {
     SignalWait(&'a SignalWaitParams),
 }
 
-/// [`Params::SignalWait`]'s fields, each of its C parameter's type.
-#[derive(Debug, Clone, Copy)]
+/// A signal wait ([`Launch::SignalWait`], [`Params::SignalWait`]): the stream waits until the
+/// `u64` at `signal` (this PE's) compares `cmp` (NVSHMEM's numbering, `NVSHMEM_CMP_*`) true
+/// with `value`, polling the runtime's host-mapped `control` block (the abort word, then the
+/// status record) and ending after `timeout_ns` (0: never) with the failure recorded there;
+/// `index` is the word's index in its array, for the report. Each field has its C parameter's
+/// type.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct SignalWaitParams {
-    signal: u64,
-    cmp: i32,
-    value: u64,
-    index: u64,
-    control: u64,
-    timeout_ns: u64,
+    pub(crate) signal: u64,
+    pub(crate) cmp: i32,
+    pub(crate) value: u64,
+    pub(crate) index: u64,
+    pub(crate) control: u64,
+    pub(crate) timeout_ns: u64,
 }
 
 impl Params<'_> {
@@ -604,39 +598,23 @@ pub(crate) unsafe fn fire(
 /// and that the stream's context is current.
 pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
     // The peer table of a gather, scatter or reduction over peers, on the stack (only those
-    // fill it: an NVLink launch pays nothing for it); a signal wait's parameters likewise.
+    // fill it: an NVLink launch pays nothing for it).
     let table;
-    let wait;
     let key = launch.key();
     let (grid, block, params) = match launch {
         Launch::Nvlink(l) => (l.grid, l.block, l.params()),
-        &Launch::SignalWait {
-            signal,
-            cmp,
-            value,
-            index,
-            control,
-            timeout_ns,
-        } => {
+        Launch::SignalWait(w) => {
             const CALL: &str = "signal_wait_until (kernel)";
-            check_ptr(CALL, "signal", signal, 8)?;
-            check_ptr(CALL, "control", control, 4)?;
-            if !(0..=5).contains(&cmp) {
+            check_ptr(CALL, "signal", w.signal, 8)?;
+            check_ptr(CALL, "control", w.control, 4)?;
+            if !(0..=5).contains(&w.cmp) {
                 return Err(Error::arg(
                     CALL,
                     "cmp",
-                    format!("{cmp} is not NVSHMEM_CMP_*"),
+                    format!("{} is not NVSHMEM_CMP_*", w.cmp),
                 ));
             }
-            wait = SignalWaitParams {
-                signal,
-                cmp,
-                value,
-                index,
-                control,
-                timeout_ns,
-            };
-            (1, 32, Params::SignalWait(&wait))
+            (1, 32, Params::SignalWait(w))
         }
         Launch::ReducePeers {
             dtype,
