@@ -274,13 +274,15 @@ impl KernelKey {
             Self::Copy(w) => (3, None, None, w),
             Self::Widen(t) => (4, Some(t), None, 0),
             Self::Narrow(t) => (5, Some(t), None, 0),
+            Self::Wait => (6, None, None, 0),
+            // Last: one number per NVLink source, so a new source takes the next number and
+            // never another variant's.
             Self::Nvlink(f, r) => (
-                6 + f as u8,
+                7 + f as u8,
                 r.map(|(t, _)| t),
                 r.map(|(_, op)| std::mem::discriminant(&op)),
                 0,
             ),
-            Self::Wait => (8, None, None, 0),
         }
     }
 
