@@ -279,13 +279,8 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn plan_of(&self, spec: &CallSpec) -> Result<CallPlan> {
-        // Resolved by name from the public setting, as the calls resolve it.
-        let forced = self.runtime().forced_algorithm(spec.coll).map(|name| {
-            *algo::registry(spec.coll)
-                .iter()
-                .find(|a| a.name() == name)
-                .expect("a forced name is one of its collective's algorithms")
-        });
+        // Resolved as the calls resolve it.
+        let forced = self.runtime().collectives().forced(spec.coll);
         plan_with_room(spec, self.shape(), forced, self.runtime().scratch_bytes())
     }
 }
