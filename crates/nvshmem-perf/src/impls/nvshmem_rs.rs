@@ -133,10 +133,13 @@ pub fn call_spec(spec: &Spec) -> CallSpec {
 }
 
 fn typed<T: Element>(rt: &Runtime, team: &Team, spec: &Spec) -> Result<Box<dyn Buffers>> {
-    // Rooted reductions reduce into the runtime's scratch, some reduce-scatters (premul_sum,
-    // i16/u16 blocks over 1 MiB) and in-place all-reduces by this crate's kernels (fp8, or a
-    // forced peer_kernel) go through it: reserve what the call may need (collective, like
-    // allocating).
+    // A deliberate baseline of scratch, one buffer's worth for the collectives that may use
+    // it (rooted reductions reduce into it; some reduce-scatters, such as premul_sum or
+    // i16/u16 blocks over 1 MiB, and in-place all-reduces by this crate's kernels, fp8 or a
+    // forced peer_kernel, go through it), reserved before the plan is asked for (collective,
+    // like allocating). The automatic choice passes over an algorithm that needs more scratch
+    // than is reserved while another fits, so this baseline, not only the call, steers which
+    // algorithm is measured: what the plan below sees reserved is this.
     let scratch = match spec.coll {
         Collective::Reduce => spec.layout.out_elems,
         Collective::ReduceScatter => spec.layout.in_elems,

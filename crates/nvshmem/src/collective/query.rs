@@ -150,32 +150,15 @@ impl CallSpec {
 
     /// The public call it describes, named as that call names itself in errors.
     fn call_name(&self) -> Result<&'static str> {
-        use Collective as C;
-        Ok(match (self.coll, self.in_place) {
-            (C::AllReduce, false) => "all_reduce",
-            (C::AllReduce, true) => "all_reduce_in_place",
-            (C::Reduce, false) => "reduce",
-            (C::Reduce, true) => "reduce_in_place",
-            (C::Broadcast, false) => "broadcast",
-            (C::Broadcast, true) => "broadcast_in_place",
-            (C::Fcollect, false) => "fcollect",
-            (C::Fcollect, true) => "fcollect_in_place",
-            (C::Alltoall, false) => "alltoall",
-            (C::ReduceScatter, false) => "reduce_scatter",
-            (C::ReduceScatter, true) => "reduce_scatter_in_place",
-            (C::Gather, false) => "gather",
-            (C::Gather, true) => "gather_in_place",
-            (C::Scatter, false) => "scatter",
-            (C::Scatter, true) => "scatter_in_place",
-            (C::Barrier, false) => "barrier",
-            (C::Sync, false) => "sync",
-            (c, _) => {
-                return Err(Error::arg(
-                    "Team::plan_of",
-                    "spec",
-                    format_args!("{c} has no in-place form"),
-                ))
-            }
+        if !self.in_place {
+            return Ok(self.coll.name());
+        }
+        self.coll.in_place_name().ok_or_else(|| {
+            Error::arg(
+                "Team::plan_of",
+                "spec",
+                format_args!("{} has no in-place form", self.coll),
+            )
         })
     }
 }
@@ -279,13 +262,8 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn plan_of(&self, spec: &CallSpec) -> Result<CallPlan> {
-        // Resolved by name from the public setting, as the calls resolve it.
-        let forced = self.runtime().forced_algorithm(spec.coll).map(|name| {
-            *algo::registry(spec.coll)
-                .iter()
-                .find(|a| a.name() == name)
-                .expect("a forced name is one of its collective's algorithms")
-        });
+        // Resolved as the calls resolve it.
+        let forced = self.runtime().collectives().forced(spec.coll);
         plan_with_room(spec, self.shape(), forced, self.runtime().scratch_bytes())
     }
 }
@@ -338,6 +316,36 @@ mod tests {
         let mut q = Recorder::default();
         execute(&steps, &mut q).expect("the recorder fails nothing");
         q.queued
+    }
+
+    #[test]
+    fn calls_are_named_as_the_public_calls_name_themselves() {
+        let named = |c, in_place| {
+            CallSpec::new(c, DataType::F32, 1)
+                .in_place(in_place)
+                .call_name()
+                .ok()
+        };
+        let in_place = [
+            "all_reduce_in_place",
+            "reduce_in_place",
+            "broadcast_in_place",
+            "fcollect_in_place",
+            "reduce_scatter_in_place",
+            "gather_in_place",
+            "scatter_in_place",
+        ];
+        for c in Collective::ALL {
+            assert_eq!(named(c, false), Some(c.name()));
+            let expected = in_place
+                .iter()
+                .find(|n| n.strip_suffix("_in_place") == Some(c.name()))
+                .copied();
+            assert_eq!(named(c, true), expected, "{c}");
+        }
+        for c in [Collective::Alltoall, Collective::Barrier, Collective::Sync] {
+            assert_eq!(named(c, true), None, "{c}");
+        }
     }
 
     /// The query describes the call a real one makes (`tests::call` lays out its buffers as

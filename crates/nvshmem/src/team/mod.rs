@@ -63,6 +63,7 @@ use std::sync::{Arc, Mutex};
 use nvshmem_sys::{nvshmem_team_t, teams as ids};
 
 use crate::{
+    collective::algo::fingerprint::{team_tag, Fingerprint},
     ffi::TeamHandle,
     kernels::TeamDescriptor,
     runtime::{
@@ -571,10 +572,7 @@ impl Core {
                 timeout_ns: rt.health().timeout_ns(),
                 // The calls' launches fill in word 0 (`Fingerprint::of`); the tag is the
                 // team's, the same on every member.
-                fp: [
-                    0,
-                    u64::from(crate::collective::algo::fingerprint::team_tag(&world)) << 32,
-                ],
+                fp: Fingerprint::for_team(team_tag(&world)),
             }
         });
         Ok(TeamInner {

@@ -43,6 +43,17 @@ macro_rules! collectives {
                 match self { $(Collective::$variant => $name,)* }
             }
 
+            /// The name of the in-place call (`all_reduce_in_place`), as its errors name it;
+            /// `None` for a collective without an in-place form ([`Geometry::has_in_place`]).
+            pub(crate) const fn in_place_name(self) -> Option<&'static str> {
+                let name = match self { $(Collective::$variant => concat!($name, "_in_place"),)* };
+                if self.geometry().has_in_place() {
+                    Some(name)
+                } else {
+                    None
+                }
+            }
+
             fn aliases(self) -> &'static [&'static str] {
                 match self { $(Collective::$variant => &[$($alias),*],)* }
             }

@@ -12,7 +12,7 @@ const MAX_BLOCKS: usize = 512;
 /// Blocks with LL regions (`NVR_LL_BLOCKS`).
 const LL_BLOCKS: usize = 8;
 /// Blocks that publish call fingerprints (`NVR_FP_BLOCKS`).
-const FP_BLOCKS: usize = 128;
+pub(crate) const FP_BLOCKS: usize = 128;
 /// Bytes of the header: epochs, arrive and depart flags, then the fingerprint slots (two
 /// parities of `FP_BLOCKS` x `MAX_TEAM` slots of 32 bytes).
 const HEADER: usize = 4 * MAX_BLOCKS * (1 + 2 * MAX_TEAM) + 2 * FP_BLOCKS * MAX_TEAM * 32;

@@ -45,33 +45,29 @@ pub(crate) fn team_tag(world: &[usize]) -> u32 {
     h
 }
 
+/// premul_sum's operator code: the one after [`ReduceOp::BASIC`]'s.
+const PREMUL: u64 = 9;
+const _: () = assert!(PREMUL == ReduceOp::BASIC.len() as u64 + 1);
+
+/// The operator's code: its place in [`ReduceOp::BASIC`] + 1, [`PREMUL`] for premul_sum.
 fn op_code(op: ReduceOp) -> u64 {
-    match op {
-        ReduceOp::Sum => 1,
-        ReduceOp::Prod => 2,
-        ReduceOp::Min => 3,
-        ReduceOp::Max => 4,
-        ReduceOp::And => 5,
-        ReduceOp::Or => 6,
-        ReduceOp::Xor => 7,
-        ReduceOp::Avg => 8,
-        ReduceOp::PreMulSum(_) => 9,
+    if let ReduceOp::PreMulSum(_) = op {
+        return PREMUL;
     }
+    ReduceOp::BASIC
+        .iter()
+        .position(|b| std::mem::discriminant(b) == std::mem::discriminant(&op))
+        .map_or(0, |i| i as u64 + 1)
 }
 
+/// The name of the operator coded `code` (`"?"` for none).
 fn op_name(code: u64) -> &'static str {
-    match code {
-        1 => "sum",
-        2 => "prod",
-        3 => "min",
-        4 => "max",
-        5 => "and",
-        6 => "or",
-        7 => "xor",
-        8 => "avg",
-        9 => "premul_sum",
-        _ => "?",
+    if code == PREMUL {
+        return ReduceOp::PreMulSum(0.0).name();
     }
+    code.checked_sub(1)
+        .and_then(|i| ReduceOp::BASIC.get(i as usize))
+        .map_or("?", |op| op.name())
 }
 
 impl Fingerprint {
@@ -137,6 +133,12 @@ impl Fingerprint {
     pub(crate) fn tag(self) -> u32 {
         (self.0[1] >> 32) as u32
     }
+
+    /// The words a team's descriptor holds before any call: word 0 empty (the calls' launches
+    /// fill it in, [`Fingerprint::of`]), the team's tag in word 1.
+    pub(crate) fn for_team(tag: u32) -> [u64; 2] {
+        [0, u64::from(tag) << 32]
+    }
 }
 
 /// Decoded: `all_reduce of f32 sum, 1048576 elements on team 0x811c9dc5`.
@@ -159,7 +161,7 @@ impl fmt::Display for Fingerprint {
                 .map_or("?", |d| d.name());
             let op = w0 >> 51 & 15;
             write!(f, " of {dtype} {}", op_name(op))?;
-            if op == 9 {
+            if op == PREMUL {
                 write!(f, " (scale {})", f32::from_bits(w1 as u32))?;
             }
             write!(f, ", {saturated}{count} elements")?;
@@ -361,6 +363,31 @@ mod tests {
             Fingerprint::default().to_string().split(' ').next(),
             Some("nothing")
         );
+    }
+
+    #[test]
+    fn operator_codes_are_pinned() {
+        // The codes are part of what peers compare: they must not move with `ReduceOp`.
+        let ops = [
+            (ReduceOp::Sum, 1, "sum"),
+            (ReduceOp::Prod, 2, "prod"),
+            (ReduceOp::Min, 3, "min"),
+            (ReduceOp::Max, 4, "max"),
+            (ReduceOp::And, 5, "and"),
+            (ReduceOp::Or, 6, "or"),
+            (ReduceOp::Xor, 7, "xor"),
+            (ReduceOp::Avg, 8, "avg"),
+            (ReduceOp::PreMulSum(0.5), 9, "premul_sum"),
+        ];
+        for (op, code, name) in ops {
+            assert_eq!(op_code(op), code, "{op}");
+            assert_eq!(op_name(code), name);
+        }
+        assert_eq!(op_name(0), "?");
+        assert_eq!(op_name(10), "?");
+        let t = Fingerprint(Fingerprint::for_team(0xdead_beef));
+        assert_eq!(t.0, [0, 0xdead_beef << 32]);
+        assert_eq!(t.tag(), 0xdead_beef);
     }
 
     #[test]

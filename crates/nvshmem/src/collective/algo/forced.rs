@@ -21,7 +21,7 @@ pub(crate) struct Collectives {
 
 impl Collectives {
     /// The algorithm forced for `coll`, if any.
-    pub(super) fn forced(&self, coll: Collective) -> Option<&'static dyn Algorithm> {
+    pub(crate) fn forced(&self, coll: Collective) -> Option<&'static dyn Algorithm> {
         self.forced.get(coll)
     }
 

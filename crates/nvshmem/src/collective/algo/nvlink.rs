@@ -13,6 +13,7 @@
 //! The automatic choice takes LL up to [`ll_crossover`] bytes a PE and the direct kernels
 //! where [`direct_preferred`] says, both read from the crossover table
 //! ([`crossover`](super::crossover)).
+use super::fingerprint::Fingerprint;
 use super::{crossover, Algorithm, Call, Collective, Step};
 use crate::kernels::{
     self, KernelKey, Launch, NvlinkArgs, NvlinkLaunch, NvlinkSource, TeamDescriptor,
@@ -117,10 +118,16 @@ impl Algorithm for Ll {
     }
 }
 
+/// The most blocks of a direct launch (`direct.cu`'s launch rule).
+const DIRECT_MAX_GRID: u32 = 128;
+// Every block of a launch publishes and checks the call's fingerprint only below
+// `NVR_FP_BLOCKS`: a direct grid past it would leave blocks unchecked.
+const _: () = assert!(DIRECT_MAX_GRID as usize <= super::channel::FP_BLOCKS);
+
 /// The direct launch rule of `direct.cu`: 512 threads a block, and one block per 16 KiB that
-/// this PE moves over its links, at most 128 and at most the team's `max_blocks` (every
-/// member's blocks resident at once: `kernels/PROTOCOL.md`, "Residency"). The same on every
-/// member.
+/// this PE moves over its links, at most [`DIRECT_MAX_GRID`] and at most the team's
+/// `max_blocks` (every member's blocks resident at once: `kernels/PROTOCOL.md`, "Residency").
+/// The same on every member.
 pub(crate) fn direct_grid(call: &Call) -> u32 {
     let (n, bytes) = (call.n().max(1), call.block_bytes());
     let moved = match call.coll {
@@ -128,7 +135,7 @@ pub(crate) fn direct_grid(call: &Call) -> u32 {
         Collective::ReduceScatter | Collective::Broadcast => bytes,
         _ => bytes * (n - 1).max(1),
     };
-    let most = call.team.max_blocks.clamp(1, 128) as usize;
+    let most = call.team.max_blocks.clamp(1, DIRECT_MAX_GRID) as usize;
     moved.div_ceil(16 << 10).clamp(1, most) as u32
 }
 
@@ -206,8 +213,8 @@ fn fingerprinted(call: &Call) -> TeamDescriptor {
         .as_ref()
         .expect("accepted: the team has a channel");
     if team.check != 0 {
-        let tag = (team.fp[1] >> 32) as u32;
-        team.fp = super::fingerprint::Fingerprint::of(call, tag).0;
+        let tag = Fingerprint(team.fp).tag();
+        team.fp = Fingerprint::of(call, tag).0;
     }
     team
 }
