@@ -860,7 +860,7 @@ impl RuntimeBuilder {
         let collectives = Collectives::new(&self.algorithms)?;
         let heap_size = choose_heap_size(self.heap_size)?;
         // Then the GPU: on a machine without one, that is the message that helps.
-        let device = pick_device(self.device, launch.local_rank.unwrap_or(0))?;
+        let device = pick_device(self.device, &launch)?;
         let lib = Nvshmem::library()?;
         if Nvshmem::init_status(lib) != crate::ffi::STATUS_NOT_INITIALIZED {
             return Err(Error::AlreadyInitialized(
@@ -1194,8 +1194,10 @@ unsafe fn set_env(key: &str, value: &str) {
 }
 
 /// The CUDA device for this PE: the explicit choice, else the node-local rank modulo the
-/// number of visible devices.
-fn pick_device(explicit: Option<usize>, local_rank: usize) -> Result<usize> {
+/// number of visible devices, refused where that shares the GPUs unevenly
+/// ([`Placement::uneven_sharing`]: NVSHMEM would never return from its start).
+fn pick_device(explicit: Option<usize>, launch: &Placement) -> Result<usize> {
+    let local_rank = launch.local_rank.unwrap_or(0);
     // SAFETY: only checks whether libcuda can be opened; cudarc panics on first use otherwise.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(Error::NoGpu(
@@ -1216,6 +1218,16 @@ fn pick_device(explicit: Option<usize>, local_rank: usize) -> Result<usize> {
         )),
         Some(d) => Ok(d),
         None => {
+            if let Some((fewest, most)) = launch.uneven_sharing(count) {
+                if !allow_uneven_sharing()? {
+                    return Err(Error::UnevenGpuSharing {
+                        pes: launch.local_size.unwrap_or(0),
+                        gpus: count,
+                        fewest,
+                        most,
+                    });
+                }
+            }
             if local_rank >= count {
                 warn!(
                     local_rank,
@@ -1224,6 +1236,26 @@ fn pick_device(explicit: Option<usize>, local_rank: usize) -> Result<usize> {
             }
             Ok(local_rank % count)
         }
+    }
+}
+
+/// The variable that lets a job share its GPUs unevenly all the same (`1`): for an NVSHMEM
+/// release that starts such a job (3.4.5 does not: [`Error::UnevenGpuSharing`]).
+pub(crate) const ALLOW_UNEVEN_VAR: &str = "NVSHMEM_RS_ALLOW_UNEVEN_SHARING";
+
+/// Whether [`ALLOW_UNEVEN_VAR`] is set to `1` (`0` or unset: no; anything else is refused).
+fn allow_uneven_sharing() -> Result<bool> {
+    match std::env::var(ALLOW_UNEVEN_VAR) {
+        Err(_) => Ok(false),
+        Ok(v) => match v.trim() {
+            "" | "0" => Ok(false),
+            "1" => Ok(true),
+            _ => Err(Error::Environment {
+                var: ALLOW_UNEVEN_VAR.into(),
+                value: v.clone(),
+                reason: "expected 1 (start all the same) or 0".into(),
+            }),
+        },
     }
 }
 
