@@ -24,8 +24,7 @@ pub(super) struct Ll;
 pub(super) struct Direct;
 
 /// Payload bytes a PE (per sender and receiver) up to which the automatic choice takes LL for
-/// `call`: its collective's row of the crossover table, for its team size and architecture
-/// (on 2 x H200: 32 KiB, 16 KiB for fcollect and reduce-scatter).
+/// `call`: its collective's row of the crossover table, for its team size and architecture.
 pub(crate) fn ll_crossover(call: &Call) -> usize {
     crossover::ll_limit(call)
 }
