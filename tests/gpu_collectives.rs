@@ -1347,13 +1347,101 @@ fn matrix_host_helpers() {
     assert_eq!(reduce_at(ReduceOp::Min, 3, |k| k as f64 - 1.0), -1.0);
 }
 
+/// Every data collective prepared ([`common::prepare`]), out of place and in place, on `team`:
+/// started once (out of place twice, which must change nothing), it leaves its buffers as the
+/// call ([`common::call`]) leaves a copy of them made from the same inputs, byte for byte,
+/// outputs the call does not write included (poisoned alike). i32 sums are exact, so any
+/// algorithm gives the same bytes.
+fn every_prepared_form(rt: &Runtime, team: &Team, name: &str) -> anyhow::Result<()> {
+    let (tme, tn) = (team.my_pe(), team.n_pes());
+    let s = rt.stream();
+    let (m, root) = (1000, tn - 1);
+    for coll in common::data_collectives() {
+        for in_place in [false, true] {
+            if in_place && !coll.geometry().has_in_place() {
+                continue;
+            }
+            let lay = Layout {
+                coll,
+                n: tn,
+                m,
+                in_place,
+                root,
+            };
+            let input: Vec<i32> = (0..lay.lens().0)
+                .map(|i| (tme * 100_000 + i) as i32)
+                .collect();
+            let fresh = || -> anyhow::Result<(SymArray<i32>, SymArray<i32>)> {
+                let mut init = vec![common::poison::<i32>(); lay.out_len()];
+                if in_place {
+                    let at = lay.input_at(tme);
+                    init[at..at + input.len()].copy_from_slice(&input);
+                }
+                Ok((rt.alloc_from(&input)?, rt.alloc_from(&init)?))
+            };
+            let what = format!(
+                "{name}: prepared {coll}{}",
+                if in_place { " in place" } else { "" }
+            );
+            let (src, mut called) = fresh()?;
+            common::call(
+                team,
+                coll,
+                in_place,
+                root,
+                ReduceOp::Sum,
+                &src,
+                &mut called,
+                s,
+            )?;
+            let (src2, mut prepared) = fresh()?;
+            {
+                let p = common::prepare(
+                    team,
+                    coll,
+                    in_place,
+                    root,
+                    ReduceOp::Sum,
+                    &src2,
+                    &mut prepared,
+                )?;
+                p.start(s)?;
+                if !in_place {
+                    p.start(s)?;
+                }
+            }
+            s.synchronize()?;
+            let (want, got) = (called.to_vec()?, prepared.to_vec()?);
+            if let Some(i) = (0..want.len()).find(|&i| want[i] != got[i]) {
+                anyhow::bail!(
+                    "{what}: element {i} is {}, the call gave {} (of {})",
+                    got[i],
+                    want[i],
+                    want.len()
+                );
+            }
+            // The call did write its result (the comparison alone would pass two no-ops).
+            if !lay.root_only(tme) {
+                let r = lay.result(tme);
+                ensure!(
+                    got[r].iter().any(|&x| x != common::poison::<i32>()),
+                    "{what}: the result is still the poison"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Prepared calls (`Team::prepare_*`) started many times, on two streams and on a listed team,
-/// give what the calls give; their arrays, dropped right after the prepared call while its
-/// last start may still run, are not reused early.
+/// give what the calls give; every collective's prepared form, in place too, gives what its
+/// call gives on the same inputs; their arrays, dropped right after the prepared call while
+/// its last start may still run, are not reused early.
 fn prepared(rt: &Runtime, world: &Team, listed: Option<&Team>) -> anyhow::Result<()> {
     let other = rt.context().new_stream()?;
     for (name, team) in [("world", Some(world)), ("listed", listed)] {
         let Some(team) = team else { continue };
+        every_prepared_form(rt, team, name)?;
         let (tme, tn) = (team.my_pe(), team.n_pes());
         for count in [3usize, 4099, 1 << 18] {
             let src = rt.alloc_from(&vec![(tme + 1) as f32; count])?;
@@ -1366,12 +1454,15 @@ fn prepared(rt: &Runtime, world: &Team, listed: Option<&Team>) -> anyhow::Result
                 let fc = team.prepare_fcollect(&blocks, &mut all)?;
                 let br = team.prepare_broadcast(tn - 1, &src, &mut bc)?;
                 let bar = team.prepare_barrier()?;
+                let sync = team.prepare_sync()?;
                 for i in 0..20 {
                     let s = if i % 2 == 0 { rt.stream() } else { &other };
                     ar.start(s)?;
                     fc.start(s)?;
                     br.start(s)?;
                     bar.start(s)?;
+                    // A sync orders the streams' work as a barrier does (nothing here puts).
+                    sync.start(s)?;
                 }
             }
             other.synchronize()?;

@@ -6,7 +6,7 @@
 //!
 //! The collective tests also share here what a collective call is, from the library's one
 //! table of collectives ([`Collective`], [`Geometry`]): [`call`], the one place a collective
-//! becomes its `Team` method, and [`Layout`], where a call's input, output and result lie and
+//! becomes its `Team` method, [`prepare`], its `Team::prepare_` method, and [`Layout`], where a call's input, output and result lie and
 //! what the result must be.
 #![allow(dead_code)]
 
@@ -223,6 +223,40 @@ pub fn call<T: Element>(
         (C::Barrier, _) => team.barrier(s),
         (C::Sync, _) => team.sync(s),
         (c, in_place) => panic!("no call for {c} (in place: {in_place})"),
+    }
+}
+
+/// Prepares `coll` over `team` ([`nvshmem::Prepared`]), as [`call`] makes it: from `src` into
+/// `dst`, or in place in `dst` alone (`src` unused).
+pub fn prepare<'a, T: Element>(
+    team: &Team,
+    coll: Collective,
+    in_place: bool,
+    root: usize,
+    op: ReduceOp,
+    src: &'a impl SymBuffer<T>,
+    dst: &'a mut impl SymBufferMut<T>,
+) -> nvshmem::Result<nvshmem::collective::Prepared<'a>> {
+    use Collective as C;
+    match (coll, in_place) {
+        (C::AllReduce, false) => team.prepare_all_reduce(src, dst, op),
+        (C::AllReduce, true) => team.prepare_all_reduce_in_place(dst, op),
+        (C::Reduce, false) => team.prepare_reduce(root, src, dst, op),
+        (C::Reduce, true) => team.prepare_reduce_in_place(root, dst, op),
+        (C::Broadcast, false) => team.prepare_broadcast(root, src, dst),
+        (C::Broadcast, true) => team.prepare_broadcast_in_place(root, dst),
+        (C::Fcollect, false) => team.prepare_fcollect(src, dst),
+        (C::Fcollect, true) => team.prepare_fcollect_in_place(dst),
+        (C::Alltoall, false) => team.prepare_alltoall(src, dst),
+        (C::ReduceScatter, false) => team.prepare_reduce_scatter(src, dst, op),
+        (C::ReduceScatter, true) => team.prepare_reduce_scatter_in_place(dst, op),
+        (C::Gather, false) => team.prepare_gather(root, src, dst),
+        (C::Gather, true) => team.prepare_gather_in_place(root, dst),
+        (C::Scatter, false) => team.prepare_scatter(root, src, dst),
+        (C::Scatter, true) => team.prepare_scatter_in_place(root, dst),
+        (C::Barrier, _) => team.prepare_barrier(),
+        (C::Sync, _) => team.prepare_sync(),
+        (c, in_place) => panic!("no prepared call for {c} (in place: {in_place})"),
     }
 }
 

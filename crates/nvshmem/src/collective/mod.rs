@@ -514,20 +514,31 @@ impl Team {
         buf: &impl SymBufferMut<T>,
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
+        let args = self.in_place_args(coll, name, op, root, buf)?;
+        self.collective(args, &[buf.alloc()], stream)
+    }
+
+    /// The description of an in-place call on `buf`, checked to be of this runtime.
+    fn in_place_args<'s, T: Element>(
+        &self,
+        coll: Collective,
+        name: &'static str,
+        op: Option<ReduceOp>,
+        root: Option<usize>,
+        buf: &'s impl SymBuffer<T>,
+    ) -> Result<Args<'s>> {
         self.runtime().check_same(name, "buf", buf.sym_runtime())?;
-        let bufs = Bufs::InPlace {
-            buf: span(buf),
-            shape: buf.sym_shape(),
-        };
-        let args = Args {
+        Ok(Args {
             coll,
             name,
             dtype: T::DTYPE,
             op,
             root,
-            bufs,
-        };
-        self.collective(args, &[buf.alloc()], stream)
+            bufs: Bufs::InPlace {
+                buf: span(buf),
+                shape: buf.sym_shape(),
+            },
+        })
     }
 
     /// All-reduce: every PE's `dst` gets the element-wise reduction of all PEs' `src`
@@ -966,15 +977,19 @@ impl Team {
         name: &'static str,
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
-        let args = Args {
-            coll,
-            name,
-            dtype: DataType::U8,
-            op: None,
-            root: None,
-            bufs: Bufs::None,
-        };
-        self.collective(args, &[], stream)
+        self.collective(rootless_args(coll, name), &[], stream)
+    }
+}
+
+/// The description of a call with no buffers (barrier, sync).
+fn rootless_args(coll: Collective, name: &'static str) -> Args<'static> {
+    Args {
+        coll,
+        name,
+        dtype: DataType::U8,
+        op: None,
+        root: None,
+        bufs: Bufs::None,
     }
 }
 
