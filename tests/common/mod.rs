@@ -317,14 +317,16 @@ impl Layout {
     }
 
     /// Element `i` of member `r`'s result, `input(k, j)` being element `j` of member `k`'s
-    /// input and `reduce(val)` the reduction of `val(k)` over the members.
-    pub fn expected(
+    /// input and `reduce(val)` the reduction of `val(k)` over the members: an `f64`, or a
+    /// [`Reference`](nvshmem::testing::Reference) with the magnitude the tolerance needs
+    /// (data moved converts into one).
+    pub fn expected<R: From<f64>>(
         &self,
         r: usize,
         i: usize,
         input: impl Fn(usize, usize) -> f64,
-        reduce: impl Fn(&dyn Fn(usize) -> f64) -> f64,
-    ) -> f64 {
+        reduce: impl Fn(&dyn Fn(usize) -> f64) -> R,
+    ) -> R {
         let m = self.m;
         // Whose input (None: every member's, reduced, or the root's) and which element of it.
         let (from, at) = match self.coll.geometry() {
@@ -337,7 +339,7 @@ impl Layout {
         if self.coll.reduces() {
             reduce(&|k| input(k, at))
         } else {
-            input(from.unwrap_or(self.root), at)
+            R::from(input(from.unwrap_or(self.root), at))
         }
     }
 }
