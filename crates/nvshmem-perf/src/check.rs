@@ -5,7 +5,7 @@
 //! to and from bytes through the library's one list of element types
 //! ([`testing::encode`], [`testing::decode`]), so every [`DataType`] is covered without a
 //! table of our own; the reference covers every [`ReduceOp`].
-use nvshmem::testing::{self, decode, encode, Reference};
+use nvshmem::testing::{self, encode, Reference};
 use nvshmem::{DataType, ElementKind, ReduceOp};
 
 use crate::{coll::Collective, impls::Spec};
@@ -107,6 +107,7 @@ pub fn count_wrong(spec: &Spec, buffer: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nvshmem::testing::decode;
 
     fn spec_of(coll: Collective, dtype: DataType, op: ReduceOp, me: usize, n: usize) -> Spec {
         let count = coll.count_for(8 * n * dtype.size(), dtype.size(), n);

@@ -126,9 +126,9 @@ pub(crate) fn has_reduction(dtype: DataType, op: ReduceOp) -> bool {
 }
 
 /// The most elements one NVSHMEM reduction call of `dtype` may take. NVSHMEM 3.4.5's 16-bit
-/// integer reductions hang, or let the PEs' barriers fall out of step, at 16 MiB a call on
-/// 2 x H200 (`docs/performance.md`, "16-bit integers"), while 1 MiB calls pass every check:
-/// those types cap a call at 1 MiB, and longer reductions run as several calls.
+/// integer reductions hang (or let the PEs' barriers fall out of step) at 16 MiB a call on
+/// 2 x H200 while 1 MiB calls pass every check (`docs/performance.md`, "16-bit integers"), so
+/// a call of those types takes at most 1 MiB, and longer reductions run as several calls.
 pub(crate) fn max_reduce_count(dtype: DataType) -> usize {
     match dtype {
         DataType::I16 | DataType::U16 => (1 << 20) / 2,
