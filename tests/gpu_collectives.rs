@@ -13,6 +13,7 @@ mod common;
 use anyhow::{bail, ensure, Context as _};
 use common::{mix, poison, refused, Checks, Layout};
 use cudarc::driver::CudaStream;
+use nvshmem::testing::{self, Reference};
 use nvshmem::{
     collective::Collective, Element, ElementKind, Error, ReduceOp, Runtime, SymArray, Team,
 };
@@ -384,82 +385,32 @@ fn is_fp8<T: Element>() -> bool {
     T::KIND == ElementKind::Float && std::mem::size_of::<T>() == 1
 }
 
-/// The expected reduction of one element over the `n` members, `val(k)` being member `k`'s
-/// value, in f64 (integers exactly; bitwise operators on the integer values).
-fn reduce_at(op: ReduceOp, n: usize, val: impl Fn(usize) -> f64) -> f64 {
-    let vals = (0..n).map(&val);
-    let int = |f: fn(i64, i64) -> i64| (0..n).map(|k| val(k) as i64).reduce(f).unwrap() as f64;
-    match op {
-        ReduceOp::Sum => vals.sum(),
-        ReduceOp::Prod => vals.product(),
-        ReduceOp::Min => vals.fold(f64::INFINITY, f64::min),
-        ReduceOp::Max => vals.fold(f64::NEG_INFINITY, f64::max),
-        ReduceOp::And => int(|a, b| a & b),
-        ReduceOp::Or => int(|a, b| a | b),
-        ReduceOp::Xor => int(|a, b| a ^ b),
-        ReduceOp::Avg => vals.sum::<f64>() / n as f64,
-        ReduceOp::PreMulSum(s) => vals.map(|v| v * s).sum(),
-        _ => f64::NAN,
-    }
-}
-
-/// The rounding a float type allows, relative to the magnitude of the summed inputs.
-fn tolerance<T: Element>(n: usize) -> f64 {
-    let eps = match std::mem::size_of::<T>() {
-        8 => 1e-15,
-        4 => 1.2e-7,
-        _ if T::NAME == "bf16" => 7.9e-3,
-        _ => 9.8e-4,
-    };
-    if T::KIND == ElementKind::Float {
-        4.0 * eps * (n as f64 + 1.0)
-    } else {
-        0.0
-    }
-}
-
-/// Compares `got` with `want(i)` for every index; integers exactly (after the type's own
-/// conversion), floats within the type's rounding. Returns the first mismatch.
+/// Compares `got` with `want(i)` for every index by the library's one definition of a right
+/// answer ([`testing::element_ok`]: integers and truth values exactly, after the type's own
+/// conversion; floats within the error `k` roundings allow, `k` being
+/// [`testing::roundings`] over `n` members, but 1 for fp8, which this crate computes in `f32`
+/// and rounds once). Returns the first mismatch.
 fn compare<T: Element>(
     what: &str,
     got: &[T],
-    want: impl Fn(usize) -> f64 + Sync,
+    want: impl Fn(usize) -> Reference + Sync,
     n: usize,
     threads: usize,
 ) -> anyhow::Result<()> {
-    let tol = tolerance::<T>(n);
-    // fp8 results are computed exactly in f32 and rounded once: within half a unit in the
-    // last place (3 mantissa bits in e4m3, 2 in e5m2), or, below the normal range, half the
-    // subnormal step (2^-9 in e4m3, 2^-16 in e5m2: products over 8 PEs get there).
-    let (fp8_rel, fp8_abs) = match T::NAME {
-        "f8e4m3" => (2f64.powi(-4), 2f64.powi(-10)),
-        _ => (2f64.powi(-3), 2f64.powi(-16)),
+    let k = if is_fp8::<T>() {
+        1
+    } else {
+        testing::roundings(n)
     };
-    if T::KIND == ElementKind::Bool {
-        let bytes: &[u8] = bytemuck::cast_slice(got);
-        if let Some(i) = bytes.iter().position(|&b| b > 1) {
-            bail!(
-                "{what}: element {i} is the byte {:#x}, not 0 or 1",
-                bytes[i]
-            );
-        }
-    }
-    let good = |i: usize| {
-        let (g, w) = (got[i].to_f64(), want(i));
-        let ok = if is_fp8::<T>() {
-            (g - w).abs() <= fp8_rel * w.abs() + fp8_abs
-        } else if T::KIND == ElementKind::Float {
-            (g - w).abs() <= tol * w.abs().max(1.0) * n as f64
-        } else {
-            g == T::from_f64(w).to_f64()
-        };
-        ok && !g.is_nan()
-    };
+    let good = |i: usize| testing::element_ok(T::DTYPE, bytemuck::bytes_of(&got[i]), want(i), k);
     if let Some(i) = par_find(got.len(), threads, |i| !good(i)) {
+        let w = want(i);
         bail!(
-            "{what}: element {i} is {}, expected {} (of {})",
+            "{what}: element {i} is {} (bytes {:?}), expected {} (within {}; of {})",
             got[i].to_f64(),
-            want(i),
+            bytemuck::bytes_of(&got[i]),
+            w.value,
+            testing::allowed_error(T::DTYPE, k, w.magnitude),
             got.len()
         );
     }
@@ -726,8 +677,14 @@ fn check<T: Element>(
                 got.len()
             );
         };
-        let want =
-            |i: usize| layout.expected(r, i, |k, j| inputs.f(k, j), |val| reduce_at(op, n, val));
+        let want = |i: usize| {
+            layout.expected(
+                r,
+                i,
+                |k, j| inputs.f(k, j),
+                |val| testing::reduce(op, n, val),
+            )
+        };
         compare::<T>("result", region, want, n, threads)?;
     }
     if let Some(src_after) = &back.src_after {
@@ -839,7 +796,9 @@ fn graph_replay_one(
                     -1.0
                 } else {
                     let of64 = |p: usize, j: usize| of(p, j) as f64;
-                    layout.expected(me, i, of64, |val| reduce_at(op, n, val)) as f32
+                    layout
+                        .expected(me, i, of64, |val| testing::reduce(op, n, val))
+                        .value as f32
                 }
             };
             for i in layout.result(me) {
@@ -1326,12 +1285,12 @@ fn matrix_host_helpers() {
     assert_ne!(other_case.whole(3, 100, 1), whole[..100]);
 
     let got: Vec<i32> = (0..len as i32).collect();
-    compare::<i32>("result", &got, |i| i as f64, 1, 4).unwrap();
+    compare::<i32>("result", &got, |i| (i as f64).into(), 1, 4).unwrap();
     let first = 2 * MIN_CHUNK + 1;
     let e = compare::<i32>(
         "result",
         &got,
-        |i| if i >= first { -1.0 } else { i as f64 },
+        |i| Reference::from(if i >= first { -1.0 } else { i as f64 }),
         1,
         4,
     )
@@ -1341,19 +1300,109 @@ fn matrix_host_helpers() {
         "{e}"
     );
 
-    assert_eq!(reduce_at(ReduceOp::Avg, 4, |k| k as f64), 1.5);
-    assert_eq!(reduce_at(ReduceOp::Xor, 3, |k| (k + 1) as f64), 0.0);
-    assert_eq!(reduce_at(ReduceOp::PreMulSum(2.0), 3, |k| k as f64), 6.0);
-    assert_eq!(reduce_at(ReduceOp::Min, 3, |k| k as f64 - 1.0), -1.0);
+    // A bool8 byte other than 0 and 1 is wrong even where it reads as true.
+    let bools = [nvshmem::element::Bool8::from_f64(1.0); 3];
+    let mut bad = bools;
+    bytemuck::cast_slice_mut::<_, u8>(&mut bad)[1] = 2;
+    compare("b", &bools, |_| 1.0.into(), 2, 1).unwrap();
+    assert!(compare("b", &bad, |_| 1.0.into(), 2, 1).is_err());
+}
+
+/// Every data collective prepared ([`common::prepare`]), out of place and in place, on `team`:
+/// started once (out of place twice, which must change nothing), it leaves its buffers as the
+/// call ([`common::call`]) leaves a copy of them made from the same inputs, byte for byte,
+/// outputs the call does not write included (poisoned alike). i32 sums are exact, so any
+/// algorithm gives the same bytes.
+fn every_prepared_form(rt: &Runtime, team: &Team, name: &str) -> anyhow::Result<()> {
+    let (tme, tn) = (team.my_pe(), team.n_pes());
+    let s = rt.stream();
+    let (m, root) = (1000, tn - 1);
+    for coll in common::data_collectives() {
+        for in_place in [false, true] {
+            if in_place && !coll.geometry().has_in_place() {
+                continue;
+            }
+            let lay = Layout {
+                coll,
+                n: tn,
+                m,
+                in_place,
+                root,
+            };
+            let input: Vec<i32> = (0..lay.lens().0)
+                .map(|i| (tme * 100_000 + i) as i32)
+                .collect();
+            let fresh = || -> anyhow::Result<(SymArray<i32>, SymArray<i32>)> {
+                let mut init = vec![common::poison::<i32>(); lay.out_len()];
+                if in_place {
+                    let at = lay.input_at(tme);
+                    init[at..at + input.len()].copy_from_slice(&input);
+                }
+                Ok((rt.alloc_from(&input)?, rt.alloc_from(&init)?))
+            };
+            let what = format!(
+                "{name}: prepared {coll}{}",
+                if in_place { " in place" } else { "" }
+            );
+            let (src, mut called) = fresh()?;
+            common::call(
+                team,
+                coll,
+                in_place,
+                root,
+                ReduceOp::Sum,
+                &src,
+                &mut called,
+                s,
+            )?;
+            let (src2, mut prepared) = fresh()?;
+            {
+                let p = common::prepare(
+                    team,
+                    coll,
+                    in_place,
+                    root,
+                    ReduceOp::Sum,
+                    &src2,
+                    &mut prepared,
+                )?;
+                p.start(s)?;
+                if !in_place {
+                    p.start(s)?;
+                }
+            }
+            s.synchronize()?;
+            let (want, got) = (called.to_vec()?, prepared.to_vec()?);
+            if let Some(i) = (0..want.len()).find(|&i| want[i] != got[i]) {
+                anyhow::bail!(
+                    "{what}: element {i} is {}, the call gave {} (of {})",
+                    got[i],
+                    want[i],
+                    want.len()
+                );
+            }
+            // The call did write its result (the comparison alone would pass two no-ops).
+            if !lay.root_only(tme) {
+                let r = lay.result(tme);
+                ensure!(
+                    got[r].iter().any(|&x| x != common::poison::<i32>()),
+                    "{what}: the result is still the poison"
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Prepared calls (`Team::prepare_*`) started many times, on two streams and on a listed team,
-/// give what the calls give; their arrays, dropped right after the prepared call while its
-/// last start may still run, are not reused early.
+/// give what the calls give; every collective's prepared form, in place too, gives what its
+/// call gives on the same inputs; their arrays, dropped right after the prepared call while
+/// its last start may still run, are not reused early.
 fn prepared(rt: &Runtime, world: &Team, listed: Option<&Team>) -> anyhow::Result<()> {
     let other = rt.context().new_stream()?;
     for (name, team) in [("world", Some(world)), ("listed", listed)] {
         let Some(team) = team else { continue };
+        every_prepared_form(rt, team, name)?;
         let (tme, tn) = (team.my_pe(), team.n_pes());
         for count in [3usize, 4099, 1 << 18] {
             let src = rt.alloc_from(&vec![(tme + 1) as f32; count])?;
@@ -1366,12 +1415,15 @@ fn prepared(rt: &Runtime, world: &Team, listed: Option<&Team>) -> anyhow::Result
                 let fc = team.prepare_fcollect(&blocks, &mut all)?;
                 let br = team.prepare_broadcast(tn - 1, &src, &mut bc)?;
                 let bar = team.prepare_barrier()?;
+                let sync = team.prepare_sync()?;
                 for i in 0..20 {
                     let s = if i % 2 == 0 { rt.stream() } else { &other };
                     ar.start(s)?;
                     fc.start(s)?;
                     br.start(s)?;
                     bar.start(s)?;
+                    // A sync orders the streams' work as a barrier does (nothing here puts).
+                    sync.start(s)?;
                 }
             }
             other.synchronize()?;

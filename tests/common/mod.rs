@@ -6,7 +6,7 @@
 //!
 //! The collective tests also share here what a collective call is, from the library's one
 //! table of collectives ([`Collective`], [`Geometry`]): [`call`], the one place a collective
-//! becomes its `Team` method, and [`Layout`], where a call's input, output and result lie and
+//! becomes its `Team` method, [`prepare`], its `Team::prepare_` method, and [`Layout`], where a call's input, output and result lie and
 //! what the result must be.
 #![allow(dead_code)]
 
@@ -226,6 +226,40 @@ pub fn call<T: Element>(
     }
 }
 
+/// Prepares `coll` over `team` ([`nvshmem::Prepared`]), as [`call`] makes it: from `src` into
+/// `dst`, or in place in `dst` alone (`src` unused).
+pub fn prepare<'a, T: Element>(
+    team: &Team,
+    coll: Collective,
+    in_place: bool,
+    root: usize,
+    op: ReduceOp,
+    src: &'a impl SymBuffer<T>,
+    dst: &'a mut impl SymBufferMut<T>,
+) -> nvshmem::Result<nvshmem::collective::Prepared<'a>> {
+    use Collective as C;
+    match (coll, in_place) {
+        (C::AllReduce, false) => team.prepare_all_reduce(src, dst, op),
+        (C::AllReduce, true) => team.prepare_all_reduce_in_place(dst, op),
+        (C::Reduce, false) => team.prepare_reduce(root, src, dst, op),
+        (C::Reduce, true) => team.prepare_reduce_in_place(root, dst, op),
+        (C::Broadcast, false) => team.prepare_broadcast(root, src, dst),
+        (C::Broadcast, true) => team.prepare_broadcast_in_place(root, dst),
+        (C::Fcollect, false) => team.prepare_fcollect(src, dst),
+        (C::Fcollect, true) => team.prepare_fcollect_in_place(dst),
+        (C::Alltoall, false) => team.prepare_alltoall(src, dst),
+        (C::ReduceScatter, false) => team.prepare_reduce_scatter(src, dst, op),
+        (C::ReduceScatter, true) => team.prepare_reduce_scatter_in_place(dst, op),
+        (C::Gather, false) => team.prepare_gather(root, src, dst),
+        (C::Gather, true) => team.prepare_gather_in_place(root, dst),
+        (C::Scatter, false) => team.prepare_scatter(root, src, dst),
+        (C::Scatter, true) => team.prepare_scatter_in_place(root, dst),
+        (C::Barrier, _) => team.prepare_barrier(),
+        (C::Sync, _) => team.prepare_sync(),
+        (c, in_place) => panic!("no prepared call for {c} (in place: {in_place})"),
+    }
+}
+
 /// Where one call's buffers and result lie, for team member `r`, derived from the collective's
 /// [`Geometry`]: `m` elements a part (the library's `count`: the whole input of all-reduce,
 /// reduce and broadcast, one block of the others) in a team of `n`.
@@ -283,14 +317,16 @@ impl Layout {
     }
 
     /// Element `i` of member `r`'s result, `input(k, j)` being element `j` of member `k`'s
-    /// input and `reduce(val)` the reduction of `val(k)` over the members.
-    pub fn expected(
+    /// input and `reduce(val)` the reduction of `val(k)` over the members: an `f64`, or a
+    /// [`Reference`](nvshmem::testing::Reference) with the magnitude the tolerance needs
+    /// (data moved converts into one).
+    pub fn expected<R: From<f64>>(
         &self,
         r: usize,
         i: usize,
         input: impl Fn(usize, usize) -> f64,
-        reduce: impl Fn(&dyn Fn(usize) -> f64) -> f64,
-    ) -> f64 {
+        reduce: impl Fn(&dyn Fn(usize) -> f64) -> R,
+    ) -> R {
         let m = self.m;
         // Whose input (None: every member's, reduced, or the root's) and which element of it.
         let (from, at) = match self.coll.geometry() {
@@ -303,7 +339,7 @@ impl Layout {
         if self.coll.reduces() {
             reduce(&|k| input(k, at))
         } else {
-            input(from.unwrap_or(self.root), at)
+            R::from(input(from.unwrap_or(self.root), at))
         }
     }
 }

@@ -1,25 +1,14 @@
 //! `--check`: the input pattern, the host's expected answer, and how close a result must be.
 //!
-//! Elements go to and from bytes through the library's one list of element types
-//! ([`nvshmem::with_element_type!`], [`Element::from_f64`], [`Element::to_f64`]), so every
-//! [`DataType`] is covered without a table of our own; the reference covers every
-//! [`ReduceOp`].
-use nvshmem::{DataType, Element, ElementKind, ReduceOp};
+//! The reference reduction and the tolerance are the library's (`nvshmem::testing`), which the
+//! repository's GPU tests judge results by too: one definition of a right answer. Elements go
+//! to and from bytes through the library's one list of element types
+//! ([`testing::encode`], [`testing::decode`]), so every [`DataType`] is covered without a
+//! table of our own; the reference covers every [`ReduceOp`].
+use nvshmem::testing::{self, encode, Reference};
+use nvshmem::{DataType, ElementKind, ReduceOp};
 
 use crate::{coll::Collective, impls::Spec};
-
-/// Writes `v` as one element of `dtype` into `out` (`dtype.size()` bytes), by the type's own
-/// conversion: integers truncate toward zero and saturate, truth values are 0 or 1.
-pub fn encode(dtype: DataType, v: f64, out: &mut [u8]) {
-    nvshmem::with_element_type!(dtype, T => {
-        out.copy_from_slice(bytemuck::bytes_of(&<T as Element>::from_f64(v)))
-    })
-}
-
-/// Reads one element of `dtype` from `b` (`dtype.size()` bytes).
-pub fn decode(dtype: DataType, b: &[u8]) -> f64 {
-    nvshmem::with_element_type!(dtype, T => Element::to_f64(bytemuck::pod_read_unaligned::<T>(b)))
-}
 
 /// The value PE `pe` puts at index `i` of its input for `spec`: small whole numbers, exact in
 /// every type (products stay below 2^(n/4+1) for the PE counts benchmarked); 0 or 1 for
@@ -40,41 +29,13 @@ pub fn input_value(spec: &Spec, pe: usize, i: usize) -> f64 {
     }
 }
 
-/// The reduction by `op` of the values `val(pe)` of `n` PEs, computed on the host in `f64`:
-/// bitwise operators on the integer values, `avg` the sum divided by `n`, `premul_sum(s)` the
-/// sum of `s * x`. (Comparing with [`element_ok`] then applies the type's conversion, which
-/// truncates an integer average toward zero, as NCCL and the library do.)
-pub fn reduce(op: ReduceOp, n: usize, val: impl Fn(usize) -> f64) -> f64 {
-    let vals = (0..n).map(&val);
-    let bits = |f: fn(i64, i64) -> i64| {
-        (0..n)
-            .map(|pe| val(pe) as i64)
-            .reduce(f)
-            .map_or(f64::NAN, |v| v as f64)
-    };
-    match op {
-        ReduceOp::Sum => vals.sum(),
-        ReduceOp::Prod => vals.product(),
-        ReduceOp::Min => vals.fold(f64::INFINITY, f64::min),
-        ReduceOp::Max => vals.fold(f64::NEG_INFINITY, f64::max),
-        ReduceOp::And => bits(|a, b| a & b),
-        ReduceOp::Or => bits(|a, b| a | b),
-        ReduceOp::Xor => bits(|a, b| a ^ b),
-        ReduceOp::Avg => vals.sum::<f64>() / n as f64,
-        ReduceOp::PreMulSum(s) => vals.map(|v| s * v).sum(),
-        // An operator the library gained after this was written: no reference, so every
-        // element is reported wrong rather than passed unchecked.
-        _ => f64::NAN,
-    }
-}
-
 /// What PE `spec.my_pe` should hold at index `k` of its output, or `None` where the
 /// collective leaves it unspecified (outputs of non-root PEs for rooted reductions and
 /// gathers).
-pub fn expected(spec: &Spec, k: usize) -> Option<f64> {
+pub fn expected(spec: &Spec, k: usize) -> Option<Reference> {
     let (me, n, root) = (spec.my_pe, spec.n_pes, spec.root);
-    let input = |pe: usize, i: usize| input_value(spec, pe, i);
-    let reduce_all = |i: usize| reduce(spec.op, n, |pe| input(pe, i));
+    let input = |pe: usize, i: usize| Reference::from(input_value(spec, pe, i));
+    let reduce_all = |i: usize| testing::reduce(spec.op, n, |pe| input_value(spec, pe, i));
     let c = spec.layout.chunk.max(1);
     match spec.coll {
         Collective::Barrier | Collective::Sync => None,
@@ -89,53 +50,12 @@ pub fn expected(spec: &Spec, k: usize) -> Option<f64> {
     }
 }
 
-/// The relative error a floating-point result over `n` PEs may have (0 for integers and truth
-/// values, which must be exact). Each of the up to `n` steps of a ring or tree rounds once
-/// (partial sums of the positive inputs never exceed the result), and `avg` and `premul_sum`
-/// once more: at most `(n + 1)` unit roundoffs `u` (half a unit in the last place). As in the
-/// library's GPU tests (`tests/gpu_collectives.rs`), the allowance is per type: four times that
-/// for f64, f32, f16 and bf16 (bf16's unit is 8x f16's); the bound itself for the 8-bit floats,
-/// whose units are so large (3 mantissa bits in e4m3, 2 in e5m2) that more would pass anything.
-pub fn tolerance(dtype: DataType, n: usize) -> f64 {
-    let roundings = (n + 1) as f64;
-    // Unit roundoff from machine epsilon (the gap between 1 and the next value).
-    let u = |eps: f64| eps / 2.0 * roundings;
-    match dtype {
-        DataType::F64 => 4.0 * u(f64::EPSILON),
-        DataType::F32 => 4.0 * u(f64::from(f32::EPSILON)),
-        DataType::F16 => 4.0 * u(half::f16::EPSILON.to_f64()),
-        DataType::BF16 => 4.0 * u(half::bf16::EPSILON.to_f64()),
-        DataType::F8E4M3 => u(2f64.powi(-3)),
-        DataType::F8E5M2 => u(2f64.powi(-2)),
-        DataType::I8
-        | DataType::I16
-        | DataType::I32
-        | DataType::I64
-        | DataType::U8
-        | DataType::U16
-        | DataType::U32
-        | DataType::U64
-        | DataType::Bool8 => 0.0,
-    }
-}
-
 /// Whether `got` (one element of `dtype`, as read back) is the reference `want` of a
-/// collective over `n` PEs: floats within [`tolerance`] (relative, and at least that much
-/// absolute), integers and truth values byte for byte as the type converts `want` (so an
-/// integer average is truncated, and a truth value is the byte 0 or 1, nothing else).
-pub fn element_ok(dtype: DataType, got: &[u8], want: f64, n: usize) -> bool {
-    if want.is_nan() {
-        return false;
-    }
-    if dtype.is_float() {
-        let g = decode(dtype, got);
-        !g.is_nan() && (g - want).abs() <= tolerance(dtype, n) * want.abs().max(1.0)
-    } else {
-        let mut buf = [0u8; 16];
-        let w = &mut buf[..dtype.size()];
-        encode(dtype, want, w);
-        got == w
-    }
+/// collective over `n` PEs, by the library's tolerance ([`testing::element_ok`]) with as many
+/// roundings as any implementation benchmarked may make ([`testing::roundings`]: NCCL's ring
+/// rounds at every hop, fp8 included).
+pub fn element_ok(dtype: DataType, got: &[u8], want: Reference, n: usize) -> bool {
+    testing::element_ok(dtype, got, want, testing::roundings(n))
 }
 
 /// What an in-place buffer holds outside its input before a check run: a byte no element of
@@ -187,6 +107,7 @@ pub fn count_wrong(spec: &Spec, buffer: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nvshmem::testing::decode;
 
     fn spec_of(coll: Collective, dtype: DataType, op: ReduceOp, me: usize, n: usize) -> Spec {
         let count = coll.count_for(8 * n * dtype.size(), dtype.size(), n);
@@ -212,7 +133,7 @@ mod tests {
         let sz = s.dtype.size();
         let mut out = vec![0u8; s.out_bytes()];
         for (k, e) in out.chunks_exact_mut(sz).enumerate() {
-            encode(s.dtype, expected(s, k).unwrap_or(0.0), e);
+            encode(s.dtype, expected(s, k).map_or(0.0, |r| r.value), e);
         }
         out
     }
@@ -248,128 +169,23 @@ mod tests {
     }
 
     #[test]
-    fn the_reference_covers_every_operator() {
-        let v = [6.0, 3.0, 5.0];
-        let at = |pe: usize| v[pe];
-        assert_eq!(reduce(ReduceOp::Sum, 3, at), 14.0);
-        assert_eq!(reduce(ReduceOp::Prod, 3, at), 90.0);
-        assert_eq!(reduce(ReduceOp::Min, 3, at), 3.0);
-        assert_eq!(reduce(ReduceOp::Max, 3, at), 6.0);
-        assert_eq!(reduce(ReduceOp::And, 3, at), 0.0);
-        assert_eq!(reduce(ReduceOp::Or, 3, at), 7.0);
-        assert_eq!(reduce(ReduceOp::Xor, 3, at), 0.0);
-        assert_eq!(reduce(ReduceOp::Xor, 2, at), 5.0);
-        assert_eq!(reduce(ReduceOp::And, 2, at), 2.0);
-        assert_eq!(reduce(ReduceOp::Avg, 3, at), 14.0 / 3.0);
-        assert_eq!(reduce(ReduceOp::PreMulSum(0.5), 3, at), 7.0);
-        assert_eq!(reduce(ReduceOp::PreMulSum(-2.0), 2, at), -18.0);
-    }
-
-    #[test]
-    fn integer_averages_truncate_and_must_be_exact() {
-        let want = reduce(ReduceOp::Avg, 3, |pe| [6.0, 3.0, 5.0][pe]);
-        assert!(element_ok(
-            DataType::I32,
-            &bytes(DataType::I32, 4.0),
-            want,
-            3
-        ));
-        assert!(!element_ok(
-            DataType::I32,
-            &bytes(DataType::I32, 5.0),
-            want,
-            3
-        ));
-        assert!(element_ok(DataType::U8, &[4], want, 3));
-        assert!(!element_ok(
-            DataType::U64,
-            &bytes(DataType::U64, 5.0),
-            4.0,
-            3
-        ));
-    }
-
-    #[test]
-    fn tolerances_per_type() {
-        for &t in DataType::ALL {
-            assert_eq!(tolerance(t, 2) > 0.0, t.is_float(), "{t}");
-        }
-        let order = [
-            DataType::F64,
-            DataType::F32,
-            DataType::F16,
-            DataType::BF16,
-            DataType::F8E4M3,
-            DataType::F8E5M2,
-        ];
-        for w in order.windows(2) {
-            assert!(tolerance(w[0], 8) < tolerance(w[1], 8), "{w:?}");
-        }
-        assert!(tolerance(DataType::F32, 8) > tolerance(DataType::F32, 2));
-        // An f32 average one unit off passes; a thousandth off does not (it did before).
-        let third = 7.0 / 3.0;
-        let f = |v: f32| v.to_ne_bytes();
-        assert!(element_ok(DataType::F32, &f(third as f32), third, 3));
-        let next = f32::from_bits((third as f32).to_bits() + 1);
-        assert!(element_ok(DataType::F32, &f(next), third, 3));
-        assert!(!element_ok(
-            DataType::F32,
-            &f(third as f32 * 1.001),
-            third,
-            3
-        ));
-        // bf16 rounds 7/3 to 2.328125: 0.2% off, within its tolerance; 2.5 (7% off) is not.
-        let b = bytes(DataType::BF16, third);
-        assert!((decode(DataType::BF16, &b) - third).abs() > 1e-3);
-        assert!(element_ok(DataType::BF16, &b, third, 3));
-        assert!(!element_ok(
-            DataType::BF16,
-            &bytes(DataType::BF16, 2.5),
-            third,
-            3
-        ));
-        // e5m2 has no 9 (8 and 10 around it); e4m3 has 9 but not 17.
-        assert_eq!(decode(DataType::F8E5M2, &bytes(DataType::F8E5M2, 9.0)), 8.0);
-        assert!(element_ok(
-            DataType::F8E5M2,
-            &bytes(DataType::F8E5M2, 9.0),
-            9.0,
-            2
-        ));
-        assert!(element_ok(
-            DataType::F8E4M3,
-            &bytes(DataType::F8E4M3, 17.0),
-            17.0,
-            4
-        ));
-        assert!(!element_ok(
-            DataType::F8E4M3,
-            &bytes(DataType::F8E4M3, 12.0),
-            9.0,
-            2
-        ));
-        // NaN is never right.
-        assert!(!element_ok(DataType::F64, &f64::NAN.to_ne_bytes(), 1.0, 2));
-        assert!(!element_ok(
-            DataType::F64,
-            &1.0f64.to_ne_bytes(),
-            f64::NAN,
-            2
-        ));
-    }
-
-    #[test]
     fn truth_values_are_the_byte_0_or_1() {
-        assert!(element_ok(DataType::Bool8, &[1], 1.0, 2));
-        assert!(!element_ok(DataType::Bool8, &[2], 1.0, 2));
-        assert!(!element_ok(DataType::Bool8, &[0], 1.0, 2));
+        assert!(element_ok(DataType::Bool8, &[1], 1.0.into(), 2));
+        assert!(!element_ok(DataType::Bool8, &[2], 1.0.into(), 2));
+        assert!(!element_ok(DataType::Bool8, &[0], 1.0.into(), 2));
         // The inputs vary, so and/or/min/max are not constant.
         let s = spec_of(Collective::AllReduce, DataType::Bool8, ReduceOp::And, 0, 2);
-        let outs: Vec<f64> = (0..8).filter_map(|k| expected(&s, k)).collect();
+        let outs: Vec<f64> = (0..8)
+            .filter_map(|k| expected(&s, k))
+            .map(|r| r.value)
+            .collect();
         assert!(outs.contains(&0.0) && outs.contains(&1.0), "{outs:?}");
         let s = ReduceOp::Or;
         let s = spec_of(Collective::AllReduce, DataType::Bool8, s, 0, 2);
-        let outs: Vec<f64> = (0..8).filter_map(|k| expected(&s, k)).collect();
+        let outs: Vec<f64> = (0..8)
+            .filter_map(|k| expected(&s, k))
+            .map(|r| r.value)
+            .collect();
         assert!(outs.contains(&0.0) && outs.contains(&1.0), "{outs:?}");
     }
 
@@ -397,7 +213,7 @@ mod tests {
                     for c in [Collective::AllReduce, Collective::ReduceScatter] {
                         let s = spec_of(c, t, op, n - 1, n);
                         let want: Vec<f64> = (0..s.layout.out_elems)
-                            .map(|k| expected(&s, k).unwrap())
+                            .map(|k| expected(&s, k).unwrap().value)
                             .collect();
                         assert!(want.iter().all(|w| w.is_finite()), "{t} {op} {want:?}");
                         let out = host_result(&s);
@@ -451,7 +267,7 @@ mod tests {
                     .collect()
             })
             .collect();
-        let red = |i: usize| reduce(s0.op, n, |pe| inputs[pe][i]);
+        let red = |i: usize| testing::reduce(s0.op, n, |pe| inputs[pe][i]).value;
         for me in 0..n {
             let out: Option<Vec<f64>> = match s0.coll {
                 Collective::AllReduce => Some((0..s0.count).map(red).collect()),
@@ -561,6 +377,7 @@ mod tests {
     #[test]
     fn expected_results() {
         let v = |s: &Spec, pe, i| input_value(s, pe, i);
+        let expected = |s: &Spec, k| expected(s, k).map(|r| r.value);
         let s = spec(Collective::AllReduce, 1);
         assert_eq!(expected(&s, 1), Some(v(&s, 0, 1) + v(&s, 1, 1)));
         let s = spec(Collective::Alltoall, 1);

@@ -57,8 +57,9 @@ pub(crate) enum Reduction {
     ReduceScatter,
 }
 
-/// The typed function table, made from the element list: for each core type, the operators
-/// NVSHMEM has for its kind.
+/// The typed function table, made from the element list and the operator table (`op.rs`):
+/// for each core type, the operators NVSHMEM has for it (`numbers`: every core type;
+/// `integers`: not the floats).
 macro_rules! reduce_table {
     ([] $($t:ty, $v:ident, $n:literal, $c:literal, $nv:ident, $k:ident, $g:ident, $conv:ident;)*) => {
         fn typed_reduce(lib: &NvshmemLib, kind: Reduction, dtype: DataType, op: ReduceOp) -> Option<ReduceFn> {
@@ -67,30 +68,40 @@ macro_rules! reduce_table {
             }
         }
     };
-    (@type $lib:ident $kind:ident $op:ident $nv:ident Float core) => {
-        reduce_table!(@ops $lib $kind $op $nv [Sum sum, Prod prod, Min min, Max max])
-    };
-    (@type $lib:ident $kind:ident $op:ident $nv:ident $k:ident core) => {
-        reduce_table!(@ops $lib $kind $op $nv [Sum sum, Prod prod, Min min, Max max, And and, Or or, Xor xor])
-    };
     (@type $lib:ident $kind:ident $op:ident $nv:ident $k:ident extra) => { None };
-    (@ops $lib:ident $kind:ident $op:ident $nv:ident [$($variant:ident $name:ident),*]) => {
-        pastey::paste! {
-            match ($kind, $op) {
-                $(
-                    // SAFETY: a function pointer seen as the typed function it is, differing from
-                    // `ReduceFn` only in the pointee type of its two data pointers, which the C
-                    // ABI passes alike.
-                    (Reduction::AllReduce, ReduceOp::$variant) => Some(unsafe {
+    (@type $lib:ident $kind:ident $op:ident $nv:ident $k:ident core) => {
+        crate::op::reduce_op_table!(typed_ops $lib $kind $op $nv $k)
+    };
+}
+
+/// One core type's operators, from the operator table's rows.
+macro_rules! typed_ops {
+    ([$lib:ident $kind:ident $op:ident $nv:ident $k:ident]
+        $($(#[$attr:meta])* $v:ident $(($field:ty))? = $name:literal [$($alias:literal),*]
+        define $def:ident applies [$($kind_:ident)*] nvshmem [$($nvop:ident($class:ident))?];)*) => {{
+        let mut f: Option<ReduceFn> = None;
+        $( typed_ops!(@row f $lib $kind $op $nv $k $v [$($nvop $class)?]); )*
+        f
+    }};
+    // NVSHMEM has no such reduction, or none for floats.
+    (@row $f:ident $lib:ident $kind:ident $op:ident $nv:ident $k:ident $v:ident []) => {};
+    (@row $f:ident $lib:ident $kind:ident $op:ident $nv:ident Float $v:ident [$name:ident integers]) => {};
+    (@row $f:ident $lib:ident $kind:ident $op:ident $nv:ident $k:ident $v:ident [$name:ident $class:ident]) => {
+        if matches!($op, ReduceOp::$v { .. }) {
+            $f = pastey::paste! {
+                match $kind {
+                    // SAFETY: a function pointer seen as the typed function it is, differing
+                    // from `ReduceFn` only in the pointee type of its two data pointers, which
+                    // the C ABI passes alike.
+                    Reduction::AllReduce => Some(unsafe {
                         std::mem::transmute::<*const (), ReduceFn>($lib.[<nvshmemx_ $nv _ $name _reduce_on_stream>] as *const ())
                     }),
                     // SAFETY: as above.
-                    (Reduction::ReduceScatter, ReduceOp::$variant) => Some(unsafe {
+                    Reduction::ReduceScatter => Some(unsafe {
                         std::mem::transmute::<*const (), ReduceFn>($lib.[<nvshmemx_ $nv _ $name _reducescatter_on_stream>] as *const ())
                     }),
-                )*
-                _ => None,
-            }
+                }
+            };
         }
     };
 }
@@ -111,23 +122,13 @@ fn nvshmem_operands(dtype: DataType, op: ReduceOp) -> Option<(DataType, ReduceOp
 
 /// Whether NVSHMEM has a typed reduction of `dtype` by `op` (known without the library).
 pub(crate) fn has_reduction(dtype: DataType, op: ReduceOp) -> bool {
-    match nvshmem_operands(dtype, op) {
-        Some((d, op)) => {
-            d.is_core()
-                && match op {
-                    ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Min | ReduceOp::Max => true,
-                    ReduceOp::And | ReduceOp::Or | ReduceOp::Xor => d.is_integer(),
-                    ReduceOp::Avg | ReduceOp::PreMulSum(_) => false,
-                }
-        }
-        None => false,
-    }
+    nvshmem_operands(dtype, op).is_some_and(|(d, op)| op.nvshmem_has(d))
 }
 
 /// The most elements one NVSHMEM reduction call of `dtype` may take. NVSHMEM 3.4.5's 16-bit
-/// integer reductions hang, or let the PEs' barriers fall out of step, at 16 MiB a call on
-/// 2 x H200 (`docs/performance.md`, "16-bit integers"), while 1 MiB calls pass every check:
-/// those types cap a call at 1 MiB, and longer reductions run as several calls.
+/// integer reductions hang (or let the PEs' barriers fall out of step) at 16 MiB a call on
+/// 2 x H200 while 1 MiB calls pass every check (`docs/performance.md`, "16-bit integers"), so
+/// a call of those types takes at most 1 MiB, and longer reductions run as several calls.
 pub(crate) fn max_reduce_count(dtype: DataType) -> usize {
     match dtype {
         DataType::I16 | DataType::U16 => (1 << 20) / 2,

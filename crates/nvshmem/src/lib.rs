@@ -34,6 +34,8 @@ mod props;
 pub mod rma;
 pub mod runtime;
 pub mod team;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod timing;
 
 pub use collective::ReduceOp;

@@ -3,116 +3,195 @@ use std::{fmt, str::FromStr};
 
 use crate::{DataType, ElementKind, Error, Result};
 
-/// How a reduction combines the PEs' elements.
-///
-/// Which operator applies to which element kind ([`ReduceOp::applies_to`]):
-///
-/// | kind | operators |
-/// |---|---|
-/// | integers (`i8`..`u64`) | all: `And`, `Or`, `Xor` bitwise |
-/// | floats (`f16`..`f64`, fp8) | `Sum`, `Prod`, `Min`, `Max`, `Avg`, `PreMulSum` |
-/// | [`Bool8`](crate::element::Bool8) | `And`, `Or` (logical), `Min` (= and), `Max` (= or) |
-///
-/// `Avg` is the mean of the PEs' values: for integers the exact mean truncated toward zero,
-/// computed without overflow (`i64::MAX - 1` on every PE gives `i64::MAX - 1`); for floats the
-/// sum in the accumulator (`f32` for 16- and 8-bit floats, the type for `f32` and `f64`)
-/// divided by the team size, rounded once. `PreMulSum(s)` multiplies every input by `s`
-/// before summing (NCCL's `ncclRedOpCreatePreMulSum`); for integer types `s` must be a whole
-/// number (NCCL takes the scalar in the data's type). Integer `Sum`, `Prod` and `PreMulSum`
-/// wrap modulo 2^bits. The meaning is the same at every size and by every algorithm (the
-/// table in [`crate::collective`], "Reductions"). [`ReduceOp::supports`] says whether a
-/// reduction of a given type by an operator can run at all.
-///
-/// Parsed from and printed as `sum`, `prod`, `min`, `max`, `and`, `or`, `xor`, `avg` and
-/// `premul_sum(S)`:
-///
-/// ```
-/// use nvshmem::ReduceOp;
-/// let op: ReduceOp = "premul_sum(0.5)".parse()?;
-/// assert_eq!(op, ReduceOp::PreMulSum(0.5));
-/// assert_eq!(op.to_string(), "premul_sum(0.5)");
-/// assert_eq!("max".parse::<ReduceOp>()?, ReduceOp::Max);
-/// # Ok::<(), nvshmem::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub enum ReduceOp {
-    /// Sum.
-    Sum,
-    /// Product.
-    Prod,
-    /// Minimum.
-    Min,
-    /// Maximum.
-    Max,
-    /// Bitwise and (integer types).
-    And,
-    /// Bitwise or (integer types).
-    Or,
-    /// Bitwise exclusive or (integer types).
-    Xor,
-    /// The mean over the PEs of the team (integers: exact, truncated toward zero).
-    Avg,
-    /// Each input multiplied by the scalar, then summed.
-    PreMulSum(f64),
+/// The one table of the operators: each row gives the variant (and its parameter), its name,
+/// the other names it is parsed from, the kernels' `NVR_OP_*` define (`kernels/ops.cuh`), the
+/// element kinds it applies to, NVSHMEM's function-name part for it with the types NVSHMEM has
+/// it for (`numbers`: its 12 core types; `integers`: its core integer types; empty: NVSHMEM has
+/// no such reduction), and its rustdoc. Calls `$cb! { [$($arg)*] rows }`: [`ReduceOp`] and its
+/// methods below, and `ffi.rs`'s dispatch to NVSHMEM's typed functions, are made from it.
+macro_rules! reduce_op_table {
+    ($cb:ident $($arg:tt)*) => {
+        $cb! { [$($arg)*]
+            /// Sum.
+            Sum = "sum" [] define SUM applies [Signed Unsigned Float] nvshmem [sum(numbers)];
+            /// Product.
+            Prod = "prod" ["product"] define PROD applies [Signed Unsigned Float] nvshmem [prod(numbers)];
+            /// Minimum (of truth values: and).
+            Min = "min" [] define MIN applies [Signed Unsigned Float Bool] nvshmem [min(numbers)];
+            /// Maximum (of truth values: or).
+            Max = "max" [] define MAX applies [Signed Unsigned Float Bool] nvshmem [max(numbers)];
+            /// Bitwise and (integer types); logical and of truth values.
+            And = "and" ["band"] define AND applies [Signed Unsigned Bool] nvshmem [and(integers)];
+            /// Bitwise or (integer types); logical or of truth values.
+            Or = "or" ["bor"] define OR applies [Signed Unsigned Bool] nvshmem [or(integers)];
+            /// Bitwise exclusive or (integer types).
+            Xor = "xor" ["bxor"] define XOR applies [Signed Unsigned] nvshmem [xor(integers)];
+            /// The mean over the PEs of the team (integers: exact, truncated toward zero).
+            Avg = "avg" ["mean"] define AVG applies [Signed Unsigned Float] nvshmem [];
+            /// Each input multiplied by the scalar, then summed.
+            PreMulSum(f64) = "premul_sum" ["premulsum"] define PREMULSUM applies [Signed Unsigned Float] nvshmem [];
+        }
+    };
+}
+pub(crate) use reduce_op_table;
+
+/// Defines [`ReduceOp`] and the methods that read the table.
+macro_rules! define_reduce_ops {
+    ([$(#[$enum_attr:meta])*] $($(#[$attr:meta])* $v:ident $(($field:ty))? = $name:literal [$($alias:literal),*]
+        define $def:ident applies [$($kind:ident)*] nvshmem [$($nvop:ident($class:ident))?];)*) => {
+        $(#[$enum_attr])*
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        #[non_exhaustive]
+        pub enum ReduceOp {
+            $($(#[$attr])* $v $(($field))?,)*
+        }
+
+        impl ReduceOp {
+            /// Every operator of the table, in its order, a parameter's as 1.
+            pub(crate) const EVERY: &'static [ReduceOp] = &[$(define_reduce_ops!(@example $v $($field)?)),*];
+
+            /// The operator's name without its parameter (`"premul_sum"` for `PreMulSum`).
+            ///
+            /// ```
+            /// assert_eq!(nvshmem::ReduceOp::Xor.name(), "xor");
+            /// ```
+            pub const fn name(self) -> &'static str {
+                match self { $(ReduceOp::$v { .. } => $name,)* }
+            }
+
+            /// Whether the operator is defined for elements of this kind: bitwise operators are
+            /// not defined for floating point, and truth values have only and, or, min and max.
+            ///
+            /// ```
+            /// use nvshmem::{ElementKind, ReduceOp};
+            /// assert!(ReduceOp::And.applies_to(ElementKind::Unsigned));
+            /// assert!(!ReduceOp::And.applies_to(ElementKind::Float));
+            /// assert!(ReduceOp::Max.applies_to(ElementKind::Bool));
+            /// assert!(!ReduceOp::Sum.applies_to(ElementKind::Bool));
+            /// ```
+            pub const fn applies_to(self, kind: ElementKind) -> bool {
+                match self { $(ReduceOp::$v { .. } => matches!(kind, $(ElementKind::$kind)|*),)* }
+            }
+
+            /// NVSHMEM's name for the operator in its typed functions
+            /// (`nvshmemx_<type>_<op>_reduce_on_stream`), or `None` where NVSHMEM has no such
+            /// reduction (this crate builds `avg` and `premul_sum` from `sum`).
+            ///
+            /// ```
+            /// use nvshmem::ReduceOp;
+            /// assert_eq!(ReduceOp::Prod.nvshmem_name(), Some("prod"));
+            /// assert_eq!(ReduceOp::Avg.nvshmem_name(), None);
+            /// ```
+            pub const fn nvshmem_name(self) -> Option<&'static str> {
+                match self { $(ReduceOp::$v { .. } => define_reduce_ops!(@some $($nvop)?),)* }
+            }
+
+            /// Whether NVSHMEM itself has a typed reduction of `dtype` by this operator: its
+            /// own (core) types by `sum`, `prod`, `min` and `max`, its integers by `and`, `or`
+            /// and `xor`. (The crate computes the other pairs it
+            /// [supports](ReduceOp::supports_type) from these or in its own kernels.)
+            ///
+            /// ```
+            /// use nvshmem::{DataType, ReduceOp};
+            /// assert!(ReduceOp::Max.nvshmem_has(DataType::BF16));
+            /// assert!(!ReduceOp::Xor.nvshmem_has(DataType::F32));
+            /// assert!(!ReduceOp::Sum.nvshmem_has(DataType::F8E4M3));
+            /// assert!(!ReduceOp::Avg.nvshmem_has(DataType::I32));
+            /// ```
+            pub const fn nvshmem_has(self, dtype: DataType) -> bool {
+                dtype.is_core()
+                    && match self { $(ReduceOp::$v { .. } => define_reduce_ops!(@class dtype $($class)?),)* }
+            }
+
+            /// The kernels' `NVR_OP_*` define of the operator (`kernels/ops.cuh`).
+            pub(crate) const fn define(self) -> &'static str {
+                match self { $(ReduceOp::$v { .. } => concat!("NVR_OP_", stringify!($def)),)* }
+            }
+
+            /// The operator named `t` (lower case, trimmed), by its name or another name, with
+            /// `scale` for one that takes a parameter (`None`: no parameter given).
+            fn by_name(t: &str, scale: Option<f64>) -> Option<ReduceOp> {
+                $(if t == $name $(|| t == $alias)* {
+                    return define_reduce_ops!(@make $v scale $($field)?);
+                })*
+                None
+            }
+
+            /// What [`ReduceOp::from_str`] accepts, for its error.
+            fn spellings() -> String {
+                let names = [$(concat!($name, define_reduce_ops!(@param $($field)?))),*];
+                let (last, rest) = names.split_last().expect("the table has rows");
+                format!("{} or {last}", rest.join(", "))
+            }
+        }
+    };
+    (@example $v:ident) => { ReduceOp::$v };
+    (@example $v:ident $field:ty) => { ReduceOp::$v(1 as $field) };
+    (@some) => { None };
+    (@some $n:ident) => { Some(stringify!($n)) };
+    (@class $d:ident) => { false };
+    (@class $d:ident numbers) => { true };
+    (@class $d:ident integers) => { $d.is_integer() };
+    (@param) => { "" };
+    (@param $field:ty) => { "(S)" };
+    (@make $v:ident $s:ident) => { match $s { None => Some(ReduceOp::$v), Some(_) => None } };
+    (@make $v:ident $s:ident $field:ty) => { $s.map(|s| ReduceOp::$v(s as $field)) };
+}
+
+reduce_op_table! { define_reduce_ops
+    /// How a reduction combines the PEs' elements.
+    ///
+    /// Which operator applies to which element kind ([`ReduceOp::applies_to`]):
+    ///
+    /// | kind | operators |
+    /// |---|---|
+    /// | integers (`i8`..`u64`) | all: `And`, `Or`, `Xor` bitwise |
+    /// | floats (`f16`..`f64`, fp8) | `Sum`, `Prod`, `Min`, `Max`, `Avg`, `PreMulSum` |
+    /// | [`Bool8`](crate::element::Bool8) | `And`, `Or` (logical), `Min` (= and), `Max` (= or) |
+    ///
+    /// `Avg` is the mean of the PEs' values: for integers the exact mean truncated toward zero,
+    /// computed without overflow (`i64::MAX - 1` on every PE gives `i64::MAX - 1`); for floats the
+    /// sum in the accumulator (`f32` for 16- and 8-bit floats, the type for `f32` and `f64`)
+    /// divided by the team size, rounded once. `PreMulSum(s)` multiplies every input by `s`
+    /// before summing (NCCL's `ncclRedOpCreatePreMulSum`); for integer types `s` must be a whole
+    /// number (NCCL takes the scalar in the data's type). Integer `Sum`, `Prod` and `PreMulSum`
+    /// wrap modulo 2^bits. The meaning is the same at every size and by every algorithm (the
+    /// table in [`crate::collective`], "Reductions"). [`ReduceOp::supports`] says whether a
+    /// reduction of a given type by an operator can run at all.
+    ///
+    /// Parsed from and printed as `sum`, `prod`, `min`, `max`, `and`, `or`, `xor`, `avg` and
+    /// `premul_sum(S)` (and `product`, `band`, `bor`, `bxor`, `mean`, `premulsum(S)`):
+    ///
+    /// ```
+    /// use nvshmem::ReduceOp;
+    /// let op: ReduceOp = "premul_sum(0.5)".parse()?;
+    /// assert_eq!(op, ReduceOp::PreMulSum(0.5));
+    /// assert_eq!(op.to_string(), "premul_sum(0.5)");
+    /// assert_eq!("max".parse::<ReduceOp>()?, ReduceOp::Max);
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
 }
 
 impl ReduceOp {
-    /// Every operator without a parameter, for tests and tours.
+    /// Every operator without a parameter, in the table's order, for tests and tours.
     ///
     /// ```
     /// assert_eq!(nvshmem::ReduceOp::BASIC.len(), 8);
     /// ```
-    pub const BASIC: [ReduceOp; 8] = [
-        ReduceOp::Sum,
-        ReduceOp::Prod,
-        ReduceOp::Min,
-        ReduceOp::Max,
-        ReduceOp::And,
-        ReduceOp::Or,
-        ReduceOp::Xor,
-        ReduceOp::Avg,
-    ];
-
-    /// The operator's name without its parameter (`"premul_sum"` for `PreMulSum`).
-    ///
-    /// ```
-    /// assert_eq!(nvshmem::ReduceOp::Xor.name(), "xor");
-    /// ```
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Prod => "prod",
-            ReduceOp::Min => "min",
-            ReduceOp::Max => "max",
-            ReduceOp::And => "and",
-            ReduceOp::Or => "or",
-            ReduceOp::Xor => "xor",
-            ReduceOp::Avg => "avg",
-            ReduceOp::PreMulSum(_) => "premul_sum",
+    pub const BASIC: [ReduceOp; 8] = {
+        let mut out = [ReduceOp::Sum; 8];
+        let (mut i, mut j) = (0, 0);
+        while i < Self::EVERY.len() {
+            if !matches!(Self::EVERY[i], ReduceOp::PreMulSum(_)) {
+                out[j] = Self::EVERY[i];
+                j += 1;
+            }
+            i += 1;
         }
-    }
-
-    /// Whether the operator is defined for elements of this kind: bitwise operators are not
-    /// defined for floating point, and truth values have only and, or, min and max.
-    ///
-    /// ```
-    /// use nvshmem::{ElementKind, ReduceOp};
-    /// assert!(ReduceOp::And.applies_to(ElementKind::Unsigned));
-    /// assert!(!ReduceOp::And.applies_to(ElementKind::Float));
-    /// assert!(ReduceOp::Max.applies_to(ElementKind::Bool));
-    /// assert!(!ReduceOp::Sum.applies_to(ElementKind::Bool));
-    /// ```
-    pub fn applies_to(self, kind: ElementKind) -> bool {
-        match kind {
-            ElementKind::Signed | ElementKind::Unsigned => true,
-            ElementKind::Float => !matches!(self, ReduceOp::And | ReduceOp::Or | ReduceOp::Xor),
-            ElementKind::Bool => matches!(
-                self,
-                ReduceOp::And | ReduceOp::Or | ReduceOp::Min | ReduceOp::Max
-            ),
-        }
-    }
+        // A new operator without a parameter lengthens this array (the build fails until so).
+        assert!(j == out.len());
+        out
+    };
 
     /// Refuses an operator the element type does not define, and a scale that is not finite
     /// or (for integer types) not a whole number the kernels can use.
@@ -180,33 +259,22 @@ impl FromStr for ReduceOp {
     fn from_str(s: &str) -> Result<Self> {
         let t = s.trim().to_ascii_lowercase();
         let bad = |why: &str| Error::arg("ReduceOp::from_str", "op", format!("{s:?}: {why}"));
-        Ok(match t.as_str() {
-            "sum" => ReduceOp::Sum,
-            "prod" | "product" => ReduceOp::Prod,
-            "min" => ReduceOp::Min,
-            "max" => ReduceOp::Max,
-            "and" | "band" => ReduceOp::And,
-            "or" | "bor" => ReduceOp::Or,
-            "xor" | "bxor" => ReduceOp::Xor,
-            "avg" | "mean" => ReduceOp::Avg,
-            _ => {
-                let arg = t
-                    .strip_prefix("premul_sum(")
-                    .or_else(|| t.strip_prefix("premulsum("))
-                    .and_then(|r| r.strip_suffix(')'))
-                    .ok_or_else(|| {
-                        bad("expected sum, prod, min, max, and, or, xor, avg or premul_sum(S)")
-                    })?;
+        // `name(S)`: an operator with its parameter.
+        let (head, scale) = match t.strip_suffix(')').and_then(|r| r.split_once('(')) {
+            Some((head, arg)) => {
                 let scale: f64 = arg
                     .trim()
                     .parse()
-                    .map_err(|_| bad("the scale of premul_sum(S) must be a number"))?;
+                    .map_err(|_| bad(&format!("the scale of {head}(S) must be a number")))?;
                 if !scale.is_finite() {
-                    return Err(bad("the scale of premul_sum(S) must be finite"));
+                    return Err(bad(&format!("the scale of {head}(S) must be finite")));
                 }
-                ReduceOp::PreMulSum(scale)
+                (head.trim(), Some(scale))
             }
-        })
+            None => (t.as_str(), None),
+        };
+        ReduceOp::by_name(head, scale)
+            .ok_or_else(|| bad(&format!("expected {}", ReduceOp::spellings())))
     }
 }
 
@@ -224,6 +292,18 @@ mod tests {
             assert_eq!(back, op);
         }
         assert_eq!(" SUM ".parse::<ReduceOp>().unwrap(), ReduceOp::Sum);
+        for (alias, op) in [
+            ("product", ReduceOp::Prod),
+            ("band", ReduceOp::And),
+            ("bor", ReduceOp::Or),
+            ("bxor", ReduceOp::Xor),
+            ("mean", ReduceOp::Avg),
+        ] {
+            assert_eq!(alias.parse::<ReduceOp>().unwrap(), op);
+        }
+        // A parameter only where the operator takes one.
+        assert!("sum(2)".parse::<ReduceOp>().is_err());
+        assert_eq!(ReduceOp::EVERY.len(), ReduceOp::BASIC.len() + 1);
         assert_eq!(
             "premulsum( 4 )".parse::<ReduceOp>().unwrap(),
             ReduceOp::PreMulSum(4.0)

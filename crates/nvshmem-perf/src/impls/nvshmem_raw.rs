@@ -13,21 +13,21 @@ use nvshmem_sys::nvshmem_team_t;
 use super::{Implementation, Spec};
 use crate::coll::Collective;
 
-/// Whether NVSHMEM has a reduction of `dtype` by `op`, or why not: its own (core) types, by
-/// sum, prod, min and max, and and, or, xor for integers. (The library builds the others,
-/// avg, premul_sum, fp8 and bool8, from these or from its own kernels.)
+/// Whether NVSHMEM has a reduction of `dtype` by `op`, or why not (the library's operator
+/// table: [`ReduceOp::nvshmem_has`]). (The library builds the others, avg, premul_sum, fp8
+/// and bool8, from these or in its own kernels.)
 pub fn nvshmem_reduces(dtype: DataType, op: ReduceOp) -> Result<(), String> {
-    if !dtype.is_core() {
-        return Err(format!("NVSHMEM has no {dtype} reductions"));
-    }
-    match op {
-        ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Min | ReduceOp::Max => Ok(()),
-        ReduceOp::And | ReduceOp::Or | ReduceOp::Xor if dtype.is_integer() => Ok(()),
-        ReduceOp::And | ReduceOp::Or | ReduceOp::Xor => Err(format!(
-            "NVSHMEM has no bitwise {} of {dtype} (integers only)",
+    if op.nvshmem_has(dtype) {
+        Ok(())
+    } else if !dtype.is_core() {
+        Err(format!("NVSHMEM has no {dtype} reductions"))
+    } else if op.nvshmem_name().is_none() {
+        Err(format!("NVSHMEM has no {} reduction", op.name()))
+    } else {
+        Err(format!(
+            "NVSHMEM has no {} reduction of {dtype} (integers only)",
             op.name()
-        )),
-        _ => Err(format!("NVSHMEM has no {} reduction", op.name())),
+        ))
     }
 }
 
@@ -73,7 +73,7 @@ impl NvshmemRaw {
     }
 
     fn symbol_name(spec: &Spec) -> Option<String> {
-        let (t, o) = (spec.dtype.nvshmem_name(), spec.op.name());
+        let (t, o) = (spec.dtype.nvshmem_name(), spec.op.nvshmem_name()?);
         match spec.coll {
             Collective::AllReduce => Some(format!("nvshmemx_{t}_{o}_reduce_on_stream")),
             Collective::ReduceScatter => Some(format!("nvshmemx_{t}_{o}_reducescatter_on_stream")),
@@ -248,7 +248,7 @@ mod tests {
         );
         assert_eq!(
             nvshmem_reduces(DataType::F32, ReduceOp::Xor).unwrap_err(),
-            "NVSHMEM has no bitwise xor of f32 (integers only)"
+            "NVSHMEM has no xor reduction of f32 (integers only)"
         );
         assert_eq!(
             nvshmem_reduces(DataType::I32, ReduceOp::Avg).unwrap_err(),

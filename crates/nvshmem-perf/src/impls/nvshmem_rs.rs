@@ -1,9 +1,5 @@
-//! (a) nvshmem-rs: this library's safe collectives.
-//!
-//! ┌──────────────────────────────────────────────────────────────────────────────────────┐
-//! │ SLOT FOR THE SAFE API. To wire it: fill in [`adapter::run`] with calls to the `Team`  │
-//! │ methods and set [`adapter::WIRED`] to true. Nothing else in the benchmark changes.    │
-//! └──────────────────────────────────────────────────────────────────────────────────────┘
+//! (a) nvshmem-rs: this library's safe collectives, called through [`adapter::run`] (one
+//! `Team` method a collective and in-place form).
 //!
 //! Buffers are typed `SymArray<T>` (the safe API is generic over [`Element`]), made per
 //! point for the spec's element type ([`nvshmem::with_element_type!`]). The algorithm of each
@@ -21,9 +17,6 @@ use crate::coll::Collective;
 /// The few lines that call the safe API.
 pub mod adapter {
     use super::*;
-
-    /// Whether [`run`] calls the safe API; while false, every point is reported as skipped.
-    pub const WIRED: bool = true;
 
     /// Runs `spec.coll` once on `stream` with the safe API. `output` is `None` in place: then
     /// `input` is the one buffer of [`Spec::in_place_buffer`], laid out as the library's
@@ -61,9 +54,6 @@ pub mod adapter {
 
     /// Whether the safe API has `spec` (same answer on every PE).
     pub fn unsupported(spec: &Spec) -> Option<String> {
-        if !WIRED {
-            return Some("not wired yet (see impls/nvshmem_rs.rs)".into());
-        }
         match spec.coll {
             Collective::Alltoall if spec.in_place => Some("alltoall has no in-place form".into()),
             c if c.has_op() => unsupported_reduction(spec.dtype, spec.op),

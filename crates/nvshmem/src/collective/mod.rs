@@ -95,7 +95,7 @@
 //! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] with `premul_sum` on `f32`, `f64`, integers | `B` (all `n_pes` blocks) |
 //! | [`Team::reduce_scatter_in_place`] (not `premul_sum`), [`Team::fcollect_in_place`] | one block: reduced into the scratch and copied into place / sent from a copy |
 //! | every reduction by `avg` of integers, 16-bit floats and fp8, by `premul_sum` of 16-bit floats and fp8 | `2 W` (plus 256); `W` plus a block of it for a reduce-scatter |
-//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] on `i16`/`u16` with blocks over 1 MiB | `B` (NVSHMEM's 16-bit integer reductions fail above a few MiB a call: all-reduces of these types run in 1 MiB calls, and such reduce-scatters as an all-reduce into the scratch) |
+//! | [`Team::reduce_scatter`], [`Team::reduce_scatter_in_place`] on `i16`/`u16` with blocks over 1 MiB | `B` (NVSHMEM 3.4.5's 16-bit integer reductions hang at 16 MiB a call on 2 × H200 while 1 MiB calls pass every check, so a call of these types takes at most 1 MiB: all-reduces run as several calls, and such reduce-scatters as an all-reduce into the scratch) |
 //! | anything else | none |
 //!
 //! The peer kernel (fp8 sum, min and max on a team without a channel) needs `B` for an
@@ -514,20 +514,31 @@ impl Team {
         buf: &impl SymBufferMut<T>,
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
+        let args = self.in_place_args(coll, name, op, root, buf)?;
+        self.collective(args, &[buf.alloc()], stream)
+    }
+
+    /// The description of an in-place call on `buf`, checked to be of this runtime.
+    fn in_place_args<'s, T: Element>(
+        &self,
+        coll: Collective,
+        name: &'static str,
+        op: Option<ReduceOp>,
+        root: Option<usize>,
+        buf: &'s impl SymBuffer<T>,
+    ) -> Result<Args<'s>> {
         self.runtime().check_same(name, "buf", buf.sym_runtime())?;
-        let bufs = Bufs::InPlace {
-            buf: span(buf),
-            shape: buf.sym_shape(),
-        };
-        let args = Args {
+        Ok(Args {
             coll,
             name,
             dtype: T::DTYPE,
             op,
             root,
-            bufs,
-        };
-        self.collective(args, &[buf.alloc()], stream)
+            bufs: Bufs::InPlace {
+                buf: span(buf),
+                shape: buf.sym_shape(),
+            },
+        })
     }
 
     /// All-reduce: every PE's `dst` gets the element-wise reduction of all PEs' `src`
@@ -592,15 +603,16 @@ impl Team {
     /// Reduce to `root` (a PE index in the team): the root's `dst` gets the reduction of all
     /// PEs' `src`; the other PEs' `dst` is left untouched (as NCCL's reduce).
     ///
-    /// NVSHMEM has no rooted reduction: the result is reduced into the runtime's collective
-    /// scratch, then copied to `dst` on the root (for `avg`, divided into it; `premul_sum`
-    /// scales `src` into the scratch too, after the result: `2 * len * size_of::<T>()` bytes
-    /// and 256 more). Reserve
-    /// the scratch first, collectively, with [`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch)
-    /// (`len * size_of::<T>()` bytes, else [`Error::ScratchTooSmall`](crate::Error::ScratchTooSmall)); fp8 needs none (the
-    /// root reduces the peers' `src` straight into its `dst`). Calls that use the scratch
-    /// share it, so do not run two at once on different streams. Operators as
-    /// [`Team::all_reduce`].
+    /// On a team the NVLink kernels serve (module docs, "Collective scratch") the root reduces
+    /// the members' `src` straight into its `dst`, with no scratch. Elsewhere it runs on
+    /// NVSHMEM, which has no rooted reduction: the result is reduced into the runtime's
+    /// collective scratch, then copied to `dst` on the root (for `avg`, divided into it;
+    /// `premul_sum` scales `src` into the scratch too, after the result: `2 * len *
+    /// size_of::<T>()` bytes and 256 more). Reserve the scratch first, collectively, with
+    /// [`Runtime::reserve_scratch`](crate::Runtime::reserve_scratch) (`len * size_of::<T>()`
+    /// bytes, else [`Error::ScratchTooSmall`](crate::Error::ScratchTooSmall)) where a team may
+    /// take that path. Calls that use the scratch share it, so do not run two at once on
+    /// different streams. Operators as [`Team::all_reduce`].
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
@@ -625,8 +637,8 @@ impl Team {
     }
 
     /// Reduce to `root` in place: the root's `buf` gets the reduction of all PEs' `buf`; the
-    /// other PEs' `buf` is left untouched. Uses the scratch as [`Team::reduce`] does
-    /// (`buf.len() * size_of::<T>()` bytes, none for fp8); operators as [`Team::all_reduce`].
+    /// other PEs' `buf` is left untouched. Uses the scratch where [`Team::reduce`] does
+    /// (`buf.len() * size_of::<T>()` bytes); operators as [`Team::all_reduce`].
     ///
     /// ```no_run
     /// # use nvshmem::{ReduceOp, Runtime};
@@ -966,15 +978,19 @@ impl Team {
         name: &'static str,
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
-        let args = Args {
-            coll,
-            name,
-            dtype: DataType::U8,
-            op: None,
-            root: None,
-            bufs: Bufs::None,
-        };
-        self.collective(args, &[], stream)
+        self.collective(rootless_args(coll, name), &[], stream)
+    }
+}
+
+/// The description of a call with no buffers (barrier, sync).
+fn rootless_args(coll: Collective, name: &'static str) -> Args<'static> {
+    Args {
+        coll,
+        name,
+        dtype: DataType::U8,
+        op: None,
+        root: None,
+        bufs: Bufs::None,
     }
 }
 

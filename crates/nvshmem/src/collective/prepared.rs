@@ -12,14 +12,14 @@ use std::{marker::PhantomData, sync::Arc};
 
 use cudarc::driver::CudaStream;
 
-use super::{algo, describe, Args, Bufs, Collective, ReduceOp};
+use super::{algo, describe, rootless_args, Args, Collective, ReduceOp};
 use crate::{
     memory::{SymBuffer, SymBufferMut},
-    DataType, Element, Result, Team,
+    Element, Result, Team,
 };
 
-/// A collective call prepared once and started many times ([`Team::prepare_all_reduce`] and
-/// its siblings). Every PE prepares the same calls, in the same order as its other calls on
+/// A collective call prepared once and started many times: every call of [`Team`], in place
+/// too, has its `prepare_` form ([`Team::prepare_all_reduce`], [`Team::prepare_sync`]...). Every PE prepares the same calls, in the same order as its other calls on
 /// the team, and starts them as it would make the call.
 ///
 /// ```no_run
@@ -114,6 +114,68 @@ impl Team {
         self.prepare_two(c, "all_reduce", Some(op), None, src, dst)
     }
 
+    /// [`Team::all_reduce_in_place`], prepared ([`Prepared`]); `buf` stays borrowed while the
+    /// result lives.
+    ///
+    /// ```no_run
+    /// # use nvshmem::{ReduceOp, Runtime};
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
+    /// let mut grads = rt.alloc_from(&[0.5f32; 256])?;
+    /// team.prepare_all_reduce_in_place(&mut grads, ReduceOp::Avg)?.start(&stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn prepare_all_reduce_in_place<'a, T: Element>(
+        &self,
+        buf: &'a mut impl SymBufferMut<T>,
+        op: ReduceOp,
+    ) -> Result<Prepared<'a>> {
+        let c = Collective::AllReduce;
+        self.prepare_one(c, "all_reduce_in_place", Some(op), None, buf)
+    }
+
+    /// [`Team::reduce`], prepared ([`Prepared`]). It needs the collective scratch where the
+    /// call does, reserved before it is prepared.
+    ///
+    /// ```no_run
+    /// # use nvshmem::{ReduceOp, Runtime};
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
+    /// rt.reserve_scratch(1 << 20)?;
+    /// let src = rt.alloc_from(&[1.0f64; 64])?;
+    /// let mut dst = rt.alloc_zeroed::<f64>(64)?;
+    /// team.prepare_reduce(0, &src, &mut dst, ReduceOp::Sum)?.start(&stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn prepare_reduce<'a, T: Element>(
+        &self,
+        root: usize,
+        src: &'a impl SymBuffer<T>,
+        dst: &'a mut impl SymBufferMut<T>,
+        op: ReduceOp,
+    ) -> Result<Prepared<'a>> {
+        let c = Collective::Reduce;
+        self.prepare_two(c, "reduce", Some(op), Some(root), src, dst)
+    }
+
+    /// [`Team::reduce_in_place`], prepared ([`Prepared`]).
+    ///
+    /// ```no_run
+    /// # use nvshmem::{ReduceOp, Runtime};
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
+    /// # rt.reserve_scratch(1 << 20)?;
+    /// let mut buf = rt.alloc_from(&[3i64; 16])?;
+    /// team.prepare_reduce_in_place(0, &mut buf, ReduceOp::Min)?.start(&stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn prepare_reduce_in_place<'a, T: Element>(
+        &self,
+        root: usize,
+        buf: &'a mut impl SymBufferMut<T>,
+        op: ReduceOp,
+    ) -> Result<Prepared<'a>> {
+        let c = Collective::Reduce;
+        self.prepare_one(c, "reduce_in_place", Some(op), Some(root), buf)
+    }
+
     /// [`Team::reduce_scatter`], prepared ([`Prepared`]).
     ///
     /// ```no_run
@@ -134,6 +196,25 @@ impl Team {
         self.prepare_two(c, "reduce_scatter", Some(op), None, src, dst)
     }
 
+    /// [`Team::reduce_scatter_in_place`], prepared ([`Prepared`]).
+    ///
+    /// ```no_run
+    /// # use nvshmem::{ReduceOp, Runtime};
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
+    /// # rt.reserve_scratch(1 << 20)?;
+    /// let mut buf = rt.alloc_from(&vec![1u32; 8 * team.n_pes()])?;
+    /// team.prepare_reduce_scatter_in_place(&mut buf, ReduceOp::Sum)?.start(&stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn prepare_reduce_scatter_in_place<'a, T: Element>(
+        &self,
+        buf: &'a mut impl SymBufferMut<T>,
+        op: ReduceOp,
+    ) -> Result<Prepared<'a>> {
+        let c = Collective::ReduceScatter;
+        self.prepare_one(c, "reduce_scatter_in_place", Some(op), None, buf)
+    }
+
     /// [`Team::fcollect`], prepared ([`Prepared`]).
     ///
     /// ```no_run
@@ -150,6 +231,22 @@ impl Team {
         dst: &'a mut impl SymBufferMut<T>,
     ) -> Result<Prepared<'a>> {
         self.prepare_two(Collective::Fcollect, "fcollect", None, None, src, dst)
+    }
+
+    /// [`Team::fcollect_in_place`], prepared ([`Prepared`]).
+    ///
+    /// ```no_run
+    /// # use nvshmem::Runtime;
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
+    /// let mut buf = rt.alloc_zeroed::<i32>(4 * team.n_pes())?;
+    /// team.prepare_fcollect_in_place(&mut buf)?.start(&stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn prepare_fcollect_in_place<'a, T: Element>(
+        &self,
+        buf: &'a mut impl SymBufferMut<T>,
+    ) -> Result<Prepared<'a>> {
+        self.prepare_one(Collective::Fcollect, "fcollect_in_place", None, None, buf)
     }
 
     /// [`Team::alltoall`], prepared ([`Prepared`]).
@@ -190,6 +287,100 @@ impl Team {
         self.prepare_two(c, "broadcast", None, Some(root), src, dst)
     }
 
+    /// [`Team::broadcast_in_place`], prepared ([`Prepared`]).
+    ///
+    /// ```no_run
+    /// # use nvshmem::Runtime;
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
+    /// let mut buf = rt.alloc_from(&[team.my_pe() as u64; 10])?;
+    /// team.prepare_broadcast_in_place(0, &mut buf)?.start(&stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn prepare_broadcast_in_place<'a, T: Element>(
+        &self,
+        root: usize,
+        buf: &'a mut impl SymBufferMut<T>,
+    ) -> Result<Prepared<'a>> {
+        let c = Collective::Broadcast;
+        self.prepare_one(c, "broadcast_in_place", None, Some(root), buf)
+    }
+
+    /// [`Team::gather`], prepared ([`Prepared`]).
+    ///
+    /// ```no_run
+    /// # use nvshmem::Runtime;
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
+    /// let src = rt.alloc_from(&[team.my_pe() as f32; 3])?;
+    /// let mut dst = rt.alloc_zeroed::<f32>(3 * team.n_pes())?;
+    /// team.prepare_gather(0, &src, &mut dst)?.start(&stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn prepare_gather<'a, T: Element>(
+        &self,
+        root: usize,
+        src: &'a impl SymBuffer<T>,
+        dst: &'a mut impl SymBufferMut<T>,
+    ) -> Result<Prepared<'a>> {
+        let c = Collective::Gather;
+        self.prepare_two(c, "gather", None, Some(root), src, dst)
+    }
+
+    /// [`Team::gather_in_place`], prepared ([`Prepared`]).
+    ///
+    /// ```no_run
+    /// # use nvshmem::Runtime;
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
+    /// let mut buf = rt.alloc_zeroed::<f32>(3 * team.n_pes())?;
+    /// team.prepare_gather_in_place(0, &mut buf)?.start(&stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn prepare_gather_in_place<'a, T: Element>(
+        &self,
+        root: usize,
+        buf: &'a mut impl SymBufferMut<T>,
+    ) -> Result<Prepared<'a>> {
+        let c = Collective::Gather;
+        self.prepare_one(c, "gather_in_place", None, Some(root), buf)
+    }
+
+    /// [`Team::scatter`], prepared ([`Prepared`]).
+    ///
+    /// ```no_run
+    /// # use nvshmem::Runtime;
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
+    /// let src = rt.alloc_zeroed::<f64>(2 * team.n_pes())?;
+    /// let mut dst = rt.alloc_zeroed::<f64>(2)?;
+    /// team.prepare_scatter(0, &src, &mut dst)?.start(&stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn prepare_scatter<'a, T: Element>(
+        &self,
+        root: usize,
+        src: &'a impl SymBuffer<T>,
+        dst: &'a mut impl SymBufferMut<T>,
+    ) -> Result<Prepared<'a>> {
+        let c = Collective::Scatter;
+        self.prepare_two(c, "scatter", None, Some(root), src, dst)
+    }
+
+    /// [`Team::scatter_in_place`], prepared ([`Prepared`]).
+    ///
+    /// ```no_run
+    /// # use nvshmem::Runtime;
+    /// # let rt = Runtime::init()?; let stream = rt.stream().clone(); let team = rt.world();
+    /// let mut buf = rt.alloc_zeroed::<f64>(2 * team.n_pes())?;
+    /// team.prepare_scatter_in_place(0, &mut buf)?.start(&stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn prepare_scatter_in_place<'a, T: Element>(
+        &self,
+        root: usize,
+        buf: &'a mut impl SymBufferMut<T>,
+    ) -> Result<Prepared<'a>> {
+        let c = Collective::Scatter;
+        self.prepare_one(c, "scatter_in_place", None, Some(root), buf)
+    }
+
     /// [`Team::barrier`], prepared ([`Prepared`]).
     ///
     /// ```no_run
@@ -199,15 +390,19 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn prepare_barrier(&self) -> Result<Prepared<'static>> {
-        let args = Args {
-            coll: Collective::Barrier,
-            name: "barrier",
-            dtype: DataType::U8,
-            op: None,
-            root: None,
-            bufs: Bufs::None,
-        };
-        self.prepared(args, &[])
+        self.prepared(rootless_args(Collective::Barrier, "barrier"), &[])
+    }
+
+    /// [`Team::sync`], prepared ([`Prepared`]).
+    ///
+    /// ```no_run
+    /// # let rt = nvshmem::Runtime::init()?; let stream = rt.stream().clone();
+    /// let sync = rt.world().prepare_sync()?;
+    /// sync.start(&stream)?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn prepare_sync(&self) -> Result<Prepared<'static>> {
+        self.prepared(rootless_args(Collective::Sync, "sync"), &[])
     }
 
     fn prepare_two<'a, T: Element>(
@@ -223,6 +418,18 @@ impl Team {
         self.prepared(args, &[src.alloc(), dst.alloc()])
     }
 
+    fn prepare_one<'a, T: Element>(
+        &self,
+        coll: Collective,
+        name: &'static str,
+        op: Option<ReduceOp>,
+        root: Option<usize>,
+        buf: &'a mut impl SymBufferMut<T>,
+    ) -> Result<Prepared<'a>> {
+        let args = self.in_place_args(coll, name, op, root, &*buf)?;
+        self.prepared(args, &[buf.alloc()])
+    }
+
     fn prepared<'a>(
         &self,
         args: Args,
@@ -234,5 +441,35 @@ impl Team {
             plan,
             _arrays: PhantomData,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Collective;
+
+    /// Every collective has a prepared form, and every in-place form a prepared in-place
+    /// form, named after the call (`prepare_` + its name): a collective added to the table
+    /// without them fails here.
+    #[test]
+    fn every_call_has_a_prepared_form() {
+        let src = include_str!("prepared.rs");
+        for c in Collective::ALL {
+            let names = [Some(c.name()), c.in_place_name()];
+            for name in names.into_iter().flatten() {
+                let generic = format!("pub fn prepare_{name}<");
+                let plain = format!("pub fn prepare_{name}(");
+                assert!(
+                    src.contains(&generic) || src.contains(&plain),
+                    "no prepare_{name}"
+                );
+                // Its rustdoc names the call it prepares.
+                let doc = format!("/// [`Team::{name}`], prepared ([`Prepared`])");
+                assert!(
+                    src.contains(&doc),
+                    "prepare_{name} does not say what it prepares"
+                );
+            }
+        }
     }
 }

@@ -40,7 +40,7 @@ use cudarc::driver::{sys, CudaStream};
 pub(crate) use compile::compute_capability;
 #[cfg(test)]
 use compile::{cuda_include_dir, nvrtc_available};
-pub(crate) use types::{reduces, KernelKey, NvlinkSource};
+pub(crate) use types::{KernelKey, NvlinkSource};
 
 use crate::{DataType, Error, ReduceOp, Result};
 
@@ -624,7 +624,7 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
             len,
         } => {
             const CALL: &str = "reduce (peer kernel)";
-            if !reduces(*dtype, *op) {
+            if !op.applies_to(dtype.kind()) {
                 return Err(Error::arg(
                     CALL,
                     "op",

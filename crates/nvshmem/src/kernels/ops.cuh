@@ -11,7 +11,7 @@
 //                  keep the low bits)
 //   NVR_IS_FLOAT   1 for floating-point types, else 0
 //   NVR_IS_SIGNED  1 for signed integer types, else 0
-//   NVR_OP         one of the NVR_OP_* values below
+//   NVR_OP         one of the NVR_OP_* values (defined ahead of this file, see below)
 // and the fp16/bf16/fp8 headers where the type needs them. Data-movement kernels are compiled
 // without NVR_OP (and without NVR_T), so everything typed below is under #ifdef NVR_OP.
 //
@@ -20,17 +20,8 @@
 // once stored), min and max compare as the type does (signed or not), and avg sums exactly in
 // 128 bits and divides truncating toward zero.
 
-#define NVR_OP_SUM 0
-#define NVR_OP_MIN 1
-#define NVR_OP_MAX 2
-#define NVR_OP_AND 3
-#define NVR_OP_OR 4
-#define NVR_OP_AVG 5
-#define NVR_OP_PREMULSUM 6
-// Product: numbers only (NVSHMEM keeps prod for its own path; the LL kernels have it too).
-#define NVR_OP_PROD 7
-// Bitwise xor: integers only.
-#define NVR_OP_XOR 8
+// The NVR_OP_* values are defined ahead of this file by kernels/types.rs, one per row of the
+// operator table (op.rs); each has its branch in nvr_combine below.
 
 typedef unsigned long long nvr_wrap_t;
 

@@ -108,34 +108,14 @@ fn reduction_prefix(t: DataType, op: ReduceOp) -> String {
     prefix_with(t, c)
 }
 
-/// The `NVR_OP` value (ops.cuh) of an operator the reduction kernels implement.
-fn op_define(op: ReduceOp) -> Option<&'static str> {
-    Some(match op {
-        ReduceOp::Sum => "NVR_OP_SUM",
-        ReduceOp::Prod => "NVR_OP_PROD",
-        ReduceOp::Min => "NVR_OP_MIN",
-        ReduceOp::Max => "NVR_OP_MAX",
-        ReduceOp::And => "NVR_OP_AND",
-        ReduceOp::Or => "NVR_OP_OR",
-        ReduceOp::Avg => "NVR_OP_AVG",
-        ReduceOp::PreMulSum(_) => "NVR_OP_PREMULSUM",
-        ReduceOp::Xor => "NVR_OP_XOR",
-    })
-}
-
-/// Whether the reduction kernels implement `op` for `t`: and/or for integers and bool, xor
-/// for integers;
-/// min/max for every type (bool's min/max are and/or); sum, prod, avg and premulsum for
-/// numbers.
-pub(crate) fn reduces(t: DataType, op: ReduceOp) -> bool {
-    match op {
-        ReduceOp::And | ReduceOp::Or => !t.is_float(),
-        ReduceOp::Xor => !t.is_float() && t != DataType::Bool8,
-        ReduceOp::Min | ReduceOp::Max => true,
-        ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Avg | ReduceOp::PreMulSum(_) => {
-            t != DataType::Bool8
-        }
+/// `kernels/ops.cuh` preceded by the `NVR_OP_*` values it compares `NVR_OP` with, one per
+/// operator of the table (`op.rs`), numbered in its order.
+fn ops_src() -> String {
+    let mut s = String::new();
+    for (i, op) in ReduceOp::EVERY.iter().enumerate() {
+        s += &format!("#define {} {i}\n", op.define());
     }
+    s + OPS_SRC
 }
 
 /// A source of the NVLink kernels (`kernels/PROTOCOL.md`).
@@ -291,11 +271,8 @@ impl KernelKey {
     pub(crate) fn all() -> Vec<KernelKey> {
         let mut v = Vec::new();
         for &t in DataType::ALL {
-            for op in ReduceOp::BASIC
-                .into_iter()
-                .chain([ReduceOp::PreMulSum(1.0)])
-            {
-                if reduces(t, op) {
+            for &op in ReduceOp::EVERY {
+                if op.applies_to(t.kind()) {
                     v.push(Self::Reduce(t, op));
                 }
             }
@@ -314,11 +291,8 @@ impl KernelKey {
         for file in NvlinkSource::ALL {
             v.push(Self::Nvlink(file, None));
             for &t in DataType::ALL {
-                for op in ReduceOp::BASIC
-                    .into_iter()
-                    .chain([ReduceOp::PreMulSum(1.0)])
-                {
-                    if reduces(t, op) {
+                for &op in ReduceOp::EVERY {
+                    if op.applies_to(t.kind()) {
                         v.push(Self::Nvlink(file, Some((t, op))));
                     }
                 }
@@ -356,26 +330,30 @@ impl KernelKey {
     /// The complete CUDA C source of this instantiation.
     pub(crate) fn source(self) -> String {
         match self {
-            Self::Reduce(t, op) => format!("{}{OPS_SRC}{REDUCE_SRC}", typed(t, op)),
+            Self::Reduce(t, op) => format!("{}{}{REDUCE_SRC}", typed(t, op), ops_src()),
             Self::Scale(t) => format!(
-                "{}#define NVR_MAP NVR_MAP_MUL\n{OPS_SRC}{REDUCE_SRC}",
-                prefix(t)
+                "{}#define NVR_MAP NVR_MAP_MUL\n{}{REDUCE_SRC}",
+                prefix(t),
+                ops_src()
             ),
             Self::Divide(t) => format!(
-                "{}#define NVR_MAP NVR_MAP_DIV\n{OPS_SRC}{REDUCE_SRC}",
-                prefix(t)
+                "{}#define NVR_MAP NVR_MAP_DIV\n{}{REDUCE_SRC}",
+                prefix(t),
+                ops_src()
             ),
             Self::Widen(t) => format!(
-                "{}#define NVR_MAP NVR_MAP_WIDEN\n{OPS_SRC}{REDUCE_SRC}",
-                prefix(t)
+                "{}#define NVR_MAP NVR_MAP_WIDEN\n{}{REDUCE_SRC}",
+                prefix(t),
+                ops_src()
             ),
             Self::Narrow(t) => format!(
-                "{}#define NVR_MAP NVR_MAP_NARROW\n{OPS_SRC}{REDUCE_SRC}",
-                prefix(t)
+                "{}#define NVR_MAP NVR_MAP_NARROW\n{}{REDUCE_SRC}",
+                prefix(t),
+                ops_src()
             ),
             Self::Nvlink(f, r) => {
                 let head = r.map(|(t, op)| typed(t, op)).unwrap_or_default();
-                format!("{head}{OPS_SRC}{COMMON_SRC}{}", f.source())
+                format!("{head}{}{COMMON_SRC}{}", ops_src(), f.source())
             }
             Self::Copy(w) => {
                 let word = match w {
@@ -409,8 +387,11 @@ impl KernelKey {
 
 /// The prefix of a reduction by `op` on `t`.
 fn typed(t: DataType, op: ReduceOp) -> String {
-    let define = op_define(op).expect("only operators the kernels implement");
-    format!("{}#define NVR_OP {define}\n", reduction_prefix(t, op))
+    format!(
+        "{}#define NVR_OP {}\n",
+        reduction_prefix(t, op),
+        op.define()
+    )
 }
 
 impl fmt::Display for KernelKey {
@@ -423,32 +404,24 @@ impl fmt::Display for KernelKey {
 mod tests {
     use super::*;
 
+    /// The kernels compute every pair the table lets through ([`ReduceOp::applies_to`]): each
+    /// operator's define is numbered once and has code in ops.cuh, which no longer spells the
+    /// numbers itself.
     #[test]
-    fn operator_support_follows_the_types() {
-        use DataType::*;
-        for op in [ReduceOp::And, ReduceOp::Or, ReduceOp::Min, ReduceOp::Max] {
-            assert!(reduces(Bool8, op));
+    fn every_operator_of_the_table_has_kernel_code() {
+        let head = ops_src();
+        for (i, op) in ReduceOp::EVERY.iter().enumerate() {
+            let d = op.define();
+            assert!(head.contains(&format!("#define {d} {i}\n")), "{op}");
+            assert!(
+                OPS_SRC.contains(&format!("NVR_OP == {d}")),
+                "{op}: no code in ops.cuh"
+            );
+            assert!(
+                !OPS_SRC.contains(&format!("#define {d} ")),
+                "{op}: ops.cuh numbers it"
+            );
         }
-        for op in [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::PreMulSum(2.0)] {
-            assert!(!reduces(Bool8, op));
-        }
-        for t in [F8E4M3, F8E5M2] {
-            for op in [
-                ReduceOp::Sum,
-                ReduceOp::Min,
-                ReduceOp::Max,
-                ReduceOp::Avg,
-                ReduceOp::PreMulSum(0.5),
-            ] {
-                assert!(reduces(t, op));
-            }
-            assert!(!reduces(t, ReduceOp::And) && !reduces(t, ReduceOp::Xor));
-        }
-        assert!(reduces(U32, ReduceOp::And) && !reduces(F32, ReduceOp::And));
-        // Xor (integers only) lets in-place xor reductions run in this crate's kernels, which
-        // take the in-place layouts NVSHMEM's own kernels get wrong.
-        assert!(reduces(I8, ReduceOp::Xor) && reduces(U64, ReduceOp::Xor));
-        assert!(!reduces(F32, ReduceOp::Xor) && !reduces(Bool8, ReduceOp::Xor));
     }
 
     #[test]
@@ -456,14 +429,10 @@ mod tests {
         let all = KernelKey::all();
         // Per type its operators, four maps (not bool), five copies, and per NVLink source its
         // type-free kernels and its reductions.
-        let ops = || {
-            ReduceOp::BASIC
-                .into_iter()
-                .chain([ReduceOp::PreMulSum(1.0)])
-        };
+        let ops = || ReduceOp::EVERY.iter().copied();
         let reductions: usize = DataType::ALL
             .iter()
-            .map(|&t| ops().filter(|&op| reduces(t, op)).count())
+            .map(|&t| ops().filter(|&op| op.applies_to(t.kind())).count())
             .sum();
         // 12 numbers: sum prod min max avg premul (+ and or xor for the 8 integers); fp8:
         // the same six; bool: and or min max.

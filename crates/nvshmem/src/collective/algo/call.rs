@@ -252,8 +252,10 @@ pub(crate) struct Call<'a> {
     pub(crate) room: usize,
     /// The NVLink kernels' view of the team (its channel), when the team has one.
     pub(crate) descriptor: Option<TeamDescriptor>,
-    /// The architecture of this PE's GPU, which the crossovers depend on
-    /// ([`crossover`]); set with `descriptor`, `None` (unknown) until then.
+    /// The team's architecture, agreed when the team was made (every member's compute
+    /// capability, where they all share one; `None` where they differ or it is unknown), set
+    /// by `describe` from the team: the crossovers depend on it ([`crossover`]), and every
+    /// member reads the same.
     pub(crate) arch: Option<crossover::Arch>,
 }
 

@@ -24,8 +24,7 @@ use super::{
 pub(super) struct Ce;
 
 /// Whether the automatic choice takes the copy engines for `call`: the crossover table's band
-/// for its collective, team size and architecture. Measured on two-PE teams of H200s only
-/// (broadcast, gather and scatter past 16 MiB blocks, fcollect and alltoall past 64 MiB);
+/// for its collective, team size and architecture. Measured on two-PE teams of H200s only;
 /// with more members a PE's copies to each peer share its links, where the direct kernels
 /// forward, so other teams never prefer them until measured.
 fn ce_preferred(call: &Call) -> bool {

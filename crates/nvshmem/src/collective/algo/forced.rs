@@ -188,8 +188,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How many teams can use this crate's NVLink collectives at once (default 8, fewer on a
-    /// heap under 256 MiB, at most 64): each such team holds a channel from when it is made
+    /// How many teams can use this crate's NVLink collectives at once (default 8, at most 64;
+    /// by default no more than fit in a sixteenth of the heap, so fewer than 8 on a heap under
+    /// about 260 MiB): each such team holds a channel from when it is made
     /// until it is dropped (predefined teams with the world's members share the world's).
     /// Each channel is a fixed amount of symmetric memory (about 2 MiB), allocated when the
     /// runtime starts; a team made when none is free runs NVSHMEM's collectives instead

@@ -16,6 +16,8 @@ mod call;
 mod ce;
 pub(crate) mod channel;
 pub(crate) mod crossover;
+#[cfg(test)]
+mod crossover_doc;
 pub(crate) mod fingerprint;
 mod forced;
 mod local;

@@ -15,9 +15,7 @@
 //! ([`crossover`](super::crossover)).
 use super::fingerprint::Fingerprint;
 use super::{crossover, Algorithm, Call, Collective, Step};
-use crate::kernels::{
-    self, KernelKey, Launch, NvlinkArgs, NvlinkLaunch, NvlinkSource, TeamDescriptor,
-};
+use crate::kernels::{KernelKey, Launch, NvlinkArgs, NvlinkLaunch, NvlinkSource, TeamDescriptor};
 
 /// One-shot LL collectives.
 pub(super) struct Ll;
@@ -26,8 +24,7 @@ pub(super) struct Ll;
 pub(super) struct Direct;
 
 /// Payload bytes a PE (per sender and receiver) up to which the automatic choice takes LL for
-/// `call`: its collective's row of the crossover table, for its team size and architecture
-/// (on 2 x H200: 32 KiB, 16 KiB for fcollect and reduce-scatter).
+/// `call`: its collective's row of the crossover table, for its team size and architecture.
 pub(crate) fn ll_crossover(call: &Call) -> usize {
     crossover::ll_limit(call)
 }
@@ -160,20 +157,14 @@ impl Algorithm for Direct {
 }
 
 /// What both kernel files refuse: a team without a channel, barrier and sync (the `nvlink`
-/// algorithm's), a reduction they have no code for. The team's channel view otherwise.
+/// algorithm's). The team's channel view otherwise. (They have code for every reduction the
+/// argument checks let through: the operator table, `op.rs`, is both.)
 fn kernel_view<'a>(call: &'a Call) -> Result<&'a TeamDescriptor, String> {
     let team = team_view(call)?;
     if matches!(call.coll, Collective::Barrier | Collective::Sync) {
         return Err(format!(
             "it has no {}; the nvlink algorithm does",
             call.coll
-        ));
-    }
-    if call.is_reduction() && !kernels::reduces(call.dtype, call.op) {
-        return Err(format!(
-            "the NVLink kernels have no {} reduction of {}",
-            call.op.name(),
-            call.dtype
         ));
     }
     Ok(team)

@@ -3,8 +3,9 @@
 //!
 //! NVSHMEM has no rooted reduction: a reduce to a root all-reduces into the collective
 //! scratch, and the root takes the result out, so non-root outputs stay untouched. NVSHMEM
-//! 3.4.5's 16-bit integer reductions fail above about 1 MiB a call
-//! ([`ffi::max_reduce_count`]): all-reduces of those types run as several calls, and a
+//! 3.4.5's 16-bit integer reductions hang at 16 MiB a call on 2 x H200 while 1 MiB calls pass
+//! every check, so a call of those types takes at most 1 MiB ([`ffi::max_reduce_count`]):
+//! all-reduces of those types run as several calls, and a
 //! reduce-scatter whose blocks exceed the cap runs as an all-reduce into the scratch of which
 //! each PE keeps its block.
 //!

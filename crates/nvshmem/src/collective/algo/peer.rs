@@ -7,7 +7,7 @@
 //! barrier is queued even when the kernel fails to launch on some PEs (a rooted call launches
 //! on the root only), so no PE waits in it for another.
 use super::{Algorithm, Call, Collective, Step};
-use crate::kernels::{self, Launch, MAX_PEERS};
+use crate::kernels::{Launch, MAX_PEERS};
 
 /// Reductions by this crate's kernel reading every member's input directly.
 pub(super) struct PeerKernel;
@@ -62,14 +62,6 @@ impl Algorithm for PeerKernel {
             Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
         ) {
             return Some(format!("{} is not a reduction", call.coll));
-        }
-        if !kernels::reduces(call.dtype, call.op) {
-            return Some(format!(
-                "this crate's kernels have no {} reduction of {} (they have sum, min, max, \
-                 avg and premul_sum, and and/or for integers and bool8)",
-                call.op.name(),
-                call.dtype
-            ));
         }
         refuse_peers(call)
     }
