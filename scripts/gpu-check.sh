@@ -943,19 +943,26 @@ spread() {
     CASE_TIMEOUT=${SPREAD_TIMEOUT:-90} case_ spread-foundation-${np}pe pass nvrun "$np" $t
   done
 }
-# The 8-byte latency of an older build beside this one, interleaved, in a CUDA graph (issue 31:
-# 2.33-2.52 us at 2001dcc, 2.62-2.72 at 1c95bf1): OLD_PERF (default .gpu/old/nvshmem-perf,
-# copied there by hand from a build of the older commit) against .gpu/bin/nvshmem-perf, the
-# latter also with the call check off.
+# The 8-byte latency of older builds beside this one, interleaved, in a CUDA graph (issue 31:
+# 2.31 us at 2001dcc, 2.61 at 1c95bf1 on 4 x H200, 2026-11-26): every nvshmem-perf under
+# .gpu/old/ (builds of older commits, copied there by hand, named nvshmem-perf-COMMIT), then
+# .gpu/bin/nvshmem-perf with the call check on and off, LATENCY_ROUNDS times (default 2).
 latency() {
-  local old=${OLD_PERF:-.gpu/old/nvshmem-perf} r
   local args=(all_reduce,barrier,sync -b 8 -e 8 -n 500 -w 50 --reps 5 -c 0 -G 1 --no-progress --impl nvshmem-rs)
-  for r in 1 2; do
-    [ -x "$old" ] && CASE_TIMEOUT=60 case_ latency-old-round$r pass mpi 2 "$old" "${args[@]}"
+  local r b name
+  for r in $(seq "${LATENCY_ROUNDS:-2}"); do
+    for b in .gpu/old/nvshmem-perf*; do
+      [ -x "$b" ] || continue
+      name=${b##*/}
+      CASE_TIMEOUT=60 case_ latency-${name#nvshmem-perf-}-round$r pass mpi 2 "$b" "${args[@]}"
+    done
     CASE_TIMEOUT=60 case_ latency-new-round$r pass mpi 2 .gpu/bin/nvshmem-perf "${args[@]}"
     CASE_TIMEOUT=60 NVSHMEM_RS_CHECK_CALLS=0 case_ latency-new-nocheck-round$r pass mpi 2 .gpu/bin/nvshmem-perf "${args[@]}"
   done
-  grep -H -E '^(\[PE 0\] )? *8 ' "$out"/latency-*.log
+  echo "== 8 B in a CUDA graph, us a call: all_reduce barrier sync"
+  for b in "$out"/latency-*.log; do
+    echo "${b##*/latency-}: $(grep -E '^ +[0-9]+ ' "$b" | awk '{print $6}' | xargs)"
+  done
 }
 
 perf_mode() {
