@@ -20,6 +20,7 @@
 // (undocumented_unsafe_blocks and unsafe_op_in_unsafe_fn come from the workspace's lints.)
 #![deny(missing_docs)]
 
+mod channel;
 pub mod collective;
 pub mod device;
 pub mod element;

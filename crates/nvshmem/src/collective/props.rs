@@ -17,7 +17,7 @@ use super::{
     describe, Args, Bufs, Collective,
 };
 use crate::{
-    collective::algo::channel::MAX_TEAM,
+    channel::MAX_TEAM,
     kernels::{Launch, TeamDescriptor},
     memory::check_scratch,
     props::{address, collective, config, dtype, names_arg, op, size},

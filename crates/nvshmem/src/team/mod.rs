@@ -52,7 +52,6 @@
 //!
 //! [`Runtime::free_retired`]: crate::Runtime::free_retired
 mod explicit;
-pub(crate) mod lane;
 mod plan;
 #[cfg(test)]
 mod props;
@@ -62,6 +61,10 @@ use std::sync::{Arc, Mutex};
 
 use nvshmem_sys::{nvshmem_team_t, teams as ids};
 
+use crate::channel::{
+    lane::{agreed_channel, ChannelPool, Lane},
+    MAX_TEAM,
+};
 use crate::{
     collective::algo::fingerprint::{team_tag, Fingerprint},
     ffi::TeamHandle,
@@ -72,11 +75,7 @@ use crate::{
     },
     Error, Result, Runtime,
 };
-use lane::{agreed_channel, ChannelPool, Lane};
 use plan::Strided;
-
-/// The most team members this crate's NVLink kernels serve (`NVR_MAX_TEAM`).
-pub(crate) const MAX_NVLINK_TEAM: usize = 8;
 
 /// What a team is, the same on every member once agreed when the team was made.
 #[derive(Debug)]
@@ -231,9 +230,9 @@ pub(crate) struct Agreed {
 
 impl Agreed {
     /// The channel a team of `n` members takes: the agreed one, if its members reach each
-    /// other and it has at most [`MAX_NVLINK_TEAM`] of them (others use none).
+    /// other and it has at most [`MAX_TEAM`] of them (others use none).
     pub(crate) fn team_channel(&self, n: usize) -> Option<usize> {
-        self.channel.filter(|_| self.mapped && n <= MAX_NVLINK_TEAM)
+        self.channel.filter(|_| self.mapped && n <= MAX_TEAM)
     }
 }
 
@@ -336,7 +335,7 @@ impl Teams {
     /// The team layer of a starting runtime: the channel pool (`channels` of them, or the
     /// default for the heap) and NVSHMEM's predefined teams, set up with every PE.
     pub(crate) fn start(rt: &Runtime, channels: Option<usize>, check_calls: u32) -> Result<Self> {
-        use crate::collective::algo::channel::{chan_bytes, Sizing};
+        use crate::channel::{chan_bytes, Sizing};
         const CALL: &str = "Runtime::init (teams)";
         let mut sizing = Sizing::for_heap(rt.info().heap_size);
         if let Some(n) = channels {
@@ -518,7 +517,7 @@ impl Core {
                 format!("team {handle}: a member agreed to reach every other, but cannot"),
             ));
         }
-        let channel = if agreed.mapped && n <= MAX_NVLINK_TEAM {
+        let channel = if agreed.mapped && n <= MAX_TEAM {
             if agreed.channel.is_none()
                 && !self
                     .said_no_channel
@@ -557,7 +556,7 @@ impl Core {
             .all(|w| unsafe { rt.nv().ptr(probe, w) }.is_some());
         let descriptor = channel.map(|c| {
             let offs = peer_offsets.as_ref().expect("a channel needs peer mapping");
-            let mut off = [0i64; MAX_NVLINK_TEAM];
+            let mut off = [0i64; MAX_TEAM];
             off[..offs.len()].copy_from_slice(offs);
             let (abort, status) = rt.health().device_words();
             TeamDescriptor {

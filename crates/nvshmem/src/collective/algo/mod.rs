@@ -14,7 +14,6 @@
 //! matching steps: no PE is left waiting for another.
 mod call;
 mod ce;
-pub(crate) mod channel;
 pub(crate) mod crossover;
 pub(crate) mod fingerprint;
 mod forced;

@@ -777,7 +777,7 @@ fn gather_and_scatter_address_each_members_own_block() {
 /// `c` with a channel, as a team that can use the NVLink kernels has, on the architecture the
 /// crossovers were measured on (sm_90).
 pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
-    let mut off = [0i64; 8];
+    let mut off = [0i64; crate::channel::MAX_TEAM];
     if let Some(o) = &c.team.peer_offsets {
         off[..o.len()].copy_from_slice(o);
     }

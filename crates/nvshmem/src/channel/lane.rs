@@ -226,7 +226,7 @@ impl Lane {
             return Ok(false);
         };
         // The header (epochs, arrive and depart words) is what precedes the LL regions.
-        let header = crate::collective::algo::channel::chan_bytes(0);
+        let header = super::chan_bytes(0);
         let s = stream.cu_stream();
         // SAFETY: the channel lies inside the pool's allocation, which lives as long as the
         // pool (held by this lane), `each` bytes from its address, the header first; the
