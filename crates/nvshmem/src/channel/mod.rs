@@ -30,6 +30,24 @@ pub(crate) fn chan_bytes(ll_bytes: usize) -> usize {
     HEADER + 2 * MAX_TEAM * LL_BLOCKS * ll_bytes
 }
 
+/// The tag of a team whose members are the world PEs `world`, in team order (FNV-1a).
+pub(crate) fn team_tag(world: &[usize]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &pe in world {
+        for b in (pe as u64).to_le_bytes() {
+            h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+        }
+    }
+    h
+}
+
+/// The fingerprint words a team's descriptor holds before any call (`nvr_team::fp`): word 0
+/// empty (each call's launch fills it in), the team's tag in the high half of word 1, where a
+/// call's fingerprint keeps it too (`collective/algo/fingerprint.rs`).
+pub(crate) fn team_fingerprint(world: &[usize]) -> [u64; 2] {
+    [0, u64::from(team_tag(world)) << 32]
+}
+
 /// How the fast path is sized: [`crate::RuntimeBuilder`] settings `channels` and `ll_bytes`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sizing {
@@ -70,6 +88,13 @@ mod tests {
         assert_eq!(HEADER, 4 * 512 * 17 + 65536);
         assert_eq!(chan_bytes(16 << 10), 34816 + 65536 + 2 * 8 * 8 * (16 << 10));
         assert_eq!(std::mem::size_of::<TeamDescriptor>(), 128);
+    }
+
+    #[test]
+    fn team_tags_follow_the_member_list() {
+        assert_ne!(team_tag(&[0, 1]), team_tag(&[0, 2]));
+        assert_ne!(team_tag(&[0, 1]), team_tag(&[1, 0]));
+        assert_eq!(team_tag(&[3, 4, 5]), team_tag(&[3, 4, 5]));
     }
 
     /// The value of `#define NAME value` in the kernels' common header.

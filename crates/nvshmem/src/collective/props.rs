@@ -11,7 +11,7 @@ use super::{
     algo::{
         choose, registry,
         tests::{collective_steps, team},
-        Forced, Step,
+        ForcedTable, Step,
     },
     check::{self, shape::Rule, Span},
     describe, Args, Bufs, Collective,
@@ -628,7 +628,7 @@ proptest! {
                 _ => want = None,
             }
         }
-        let forced = Forced::default();
+        let forced = ForcedTable::default();
         let got = forced.apply(&list);
         prop_assert_eq!(got.is_ok(), want.is_some(), "{:?}: {:?}", list, got);
         if let Some(pairs) = want {

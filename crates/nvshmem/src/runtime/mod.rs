@@ -106,7 +106,7 @@ use launcher::{detect, Placement, REMOTE_TRANSPORT_VAR};
 pub use launcher::{Bootstrap, BOOTSTRAP_VAR};
 
 use crate::{
-    collective::{algo::Collectives, Collective},
+    collective::{algo::ForcedAlgorithms, Collective},
     ffi::Nvshmem,
     memory::Heap,
     team::Teams,
@@ -251,7 +251,7 @@ struct RuntimeInner {
     /// The graphs being captured through [`Runtime::capture`].
     captures: Captures,
     heap: Heap,
-    collectives: Collectives,
+    forced_algorithms: ForcedAlgorithms,
     /// Set once, right after the runtime is made (making teams needs the runtime).
     teams: OnceLock<Teams>,
     /// MPI, when this runtime started it; finalised after NVSHMEM.
@@ -575,10 +575,10 @@ impl Runtime {
             .expect("the teams are set up before the runtime is handed out")
     }
 
-    /// The collectives' state.
+    /// The algorithms forced for each collective (the collective layer's state in a runtime).
     #[inline]
-    pub(crate) fn collectives(&self) -> &Collectives {
-        &self.inner.collectives
+    pub(crate) fn forced_algorithms(&self) -> &ForcedAlgorithms {
+        &self.inner.forced_algorithms
     }
 
     /// The graphs being captured.
@@ -857,7 +857,7 @@ impl RuntimeBuilder {
         // setting or variable never leaves NVSHMEM started.
         let timeout = choose_timeout(self.timeout)?;
         let check_calls = choose_check_calls(self.check_calls)?;
-        let collectives = Collectives::new(&self.algorithms)?;
+        let forced_algorithms = ForcedAlgorithms::new(&self.algorithms)?;
         let heap_size = choose_heap_size(self.heap_size)?;
         // Then the GPU: on a machine without one, that is the message that helps.
         let device = pick_device(self.device, launch.local_rank.unwrap_or(0))?;
@@ -917,7 +917,12 @@ impl RuntimeBuilder {
         let stream = ctx
             .new_stream()
             .map_err(Error::cuda("creating the runtime's stream"))?;
-        let health = Health::start(my_pe, timeout)?;
+        // The collective layer reads its calls' fingerprints for the health's reports.
+        let health = Health::start(
+            my_pe,
+            timeout,
+            crate::collective::algo::fingerprint::describe,
+        )?;
         // The world team (see `RuntimeInner::world_team`), and room for the agreements'
         // entries (the heap's first allocation, at the same offset on every PE: the origin the
         // heap measures offsets from).
@@ -984,7 +989,7 @@ impl RuntimeBuilder {
                 exchange: std::mem::ManuallyDrop::new(exchange),
                 world_team,
                 captures: Captures::default(),
-                collectives,
+                forced_algorithms,
                 teams: OnceLock::new(),
                 #[cfg(feature = "mpi")]
                 universe,

@@ -63,10 +63,9 @@ use nvshmem_sys::{nvshmem_team_t, teams as ids};
 
 use crate::channel::{
     lane::{agreed_channel, ChannelPool, Lane},
-    MAX_TEAM,
+    team_fingerprint, MAX_TEAM,
 };
 use crate::{
-    collective::algo::fingerprint::{team_tag, Fingerprint},
     ffi::TeamHandle,
     kernels::TeamDescriptor,
     runtime::{
@@ -571,7 +570,7 @@ impl Core {
                 timeout_ns: rt.health().timeout_ns(),
                 // The calls' launches fill in word 0 (`Fingerprint::of`); the tag is the
                 // team's, the same on every member.
-                fp: Fingerprint::for_team(team_tag(&world)),
+                fp: team_fingerprint(&world),
             }
         });
         Ok(TeamInner {

@@ -2,7 +2,11 @@
 //! every algorithm sees it.
 use std::{fmt, str::FromStr};
 
-use super::*;
+use super::{crossover, registry};
+use crate::{
+    collective::check::Span, kernels::TeamDescriptor, team::TeamShape, DataType, Error, ReduceOp,
+    Result,
+};
 
 macro_rules! collectives {
     ($($variant:ident $name:literal [$($alias:literal),*] $geometry:ident

@@ -649,7 +649,7 @@ fn a_forced_algorithm_that_cannot_run_the_call_says_why() {
 
 #[test]
 fn forced_algorithms_parse_and_unknown_names_are_refused() {
-    let state = Forced::default();
+    let state = ForcedTable::default();
     for (c, a) in parse_forced("all_reduce=peer_kernel, allgather = nvshmem").unwrap() {
         state.set(c, Some(&a)).unwrap();
     }
@@ -1541,7 +1541,7 @@ fn other_algorithms_can_still_be_forced_on_one_pe() {
         0,
     ));
     assert_eq!(plan(&c).0, "local");
-    let forced = Forced::default();
+    let forced = ForcedTable::default();
     forced
         .apply("all_reduce=nvshmem,barrier=nvshmem,broadcast=nvlink_ce")
         .unwrap();
