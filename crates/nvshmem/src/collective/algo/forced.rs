@@ -188,20 +188,4 @@ impl RuntimeBuilder {
         self.algorithms.push((coll, algorithm.to_string()));
         self
     }
-
-    /// How many teams can use this crate's NVLink collectives at once (default 8, fewer on a
-    /// heap under 256 MiB, at most 64): each such team holds a channel from when it is made
-    /// until it is dropped (predefined teams with the world's members share the world's).
-    /// Each channel is a fixed amount of symmetric memory (about 2 MiB), allocated when the
-    /// runtime starts; a team made when none is free runs NVSHMEM's collectives instead
-    /// ([`Team::has_nvlink_kernels`] says which).
-    ///
-    /// ```no_run
-    /// let rt = nvshmem::Runtime::builder().channels(16).init()?;
-    /// # Ok::<(), nvshmem::Error>(())
-    /// ```
-    pub fn channels(mut self, count: usize) -> Self {
-        self.channels = Some(count);
-        self
-    }
 }
