@@ -7,6 +7,10 @@ use super::over_mpi::start_mpi;
 #[cfg(feature = "mpi")]
 use super::{start::ensure_fresh, STATE};
 use super::{Bootstrap, Runtime};
+#[cfg(doc)]
+use super::{CHECK_CALLS_VAR, DEFAULT_TIMEOUT, GRACE, TIMEOUT_VAR};
+#[cfg(doc)]
+use crate::Error;
 use crate::{collective::Collective, Result};
 
 /// Chooses how NVSHMEM starts. Everything has a default; see [`Bootstrap`] for detection.

@@ -2,6 +2,8 @@
 //! builder, else the default: the timeout, the check of calls, the heap size.
 use std::time::Duration;
 
+#[cfg(doc)]
+use super::RuntimeBuilder;
 use super::{health, start::set_env, DEFAULT_TIMEOUT, TIMEOUT_VAR};
 use crate::{Error, Result};
 

@@ -29,6 +29,8 @@ use std::fmt;
 
 use super::check::Span;
 use crate::{team::TeamShape, DataType, Error, ReduceOp, Result};
+#[cfg(doc)]
+use crate::{Runtime, RuntimeBuilder};
 pub(crate) use call::Call;
 pub use call::{Collective, Geometry};
 pub use forced::ALGORITHMS_VAR;
