@@ -29,7 +29,7 @@ use cudarc::driver::{result as cu, CudaStream};
 
 use crate::{
     memory::Alloc,
-    runtime::streams::{Ordered, Pending, Resource},
+    runtime::in_use::{Ordered, Pending, Resource},
     Error, Result,
 };
 

@@ -41,7 +41,7 @@ pub use registered::{LocalBuffer, LocalBufferMut, Registered};
 use crate::{
     runtime::{
         exchange::{entry, same_call, tag, Entry, WORDS},
-        streams::{Ordered, Pending, Resource, Uses},
+        in_use::{Ordered, Pending, Resource, Uses},
     },
     Error, Result, Runtime,
 };

@@ -12,7 +12,7 @@
 //! finalised; it calls none of their functions but those that make and close that state (the
 //! crate's one sanctioned back-edge, `lib.rs`). Below the layers it also keeps what they
 //! share: the runtime's health, its means of agreement between PEs (`exchange.rs`), and the
-//! lifetimes of what the GPU may still be using (`streams.rs`).
+//! lifetimes of what the GPU may still be using (`in_use.rs`).
 //!
 //! The files: this one is the [`Runtime`] guard (its handles, [`RuntimeInfo`], what the layers
 //! reach through it); `builder.rs` the [`RuntimeBuilder`]; `settings.rs` the settings judged
@@ -93,6 +93,7 @@ mod builder;
 pub(crate) mod exchange;
 mod finalise;
 mod health;
+pub(crate) mod in_use;
 mod launcher;
 #[cfg(feature = "mpi")]
 mod over_mpi;
@@ -100,7 +101,6 @@ mod over_mpi;
 mod props;
 mod settings;
 mod start;
-pub(crate) mod streams;
 mod uid;
 
 use std::{
@@ -121,7 +121,7 @@ use crate::{
     collective::algo::ForcedAlgorithms, ffi::Nvshmem, memory::Heap, team::Teams, Error, Result,
 };
 use exchange::{About, Exchange};
-use streams::{Capture, Captures};
+use in_use::{Capture, Captures};
 
 /// What this process has done with NVSHMEM so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -625,8 +625,8 @@ impl Enqueue<'_> {
     /// Notes that the work queued now uses `r` (see [`streams`]): its use on the stream, its
     /// order after its earlier uses, or, in a capture, the graph keeping it.
     #[inline]
-    pub(crate) fn uses(&self, r: &Arc<impl streams::Resource>) -> Result<()> {
-        streams::note(
+    pub(crate) fn uses(&self, r: &Arc<impl in_use::Resource>) -> Result<()> {
+        in_use::note(
             r,
             self.stream,
             self.capture.as_deref(),

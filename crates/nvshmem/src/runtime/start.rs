@@ -12,9 +12,9 @@ use tracing::{debug, info, warn};
 
 use super::{
     exchange::{self, About, Exchange},
+    in_use::Captures,
     launcher::{Placement, REMOTE_TRANSPORT_VAR},
     settings::{choose_check_calls, choose_heap_size, choose_timeout},
-    streams::Captures,
     uid, Bootstrap, GpuSharing, Health, Identity, Runtime, RuntimeBuilder, RuntimeInfo,
     RuntimeInner, State, STATE,
 };

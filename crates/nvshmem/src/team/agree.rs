@@ -10,7 +10,7 @@ use crate::{
     channel::{lane::agreed_channel, MAX_TEAM},
     runtime::{
         exchange::{entry, same_call, tag, About},
-        streams::Pending,
+        in_use::Pending,
     },
     Error, Result,
 };

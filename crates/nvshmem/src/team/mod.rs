@@ -74,7 +74,7 @@ use crate::{
     channel::lane::Lane,
     ffi::TeamHandle,
     kernels::TeamDescriptor,
-    runtime::streams::{Ordered, Resource},
+    runtime::in_use::{Ordered, Resource},
     Error, Result, Runtime,
 };
 use agree::{make, offer, Agreed, SetUp};

@@ -15,7 +15,7 @@ use crate::{
     kernels::TeamDescriptor,
     runtime::{
         exchange::{entry, same_call, tag},
-        streams::Pending,
+        in_use::Pending,
     },
     Error, Result, Runtime,
 };
