@@ -27,14 +27,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{result as cu, CudaStream};
 
+use super::MAX_CHANNELS;
 use crate::{
     memory::Alloc,
     runtime::in_use::{Ordered, Pending, Resource},
     Error, Result,
 };
-
-/// The most channels a runtime has (one bit each in the masks the members AND together).
-pub(crate) const MAX_CHANNELS: usize = 64;
 
 /// A team's channel: its index in the pool and its local address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,6 +25,10 @@ pub(crate) const FP_BLOCKS: usize = 128;
 /// parities of `FP_BLOCKS` x `MAX_TEAM` slots of 32 bytes).
 const HEADER: usize = 4 * MAX_BLOCKS * (1 + 2 * MAX_TEAM) + 2 * FP_BLOCKS * MAX_TEAM * 32;
 
+/// The most channels a runtime has (one bit each in the masks a new team's members AND
+/// together, `lane.rs`).
+pub(crate) const MAX_CHANNELS: usize = 64;
+
 /// Bytes of one channel with LL regions of `ll_bytes` (`nvr_chan_bytes`).
 pub(crate) fn chan_bytes(ll_bytes: usize) -> usize {
     HEADER + 2 * MAX_TEAM * LL_BLOCKS * ll_bytes
@@ -56,11 +60,10 @@ pub(crate) struct Sizing {
 }
 
 impl Sizing {
-    /// Within the limits: at most [`MAX_CHANNELS`](lane::MAX_CHANNELS) channels, LL regions a
-    /// multiple of 16 bytes.
+    /// Within the limits: at most [`MAX_CHANNELS`] channels, LL regions a multiple of 16 bytes.
     pub(crate) fn checked(self) -> Self {
         Sizing {
-            channels: self.channels.min(lane::MAX_CHANNELS),
+            channels: self.channels.min(MAX_CHANNELS),
             ll_bytes: self.ll_bytes.next_multiple_of(16),
         }
     }
