@@ -1,10 +1,13 @@
 //! The settings a runtime judges before NVSHMEM starts, each from its variable, else the
-//! builder, else the default: the timeout, the check of calls, the heap size.
+//! builder, else the default: the timeout, the check of calls, the heap size; and the one way
+//! the runtime sets NVSHMEM's environment ([`set_env`]).
 use std::time::Duration;
+
+use tracing::debug;
 
 #[cfg(doc)]
 use super::RuntimeBuilder;
-use super::{health, start::set_env, DEFAULT_TIMEOUT, TIMEOUT_VAR};
+use super::{health, DEFAULT_TIMEOUT, TIMEOUT_VAR};
 use crate::{Error, Result};
 
 /// NVSHMEM's default symmetric heap size (1 GiB), used when neither the builder nor
@@ -115,6 +118,21 @@ pub fn parse_size(s: &str) -> Option<usize> {
     };
     let n: usize = digits.trim().parse().ok()?;
     n.checked_mul(1usize << shift).filter(|n| *n > 0)
+}
+
+/// Sets a variable NVSHMEM reads at initialisation (it reads its configuration only from the
+/// environment). Skipped when the variable already has the value.
+///
+/// # Safety
+/// No other thread reads or writes the environment during the call (`std::env::set_var`
+/// races with `getenv` in C code, NVSHMEM's and MPI's included). The runtime calls it only
+/// while starting, under its lock, and [`RuntimeBuilder::init`] documents that requirement.
+pub(super) unsafe fn set_env(key: &str, value: &str) {
+    if std::env::var(key).is_ok_and(|v| v == value) {
+        return;
+    }
+    debug!(key, value, "setting NVSHMEM's environment");
+    std::env::set_var(key, value);
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::{
     exchange::{self, About, Exchange},
     in_use::Captures,
     launcher::{Placement, REMOTE_TRANSPORT_VAR},
-    settings::{choose_check_calls, choose_heap_size, choose_timeout},
+    settings::{choose_check_calls, choose_heap_size, choose_timeout, set_env},
     uid, Bootstrap, GpuSharing, Health, Identity, Runtime, RuntimeBuilder, RuntimeInfo,
     RuntimeInner, State, STATE,
 };
@@ -395,21 +395,6 @@ fn choose_remote_transport(launch: &Placement) {
             "NVSHMEM's remote transport left as it is (set by the user, or PEs may be on other nodes)"
         ),
     }
-}
-
-/// Sets a variable NVSHMEM reads at initialisation (it reads its configuration only from the
-/// environment). Skipped when the variable already has the value.
-///
-/// # Safety
-/// No other thread reads or writes the environment during the call (`std::env::set_var`
-/// races with `getenv` in C code, NVSHMEM's and MPI's included). The runtime calls it only
-/// while starting, under its lock, and [`RuntimeBuilder::init`] documents that requirement.
-pub(super) unsafe fn set_env(key: &str, value: &str) {
-    if std::env::var(key).is_ok_and(|v| v == value) {
-        return;
-    }
-    debug!(key, value, "setting NVSHMEM's environment");
-    std::env::set_var(key, value);
 }
 
 /// The CUDA device for this PE: the explicit choice, else the node-local rank modulo the
