@@ -77,6 +77,7 @@
 //! | a second runtime in the process | [`AlreadyInitialized`](Error::AlreadyInitialized) | "NVSHMEM is already initialised in this process ({why}); it can be initialised only once" |
 //! | [`Runtime::finalize`](crate::Runtime::finalize) while arrays, teams or clones still use it | [`RuntimeInUse`](Error::RuntimeInUse) | "the runtime cannot be finalised while {n} other handles (arrays, teams, timers) still use it" |
 //! | no NVIDIA GPU or driver | [`NoGpu`](Error::NoGpu) | "this program needs an NVIDIA GPU and its driver: {why}" |
+//! | more PEs on a node than GPUs, not a multiple of them (PE `local rank % GPUs` on each) | [`UnevenGpuSharing`](Error::UnevenGpuSharing) | "{n} PEs on this node over {g} GPUs put {most} PEs on some GPUs and {fewest} on others, where NVSHMEM never returns from its start ..." |
 //! | several PEs on one GPU without CUDA MPS | [`GpuSharedWithoutMps`](Error::GpuSharedWithoutMps) | "{n} PEs share CUDA device {d} without CUDA MPS, where NVSHMEM cannot run collectives: start the MPS control daemon ..." |
 //! | PEs whose symmetric heaps differ in size | [`OutOfStep`](Error::OutOfStep) | "PE {pe} has a symmetric heap of {a} bytes and PE {me} one of {b}: every PE needs the same ..." |
 //!
@@ -383,6 +384,25 @@ pub enum Error {
         pes: usize,
         /// The device.
         device: usize,
+    },
+
+    /// The node's PEs would share its GPUs unevenly (PE `local rank % GPUs` on each: some
+    /// GPUs with `most` PEs, others with `fewest`), where NVSHMEM 3.4.5's start never returns:
+    /// each PE decides alone whether its GPU is shared, and those that decide differently
+    /// wait for each other. Run a multiple of the GPU count, make fewer GPUs visible
+    /// (`CUDA_VISIBLE_DEVICES`), or choose each PE's device with
+    /// [`RuntimeBuilder::device`](crate::RuntimeBuilder::device); `NVSHMEM_RS_ALLOW_UNEVEN_SHARING=1`
+    /// starts all the same (for an NVSHMEM that can).
+    #[error("{pes} PEs on this node over {gpus} GPUs put {most} PEs on some GPUs and {fewest} on others, where NVSHMEM never returns from its start (the PEs that share a GPU take another start-up path than those alone on theirs): run a multiple of {gpus} PEs, make fewer GPUs visible (CUDA_VISIBLE_DEVICES), or choose each PE's device (RuntimeBuilder::device); NVSHMEM_RS_ALLOW_UNEVEN_SHARING=1 starts all the same")]
+    UnevenGpuSharing {
+        /// PEs on this node.
+        pes: usize,
+        /// Visible GPUs.
+        gpus: usize,
+        /// The fewest PEs a GPU gets.
+        fewest: usize,
+        /// The most PEs a GPU gets.
+        most: usize,
     },
 
     /// NVRTC, or the CUDA headers its kernels include, could not be found.

@@ -147,6 +147,22 @@ impl Placement {
         }
         matches!(&self.rendezvous, Some((addr, _)) if is_loopback(addr))
     }
+
+    /// Where the node-local placement (PE `local rank % gpus` on each GPU) gives some GPUs
+    /// more PEs than others, and some GPU more than one: the fewest and the most PEs a GPU
+    /// gets. NVSHMEM decides at init, on each PE alone, whether its GPU is shared ("MPG"), and
+    /// PEs that decide differently take different start-up paths and wait for each other for
+    /// ever (3 PEs on 2 GPUs under MPS: the two on GPU 0 say "More than 1 PE per GPU
+    /// detected", the one on GPU 1 does not, and `nvshmemx_init_attr` never returns; NVSHMEM
+    /// 3.4.5, 2026-11-26). `None` where every GPU in use gets as many PEs as the others, or
+    /// where the launch does not say how many PEs the node has.
+    pub(crate) fn uneven_sharing(&self, gpus: usize) -> Option<(usize, usize)> {
+        let local = self.local_size?;
+        if gpus == 0 || local <= gpus || local % gpus == 0 {
+            return None;
+        }
+        Some((local / gpus, local.div_ceil(gpus)))
+    }
 }
 
 /// NVSHMEM's variable choosing the transport to PEs of other nodes (InfiniBand's `ibrc` by
@@ -360,6 +376,31 @@ fn guess(env: &dyn Fn(&str) -> Option<String>) -> Bootstrap {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn uneven_sharing_is_found_where_some_gpu_has_more_pes() {
+        let at = |local_size| Placement {
+            bootstrap: Bootstrap::Mpi,
+            rank: Some(0),
+            size: local_size,
+            local_rank: Some(0),
+            local_size,
+            rendezvous: None,
+        };
+        // One PE a GPU (some GPUs unused) and whole multiples share evenly.
+        for (pes, gpus) in [(1, 2), (2, 2), (3, 4), (4, 2), (8, 2), (6, 3), (8, 1)] {
+            assert_eq!(
+                at(Some(pes)).uneven_sharing(gpus),
+                None,
+                "{pes} PEs on {gpus} GPUs"
+            );
+        }
+        assert_eq!(at(Some(3)).uneven_sharing(2), Some((1, 2)));
+        assert_eq!(at(Some(5)).uneven_sharing(4), Some((1, 2)));
+        assert_eq!(at(Some(7)).uneven_sharing(2), Some((3, 4)));
+        // Unknown node size: nothing to judge.
+        assert_eq!(at(None).uneven_sharing(2), None);
+    }
+
     use super::*;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {

@@ -30,6 +30,26 @@ pub const DEFAULT_HEAP_SIZE: usize = 1 << 30;
 /// ```
 pub const CHECK_CALLS_VAR: &str = "NVSHMEM_RS_CHECK_CALLS";
 
+/// The variable that lets a job share its GPUs unevenly all the same (`1`): for an NVSHMEM
+/// release that starts such a job (3.4.5 does not: [`Error::UnevenGpuSharing`]).
+pub(crate) const ALLOW_UNEVEN_VAR: &str = "NVSHMEM_RS_ALLOW_UNEVEN_SHARING";
+
+/// Whether [`ALLOW_UNEVEN_VAR`] is set to `1` (`0` or unset: no; anything else is refused).
+pub(super) fn allow_uneven_sharing() -> Result<bool> {
+    match std::env::var(ALLOW_UNEVEN_VAR) {
+        Err(_) => Ok(false),
+        Ok(v) => match v.trim() {
+            "" | "0" => Ok(false),
+            "1" => Ok(true),
+            _ => Err(Error::Environment {
+                var: ALLOW_UNEVEN_VAR.into(),
+                value: v.clone(),
+                reason: "expected 1 (start all the same) or 0".into(),
+            }),
+        },
+    }
+}
+
 /// The timeout: [`TIMEOUT_VAR`]'s, else the builder's, else [`DEFAULT_TIMEOUT`].
 pub(super) fn choose_timeout(requested: Option<Option<Duration>>) -> Result<Option<Duration>> {
     match std::env::var(TIMEOUT_VAR) {

@@ -14,7 +14,9 @@ use super::{
     exchange::{self, About, Exchange},
     in_use::Captures,
     launcher::{Placement, REMOTE_TRANSPORT_VAR},
-    settings::{choose_check_calls, choose_heap_size, choose_timeout, set_env},
+    settings::{
+        allow_uneven_sharing, choose_check_calls, choose_heap_size, choose_timeout, set_env,
+    },
     uid, Bootstrap, GpuSharing, Health, Identity, Runtime, RuntimeBuilder, RuntimeInfo,
     RuntimeInner, State, STATE,
 };
@@ -46,7 +48,7 @@ impl RuntimeBuilder {
         let forced_algorithms = ForcedAlgorithms::new(&self.algorithms)?;
         let heap_size = choose_heap_size(self.heap_size)?;
         // Then the GPU: on a machine without one, that is the message that helps.
-        let device = pick_device(self.device, launch.local_rank.unwrap_or(0))?;
+        let device = pick_device(self.device, &launch)?;
         let lib = Nvshmem::library()?;
         if Nvshmem::init_status(lib) != crate::ffi::STATUS_NOT_INITIALIZED {
             return Err(Error::AlreadyInitialized(
@@ -398,8 +400,10 @@ fn choose_remote_transport(launch: &Placement) {
 }
 
 /// The CUDA device for this PE: the explicit choice, else the node-local rank modulo the
-/// number of visible devices.
-fn pick_device(explicit: Option<usize>, local_rank: usize) -> Result<usize> {
+/// number of visible devices, refused where that shares the GPUs unevenly
+/// ([`Placement::uneven_sharing`]: NVSHMEM would never return from its start).
+fn pick_device(explicit: Option<usize>, launch: &Placement) -> Result<usize> {
+    let local_rank = launch.local_rank.unwrap_or(0);
     // SAFETY: only checks whether libcuda can be opened; cudarc panics on first use otherwise.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(Error::NoGpu(
@@ -420,6 +424,16 @@ fn pick_device(explicit: Option<usize>, local_rank: usize) -> Result<usize> {
         )),
         Some(d) => Ok(d),
         None => {
+            if let Some((fewest, most)) = launch.uneven_sharing(count) {
+                if !allow_uneven_sharing()? {
+                    return Err(Error::UnevenGpuSharing {
+                        pes: launch.local_size.unwrap_or(0),
+                        gpus: count,
+                        fewest,
+                        most,
+                    });
+                }
+            }
             if local_rank >= count {
                 warn!(
                     local_rank,
