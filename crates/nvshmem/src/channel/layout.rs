@@ -10,7 +10,7 @@ pub(crate) use crate::kernels::MAX_TEAM;
 /// Per-block flag words (`NVR_MAX_BLOCKS`).
 pub(super) const MAX_BLOCKS: usize = 512;
 /// Blocks with LL regions (`NVR_LL_BLOCKS`).
-pub(super) const LL_BLOCKS: usize = 8;
+pub(crate) const LL_BLOCKS: usize = 8;
 /// Blocks that publish call fingerprints (`NVR_FP_BLOCKS`).
 pub(crate) const FP_BLOCKS: usize = 128;
 /// Bytes of the header: epochs, arrive and depart flags, then the fingerprint slots (two

@@ -10,7 +10,7 @@
 pub(crate) mod lane;
 mod layout;
 
-pub(crate) use layout::{chan_bytes, Sizing, FP_BLOCKS, MAX_CHANNELS, MAX_TEAM};
+pub(crate) use layout::{chan_bytes, Sizing, FP_BLOCKS, LL_BLOCKS, MAX_CHANNELS, MAX_TEAM};
 
 /// The tag of a team whose members are the world PEs `world`, in team order (FNV-1a).
 pub(crate) fn team_tag(world: &[usize]) -> u32 {
@@ -32,7 +32,7 @@ pub(crate) fn team_fingerprint(world: &[usize]) -> [u64; 2] {
 
 #[cfg(test)]
 mod tests {
-    use super::layout::{LL_BLOCKS, MAX_BLOCKS};
+    use super::layout::MAX_BLOCKS;
     use super::*;
 
     #[test]

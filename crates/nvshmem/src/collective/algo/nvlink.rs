@@ -68,7 +68,7 @@ pub(super) fn team_view<'a>(call: &'a Call) -> Result<&'a TeamDescriptor, String
 /// may have: `NVR_LL_BLOCKS` (8), or fewer where fewer fit (`kernels/PROTOCOL.md`,
 /// "Residency"). The same on every member, as `max_blocks` is.
 pub(crate) fn ll_blocks(max_blocks: u32) -> usize {
-    (max_blocks as usize).clamp(1, 8)
+    (max_blocks as usize).clamp(1, crate::channel::LL_BLOCKS)
 }
 
 /// The LL launch rule of `ll.cu` for `x` payload bytes per (sender, receiver) pair and a team
