@@ -14,6 +14,9 @@
 //! (status 0, without finalising) while the others drop their runtime at once: dropping it
 //! must end (NVSHMEM left as it is) within the timeout, not wait in finalising for ever. Every line about the failure carries the Unix time in seconds, so a
 //! driver can tell how long the survivors took to end.
+#[path = "common/run.rs"]
+mod run;
+
 use std::{
     process::{Command, ExitCode},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -34,16 +37,7 @@ fn now() -> f64 {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
-    match faults() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("faults: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    run::main("faults", faults)
 }
 
 fn faults() -> anyhow::Result<()> {

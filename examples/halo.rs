@@ -12,6 +12,8 @@
 //! ```
 #[path = "common/halo.rs"]
 mod halo;
+#[path = "common/run.rs"]
+mod run;
 
 use anyhow::{ensure, Context};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -34,7 +36,7 @@ extern "C" __global__ void smooth(const float* u, float* out, const float* ghost
 "#;
 
 fn main() -> std::process::ExitCode {
-    halo::main("halo", run)
+    run::main("halo", run)
 }
 
 fn run() -> anyhow::Result<()> {

@@ -16,6 +16,8 @@
 //! ```
 #[path = "common/halo.rs"]
 mod halo;
+#[path = "common/run.rs"]
+mod run;
 
 use anyhow::{ensure, Context};
 use cudarc::driver::LaunchConfig;
@@ -29,7 +31,7 @@ const ITERS: u64 = 100;
 const BLOCK: u32 = 256;
 
 fn main() -> std::process::ExitCode {
-    halo::main("halo_device", halo_device)
+    run::main("halo_device", halo_device)
 }
 
 fn halo_device() -> anyhow::Result<()> {

@@ -7,21 +7,14 @@
 //! scripts/run-example.sh hello                   # one PE per GPU through nvshmem-run
 //! mpirun -np 2 target/release/examples/hello     # or any launcher
 //! ```
+#[path = "common/run.rs"]
+mod run;
+
 use anyhow::{ensure, Context};
 use nvshmem::{ReduceOp, Runtime, SymArray, Team};
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
-    match hello() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            // A plain message, no backtrace: "needs an NVIDIA GPU" is an answer, not a bug.
-            eprintln!("hello: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    run::main("hello", hello)
 }
 
 fn hello() -> anyhow::Result<()> {

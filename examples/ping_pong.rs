@@ -8,6 +8,9 @@
 //! scripts/run-example.sh ping_pong                # one PE per GPU through nvshmem-run
 //! mpirun -np 2 target/release/examples/ping_pong  # any launcher; needs NVRTC and nvJitLink
 //! ```
+#[path = "common/run.rs"]
+mod run;
+
 use anyhow::{ensure, Context};
 use cudarc::driver::LaunchConfig;
 use nvshmem::device::{Args, DeviceModule, DeviceSource};
@@ -19,16 +22,7 @@ const WARMUP: u64 = 100;
 const LAPS: u64 = 10_000;
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
-    match ping_pong() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ping_pong: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    run::main("ping_pong", ping_pong)
 }
 
 fn ping_pong() -> anyhow::Result<()> {

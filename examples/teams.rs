@@ -10,6 +10,9 @@
 //! scripts/run-example.sh teams                   # one PE per GPU through nvshmem-run
 //! mpirun -np 4 target/release/examples/teams
 //! ```
+#[path = "common/run.rs"]
+mod run;
+
 use anyhow::{bail, ensure, Context};
 use nvshmem::prelude::*;
 
@@ -17,16 +20,7 @@ use nvshmem::prelude::*;
 const COUNT: usize = 1000;
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
-    match teams() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("teams: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    run::main("teams", teams)
 }
 
 fn teams() -> anyhow::Result<()> {

@@ -8,6 +8,9 @@
 //! scripts/run-example.sh timing                  # one PE per GPU through nvshmem-run
 //! mpirun -np 2 target/release/examples/timing
 //! ```
+#[path = "common/run.rs"]
+mod run;
+
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
@@ -34,16 +37,7 @@ fn value(pe: usize, i: usize) -> f32 {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
-    match timing() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("timing: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    run::main("timing", timing)
 }
 
 fn timing() -> anyhow::Result<()> {

@@ -8,6 +8,9 @@
 //! scripts/run-example.sh train_step              # one PE per GPU through nvshmem-run
 //! mpirun -np 2 target/release/examples/train_step
 //! ```
+#[path = "common/run.rs"]
+mod run;
+
 use anyhow::{ensure, Context};
 use nvshmem::half::bf16;
 use nvshmem::prelude::*;
@@ -31,16 +34,7 @@ fn start_value(i: usize) -> f32 {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
-    match train_step() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("train_step: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    run::main("train_step", train_step)
 }
 
 fn train_step() -> anyhow::Result<()> {

@@ -823,17 +823,18 @@ fault_by_hand() {
 }
 export -f fault_by_hand
 
-# examples/soak.rs: 10,000 arrays allocated and freed and 1,000,000 small collectives; the
+# tests/gpu_soak.rs: 10,000 arrays allocated and freed and 1,000,000 small collectives; the
 # symmetric heap in use, the GPU's memory in use and the host's RSS, read after a warm-up and at
-# the end, must not grow (the example says its tolerances). With 2 PEs under nvshmem-run, then
-# 1 PE without a launcher; SOAK_ARGS go to both (e.g. "--arrays 1000 --collectives 100000" for a
-# quick run). The greps copy each PE's table and the verdict from the logs into the output.
+# the end, must not grow (the test says its tolerances). With 2 PEs under nvshmem-run, then
+# 1 PE without a launcher; SOAK_ARGS, passed to every PE in the environment, gives the options
+# (e.g. "--arrays 1000 --collectives 100000" for a quick run). The greps copy each PE's table
+# and the verdict from the logs into the output.
 soak() {
-  # shellcheck disable=SC2086
-  CASE_TIMEOUT=${SOAK_TIMEOUT:-330} case_ soak-nvshmem-run-2pe pass:"soak: ok on every PE (2)" nvrun 2 .gpu/bin/soak ${SOAK_ARGS:-}
+  # shellcheck disable=SC2046
+  SOAK_ARGS=${SOAK_ARGS:-} CASE_TIMEOUT=${SOAK_TIMEOUT:-330} case_ soak-nvshmem-run-2pe pass:"soak: ok on every PE (2)" nvrun 2 $(gtest gpu_soak)
   grep -E "^(\[PE [0-9]+\] )?(soak|warm-up|quarter|PE [0-9]+:)" "$out/soak-nvshmem-run-2pe.log" | tail -40
-  # shellcheck disable=SC2086
-  CASE_TIMEOUT=${SOAK_TIMEOUT_1PE:-220} case_ soak-1pe pass:"soak: ok on every PE (1)" .gpu/bin/soak ${SOAK_ARGS:-}
+  # shellcheck disable=SC2046
+  SOAK_ARGS=${SOAK_ARGS:-} CASE_TIMEOUT=${SOAK_TIMEOUT_1PE:-220} case_ soak-1pe pass:"soak: ok on every PE (1)" $(gtest gpu_soak)
   grep -E "^(soak|warm-up|quarter|PE 0:)" "$out/soak-1pe.log" | tail -20
 }
 

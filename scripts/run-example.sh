@@ -4,7 +4,7 @@
 #   scripts/run-example.sh [EXAMPLE] [ARGS...]      (EXAMPLE defaults to hello)
 #
 # EXAMPLE is the name of any file of examples/ without `.rs` (hello, quick_start, halo, train_step, teams,
-# timing, soak); an unknown name makes cargo list the examples there are.
+# timing, faults, ping_pong, halo_device); an unknown name makes cargo list the examples there are.
 #
 # Set-up (system packages, Rust, the NVSHMEM wheel) is done by scripts/setup.sh, skipping what
 # is present. Without an NVIDIA GPU the example is still built, then says it needs one.

@@ -12,20 +12,6 @@ pub const CHUNK: usize = 1 << 20;
 pub const LEFT: usize = 0;
 pub const RIGHT: usize = 1;
 
-/// Runs an example's body, printing its error (with `name`) and exiting non-zero on failure.
-pub fn main(name: &str, body: fn() -> anyhow::Result<()>) -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
-    match body() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{name}: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
 /// The left and right neighbours of PE `me` on a ring of `n` (with one PE both are itself,
 /// and the puts wrap its own array).
 pub fn neighbours(me: usize, n: usize) -> (usize, usize) {

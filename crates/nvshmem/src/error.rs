@@ -305,7 +305,7 @@ pub enum Error {
         /// The word's device address on this PE.
         address: u64,
         /// The comparison waited for.
-        cmp: Option<crate::rma::Cmp>,
+        cmp: Option<crate::cmp::Cmp>,
         /// The value it compared with.
         value: u64,
         /// The word's last value the wait read.

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use cudarc::driver::{sys, CudaGraph, CudaStream};
 
 use crate::{
-    runtime::streams::{capturing, Resource},
+    runtime::in_use::{capturing, Resource},
     Error, Result, Runtime,
 };
 

@@ -12,14 +12,27 @@
 //! # Ok::<(), nvshmem::Error>(())
 //! ```
 //!
-//! The crate is layered, each layer using only those before it: [`runtime`] (starting and
-//! stopping NVSHMEM), [`memory`] (the symmetric heap), [`team`], then [`collective`], [`rma`]
-//! and [`timing`]; [`device`] loads the program's own kernels that call NVSHMEM's device
-//! API. Below them all sit the element types ([`element`]), the operators
-//! ([`ReduceOp`]), the one wrapper of NVSHMEM's functions, and this crate's CUDA kernels.
+//! The crate is layered, each layer using only those before it, lowest first: the signal
+//! comparison ([`rma::Cmp`]) and [`error`]; the element types ([`element`]) and operators
+//! ([`ReduceOp`]); the one wrapper of NVSHMEM's functions; this crate's CUDA kernels (their
+//! ABI: the team descriptor and `MAX_TEAM`); [`runtime`] (starting and stopping NVSHMEM,
+//! agreements, health, stream order); [`memory`] (the symmetric heap); the channels this
+//! crate's NVLink kernels run in and the teams' lanes onto them; [`team`]; [`collective`];
+//! then [`rma`], [`timing`], [`Graph`] and [`device`] (the program's own kernels that call
+//! NVSHMEM's device API).
+//!
+//! One back-edge is sanctioned: an owner holds the state that layers above it keep for as
+//! long as it lives. The [`Runtime`] owns the job's symmetric heap, its team registry, the
+//! algorithms forced for each collective and the device modules retired for freeing (its
+//! start makes them, its finalisation ends them), and hands its health the collective layer's
+//! reading of call fingerprints; a [`Team`] owns its collectives' plans. Nothing else names a
+//! layer above its own: a test (`layers.rs`) reads the sources and fails on any other such
+//! import, and on a top-level module given no layer.
 // (undocumented_unsafe_blocks and unsafe_op_in_unsafe_fn come from the workspace's lints.)
 #![deny(missing_docs)]
 
+mod channel;
+mod cmp;
 pub mod collective;
 pub mod device;
 pub mod element;
@@ -27,6 +40,8 @@ pub mod error;
 mod ffi;
 mod graph;
 pub(crate) mod kernels;
+#[cfg(test)]
+mod layers;
 pub mod memory;
 mod op;
 #[cfg(test)]
@@ -38,7 +53,6 @@ pub mod team;
 pub mod testing;
 pub mod timing;
 
-pub use collective::ReduceOp;
 pub use element::{DataType, Element, ElementKind};
 pub use error::{Error, Result};
 pub use graph::Graph;
@@ -46,6 +60,7 @@ pub use memory::{
     HeapUsage, LocalBuffer, LocalBufferMut, Registered, SymArray, SymBuffer, SymBufferMut, SymView,
     SymViewMut,
 };
+pub use op::ReduceOp;
 pub use runtime::{Bootstrap, Runtime, RuntimeBuilder, RuntimeInfo};
 pub use team::Team;
 pub use timing::Timing;

@@ -11,13 +11,13 @@ use super::{
     algo::{
         choose, registry,
         tests::{collective_steps, team},
-        Forced, Step,
+        ForcedTable, Step,
     },
     check::{self, shape::Rule, Span},
     describe, Args, Bufs, Collective,
 };
 use crate::{
-    collective::algo::channel::MAX_TEAM,
+    channel::MAX_TEAM,
     kernels::{Launch, TeamDescriptor},
     memory::check_scratch,
     props::{address, collective, config, dtype, names_arg, op, size},
@@ -628,7 +628,7 @@ proptest! {
                 _ => want = None,
             }
         }
-        let forced = Forced::default();
+        let forced = ForcedTable::default();
         let got = forced.apply(&list);
         prop_assert_eq!(got.is_ok(), want.is_some(), "{:?}: {:?}", list, got);
         if let Some(pairs) = want {

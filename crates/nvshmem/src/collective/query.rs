@@ -263,7 +263,7 @@ impl Team {
     /// ```
     pub fn plan_of(&self, spec: &CallSpec) -> Result<CallPlan> {
         // Resolved as the calls resolve it.
-        let forced = self.runtime().collectives().forced(spec.coll);
+        let forced = self.runtime().forced_algorithms().forced(spec.coll);
         plan_with_room(spec, self.shape(), forced, self.runtime().scratch_bytes())
     }
 }

@@ -11,7 +11,7 @@ use super::{DeviceImage, DeviceSource};
 use crate::ffi::Nvshmem;
 use crate::kernels::compile::arch_of;
 use crate::runtime::{
-    streams::{Pending, Resource, Uses},
+    in_use::{Pending, Resource, Uses},
     Enqueue,
 };
 use crate::{Element, Error, Result, Runtime, SymBuffer, SymBufferMut};

@@ -58,13 +58,19 @@ fn grid(work: u64) -> u32 {
     work.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS) as u32
 }
 
+/// The most members a team that the NVLink kernels serve may have (`NVR_MAX_TEAM`): the size
+/// of [`TeamDescriptor::off`], and of each per-member part of a channel's layout. Defined here,
+/// with the descriptor it sizes, because the kernels' ABI is the lowest layer that needs it;
+/// everything above names it as [`crate::channel::MAX_TEAM`].
+pub(crate) const MAX_TEAM: usize = 8;
+
 /// The team descriptor of `kernels/PROTOCOL.md` (`struct nvr_team`), passed by value to every
 /// NVLink kernel.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct TeamDescriptor {
     /// What to add to a local symmetric address to reach team PE `j`'s copy.
-    pub(crate) off: [i64; 8],
+    pub(crate) off: [i64; MAX_TEAM],
     pub(crate) n: i32,
     pub(crate) me: i32,
     /// This (team, stream)'s channel, local address.
@@ -842,7 +848,7 @@ mod tests {
         let mut table = [0u64; MAX_PEERS];
         table[1] = 0x2000;
         let team = TeamDescriptor {
-            off: [0; 8],
+            off: [0; MAX_TEAM],
             n: 2,
             me: 0,
             chan: 0xc000,

@@ -10,7 +10,7 @@ use cudarc::driver::{CudaEvent, CudaStream, SyncOnDrop};
 
 use super::{Block, Retired};
 use crate::runtime::{
-    streams::{capturing, Pending, Resource, Uses},
+    in_use::{capturing, Pending, Resource, Uses},
     WeakRuntime,
 };
 

@@ -41,7 +41,7 @@ pub use registered::{LocalBuffer, LocalBufferMut, Registered};
 use crate::{
     runtime::{
         exchange::{entry, same_call, tag, Entry, WORDS},
-        streams::{Ordered, Pending, Resource, Uses},
+        in_use::{Ordered, Pending, Resource, Uses},
     },
     Error, Result, Runtime,
 };
@@ -466,7 +466,7 @@ impl Runtime {
     /// The heap ledger's figures: in use, the peak, and what was dropped but not yet freed.
     /// A program that frees what it allocates comes back to the same `in_use`, and to
     /// `retired` 0 after [`Runtime::free_retired`] once the GPU is done with the dropped arrays
-    /// (`examples/soak.rs` checks both over thousands of allocations).
+    /// (`tests/gpu_soak.rs` checks both over thousands of allocations).
     ///
     /// ```no_run
     /// # let rt = nvshmem::Runtime::init()?;

@@ -10,7 +10,7 @@ use cudarc::driver::{
 use super::{SymBuffer, SymBufferMut};
 use crate::{
     runtime::{
-        streams::{Pending, Uses},
+        in_use::{Pending, Uses},
         Enqueue,
     },
     Element, Error, Result, Runtime,

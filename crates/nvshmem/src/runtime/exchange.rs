@@ -20,7 +20,7 @@
 //! only once the receiver has read this one), so two inboxes per sender suffice.
 //!
 //! Agreements over a team are ordered after that team's earlier calls
-//! (its [`Ordered`](super::streams::Ordered)), as any call on it is.
+//! (its [`Ordered`](super::in_use::Ordered)), as any call on it is.
 use std::{
     sync::{Arc, Mutex},
     time::{Duration, Instant},
@@ -79,7 +79,7 @@ pub(crate) struct Exchange {
     lock: Mutex<Vec<u64>>,
     stream: Arc<CudaStream>,
     done: CudaEvent,
-    /// Symmetric: see [`Layout`].
+    /// Symmetric: see [`Slots`].
     sym: u64,
     host: Pinned,
     n_pes: usize,
@@ -96,11 +96,11 @@ impl std::fmt::Debug for Exchange {
 /// Where an exchange keeps things in its symmetric memory, in words: this PE's outgoing entry,
 /// then one signal word per sending PE, then two inboxes of one entry per sending PE.
 #[derive(Debug, Clone, Copy)]
-struct Layout {
+struct Slots {
     n_pes: usize,
 }
 
-impl Layout {
+impl Slots {
     const MINE: usize = 0;
 
     fn signal(self, sender: usize) -> usize {
@@ -118,7 +118,7 @@ impl Layout {
 
 /// Bytes of symmetric memory an exchange needs for a job of `n_pes`.
 pub(crate) fn sym_bytes(n_pes: usize) -> usize {
-    Layout { n_pes }.words() * 8
+    Slots { n_pes }.words() * 8
 }
 
 /// What an agreement is about, for its errors.
@@ -203,7 +203,7 @@ impl Exchange {
         let members = (0..n)
             .map(|i| unsafe { nv.world_pe(team, i) })
             .collect::<Result<Vec<usize>>>()?;
-        let layout = Layout { n_pes: self.n_pes };
+        let slots = Slots { n_pes: self.n_pes };
         let at = |word: usize| self.sym + (word * 8) as u64;
         let cu_stream = self.stream.cu_stream();
         // SAFETY: the host buffer holds n_pes + 1 entries and n_pes signal words and is
@@ -212,18 +212,18 @@ impl Exchange {
         let host = unsafe { std::slice::from_raw_parts_mut(self.host.ptr, self.host.words) };
         let (table, signals) = host.split_at_mut((self.n_pes + 1) * WORDS);
         table[..WORDS].copy_from_slice(&mine);
-        // SAFETY: `sym` is this runtime's symmetric exchange memory laid out as `layout`, on
+        // SAFETY: `sym` is this runtime's symmetric exchange memory laid out as `slots`, on
         // every PE; the host buffer is page-locked and outlives the copies (waited for below);
         // every member is a world PE; the stream is live and its context current.
         unsafe {
-            cu::memcpy_htod_async(at(Layout::MINE), &table[..WORDS], cu_stream)
+            cu::memcpy_htod_async(at(Slots::MINE), &table[..WORDS], cu_stream)
                 .map_err(Error::cuda("cuMemcpyHtoDAsync (exchange)"))?;
             for &w in members.iter().filter(|&&w| w != me) {
                 nv.put_signal(
-                    at(layout.inbox(done_with[w] % 2, me)),
-                    at(Layout::MINE),
+                    at(slots.inbox(done_with[w] % 2, me)),
+                    at(Slots::MINE),
                     WORDS * 8,
-                    at(layout.signal(me)),
+                    at(slots.signal(me)),
                     done_with[w] + 1,
                     nvshmem_sys::NVSHMEM_SIGNAL_SET as std::os::raw::c_int,
                     w,
@@ -241,7 +241,7 @@ impl Exchange {
         loop {
             // SAFETY: as above; the signal words of every PE are read back.
             unsafe {
-                cu::memcpy_dtoh_async(signals, at(layout.signal(0)), cu_stream)
+                cu::memcpy_dtoh_async(signals, at(slots.signal(0)), cu_stream)
                     .map_err(Error::cuda("cuMemcpyDtoHAsync (exchange)"))?;
             }
             self.done
@@ -275,7 +275,7 @@ impl Exchange {
             }
             // SAFETY: as above; the signal said this inbox holds `w`'s whole entry.
             unsafe {
-                cu::memcpy_dtoh_async(slot, at(layout.inbox(done_with[w] % 2, w)), cu_stream)
+                cu::memcpy_dtoh_async(slot, at(slots.inbox(done_with[w] % 2, w)), cu_stream)
                     .map_err(Error::cuda("cuMemcpyDtoHAsync (exchange)"))?;
             }
         }
@@ -389,9 +389,9 @@ mod tests {
     /// Every word of the exchange memory has one use: this PE's entry, one signal per sender,
     /// two inboxes per sender, all inside `sym_bytes`.
     #[test]
-    fn the_layout_gives_every_sender_its_own_words() {
+    fn the_slots_give_every_sender_its_own_words() {
         for n_pes in [1, 2, 3, 8, 64] {
-            let l = Layout { n_pes };
+            let l = Slots { n_pes };
             let mut owner = vec![None; l.words()];
             let mut claim = |range: std::ops::Range<usize>, who: String| {
                 for w in range {
@@ -399,7 +399,7 @@ mod tests {
                     owner[w] = Some(who.clone());
                 }
             };
-            claim(Layout::MINE..Layout::MINE + WORDS, "mine".into());
+            claim(Slots::MINE..Slots::MINE + WORDS, "mine".into());
             for p in 0..n_pes {
                 claim(l.signal(p)..l.signal(p) + 1, format!("signal {p}"));
                 for parity in [0, 1] {

@@ -56,7 +56,7 @@ use std::{
 
 use cudarc::driver::sys;
 
-use crate::{rma::Cmp, Error, Result};
+use crate::{cmp::Cmp, Error, Result};
 
 /// The environment variable that sets the timeout: seconds (`30`, `2.5`), or with a unit
 /// (`500ms`, `30s`, `5m`); `0` or `never` waits for ever. It overrides
@@ -349,6 +349,7 @@ enum Failure {
     Kernel {
         record: Recorded,
         team: Option<TeamName>,
+        describe_call: DescribeCall,
     },
     /// A call this crate queued waited inside NVSHMEM's own kernels for longer than the
     /// timeout (seen in the progress ring): `what` is NVSHMEM's function, `team` the team it
@@ -386,7 +387,11 @@ impl Failure {
                     for_.as_secs_f64()
                 ),
             },
-            Failure::Kernel { ref record, ref team } => record.error(team.as_ref()),
+            Failure::Kernel {
+                ref record,
+                ref team,
+                describe_call,
+            } => record.error(team.as_ref(), describe_call),
             Failure::InNvshmem {
                 call,
                 what,
@@ -530,8 +535,9 @@ impl Recorded {
         }
     }
 
-    /// The error that reports it, the team (whose channel it names) known or not.
-    fn error(&self, team: Option<&TeamName>) -> Error {
+    /// The error that reports it, the team (whose channel it names) known or not, a call's
+    /// fingerprint read by `describe_call`.
+    fn error(&self, team: Option<&TeamName>, describe_call: DescribeCall) -> Error {
         match *self {
             Recorded::Collective {
                 failure,
@@ -552,15 +558,12 @@ impl Recorded {
                 mine,
                 peer,
                 theirs,
-            } => {
-                use crate::collective::algo::fingerprint::Fingerprint;
-                Error::CallMismatch {
-                    team_pe: me as usize,
-                    mine: Fingerprint(mine).to_string(),
-                    peer: peer as usize,
-                    theirs: Fingerprint(theirs).to_string(),
-                }
-            }
+            } => Error::CallMismatch {
+                team_pe: me as usize,
+                mine: describe_call(mine),
+                peer: peer as usize,
+                theirs: describe_call(theirs),
+            },
             Recorded::Signal {
                 failure,
                 address,
@@ -631,11 +634,21 @@ pub(crate) struct Health {
     slots: Box<[Mutex<Slot>]>,
     /// Whether the driver refused a frame's write: NVSHMEM's calls go unframed since.
     unframed: AtomicBool,
+    describe_call: DescribeCall,
 }
+
+/// How a call's fingerprint (`kernels/PROTOCOL.md`, "Fingerprints") reads in an error: the
+/// collective layer's decoding, handed to [`Health::start`] because the runtime, below that
+/// layer, does not know the collectives.
+pub(crate) type DescribeCall = fn([u64; 2]) -> String;
 
 impl Health {
     /// The health of a starting runtime (its context current), with its watchdog running.
-    pub(crate) fn start(my_pe: usize, timeout: Option<Duration>) -> Result<Arc<Self>> {
+    pub(crate) fn start(
+        my_pe: usize,
+        timeout: Option<Duration>,
+        describe_call: DescribeCall,
+    ) -> Result<Arc<Self>> {
         let health = Arc::new(Health {
             control: Control::new()?,
             timeout,
@@ -650,6 +663,7 @@ impl Health {
             next_seq: AtomicU32::new(1),
             slots: (0..PROGRESS_SLOTS).map(|_| Mutex::default()).collect(),
             unframed: AtomicBool::new(false),
+            describe_call,
         });
         let watched = Arc::clone(&health);
         let thread = std::thread::Builder::new()
@@ -686,7 +700,11 @@ impl Health {
     fn recorded(&self) -> Option<Failure> {
         let record = Recorded::decode(&self.control.status()?)?;
         let team = record.chan().and_then(|c| self.channel_team(c));
-        Some(Failure::Kernel { record, team })
+        Some(Failure::Kernel {
+            record,
+            team,
+            describe_call: self.describe_call,
+        })
     }
 
     /// [`Health::check`], after also reading the status record now rather than at the
@@ -1054,6 +1072,11 @@ fn exit_now(status: c_int) -> ! {
 mod tests {
     use super::*;
 
+    /// The collective layer's decoding, as the runtime hands it to [`Health::start`].
+    fn described(words: [u64; 2]) -> String {
+        crate::collective::algo::fingerprint::describe(words)
+    }
+
     /// A kernel's mismatch record becomes an error naming both calls, decoded.
     #[test]
     fn a_mismatch_names_both_calls() {
@@ -1079,7 +1102,7 @@ mod tests {
             peer: 1,
             theirs: fp(1048577),
         }
-        .error(None);
+        .error(None, described);
         assert!(matches!(
             e,
             Error::CallMismatch {
@@ -1210,7 +1233,7 @@ mod tests {
             label: team_label(&[2, 5], 8).into(),
             world: Arc::from([2usize, 5]),
         };
-        let e = rec.error(Some(&team)).to_string();
+        let e = rec.error(Some(&team), described).to_string();
         assert!(
             e.starts_with(
                 "a collective timed out on team PE 1 (world PE 5) of the team of world PEs \
@@ -1223,7 +1246,7 @@ mod tests {
         let rec = Recorded::decode(&r).unwrap();
         assert_eq!(rec.chan(), None);
         assert_eq!(
-            rec.error(None).to_string(),
+            rec.error(None, described).to_string(),
             "a collective launched outside its limits while waiting for it (epoch 0)"
         );
     }
@@ -1253,7 +1276,7 @@ mod tests {
                 seen: 3,
             }
         );
-        let e = rec.error(None).to_string();
+        let e = rec.error(None, described).to_string();
         assert!(
             e.starts_with(
                 "signal_wait_until timed out waiting for signal word 1 (at 0x7f0000002008) to be \

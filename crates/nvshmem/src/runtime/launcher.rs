@@ -388,7 +388,11 @@ mod tests {
         };
         // One PE a GPU (some GPUs unused) and whole multiples share evenly.
         for (pes, gpus) in [(1, 2), (2, 2), (3, 4), (4, 2), (8, 2), (6, 3), (8, 1)] {
-            assert_eq!(at(Some(pes)).uneven_sharing(gpus), None, "{pes} PEs on {gpus} GPUs");
+            assert_eq!(
+                at(Some(pes)).uneven_sharing(gpus),
+                None,
+                "{pes} PEs on {gpus} GPUs"
+            );
         }
         assert_eq!(at(Some(3)).uneven_sharing(2), Some((1, 2)));
         assert_eq!(at(Some(5)).uneven_sharing(4), Some((1, 2)));

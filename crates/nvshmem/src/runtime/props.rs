@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 
 use super::{
-    heap_size,
     launcher::{detect, Bootstrap},
     parse_size,
+    settings::heap_size,
     uid::parse_timeout,
     DEFAULT_HEAP_SIZE,
 };

@@ -5,7 +5,10 @@
 use proptest::prelude::*;
 
 use super::plan::{as_progression, check_pes, check_strided, index_in, split_2d_layout, Strided};
-use crate::props::{config, names_arg, size};
+use crate::{
+    channel::MAX_TEAM,
+    props::{config, names_arg, size},
+};
 
 /// Team sizes: 1 to 8, as the tests on GPUs have, and a few larger.
 fn parent() -> impl Strategy<Value = usize> {
@@ -195,7 +198,7 @@ proptest! {
             None => prop_assert!(members.iter().any(|&p| offers[p].2 != first)),
         }
         if let Some(c) = agreed.team_channel(members.len()) {
-            prop_assert!(agreed.mapped && members.len() <= 8 && Some(c) == agreed.channel);
+            prop_assert!(agreed.mapped && members.len() <= MAX_TEAM && Some(c) == agreed.channel);
         }
     }
 }

@@ -2,7 +2,15 @@
 //! every algorithm sees it.
 use std::{fmt, str::FromStr};
 
-use super::*;
+#[cfg(doc)]
+use super::{choice, ALGORITHMS_VAR};
+use super::{crossover, registry};
+use crate::{
+    collective::check::Span, kernels::TeamDescriptor, team::TeamShape, DataType, Error, ReduceOp,
+    Result,
+};
+#[cfg(doc)]
+use crate::{Runtime, Team};
 
 macro_rules! collectives {
     ($($variant:ident $name:literal [$($alias:literal),*] $geometry:ident

@@ -34,17 +34,6 @@ const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Fingerprint(pub(crate) [u64; 2]);
 
-/// The tag of a team whose members are the world PEs `world`, in team order (FNV-1a).
-pub(crate) fn team_tag(world: &[usize]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for &pe in world {
-        for b in (pe as u64).to_le_bytes() {
-            h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
-        }
-    }
-    h
-}
-
 /// premul_sum's operator code: the one after [`ReduceOp::BASIC`]'s.
 const PREMUL: u64 = 9;
 const _: () = assert!(PREMUL == ReduceOp::BASIC.len() as u64 + 1);
@@ -133,12 +122,12 @@ impl Fingerprint {
     pub(crate) fn tag(self) -> u32 {
         (self.0[1] >> 32) as u32
     }
+}
 
-    /// The words a team's descriptor holds before any call: word 0 empty (the calls' launches
-    /// fill it in, [`Fingerprint::of`]), the team's tag in word 1.
-    pub(crate) fn for_team(tag: u32) -> [u64; 2] {
-        [0, u64::from(tag) << 32]
-    }
+/// A fingerprint's words decoded, for [`Error::CallMismatch`](crate::Error::CallMismatch) (the
+/// runtime's health reports a mismatch with it, `DescribeCall` in `runtime/health.rs`).
+pub(crate) fn describe(words: [u64; 2]) -> String {
+    Fingerprint(words).to_string()
 }
 
 /// Decoded: `all_reduce of f32 sum, 1048576 elements on team 0x811c9dc5`.
@@ -181,6 +170,7 @@ impl fmt::Display for Fingerprint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channel::{team_fingerprint, team_tag};
 
     #[test]
     fn fields_round_trip_through_the_words() {
@@ -385,15 +375,9 @@ mod tests {
         }
         assert_eq!(op_name(0), "?");
         assert_eq!(op_name(10), "?");
-        let t = Fingerprint(Fingerprint::for_team(0xdead_beef));
-        assert_eq!(t.0, [0, 0xdead_beef << 32]);
-        assert_eq!(t.tag(), 0xdead_beef);
-    }
-
-    #[test]
-    fn team_tags_follow_the_member_list() {
-        assert_ne!(team_tag(&[0, 1]), team_tag(&[0, 2]));
-        assert_ne!(team_tag(&[0, 1]), team_tag(&[1, 0]));
-        assert_eq!(team_tag(&[3, 4, 5]), team_tag(&[3, 4, 5]));
+        // A team's descriptor keeps its tag where a call's fingerprint does.
+        let t = Fingerprint(team_fingerprint(&[2, 5]));
+        assert_eq!(t.0, [0, u64::from(team_tag(&[2, 5])) << 32]);
+        assert_eq!(t.tag(), team_tag(&[2, 5]));
     }
 }

@@ -1,8 +1,9 @@
-//! Algorithms forced by the user: per runtime ([`Collectives`]), from the builder, at run
+//! Algorithms forced by the user: per runtime ([`ForcedAlgorithms`]), from the builder, at run
 //! time ([`Runtime::set_algorithm`]) or from the environment ([`ALGORITHMS_VAR`]).
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::*;
+use super::{registry, Algorithm, Collective};
+use crate::{kernels, Error, Result, Runtime, RuntimeBuilder};
 
 /// The environment variable that forces algorithms, for programs that cannot be rebuilt:
 /// `collective=algorithm` pairs separated by commas, e.g.
@@ -14,12 +15,12 @@ use super::*;
 /// ```
 pub const ALGORITHMS_VAR: &str = "NVSHMEM_RS_ALGORITHMS";
 
-/// The collectives' state in a runtime: the algorithm forced for each collective.
-pub(crate) struct Collectives {
-    forced: Forced,
+/// The collective layer's state in a runtime: the algorithm forced for each collective.
+pub(crate) struct ForcedAlgorithms {
+    forced: ForcedTable,
 }
 
-impl Collectives {
+impl ForcedAlgorithms {
     /// The algorithm forced for `coll`, if any.
     pub(crate) fn forced(&self, coll: Collective) -> Option<&'static dyn Algorithm> {
         self.forced.get(coll)
@@ -28,15 +29,15 @@ impl Collectives {
     /// What is forced for `coll` now, unresolved: a repeated call compares it with its
     /// plan's without touching the registry.
     #[inline]
-    pub(super) fn forcing(&self, coll: Collective) -> Forcing {
-        self.forced.forcing(coll)
+    pub(super) fn choice(&self, coll: Collective) -> ForcedChoice {
+        self.forced.choice(coll)
     }
 
     /// The state of a starting runtime, from the builder's forced algorithms, then the
     /// environment's ([`ALGORITHMS_VAR`], which overrides them), and `NVSHMEM_RS_PDL` checked:
     /// judged before NVSHMEM starts, so a bad value never leaves it started.
     pub(crate) fn new(algorithms: &[(Collective, String)]) -> Result<Self> {
-        let forced = Forced::default();
+        let forced = ForcedTable::default();
         for (coll, name) in algorithms {
             forced
                 .set(*coll, Some(name))
@@ -56,34 +57,34 @@ impl Collectives {
                 reason,
             })?;
         }
-        Ok(Collectives { forced })
+        Ok(ForcedAlgorithms { forced })
     }
 }
 
-/// The algorithm forced for each collective: a [`Forcing`] of each.
+/// The algorithm forced for each collective: a [`ForcedChoice`] of each.
 #[derive(Default)]
-pub(crate) struct Forced([AtomicUsize; Collective::ALL.len()]);
+pub(crate) struct ForcedTable([AtomicUsize; Collective::ALL.len()]);
 
 /// What is forced for one collective: an index into its registry, plus one; 0 for the
 /// automatic choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Forcing(usize);
+pub(crate) struct ForcedChoice(usize);
 
-impl Forcing {
+impl ForcedChoice {
     /// The algorithm forced for `coll` (the collective this was read for), if any.
     pub(super) fn algorithm(self, coll: Collective) -> Option<&'static dyn Algorithm> {
         self.0.checked_sub(1).map(|i| registry(coll)[i])
     }
 }
 
-impl Forced {
+impl ForcedTable {
     pub(crate) fn get(&self, coll: Collective) -> Option<&'static dyn Algorithm> {
-        self.forcing(coll).algorithm(coll)
+        self.choice(coll).algorithm(coll)
     }
 
     #[inline]
-    pub(super) fn forcing(&self, coll: Collective) -> Forcing {
-        Forcing(self.0[coll.index()].load(Ordering::Relaxed))
+    pub(super) fn choice(&self, coll: Collective) -> ForcedChoice {
+        ForcedChoice(self.0[coll.index()].load(Ordering::Relaxed))
     }
 
     /// Forces the pairs of `list` (`collective=algorithm,...`, as [`ALGORITHMS_VAR`] holds):
@@ -151,7 +152,7 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn set_algorithm(&self, coll: Collective, algorithm: Option<&str>) -> Result<()> {
-        self.collectives()
+        self.forced_algorithms()
             .forced
             .set(coll, algorithm)
             .map_err(|reason| Error::arg("Runtime::set_algorithm", "algorithm", reason))
@@ -166,7 +167,7 @@ impl Runtime {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn forced_algorithm(&self, coll: Collective) -> Option<&'static str> {
-        self.collectives().forced.get(coll).map(|a| a.name())
+        self.forced_algorithms().forced.get(coll).map(|a| a.name())
     }
 }
 
@@ -185,23 +186,6 @@ impl RuntimeBuilder {
     /// ```
     pub fn algorithm(mut self, coll: Collective, algorithm: &str) -> Self {
         self.algorithms.push((coll, algorithm.to_string()));
-        self
-    }
-
-    /// How many teams can use this crate's NVLink collectives at once (default 8, at most 64;
-    /// by default no more than fit in a sixteenth of the heap, so fewer than 8 on a heap under
-    /// about 260 MiB): each such team holds a channel from when it is made
-    /// until it is dropped (predefined teams with the world's members share the world's).
-    /// Each channel is a fixed amount of symmetric memory (about 2 MiB), allocated when the
-    /// runtime starts; a team made when none is free runs NVSHMEM's collectives instead
-    /// ([`Team::has_nvlink_kernels`] says which).
-    ///
-    /// ```no_run
-    /// let rt = nvshmem::Runtime::builder().channels(16).init()?;
-    /// # Ok::<(), nvshmem::Error>(())
-    /// ```
-    pub fn channels(mut self, count: usize) -> Self {
-        self.channels = Some(count);
         self
     }
 }

@@ -14,7 +14,6 @@
 //! matching steps: no PE is left waiting for another.
 mod call;
 mod ce;
-pub(crate) mod channel;
 pub(crate) mod crossover;
 #[cfg(test)]
 mod crossover_doc;
@@ -31,18 +30,15 @@ mod run;
 use std::fmt;
 
 use super::check::Span;
-use crate::{
-    kernels::{self, TeamDescriptor},
-    memory::Alloc,
-    team::TeamShape,
-    DataType, Error, ReduceOp, Result, Runtime, RuntimeBuilder, Team,
-};
+use crate::{team::TeamShape, DataType, Error, ReduceOp, Result};
+#[cfg(doc)]
+use crate::{Runtime, RuntimeBuilder};
 pub(crate) use call::Call;
 pub use call::{Collective, Geometry};
 pub use forced::ALGORITHMS_VAR;
 #[cfg(test)]
-pub(super) use forced::{parse_forced, Forced};
-pub(crate) use forced::{Collectives, Forcing};
+pub(super) use forced::{parse_forced, ForcedTable};
+pub(crate) use forced::{ForcedAlgorithms, ForcedChoice};
 pub(crate) use queue::Step;
 pub use run::ResolvedKernel;
 pub(crate) use run::{bare, prepare, run, Planned, Plans};

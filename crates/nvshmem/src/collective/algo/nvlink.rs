@@ -47,10 +47,10 @@ pub(super) fn team_view<'a>(call: &'a Call) -> Result<&'a TeamDescriptor, String
             "it needs every PE of the team reachable by load and store from this GPU (one \
              node, peer access)"
                 .to_string()
-        } else if call.n() > super::channel::MAX_TEAM {
+        } else if call.n() > crate::channel::MAX_TEAM {
             format!(
                 "it serves teams of at most {} PEs; this one has {}",
-                super::channel::MAX_TEAM,
+                crate::channel::MAX_TEAM,
                 call.n()
             )
         } else {
@@ -65,7 +65,7 @@ pub(super) fn team_view<'a>(call: &'a Call) -> Result<&'a TeamDescriptor, String
 /// may have: `NVR_LL_BLOCKS` (8), or fewer where fewer fit (`kernels/PROTOCOL.md`,
 /// "Residency"). The same on every member, as `max_blocks` is.
 pub(crate) fn ll_blocks(max_blocks: u32) -> usize {
-    (max_blocks as usize).clamp(1, 8)
+    (max_blocks as usize).clamp(1, crate::channel::LL_BLOCKS)
 }
 
 /// The LL launch rule of `ll.cu` for `x` payload bytes per (sender, receiver) pair and a team
@@ -119,7 +119,7 @@ impl Algorithm for Ll {
 const DIRECT_MAX_GRID: u32 = 128;
 // Every block of a launch publishes and checks the call's fingerprint only below
 // `NVR_FP_BLOCKS`: a direct grid past it would leave blocks unchecked.
-const _: () = assert!(DIRECT_MAX_GRID as usize <= super::channel::FP_BLOCKS);
+const _: () = assert!(DIRECT_MAX_GRID as usize <= crate::channel::FP_BLOCKS);
 
 /// The direct launch rule of `direct.cu`: 512 threads a block, and one block per 16 KiB that
 /// this PE moves over its links, at most [`DIRECT_MAX_GRID`] and at most the team's

@@ -137,13 +137,13 @@ const SCRATCH_ALIGN: usize = 256;
 /// then the input NVSHMEM reduces from when it cannot be the caller's (`staged` bytes:
 /// premul_sum's scaled copy, an in-place all-reduce's copy).
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Layout {
+struct Staging {
     result: usize,
     staged: usize,
 }
 
-impl Layout {
-    fn of(call: &Call, around: Around) -> Layout {
+impl Staging {
+    fn of(call: &Call, around: Around) -> Staging {
         if let Some((wide, per)) = around.widened(call.dtype) {
             // The input widened, and NVSHMEM's wide result (all of it, or one block).
             let at = |len: usize| len.saturating_mul(per * wide.size());
@@ -152,7 +152,7 @@ impl Layout {
                 Collective::ReduceScatter => at(call.count),
                 _ => staged,
             };
-            return Layout { result, staged };
+            return Staging { result, staged };
         }
         let input = call.src.len * call.dtype.size();
         let result = match call.coll {
@@ -168,7 +168,7 @@ impl Layout {
             Collective::AllReduce if call.in_place => input,
             _ => 0,
         };
-        Layout { result, staged }
+        Staging { result, staged }
     }
 
     /// Offset of the staged input.
@@ -190,9 +190,9 @@ impl Layout {
     }
 }
 
-/// The scratch the NVSHMEM reductions need ([`Layout`]).
+/// The scratch the NVSHMEM reductions need ([`Staging`]).
 fn reduction_scratch(call: &Call, around: Around) -> usize {
-    Layout::of(call, around).bytes()
+    Staging::of(call, around).bytes()
 }
 
 /// `count` elements all-reduced from `src` into `dst` (identical or disjoint), as several
@@ -239,13 +239,13 @@ fn map(dtype: DataType, kind: MapKind, src: u64, dst: u64, len: usize, factor: f
 }
 
 /// The plan of an NVSHMEM reduction with `around` it. NVSHMEM's source and destination never
-/// overlap (module docs); [`Layout`] says where the scratch holds what.
+/// overlap (module docs); [`Staging`] says where the scratch holds what.
 fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
     let (dtype, n) = (call.dtype, call.n() as f64);
     let (src, dst, scratch, count) = (call.src.ptr, call.dst.ptr, call.scratch, call.count);
     let len = call.src.len;
-    let layout = Layout::of(call, around);
-    let staged = scratch + layout.staged_at() as u64;
+    let staging = Staging::of(call, around);
+    let staged = scratch + staging.staged_at() as u64;
     if let Some((wide, per)) = around.widened(dtype) {
         return plan_widened(call, around, (wide, per), staged, steps);
     }
@@ -259,11 +259,11 @@ fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
     let from = if let Some(s) = around.scale {
         steps.push(map(dtype, MapKind::Mul, src, staged, len, s));
         staged
-    } else if layout.staged > 0 {
+    } else if staging.staged > 0 {
         steps.push(Step::Copy {
             dst: staged,
             src,
-            bytes: layout.staged,
+            bytes: staging.staged,
         });
         staged
     } else {
@@ -305,7 +305,7 @@ fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
                     count,
                     steps,
                 );
-            } else if layout.result > 0 {
+            } else if staging.result > 0 {
                 // In place, reading the caller's input: the block reduced into the scratch,
                 // then copied over this PE's block of the input, which NVSHMEM no longer
                 // reads once its reduce-scatter has completed on this stream.

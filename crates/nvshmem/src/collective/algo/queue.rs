@@ -5,10 +5,10 @@
 use cudarc::driver::{sys::CUstream, CudaStream};
 
 use crate::{
+    channel::lane::SideStream,
     ffi::{Nvshmem, Reduction, TeamHandle},
     kernels::{self, Launch},
     runtime::Health,
-    team::lane::SideStream,
     DataType, Error, ReduceOp, Result,
 };
 

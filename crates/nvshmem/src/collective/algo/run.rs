@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use super::*;
-use crate::{collective::CallKey, runtime::Enqueue};
+use super::{choice, choose, queue, Algorithm, Call, ForcedChoice, Step};
+use crate::{
+    collective::CallKey, kernels, memory::Alloc, runtime::Enqueue, Error, Result, Runtime, Team,
+};
 
 /// Checks (`describe`), chooses, plans and queues the call `key` names on `stream`. `arrays`
 /// are the allocations its buffers are part of: the call notes its use of them, of the team
@@ -25,7 +27,7 @@ pub(crate) fn run<'t>(
     arrays: &[&Arc<Alloc>],
     stream: &Arc<CudaStream>,
 ) -> Result<()> {
-    let forcing = team.runtime().collectives().forcing(key.coll());
+    let forcing = team.runtime().forced_algorithms().choice(key.coll());
     let key = PlanKey { call: key, forcing };
     if !key.call.shaped {
         let hit = team.inner().plans.with(&key, |plan| {
@@ -205,7 +207,7 @@ impl Plan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PlanKey {
     call: CallKey,
-    forcing: Forcing,
+    forcing: ForcedChoice,
 }
 
 /// A team's most recent scratch-free plans ([`run`]), newest first. Small and scanned in
@@ -263,7 +265,7 @@ pub(crate) fn prepare(team: &Team, mut call: Call, arrays: &[&Arc<Alloc>]) -> Re
     let own = rt.stream().clone();
     rt.enter(call.name, &own)?;
     call.room = rt.scratch_bytes();
-    let alg = choose(&call, rt.collectives().forced(call.coll))?;
+    let alg = choose(&call, rt.forced_algorithms().forced(call.coll))?;
     let scratch = match alg.scratch(&call) {
         0 => None,
         _ if call.is_empty() => None,
@@ -322,7 +324,7 @@ pub(crate) fn bare(team: &Team, mut call: Call, stream: &CudaStream) -> Result<R
     let rt = team.runtime();
     rt.enter(call.name, stream)?;
     call.room = rt.scratch_bytes();
-    let alg = choose(&call, rt.collectives().forced(call.coll))?;
+    let alg = choose(&call, rt.forced_algorithms().forced(call.coll))?;
     let kernel = match alg.scratch(&call) {
         0 => Plan::make(alg, &call, stream)?.kernel,
         _ => None,
@@ -347,8 +349,10 @@ pub(crate) fn bare(team: &Team, mut call: Call, stream: &CudaStream) -> Result<R
 
 #[cfg(test)]
 mod tests {
+    use super::super::{Collective, ForcedTable};
     use super::*;
     use crate::collective::{Args, Bufs};
+    use crate::{collective::check::Span, DataType, ReduceOp};
 
     fn plan_named(name: &'static str) -> Plan {
         Plan {
@@ -372,7 +376,7 @@ mod tests {
         shape: Option<&[usize]>,
         forced: Option<&'static str>,
     ) -> PlanKey {
-        let forcing = Forced::default();
+        let forcing = ForcedTable::default();
         forcing
             .set(coll, forced)
             .expect("an algorithm of the collective");
@@ -396,7 +400,7 @@ mod tests {
         };
         PlanKey {
             call: args.key(),
-            forcing: forcing.forcing(coll),
+            forcing: forcing.choice(coll),
         }
     }
 

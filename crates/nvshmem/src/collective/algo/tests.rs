@@ -649,7 +649,7 @@ fn a_forced_algorithm_that_cannot_run_the_call_says_why() {
 
 #[test]
 fn forced_algorithms_parse_and_unknown_names_are_refused() {
-    let state = Forced::default();
+    let state = ForcedTable::default();
     for (c, a) in parse_forced("all_reduce=peer_kernel, allgather = nvshmem").unwrap() {
         state.set(c, Some(&a)).unwrap();
     }
@@ -777,7 +777,7 @@ fn gather_and_scatter_address_each_members_own_block() {
 /// `c` with a channel, as a team that can use the NVLink kernels has, on the architecture the
 /// crossovers were measured on (sm_90).
 pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
-    let mut off = [0i64; 8];
+    let mut off = [0i64; crate::channel::MAX_TEAM];
     if let Some(o) = &c.team.peer_offsets {
         off[..o.len()].copy_from_slice(o);
     }
@@ -1541,7 +1541,7 @@ fn other_algorithms_can_still_be_forced_on_one_pe() {
         0,
     ));
     assert_eq!(plan(&c).0, "local");
-    let forced = Forced::default();
+    let forced = ForcedTable::default();
     forced
         .apply("all_reduce=nvshmem,barrier=nvshmem,broadcast=nvlink_ce")
         .unwrap();

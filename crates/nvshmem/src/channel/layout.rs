@@ -1,21 +1,25 @@
 //! The layout of a channel: the symmetric memory this crate's NVLink kernels keep their
 //! epochs, flags and packets in (`kernels/PROTOCOL.md`). Each team that uses the kernels holds
-//! one, chosen when the team is made (`team/lane.rs` says how), so collectives of different
+//! one, chosen when the team is made (`lane.rs` says how), so collectives of different
 //! teams never share one, and the calls of one team take turns on it.
 #[cfg(test)]
 use crate::kernels::TeamDescriptor;
 
-/// The most team members the fast path serves (`NVR_MAX_TEAM`).
-pub(crate) const MAX_TEAM: usize = 8;
+/// The most team members the fast path serves (`NVR_MAX_TEAM`), as the kernels' ABI defines it.
+pub(crate) use crate::kernels::MAX_TEAM;
 /// Per-block flag words (`NVR_MAX_BLOCKS`).
-const MAX_BLOCKS: usize = 512;
+pub(super) const MAX_BLOCKS: usize = 512;
 /// Blocks with LL regions (`NVR_LL_BLOCKS`).
-const LL_BLOCKS: usize = 8;
+pub(crate) const LL_BLOCKS: usize = 8;
 /// Blocks that publish call fingerprints (`NVR_FP_BLOCKS`).
 pub(crate) const FP_BLOCKS: usize = 128;
 /// Bytes of the header: epochs, arrive and depart flags, then the fingerprint slots (two
 /// parities of `FP_BLOCKS` x `MAX_TEAM` slots of 32 bytes).
 const HEADER: usize = 4 * MAX_BLOCKS * (1 + 2 * MAX_TEAM) + 2 * FP_BLOCKS * MAX_TEAM * 32;
+
+/// The most channels a runtime has (one bit each in the masks a new team's members AND
+/// together, `lane.rs`).
+pub(crate) const MAX_CHANNELS: usize = 64;
 
 /// Bytes of one channel with LL regions of `ll_bytes` (`nvr_chan_bytes`).
 pub(crate) fn chan_bytes(ll_bytes: usize) -> usize {
@@ -30,11 +34,10 @@ pub(crate) struct Sizing {
 }
 
 impl Sizing {
-    /// Within the limits: at most [`MAX_CHANNELS`](crate::team::lane::MAX_CHANNELS) channels,
-    /// LL regions a multiple of 16 bytes.
+    /// Within the limits: at most [`MAX_CHANNELS`] channels, LL regions a multiple of 16 bytes.
     pub(crate) fn checked(self) -> Self {
         Sizing {
-            channels: self.channels.min(crate::team::lane::MAX_CHANNELS),
+            channels: self.channels.min(MAX_CHANNELS),
             ll_bytes: self.ll_bytes.next_multiple_of(16),
         }
     }

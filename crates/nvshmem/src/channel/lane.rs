@@ -27,14 +27,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{result as cu, CudaStream};
 
+use super::MAX_CHANNELS;
 use crate::{
     memory::Alloc,
-    runtime::streams::{Ordered, Pending, Resource},
+    runtime::in_use::{Ordered, Pending, Resource},
     Error, Result,
 };
-
-/// The most channels a runtime has (one bit each in the masks the members AND together).
-pub(crate) const MAX_CHANNELS: usize = 64;
 
 /// A team's channel: its index in the pool and its local address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,7 +224,7 @@ impl Lane {
             return Ok(false);
         };
         // The header (epochs, arrive and depart words) is what precedes the LL regions.
-        let header = crate::collective::algo::channel::chan_bytes(0);
+        let header = super::chan_bytes(0);
         let s = stream.cu_stream();
         // SAFETY: the channel lies inside the pool's allocation, which lives as long as the
         // pool (held by this lane), `each` bytes from its address, the header first; the

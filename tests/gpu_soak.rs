@@ -3,10 +3,14 @@
 //! checks that nothing grows: the symmetric heap in use, the GPU memory in use and the
 //! process's resident host memory, read on every PE after a warm-up and again at the end.
 //!
+//! A test program, its one test ignored where there is no GPU; `scripts/gpu-check.sh run soak`
+//! runs it with 2 PEs under nvshmem-run and with 1 PE alone, `SOAK_ARGS` giving the options
+//! of [`USAGE`] to every PE:
+//!
 //! ```sh
-//! scripts/run-example.sh soak                                    # 10,000 arrays, 1,000,000 collectives
-//! scripts/run-example.sh soak --arrays 500 --collectives 20000   # a quick run
-//! mpirun -np 2 target/release/examples/soak
+//! scripts/gpu-check.sh run soak                                              # 10,000 arrays, 1,000,000 collectives
+//! SOAK_ARGS="--arrays 500 --collectives 20000" scripts/gpu-check.sh run soak # a quick run
+//! mpirun -np 2 -x SOAK_ARGS target/release/deps/gpu_soak-HASH --ignored --nocapture
 //! ```
 //!
 //! Each round allocates one array (one of six element types, 4 B to 4 MiB, log-uniform, from a
@@ -59,8 +63,8 @@ use nvshmem::{
     Runtime, SymArray, Team,
 };
 
-const USAGE: &str = "usage: soak [--arrays N] [--collectives N] [--sync-every N] [--keep N] \
-[--max-bytes BYTES] [--seed N] [--device-tolerance BYTES] [--rss-tolerance BYTES]
+const USAGE: &str = "usage: SOAK_ARGS=\"[--arrays N] [--collectives N] [--sync-every N] [--keep N] \
+[--max-bytes BYTES] [--seed N] [--device-tolerance BYTES] [--rss-tolerance BYTES]\" (a test of tests/gpu_soak.rs)
   --arrays N             arrays allocated and freed (default 10000)
   --collectives N        small collectives (default 1000000)
   --sync-every N         synchronise, and check one call, every N collectives (default 1000)
@@ -71,18 +75,19 @@ const USAGE: &str = "usage: soak [--arrays N] [--collectives N] [--sync-every N]
   --rss-tolerance B      allowed growth of resident host memory (default 4M)
 BYTES take K, M, G suffixes (powers of 1024).";
 
-fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
+/// The soak on this PE, with the options of [`USAGE`] from `SOAK_ARGS` (the `soak` suite of
+/// `scripts/gpu-check.sh` passes its own through): fails when anything grew past its
+/// tolerance or a check failed on any PE.
+#[test]
+#[ignore = "needs NVIDIA GPUs and NVSHMEM: run scripts/gpu-check.sh on a GPU machine"]
+fn nothing_grows_over_a_long_run() -> anyhow::Result<()> {
+    let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
-    match Config::from_args().and_then(soak) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            // A plain message, no backtrace: "needs an NVIDIA GPU" is an answer, not a bug.
-            eprintln!("soak: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+        .try_init();
+    let args = std::env::var("SOAK_ARGS").unwrap_or_default();
+    soak(Config::from_args(
+        args.split_whitespace().map(String::from),
+    )?)
 }
 
 /// The soak's parameters (see [`USAGE`]).
@@ -99,7 +104,8 @@ struct Config {
 }
 
 impl Config {
-    fn from_args() -> anyhow::Result<Config> {
+    /// The configuration the options `args` give (the rest at their defaults).
+    fn from_args(mut args: impl Iterator<Item = String>) -> anyhow::Result<Config> {
         let mut c = Config {
             arrays: 10_000,
             collectives: 1_000_000,
@@ -110,11 +116,9 @@ impl Config {
             device_tolerance: 2 << 20,
             rss_tolerance: 4 << 20,
         };
-        let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             if arg == "-h" || arg == "--help" {
-                println!("{USAGE}");
-                std::process::exit(0);
+                bail!("{USAGE}");
             }
             let (name, value) = match arg.split_once('=') {
                 Some((n, v)) => (n.to_string(), v.to_string()),
@@ -1019,4 +1023,33 @@ fn print_table(me: usize, readings: &[Reading], cfg: &Config, checks: usize, fai
         human(cfg.rss_tolerance as f64),
     );
     println!("PE {me}: {checks} results checked against the host, {failed} wrong");
+}
+
+/// `SOAK_ARGS` is read as the soak example's command line was: both option forms, sizes with
+/// suffixes, a zero tolerance; an unknown option or a bad value is refused with the usage.
+#[test]
+fn soak_args_parse_as_options() {
+    let parse = |s: &str| Config::from_args(s.split_whitespace().map(String::from));
+    let c = parse("--arrays 500 --collectives=20_000 --max-bytes 64K --device-tolerance 0")
+        .expect("valid options");
+    assert_eq!(
+        (c.arrays, c.collectives, c.max_bytes),
+        (500, 20_000, 64 << 10)
+    );
+    assert_eq!(
+        (c.device_tolerance, c.rss_tolerance, c.keep),
+        (0, 4 << 20, 24)
+    );
+    let d = parse("").expect("no options");
+    assert_eq!((d.arrays, d.collectives), (10_000, 1_000_000));
+    for bad in [
+        "--arrays",
+        "--arrays many",
+        "--bogus 1",
+        "--keep 0",
+        "--help",
+    ] {
+        let e = parse(bad).expect_err(bad).to_string();
+        assert!(e.contains("usage") || e.contains("at least"), "{bad}: {e}");
+    }
 }
