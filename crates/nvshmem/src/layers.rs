@@ -22,6 +22,7 @@ const LAYERS: &[&str] = &[
     "timing",
     "graph",
     "device",
+    "testing",
 ];
 
 /// The one sanctioned back-edge: an owner holds the state that the layers above keep for as

@@ -19,7 +19,8 @@
 //! agreements, health, stream order); [`memory`] (the symmetric heap); the channels this
 //! crate's NVLink kernels run in and the teams' lanes onto them; [`team`]; [`collective`];
 //! then [`rma`], [`timing`], [`Graph`] and [`device`] (the program's own kernels that call
-//! NVSHMEM's device API).
+//! NVSHMEM's device API); last, behind the `testing` feature, the host reference and
+//! tolerance that the GPU tests and `nvshmem-perf` check results against.
 //!
 //! One back-edge is sanctioned: an owner holds the state that layers above it keep for as
 //! long as it lives. The [`Runtime`] owns the job's symmetric heap, its team registry, the
