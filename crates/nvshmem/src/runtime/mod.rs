@@ -287,6 +287,8 @@ pub struct RuntimeBuilder {
     timeout: Option<Option<Duration>>,
     /// `RuntimeBuilder::channels`.
     pub(crate) channels: Option<usize>,
+    /// `RuntimeBuilder::lamport_bytes`.
+    pub(crate) lamport_bytes: Option<usize>,
     /// `RuntimeBuilder::algorithm`, in the order given.
     pub(crate) algorithms: Vec<(Collective, String)>,
     /// `RuntimeBuilder::check_calls` and `check_nvshmem_calls`: 0 off, 1 this crate's
@@ -993,7 +995,7 @@ impl RuntimeBuilder {
         // A failure here is seen alike by every PE (an allocation refused, an agreement out of
         // step), or ends their next agreement: dropping the runtime then finalises NVSHMEM
         // where every PE agrees to, and leaves it otherwise.
-        let teams = Teams::start(&rt, self.channels, check_calls)?;
+        let teams = Teams::start(&rt, self.channels, self.lamport_bytes, check_calls)?;
         if rt.inner.teams.set(teams).is_err() {
             unreachable!("the teams are set once, here");
         }

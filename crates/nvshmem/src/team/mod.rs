@@ -316,6 +316,8 @@ pub(crate) struct Teams {
 struct Core {
     pool: Arc<ChannelPool>,
     ll_bytes: u32,
+    /// Bytes of each channel's Lamport area (`collective::algo::lamport`).
+    lam_bytes: u64,
     /// How calls are checked (`RuntimeBuilder::check_calls`): 0 not, 1 this crate's
     /// kernels, 2 NVSHMEM's collectives too.
     check_calls: u32,
@@ -335,7 +337,12 @@ impl std::fmt::Debug for Teams {
 impl Teams {
     /// The team layer of a starting runtime: the channel pool (`channels` of them, or the
     /// default for the heap) and NVSHMEM's predefined teams, set up with every PE.
-    pub(crate) fn start(rt: &Runtime, channels: Option<usize>, check_calls: u32) -> Result<Self> {
+    pub(crate) fn start(
+        rt: &Runtime,
+        channels: Option<usize>,
+        lamport: Option<usize>,
+        check_calls: u32,
+    ) -> Result<Self> {
         use crate::collective::algo::channel::{chan_bytes, Sizing};
         const CALL: &str = "Runtime::init (teams)";
         let mut sizing = Sizing::for_heap(rt.info().heap_size);
@@ -343,12 +350,19 @@ impl Teams {
             sizing.channels = n;
         }
         let sizing = sizing.checked();
-        let each = chan_bytes(sizing.ll_bytes);
+        let lamport = crate::collective::algo::lamport::Area {
+            offset: chan_bytes(sizing.ll_bytes),
+            bytes: crate::collective::algo::lamport::area_bytes(lamport.unwrap_or_else(|| {
+                crate::collective::algo::lamport::default_max(rt.info().heap_size, sizing.channels)
+            })),
+        };
+        let each = lamport.offset + lamport.bytes;
         let bytes = (sizing.channels * each).max(256);
         let alloc = rt.heap().alloc(rt, CALL, bytes, true)?;
         let core = Core {
-            pool: Arc::new(ChannelPool::new(alloc, each, sizing.channels)),
+            pool: Arc::new(ChannelPool::new(alloc, each, sizing.channels, lamport)),
             ll_bytes: sizing.ll_bytes as u32,
+            lam_bytes: lamport.bytes as u64,
             check_calls,
             retired: Arc::default(),
             said_no_channel: Default::default(),
@@ -566,6 +580,7 @@ impl Core {
                 me: my_pe as i32,
                 chan: c.addr,
                 ll_bytes: self.ll_bytes,
+                lam_bytes: self.lam_bytes,
                 check: self.check_calls,
                 abort,
                 status,

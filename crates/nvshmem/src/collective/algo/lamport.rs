@@ -1,0 +1,283 @@
+//! `nvlink_lamport`: one-shot float reductions for the mid band (about 64 KiB to 2 MiB a PE)
+//! through sentinel-filled receive buffers (`kernels/lamport.cu`, whose header gives the
+//! protocol and the argument for its three rotating buffers).
+//!
+//! Every PE stores its whole input, 16 bytes at a time, into a receive buffer in each peer's
+//! channel that holds the sentinel `0x80000000` in every 32-bit word, and polls its own
+//! buffers until no word is the sentinel: the data is its own flag, so a call is one NVLink
+//! crossing and a launch, with no barrier and no flag per vector. The price is memory: each
+//! channel holds a *Lamport area* after its LL regions, three buffers of `n - 1` slots, sized
+//! by [`RuntimeBuilder::lamport_bytes`] (by default, 2-PE calls up to [`DEFAULT_MAX`]).
+//!
+//! What it refuses: anything but all_reduce, reduce_scatter and reduce; integers and bool
+//! (every bit pattern is a value, so there is no sentinel) and f64 (its words take any value);
+//! calls larger than a slot; teams that are not peer-mapped or got no channel.
+//!
+//! Semantics differ from the other algorithms in one point: every member's -0.0 is read as
+//! +0.0 (a sender must never send the sentinel, and the receiver reads its own input alike so
+//! that every PE gets the same bits), so the sign of a zero result may differ (a sum of -0.0s
+//! is +0.0 here, as is a product with a -0.0 factor); every other value is the same.
+use super::nvlink::{fingerprinted, team_view};
+use super::{crossover, Algorithm, Call, Collective, Step};
+use crate::kernels::{self, KernelKey, Launch, NvlinkArgs, NvlinkLaunch, NvlinkSource};
+
+/// Bytes of the area's header (`NVR_LAM_HEADER`: the run index, the finished-block count and
+/// the bytes to clear).
+pub(crate) const HEADER: usize = 256;
+/// The sentinel every 32-bit word of an unwritten receive buffer holds (`NVR_LAM_SENTINEL`).
+pub(crate) const SENTINEL: u32 = 0x8000_0000;
+/// The largest 2-PE call the default area holds: 2 MiB a PE (6 MiB and the header a channel).
+pub(crate) const DEFAULT_MAX: usize = 2 << 20;
+/// The smallest useful area: 2-PE calls of 64 KiB (the band starts there); smaller areas are
+/// not made.
+const SMALLEST_MAX: usize = 64 << 10;
+/// The most blocks of a launch (`NVR_LAM_MAX_GRID`): every block publishes and checks the
+/// call's fingerprint (`NVR_FP_BLOCKS`).
+const MAX_GRID: usize = 128;
+const _: () = assert!(MAX_GRID <= super::channel::FP_BLOCKS);
+/// Payload bytes a block up to which one more block is added (the launch rule).
+const BYTES_PER_BLOCK: usize = 8 << 10;
+
+/// Bytes of a Lamport area that holds 2-PE calls of up to `max` bytes: the header and three
+/// buffers of one slot (`max` rounded up to 16 bytes); 0 for `max == 0`.
+pub(crate) fn area_bytes(max: usize) -> usize {
+    if max == 0 {
+        0
+    } else {
+        HEADER + 3 * max.next_multiple_of(16)
+    }
+}
+
+/// Bytes one (buffer, sender) slot of an area of `area` bytes holds on a team of `n` PEs:
+/// the buffers are `3 x (n - 1)` slots of 16-byte multiples. 0 where there is no area or no
+/// peer.
+pub(crate) fn slot_bytes(area: usize, n: usize) -> usize {
+    if n < 2 || area <= HEADER {
+        return 0;
+    }
+    ((area - HEADER) / (3 * (n - 1))) & !15
+}
+
+/// The default largest 2-PE call of each of `channels` channels on a heap of `heap_size`
+/// bytes: [`DEFAULT_MAX`] where every area fits in a sixteenth of the heap, else the largest
+/// multiple of 16 KiB that does, and none below 64 KiB (a 1 GiB heap, the default, holds
+/// eight channels with 2 MiB each: 48 MiB).
+pub(crate) fn default_max(heap_size: usize, channels: usize) -> usize {
+    let budget = heap_size / 16 / channels.max(1);
+    if area_bytes(DEFAULT_MAX) <= budget {
+        return DEFAULT_MAX;
+    }
+    let fit = (budget.saturating_sub(HEADER) / 3) & !((16 << 10) - 1);
+    if fit < SMALLEST_MAX {
+        0
+    } else {
+        fit
+    }
+}
+
+/// Where a channel's Lamport area lies: `offset` bytes from the channel's start (after its LL
+/// regions), `bytes` long (0: none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Area {
+    pub(crate) offset: usize,
+    pub(crate) bytes: usize,
+}
+
+impl Area {
+    /// Fills the buffers of the area of the channel at `chan` with the sentinel, on `stream`:
+    /// what a zeroed channel needs before its first Lamport call (a zeroed header is the state
+    /// before the first run). Nothing where the area is empty.
+    ///
+    /// # Safety
+    /// `chan` is a channel of the pool, whose allocation holds this area; the stream is live
+    /// and the runtime's context current; no kernel uses the channel until the stream passes
+    /// this point.
+    pub(crate) unsafe fn fill(
+        self,
+        chan: u64,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> crate::Result<()> {
+        if self.bytes <= HEADER {
+            return Ok(());
+        }
+        let at = chan + (self.offset + HEADER) as u64;
+        // SAFETY: passed on from the caller: the words lie inside the channel's area.
+        unsafe {
+            cudarc::driver::sys::cuMemsetD32Async(at, SENTINEL, (self.bytes - HEADER) / 4, stream)
+        }
+        .result()
+        .map_err(crate::Error::cuda("cuMemsetD32Async (Lamport buffers)"))
+    }
+}
+
+/// The launch rule of `lamport.cu` for `x` payload bytes per (sender, receiver) pair on a team
+/// whose members keep `max_blocks` blocks resident: one block per [`BYTES_PER_BLOCK`], at most
+/// [`MAX_GRID`] and `max_blocks`; 512 threads, fewer where a block has fewer vectors (at least
+/// two warps: the last one carries the flags). The same grid on every member.
+pub(crate) fn shape(x: usize, max_blocks: u32) -> (u32, u32) {
+    let most = (max_blocks as usize).clamp(1, MAX_GRID);
+    let grid = x.div_ceil(BYTES_PER_BLOCK).clamp(1, most);
+    let vectors_per_block = x.div_ceil(16).div_ceil(grid);
+    let block = vectors_per_block.next_multiple_of(32).clamp(64, 512);
+    (grid as u32, block as u32)
+}
+
+/// Lamport one-shot reductions.
+pub(super) struct Lamport;
+
+impl Algorithm for Lamport {
+    fn name(&self) -> &'static str {
+        "nvlink_lamport"
+    }
+
+    fn takes_team_of(&self, n: usize) -> bool {
+        n >= 2
+    }
+
+    fn refuses(&self, call: &Call) -> Option<String> {
+        if !matches!(
+            call.coll,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
+        ) {
+            return Some(format!("it runs reductions only, not {}", call.coll));
+        }
+        if call.n() < 2 {
+            return Some("it needs a team of at least 2 PEs".to_string());
+        }
+        if !kernels::lamport_serves(call.dtype) {
+            return Some(format!(
+                "it needs a float type of at most 32 bits, whose -0.0 can stand in for \
+                 'not yet written'; {} has no such value",
+                call.dtype
+            ));
+        }
+        if !kernels::reduces(call.dtype, call.op) {
+            return Some(format!(
+                "the NVLink kernels have no {} reduction of {}",
+                call.op.name(),
+                call.dtype
+            ));
+        }
+        let team = match team_view(call) {
+            Ok(t) => t,
+            Err(why) => return Some(why),
+        };
+        let slot = slot_bytes(team.lam_bytes as usize, call.n());
+        if slot == 0 {
+            return Some(
+                "the runtime has no Lamport buffers (RuntimeBuilder::lamport_bytes, or a heap \
+                 too small for the default)"
+                    .to_string(),
+            );
+        }
+        if call.block_bytes().next_multiple_of(16) > slot {
+            return Some(format!(
+                "its buffers hold at most {slot} bytes a PE on a team of {}, the call {}",
+                call.n(),
+                call.block_bytes()
+            ));
+        }
+        None
+    }
+
+    fn prefers(&self, call: &Call) -> bool {
+        crossover::lamport(call)
+    }
+
+    fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
+        let team = fingerprinted(call);
+        let slot = slot_bytes(team.lam_bytes as usize, call.n()) as u64;
+        let (grid, block) = shape(call.block_bytes(), call.team.max_blocks);
+        let reduction = Some((call.dtype, call.op));
+        steps.push(Step::Kernel(Launch::Nvlink(NvlinkLaunch {
+            key: KernelKey::Nvlink(NvlinkSource::Lamport, reduction),
+            function: NvlinkSource::Lamport
+                .function(call.coll.name(), true)
+                .expect("lamport.cu has every reduction"),
+            grid,
+            block,
+            team,
+            args: NvlinkArgs::Lamport {
+                root: (call.coll == Collective::Reduce).then_some(call.root as i32),
+                src: call.src.ptr,
+                dst: call.dst.ptr,
+                count: call.count as u64,
+                scale: match call.op {
+                    crate::ReduceOp::PreMulSum(s) => s,
+                    _ => 1.0,
+                },
+                slot,
+            },
+        })));
+    }
+}
+
+impl crate::RuntimeBuilder {
+    /// Sizes the receive buffers of the `nvlink_lamport` reductions: each channel
+    /// ([`channels`](Self::channels)) holds three buffers for calls of up to `max` bytes a PE
+    /// on 2-PE teams (`max / (n - 1)` on teams of `n`), that is `3 x max` bytes of symmetric
+    /// memory a channel; 0 turns the algorithm off. By default 2 MiB, less on a heap under
+    /// 1 GiB (the areas take at most a sixteenth of it), none under 64 KiB.
+    ///
+    /// ```no_run
+    /// // 2-PE calls up to 1 MiB: 3 MiB of symmetric memory per channel.
+    /// let rt = nvshmem::Runtime::builder().lamport_bytes(1 << 20).init()?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn lamport_bytes(mut self, max: usize) -> Self {
+        self.lamport_bytes = Some(max);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn areas_hold_three_buffers_of_n_minus_one_slots() {
+        assert_eq!(area_bytes(0), 0);
+        assert_eq!(area_bytes(DEFAULT_MAX), 256 + 6 * (1 << 20));
+        assert_eq!(area_bytes(17), 256 + 3 * 32);
+        let a = area_bytes(DEFAULT_MAX);
+        assert_eq!(slot_bytes(a, 2), DEFAULT_MAX);
+        // Three peers share it: a third each, rounded down to 16 bytes.
+        assert_eq!(slot_bytes(a, 4), (2 << 20) / 3 & !15);
+        assert_eq!(slot_bytes(a, 8) % 16, 0);
+        assert!(256 + 3 * 7 * slot_bytes(a, 8) <= a);
+        assert_eq!(slot_bytes(a, 1), 0);
+        assert_eq!(slot_bytes(0, 2), 0);
+        assert_eq!(slot_bytes(HEADER, 2), 0);
+    }
+
+    #[test]
+    fn the_default_fits_2_mib_on_a_default_heap_and_shrinks_on_small_ones() {
+        assert_eq!(
+            default_max(crate::runtime::DEFAULT_HEAP_SIZE, 8),
+            DEFAULT_MAX
+        );
+        // 256 MiB, 7 channels: 16 MiB of areas, about 2.3 MiB each.
+        let m = default_max(256 << 20, 7);
+        assert!(m >= SMALLEST_MAX && m < DEFAULT_MAX, "{m}");
+        assert!(7 * area_bytes(m) <= (256 << 20) / 16);
+        assert_eq!(m % (16 << 10), 0);
+        // 16 MiB, one channel: 1 MiB for areas holds 2-PE calls of 336 KiB.
+        assert_eq!(default_max(16 << 20, 1), 336 << 10);
+        // 2 MiB: 128 KiB for areas, under 64 KiB a call: none.
+        assert_eq!(default_max(2 << 20, 1), 0);
+    }
+
+    #[test]
+    fn the_launch_rule() {
+        assert_eq!(shape(64 << 10, 128), (8, 512));
+        assert_eq!(shape(1 << 20, 128), (128, 512));
+        assert_eq!(shape(2 << 20, 128), (128, 512));
+        // Fewer vectors than threads: fewer threads, never under two warps.
+        assert_eq!(shape(16, 128), (1, 64));
+        assert_eq!(shape(0, 128), (1, 64));
+        assert_eq!(shape(100 << 10, 128), (13, 512));
+        // Only as many blocks as every member keeps resident.
+        assert_eq!(shape(1 << 20, 16), (16, 512));
+        assert_eq!(shape(1 << 20, 0), (1, 512));
+    }
+}
