@@ -909,7 +909,7 @@ fn lamport_rounds(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> a
     // Member pe's input element i of call `salt` in round r: small whole numbers (every sum
     // exact in f32 and f16), -0.0 at every 101st element.
     let of = |pe: usize, i: usize, r: u64, salt: u64| -> f32 {
-        if i % 101 == 0 {
+        if i.is_multiple_of(101) {
             -0.0
         } else {
             ((i as u64 * 31 + seed + r * 7 + salt * 13 + pe as u64 * 1000) % 97) as f32 - 48.0

@@ -373,7 +373,9 @@ impl Teams {
         let table = rt.agree_world_with(CALL, |stream| {
             // The first argument word: the call check's level, which must be the same on every
             // PE (a PE that does not publish fingerprints would keep its peers waiting).
-            let mut words = vec![make::PREDEFINED, u64::from(check_calls), 0, 0, 0];
+            // The second: the Lamport areas' size, which the kernels' buffer layout rests on.
+            let lam = core.lam_bytes;
+            let mut words = vec![make::PREDEFINED, u64::from(check_calls), lam, 0, 0];
             words.extend(core.offer(rt, &everyone, stream)?);
             Ok(entry(tag::MAKE_TEAM, &words))
         })?;
@@ -389,6 +391,20 @@ impl Teams {
                      RuntimeBuilder::check_calls), PE 0 at level {}: every PE must check alike",
                     table[pe][offer::ARGS],
                     table[0][offer::ARGS]
+                ),
+            });
+        }
+        if let Some(pe) = table
+            .iter()
+            .position(|e| e[offer::ARGS + 1] != table[0][offer::ARGS + 1])
+        {
+            return Err(Error::OutOfStep {
+                call: CALL,
+                detail: format!(
+                    "PE {pe} has Lamport areas of {} bytes, PE 0 of {} \
+                     (RuntimeBuilder::lamport_bytes): every PE must size them alike",
+                    table[pe][offer::ARGS + 1],
+                    table[0][offer::ARGS + 1]
                 ),
             });
         }

@@ -233,6 +233,194 @@ impl crate::RuntimeBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{
+        collective::algo::tests::{call, team, with_channel},
+        DataType, ReduceOp,
+    };
+
+    /// Why `nvlink_lamport` refuses a call of `count` elements on PE 0 of `n` with a channel
+    /// whose Lamport area holds 2-PE calls of `max` bytes.
+    fn refusal(
+        coll: Collective,
+        n: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        count: usize,
+        max: usize,
+    ) -> Option<String> {
+        let t = team(n, 0, true);
+        let mut c = with_channel(call(&t, coll, dtype, op, count, false, 0));
+        c.descriptor.as_mut().unwrap().lam_bytes = area_bytes(max) as u64;
+        Lamport.refuses(&c)
+    }
+
+    #[test]
+    fn it_refuses_integers_f64_data_movement_and_calls_past_its_buffers() {
+        use Collective::*;
+        let m = DEFAULT_MAX;
+        for coll in [AllReduce, ReduceScatter, Reduce] {
+            for t in [
+                DataType::F32,
+                DataType::F16,
+                DataType::BF16,
+                DataType::F8E4M3,
+                DataType::F8E5M2,
+            ] {
+                for op in [
+                    ReduceOp::Sum,
+                    ReduceOp::Max,
+                    ReduceOp::Avg,
+                    ReduceOp::PreMulSum(0.5),
+                ] {
+                    assert_eq!(refusal(coll, 2, t, op, 1000, m), None, "{coll} {t} {op}");
+                }
+            }
+            for t in [DataType::I32, DataType::U8, DataType::Bool8, DataType::F64] {
+                let why = refusal(coll, 2, t, ReduceOp::Max, 1000, m).unwrap();
+                assert!(why.contains("float type of at most 32 bits"), "{why}");
+            }
+        }
+        let why = refusal(Broadcast, 2, DataType::F32, ReduceOp::Sum, 1000, m).unwrap();
+        assert!(why.contains("reductions only"), "{why}");
+        // 2 MiB a PE fits the default on 2 PEs, one element more does not; on 4 PEs a third.
+        let f32s = m / 4;
+        assert_eq!(
+            refusal(AllReduce, 2, DataType::F32, ReduceOp::Sum, f32s, m),
+            None
+        );
+        let why = refusal(AllReduce, 2, DataType::F32, ReduceOp::Sum, f32s + 1, m).unwrap();
+        assert!(
+            why.contains("at most 2097152 bytes a PE on a team of 2"),
+            "{why}"
+        );
+        assert!(refusal(AllReduce, 4, DataType::F32, ReduceOp::Sum, f32s / 2, m).is_some());
+        assert_eq!(
+            refusal(AllReduce, 4, DataType::F32, ReduceOp::Sum, f32s / 3 - 4, m),
+            None
+        );
+        // A runtime without areas.
+        let why = refusal(AllReduce, 2, DataType::F32, ReduceOp::Sum, 8, 0).unwrap();
+        assert!(why.contains("no Lamport buffers"), "{why}");
+        // One PE: the local algorithm's; and not peer-mapped: no channel.
+        assert!(!Lamport.takes_team_of(1));
+        assert!(refusal(AllReduce, 1, DataType::F32, ReduceOp::Sum, 8, m).is_some());
+        let t = team(2, 0, false);
+        let c = call(&t, AllReduce, DataType::F32, ReduceOp::Sum, 8, false, 0);
+        assert!(Lamport
+            .refuses(&c)
+            .unwrap()
+            .contains("reachable by load and store"));
+    }
+
+    #[test]
+    fn forced_by_name_it_runs_or_says_why() {
+        use crate::collective::algo::{choose, Forced};
+        let forced = Forced::default();
+        forced
+            .apply("all_reduce=nvlink_lamport,reduce=nvlink_lamport")
+            .unwrap();
+        assert_eq!(
+            forced.get(Collective::Reduce).unwrap().name(),
+            "nvlink_lamport"
+        );
+        assert!(forced.apply("broadcast=nvlink_lamport").is_err());
+        let a = forced.get(Collective::AllReduce).expect("forced by name");
+        assert_eq!(a.name(), "nvlink_lamport");
+        let t = team(2, 0, true);
+        let c = with_channel(call(
+            &t,
+            Collective::AllReduce,
+            DataType::BF16,
+            ReduceOp::Sum,
+            9,
+            false,
+            0,
+        ));
+        assert_eq!(choose(&c, Some(a)).unwrap().name(), "nvlink_lamport");
+        let c = with_channel(call(
+            &t,
+            Collective::AllReduce,
+            DataType::I32,
+            ReduceOp::Sum,
+            9,
+            false,
+            0,
+        ));
+        match choose(&c, Some(a)) {
+            Err(crate::Error::AlgorithmRefused {
+                algorithm, reason, ..
+            }) => {
+                assert_eq!(algorithm, "nvlink_lamport");
+                assert!(reason.contains("float type"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Collective::ReduceScatter
+            .algorithms()
+            .contains(&"nvlink_lamport"));
+        assert!(!Collective::Broadcast
+            .algorithms()
+            .contains(&"nvlink_lamport"));
+    }
+
+    #[test]
+    fn its_plan_is_one_launch_with_the_slot_and_the_root() {
+        use crate::kernels::{KernelKey, Launch, NvlinkArgs, NvlinkSource};
+        let t = team(2, 1, true);
+        for (coll, function, root) in [
+            (Collective::AllReduce, "nvr_lamport_all_reduce", None),
+            (
+                Collective::ReduceScatter,
+                "nvr_lamport_reduce_scatter",
+                None,
+            ),
+            (Collective::Reduce, "nvr_lamport_reduce", Some(1)),
+        ] {
+            let c = with_channel(call(
+                &t,
+                coll,
+                DataType::F16,
+                ReduceOp::PreMulSum(0.25),
+                32768,
+                false,
+                1,
+            ));
+            let mut steps = Vec::new();
+            Lamport.plan(&c, &mut steps);
+            let [Step::Kernel(Launch::Nvlink(l))] = &steps[..] else {
+                panic!("{steps:?}")
+            };
+            assert_eq!(l.function, function);
+            assert_eq!(
+                l.key,
+                KernelKey::Nvlink(
+                    NvlinkSource::Lamport,
+                    Some((DataType::F16, ReduceOp::PreMulSum(1.0)))
+                )
+            );
+            assert_ne!(
+                l.key,
+                KernelKey::Nvlink(
+                    NvlinkSource::Ll,
+                    Some((DataType::F16, ReduceOp::PreMulSum(1.0)))
+                )
+            );
+            assert_eq!((l.grid, l.block), shape(65536, t.max_blocks));
+            // The call's fingerprint rides in the descriptor, as every NVLink launch's.
+            assert_ne!(l.team.fp[0], 0);
+            assert_eq!(
+                l.args,
+                NvlinkArgs::Lamport {
+                    root,
+                    src: c.src.ptr,
+                    dst: c.dst.ptr,
+                    count: 32768,
+                    scale: 0.25,
+                    slot: DEFAULT_MAX as u64,
+                }
+            );
+        }
+    }
 
     #[test]
     fn areas_hold_three_buffers_of_n_minus_one_slots() {
@@ -242,7 +430,7 @@ mod tests {
         let a = area_bytes(DEFAULT_MAX);
         assert_eq!(slot_bytes(a, 2), DEFAULT_MAX);
         // Three peers share it: a third each, rounded down to 16 bytes.
-        assert_eq!(slot_bytes(a, 4), (2 << 20) / 3 & !15);
+        assert_eq!(slot_bytes(a, 4), ((2 << 20) / 3) & !15);
         assert_eq!(slot_bytes(a, 8) % 16, 0);
         assert!(256 + 3 * 7 * slot_bytes(a, 8) <= a);
         assert_eq!(slot_bytes(a, 1), 0);
@@ -258,7 +446,7 @@ mod tests {
         );
         // 256 MiB, 7 channels: 16 MiB of areas, about 2.3 MiB each.
         let m = default_max(256 << 20, 7);
-        assert!(m >= SMALLEST_MAX && m < DEFAULT_MAX, "{m}");
+        assert!((SMALLEST_MAX..DEFAULT_MAX).contains(&m), "{m}");
         assert!(7 * area_bytes(m) <= (256 << 20) / 16);
         assert_eq!(m % (16 << 10), 0);
         // 16 MiB, one channel: 1 MiB for areas holds 2-PE calls of 336 KiB.
