@@ -27,14 +27,19 @@
 //     run r starts after run r - 1 ended (stream order).
 //   - Nothing writes it again before the clear is done: peers write into it next at their run
 //     r + 2 ((r - 1) % 3 == (r + 2) % 3). A peer starts run r + 2 only after its run r + 1 ended,
-//     which needed this PE's data of run r + 1, which this PE sends only after its run r (clear
-//     included) has completed and its writes are visible (griddepcontrol.wait / stream order).
+//     and every block of a run waits at its end for every peer's arrival at that run
+//     (nvr_quiesce), so the peer's run r + 1 ended after this PE arrived at run r + 1, which it
+//     does only after its run r (clear included) has completed and its writes are visible
+//     (griddepcontrol.wait / stream order). Not "after it received this PE's data of run
+//     r + 1": a rooted reduce's root sends none, and the arrival bounds a non-root all the same.
 //   - Buffer r % 3 holds only the sentinel when run r's stores arrive: it was last written at run
-//     r - 3 (all landed before this PE's run r - 3 ended) and cleared at run r - 2.
+//     r - 3 (all landed before this PE's run r - 3 ended) and cleared at run r - 2; a peer writes
+//     it at its run r, which starts after its run r - 1 ended, so after this PE arrived at run
+//     r - 1, after its run r - 2 had completed.
 // (Clearing the buffer of run r - 2 in run r instead, i.e. buffer (r + 1) % 3, would race: a peer
-// that has this PE's run-r data may start run r + 1 and write into that buffer while this PE is
-// still clearing it, unless the clear were fenced before the push.) Two buffers cannot work: the
-// one cleared in run r would be written at run r + 1. The run index lives in the channel (header
+// may start run r + 1 once this PE has arrived at run r and sent its data, and write into that
+// buffer while this PE is still clearing it, unless the clear were fenced before the arrival.)
+// Two buffers cannot work: the one cleared in run r would be written at run r + 1. The run index lives in the channel (header
 // word `rot`, 0..2), advanced once per run by the last block of the launch to finish (an atomic
 // count of finished blocks), so it does not depend on the epochs (whose wrap 0xFFFFFFFE -> 1
 // would break e % 3) nor on the grid: every Lamport launch on a channel, of any size, advances it
@@ -306,7 +311,9 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
 // channel's run index and records what this run received (`got` bytes per slot) for the next
 // run to clear; every block has read the header before it counts itself (the count is a release
 // after a block barrier that follows every thread's read), and the next Lamport launch reads it
-// only after this one has completed. Then the protocol's end (quiescence, epoch).
+// only after this one has completed. Then the protocol's end (quiescence, epoch). The wait for
+// every peer's arrival of this run (nvr_quiesce, all peers, whatever this PE received) is what
+// keeps a peer from running two Lamport runs ahead (ROTATION): it must not be narrowed.
 __device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_ctx &c,
                                                nvr_u64 got, bool ok) {
     ok = nvr_quiesce(t, c.e, nvr_all_peers(t), ok);
