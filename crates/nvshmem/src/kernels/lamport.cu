@@ -142,7 +142,10 @@ __device__ __forceinline__ uint4 nvr_lam_ld(const char *p, nvr_u64 i, nvr_u64 x)
 #pragma unroll
     for (int k = 0; k < 16; ++k) b[k] = 0;
     const nvr_u64 nb = min((nvr_u64)16, x - 16 * i);
-    for (nvr_u64 k = 0; k < nb; k += sizeof(NVR_T)) memcpy(b + k, q + k, sizeof(NVR_T));
+    // Unrolled with constant offsets, so that b stays in registers.
+#pragma unroll
+    for (int k = 0; k < 16; k += (int)sizeof(NVR_T))
+        if ((nvr_u64)k < nb) memcpy(b + k, q + k, sizeof(NVR_T));
     uint4 v;
     memcpy(&v, b, 16);
     return v;
@@ -158,7 +161,9 @@ __device__ __forceinline__ void nvr_lam_st(char *p, nvr_u64 i, nvr_u64 x, uint4 
     unsigned char b[16];
     memcpy(b, &v, 16);
     const nvr_u64 nb = min((nvr_u64)16, x - 16 * i);
-    for (nvr_u64 k = 0; k < nb; k += sizeof(NVR_T)) memcpy(q + k, b + k, sizeof(NVR_T));
+#pragma unroll
+    for (int k = 0; k < 16; k += (int)sizeof(NVR_T))
+        if ((nvr_u64)k < nb) memcpy(q + k, b + k, sizeof(NVR_T));
 }
 
 __device__ __forceinline__ NVR_T nvr_lam_elem(const uint4 &v, int m) {
@@ -284,24 +289,39 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
     for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += blockDim.x) {
         uint4 v[NVR_MAX_TEAM];
         bool got[NVR_MAX_TEAM];
-        // Every peer's vector polled once, the loads in flight together; then the late ones.
-#pragma unroll
-        for (int j = 0; j < NVR_MAX_TEAM; ++j)
-            got[j] = from[j] == nullptr || nvr_lam_poll(from[j] + 16 * i, v[j]);
-        const uint4 mine = nvr_lam_clean4(nvr_lam_ld(own, i, x));
+        // Every peer's vector polled once, the loads in flight together; then the late ones,
+        // all in one wait (every array index a constant once unrolled, so they stay in
+        // registers), which names the first peer found late.
+        int late = -1;
 #pragma unroll
         for (int j = 0; j < NVR_MAX_TEAM; ++j) {
-            if (got[j]) continue;
-            const char *p = from[j] + 16 * i;
-            uint4 &w = v[j];
-            if (!nvr_wait(
-                    t, [&] { return nvr_lam_poll(p, w); }, j, c.e, NVR_WAIT_LL))
-                return false;
+            got[j] = from[j] == nullptr || nvr_lam_poll(from[j] + 16 * i, v[j]);
+            if (!got[j] && late < 0) late = j;
         }
+        const uint4 mine = nvr_lam_clean4(nvr_lam_ld(own, i, x));
+        if (late >= 0 && !nvr_wait(
+                             t,
+                             [&] {
+                                 bool all = true;
+#pragma unroll
+                                 for (int j = 0; j < NVR_MAX_TEAM; ++j) {
+                                     if (!got[j]) got[j] = nvr_lam_poll(from[j] + 16 * i, v[j]);
+                                     all = all && got[j];
+                                 }
+                                 return all;
+                             },
+                             late, c.e, NVR_WAIT_LL))
+            return false;
         NVR_ACC acc[NVR_LAM_EPV];
 #pragma unroll
         for (int j = 0; j < NVR_MAX_TEAM; ++j)
-            if (j < t.n) nvr_lam_fold(acc, j == t.me ? mine : v[j], j, s);
+            if (j < t.n) {
+                // A copy, not `j == me ? mine : v[j]` (an lvalue whose address would put v in
+                // local memory).
+                uint4 w = v[j];
+                if (j == t.me) w = mine;
+                nvr_lam_fold(acc, w, j, s);
+            }
         nvr_lam_st(dst, i, x, nvr_lam_out(acc, t.n));
     }
     return true;
