@@ -455,6 +455,18 @@ mod tests {
         assert_eq!(default_max(2 << 20, 1), 0);
     }
 
+    /// The host's constants are `lamport.cu`'s.
+    #[test]
+    fn the_constants_match_lamport_cu() {
+        use crate::kernels::{KernelKey, NvlinkSource};
+        let key = KernelKey::Nvlink(NvlinkSource::Lamport, Some((DataType::F32, ReduceOp::Sum)));
+        let src = key.source();
+        assert!(src.contains(&format!("#define NVR_LAM_HEADER {HEADER}ull\n")));
+        assert!(src.contains(&format!("#define NVR_LAM_SENTINEL {SENTINEL:#x}u\n")));
+        assert!(src.contains("#define NVR_LAM_MAX_GRID NVR_FP_BLOCKS\n"));
+        assert_eq!(MAX_GRID, crate::collective::algo::channel::FP_BLOCKS);
+    }
+
     #[test]
     fn the_launch_rule() {
         assert_eq!(shape(64 << 10, 128), (8, 512));
