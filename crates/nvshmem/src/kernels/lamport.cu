@@ -58,10 +58,13 @@
 //
 // LAUNCH RULE: x = count * sizeof(T) payload bytes per (sender, receiver) pair (all_reduce and
 // reduce: the buffer; reduce_scatter: one block); V = ceil(x / 16) vectors; grid g =
-// clamp(ceil(x / NVR_LAM_BYTES_PER_BLOCK'), 1, min(128, max_blocks)) (lamport.rs computes it),
-// block b takes vectors [b * vpb, (b + 1) * vpb), vpb = ceil(V / g); block size any multiple of
-// 32 (at least 32), the host takes min(512, max(64, roundup32(vpb))). LIMITS: ceil(x/16)*16 <=
-// slot, slot % 16 == 0, g <= NVR_FP_BLOCKS; else NVR_FAIL_LIMITS and return.
+// clamp(ceil(x / 8 KiB), 1, min(128, max_blocks)) (collective/algo/lamport.rs, `shape`: a
+// tuning choice; sender and receiver need not split alike, vector i lives at byte 16 i of its
+// slot whoever moves it, but the grid must be equal on every member for the epochs), block b
+// takes vectors [b * vpb, (b + 1) * vpb), vpb = ceil(V / g); block size any multiple of 32 (at
+// least 32), the host takes min(512, max(64, roundup32(vpb))). LIMITS: ceil(x/16)*16 <= slot,
+// slot % 16 == 0, 256 + 3 (n - 1) slot <= lam_bytes, g <= NVR_FP_BLOCKS; else NVR_FAIL_LIMITS
+// and return.
 
 #define NVR_LAM_HEADER 256ull
 #define NVR_LAM_SENTINEL 0x80000000u
