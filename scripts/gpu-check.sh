@@ -966,6 +966,38 @@ latency() {
   done
 }
 
+# The mid band (issue 31): the reductions from 64 KiB to 2 MiB (MIDBAND_SIZES), f32 and bf16,
+# this crate's automatic choice, raw NVSHMEM and NCCL in one job per collective and mode (graph
+# unchecked, stream checked), then the same with nvlink_lamport forced on this crate alone;
+# MIDBAND_INPLACE=1 adds the in-place runs. JSON, markdown and plots into $final/midband/.
+midband() {
+  local w=/opt/torch/.venv/lib/python3.12/site-packages c mode g ip dir="$final/midband"
+  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  mkdir -p "$dir"
+  local places=(oop)
+  [ "${MIDBAND_INPLACE:-0}" = 1 ] && places+=(inplace)
+  for ip in "${places[@]}"; do
+    for mode in graph stream; do
+      g=0; [ $mode = graph ] && g=1
+      for c in ${MIDBAND_COLLS:-all_reduce reduce_scatter reduce}; do
+        # shellcheck disable=SC2206
+        local args=($c -d f32,bf16 ${MIDBAND_SIZES:--b 64K -e 2M -f 2} -n 100 -w 10 --reps 3 -c $((1 - g)) -G $g --no-progress)
+        [ $ip = inplace ] && args+=(--in-place)
+        CASE_TIMEOUT=${MIDBAND_TIMEOUT:-120} case_ midband-$c-$mode-$ip pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+          .gpu/bin/nvshmem-perf "${args[@]}" --json "$dir/$c-$mode-$ip.jsonl" --markdown "$dir/$c-$mode-$ip.md"
+        CASE_TIMEOUT=${MIDBAND_TIMEOUT:-120} case_ midband-$c-$mode-$ip-lamport pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+          .gpu/bin/nvshmem-perf "${args[@]}" --impl nvshmem-rs --algo $c=nvlink_lamport \
+          --json "$dir/$c-$mode-$ip-lamport.jsonl"
+      done
+    done
+  done
+  for c in "$out"/midband-*.log; do
+    echo "== ${c##*/}"
+    grep -E '^#size|^ +[0-9]+ ' "$c" | awk '{$2=""; print}' | head -14
+  done
+  tar -czf "$final/midband.tgz" -C "$final" midband && rm -rf "$dir"
+}
+
 perf_mode() {
   # PERF_EXTRA: nvshmem-perf flags appended (later flags win), e.g. fewer sizes.
   # shellcheck disable=SC2086

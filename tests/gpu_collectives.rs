@@ -152,6 +152,9 @@ fn gpu_collectives() {
     c.run("graph_capture_and_replay_of_kernel_reductions", || {
         graph_replay_kernels(&rt, &world, seed, &mut cases)
     });
+    c.run("graph_replay_of_lamport_reductions_with_new_inputs", || {
+        graph_replay_lamport(&rt, &world, seed, &mut cases)
+    });
     c.run("bad_inputs_are_refused_before_launch", || {
         bad_inputs(&rt, &world, &stream)
     });
@@ -811,6 +814,163 @@ fn graph_replay_one(
             }
             *cases += 1;
         }
+    }
+    Ok(())
+}
+
+/// Rounds of [`graph_replay_lamport`] with new inputs, each checked; then back-to-back replays.
+const LAMPORT_ROUNDS: u64 = 60;
+const LAMPORT_BACK_TO_BACK: u64 = 500;
+
+/// `nvlink_lamport` forced, five calls of different sizes and types captured in one CUDA graph
+/// (all_reduce f32 of 256 KiB, all_reduce in place by max of 64 KiB, reduce_scatter of an odd
+/// block, f16 all_reduce of an odd count, rooted max-reduce), replayed [`LAMPORT_ROUNDS`] times
+/// with new inputs, every output checked after each replay; then replayed
+/// [`LAMPORT_BACK_TO_BACK`] times back to back (the in-place call is a max, which leaves its
+/// result as it is) and checked again. The sizes differ from call to call so that each run
+/// re-fills a buffer another size used (the rotation of `lamport.cu`), and every 101st input
+/// is -0.0 on every PE: a sender that sent it as it is would leave its peers waiting on the
+/// sentinel, and the documented result is +0.0 (checked by its bits).
+fn graph_replay_lamport(
+    rt: &Runtime,
+    world: &Team,
+    seed: u64,
+    cases: &mut usize,
+) -> anyhow::Result<()> {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    if n < 2 || !world.has_nvlink_kernels() {
+        if me == 0 {
+            println!("lamport graph: needs 2+ PEs with NVLink kernels; nothing to check");
+        }
+        return Ok(());
+    }
+    let colls = [
+        Collective::AllReduce,
+        Collective::ReduceScatter,
+        Collective::Reduce,
+    ];
+    for coll in colls {
+        rt.set_algorithm(coll, Some("nvlink_lamport"))?;
+    }
+    let done = lamport_rounds(rt, world, seed, cases);
+    for coll in colls {
+        rt.set_algorithm(coll, None)?;
+    }
+    done
+}
+
+fn lamport_rounds(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> anyhow::Result<()> {
+    use half::f16;
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let root = n - 1;
+    let stream = rt.context().new_stream()?;
+    let (ma, mb, mc, md, me16) = (64 << 10, 16 << 10, (16 << 10) + 3, 1000, (32 << 10) + 1);
+    // Member pe's input element i of call `salt` in round r: small whole numbers (every sum
+    // exact in f32 and f16), -0.0 at every 101st element.
+    let of = |pe: usize, i: usize, r: u64, salt: u64| -> f32 {
+        if i.is_multiple_of(101) {
+            -0.0
+        } else {
+            ((i as u64 * 31 + seed + r * 7 + salt * 13 + pe as u64 * 1000) % 97) as f32 - 48.0
+        }
+    };
+    let mut a_src = rt.alloc_zeroed::<f32>(ma)?;
+    let mut a_dst = rt.alloc_zeroed::<f32>(ma)?;
+    let mut b = rt.alloc_zeroed::<f32>(mb)?;
+    let mut c_src = rt.alloc_zeroed::<f32>(n * mc)?;
+    let mut c_dst = rt.alloc_zeroed::<f32>(mc)?;
+    let mut d_src = rt.alloc_zeroed::<f32>(md)?;
+    let mut d_dst = rt.alloc_zeroed::<f32>(md)?;
+    let mut e_src = rt.alloc_zeroed::<f16>(me16)?;
+    let mut e_dst = rt.alloc_zeroed::<f16>(me16)?;
+    let queue = |s: &std::sync::Arc<CudaStream>,
+                 a_dst: &mut SymArray<f32>,
+                 b: &mut SymArray<f32>,
+                 c_dst: &mut SymArray<f32>,
+                 d_dst: &mut SymArray<f32>,
+                 e_dst: &mut SymArray<f16>|
+     -> nvshmem::Result<()> {
+        world.all_reduce(&a_src, a_dst, ReduceOp::Sum, s)?;
+        world.all_reduce_in_place(b, ReduceOp::Max, s)?;
+        world.reduce_scatter(&c_src, c_dst, ReduceOp::Sum, s)?;
+        world.all_reduce(&e_src, e_dst, ReduceOp::Sum, s)?;
+        world.reduce(root, &d_src, d_dst, ReduceOp::Max, s)
+    };
+    // Once outside the capture: the kernels compile and load.
+    queue(
+        &stream, &mut a_dst, &mut b, &mut c_dst, &mut d_dst, &mut e_dst,
+    )?;
+    stream.synchronize()?;
+    rt.barrier_all(&stream)?;
+    let graph = rt.capture(&stream, |s| {
+        queue(s, &mut a_dst, &mut b, &mut c_dst, &mut d_dst, &mut e_dst)
+    })?;
+    let sum = |i: usize, r: u64, salt: u64| (0..n).fold(0.0f32, |acc, p| acc + of(p, i, r, salt));
+    let max = |i: usize, r: u64, salt: u64| {
+        (0..n).fold(f32::NEG_INFINITY, |acc, p| acc.max(of(p, i, r, salt)))
+    };
+    // Equal, and a zero result is +0.0 (every -0.0 input is read as +0.0).
+    let same = |got: f32, want: f32| got == want && (want != 0.0 || got.to_bits() == 0);
+    let mut last = 0;
+    for round in 0..LAMPORT_ROUNDS + 1 {
+        let (r, times) = if round == LAMPORT_ROUNDS {
+            (last, LAMPORT_BACK_TO_BACK)
+        } else {
+            (round, 1)
+        };
+        last = r;
+        a_src.copy_from_host(&(0..ma).map(|i| of(me, i, r, 0)).collect::<Vec<_>>())?;
+        b.copy_from_host(&(0..mb).map(|i| of(me, i, r, 1)).collect::<Vec<_>>())?;
+        c_src.copy_from_host(&(0..n * mc).map(|i| of(me, i, r, 2)).collect::<Vec<_>>())?;
+        d_src.copy_from_host(&(0..md).map(|i| of(me, i, r, 3)).collect::<Vec<_>>())?;
+        e_src.copy_from_host(
+            &(0..me16)
+                .map(|i| f16::from_f32(of(me, i, r, 4)))
+                .collect::<Vec<_>>(),
+        )?;
+        a_dst.copy_from_host(&vec![-1.0; ma])?;
+        c_dst.copy_from_host(&vec![-1.0; mc])?;
+        d_dst.copy_from_host(&vec![-1.0; md])?;
+        e_dst.copy_from_host(&vec![f16::from_f32(-1.0); me16])?;
+        rt.barrier_all(&stream)?;
+        for _ in 0..times {
+            graph.launch()?;
+        }
+        stream.synchronize()?;
+        let what = |call: &str, i: usize, got: f32, want: f32| {
+            format!("lamport graph round {round} ({times} replays), {call}: element {i} is {got:?}, expected {want:?}")
+        };
+        for (i, &g) in a_dst.to_vec()?.iter().enumerate() {
+            ensure!(
+                same(g, sum(i, r, 0)),
+                what("all_reduce f32", i, g, sum(i, r, 0))
+            );
+        }
+        for (i, &g) in b.to_vec()?.iter().enumerate() {
+            ensure!(
+                same(g, max(i, r, 1)),
+                what("all_reduce_in_place max", i, g, max(i, r, 1))
+            );
+        }
+        for (i, &g) in c_dst.to_vec()?.iter().enumerate() {
+            let w = sum(me * mc + i, r, 2);
+            ensure!(same(g, w), what("reduce_scatter", i, g, w));
+        }
+        for (i, g) in e_dst.to_vec()?.iter().enumerate() {
+            let (g, w) = (g.to_f32(), sum(i, r, 4));
+            ensure!(same(g, w), what("all_reduce f16", i, g, w));
+        }
+        for (i, &g) in d_dst.to_vec()?.iter().enumerate() {
+            let w = if me == root { max(i, r, 3) } else { -1.0 };
+            ensure!(same(g, w), what("reduce to the last PE", i, g, w));
+        }
+        *cases += 1;
+    }
+    if me == 0 {
+        println!(
+            "lamport graph: {LAMPORT_ROUNDS} rounds with new inputs and {LAMPORT_BACK_TO_BACK} \
+             back-to-back replays of 5 calls, every output checked: PASS"
+        );
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! GPU checks that mismatched collective calls are caught (issue 30, item 3): PEs of a team
 //! that call with another length, root, operator, element type, in-place form or collective,
-//! on the NVLink kernels of both families (LL for small messages, direct for large ones), must
+//! on the NVLink kernels of every family (LL for small messages, Lamport for the mid band,
+//! direct for large ones), must
 //! each get [`Error::CallMismatch`] within a short bound, never a result reported as good or a
 //! hang; and a PE that makes one more call on a team the others dropped must get an error, not
 //! corrupt the new team's calls. Run by `scripts/gpu-check.sh run mismatch` (one process per
@@ -25,6 +26,8 @@ use nvshmem::{collective::Collective, Error, ReduceOp, Runtime, RuntimeBuilder, 
 const LARGE: usize = 1 << 20;
 /// Elements of a small (LL-family) call.
 const SMALL: usize = 1000;
+/// Elements of a mid-band call (Lamport family): 256 KiB of f32.
+const MID: usize = 64 << 10;
 /// How long after its call a PE may take to report the mismatch.
 const BOUND: Duration = Duration::from_secs(5);
 
@@ -130,6 +133,34 @@ fn cases() -> Vec<Case> {
             "nvlink_direct",
             side(C::Fcollect, LARGE / 4),
             side(C::Alltoall, LARGE / 4),
+        ),
+        // Lamport: the data is its own flag, so a PE whose peer sent more than it waits
+        // for has all it needs and must still find the mismatch (at its end, by the
+        // fingerprints), and one that waits for more than was sent must not hang.
+        case("length_lamport", "nvlink_lamport", ar(MID), ar(MID + 1)),
+        case(
+            "operator_lamport",
+            "nvlink_lamport",
+            ar(MID),
+            with(ar(MID), &|s| s.op = ReduceOp::Max),
+        ),
+        case(
+            "root_lamport",
+            "nvlink_lamport",
+            side(C::Reduce, MID),
+            with(side(C::Reduce, MID), &|s| s.root = 1),
+        ),
+        case(
+            "in_place_lamport",
+            "nvlink_lamport",
+            ar(MID),
+            with(ar(MID), &|s| s.in_place = true),
+        ),
+        case(
+            "collective_lamport",
+            "nvlink_lamport",
+            ar(MID),
+            side(C::ReduceScatter, MID),
         ),
         // The 8-byte all-reduce against a barrier: the barrier's one block meets the
         // all-reduce's.

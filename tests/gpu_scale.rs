@@ -772,7 +772,8 @@ const EPOCH_LAST: u32 = 0xFFFF_FFFE;
 /// channels of the world team and of the world listed in reverse (team index != world PE) are
 /// set as if every block had just run epoch `EPOCH_LAST - 3 k` (round k: 0 to 5, so both
 /// parities, the first call of round 0 running epoch 1); then 40 calls of every collective
-/// with `nvlink_ll` and `nvlink_direct` forced, the automatic choice, barriers and syncs, on
+/// with `nvlink_ll`, `nvlink_direct` and (reductions) `nvlink_lamport` forced (whose buffer
+/// rotation must not hang on the epochs), the automatic choice, barriers and syncs, on
 /// both teams at random (the same on every PE), are queued back to back with nothing between
 /// them, and every result is checked once they are done.
 fn epoch_wrap(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
@@ -811,9 +812,9 @@ fn epoch_wrap(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
     };
     let colls = common::data_collectives();
     let mut tally = Tally::default();
-    // Calls queued by forced nvlink_ll, forced nvlink_direct, the automatic choice, and
-    // barriers or syncs.
-    let mut kinds = [0usize; 4];
+    // Calls queued by forced nvlink_ll, forced nvlink_direct, the automatic choice,
+    // barriers or syncs, and forced nvlink_lamport.
+    let mut kinds = [0usize; 5];
     for round in 0..ROUNDS {
         let start = EPOCH_LAST - 3 * round;
         fence()?;
@@ -841,6 +842,9 @@ fn epoch_wrap(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
             let (algo, m) = match kind {
                 2..=5 => (Some("nvlink_ll"), 1 + (r >> 24) % 1500),
                 6 | 7 => (Some("nvlink_direct"), 20_000 + (r >> 24) % 50_001),
+                // Up to 240 KB a PE: within the Lamport buffers this heap and channel count
+                // give (about 1.86 MiB for 2 PEs, 272 KB a peer at 8 PEs).
+                8 if coll.reduces() => (Some("nvlink_lamport"), 1 + (r >> 24) % 60_000),
                 _ => (None, 1 + (r >> 24) % 70_000),
             };
             let algo = algo.filter(|a| coll.algorithms().contains(a));
@@ -888,6 +892,7 @@ fn epoch_wrap(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
             if done.is_ok() {
                 kinds[match algo {
                     Some("nvlink_ll") => 0,
+                    Some("nvlink_lamport") => 4,
                     Some(_) => 1,
                     None => 2,
                 }] += 1;
@@ -935,11 +940,12 @@ fn epoch_wrap(rt: &Runtime, world: &Team, seed: u64) -> anyhow::Result<()> {
     if me == 0 {
         println!(
             "epoch wrap: {ROUNDS} rounds of {CALLS} calls on {} teams from epochs {EPOCH_LAST:#x} - 3 k: \
-             {} queued by nvlink_ll (forced), {} by nvlink_direct (forced), {} by the automatic \
-             choice, {} barriers and syncs",
+             {} queued by nvlink_ll (forced), {} by nvlink_direct (forced), {} by nvlink_lamport \
+             (forced), {} by the automatic choice, {} barriers and syncs",
             used,
             kinds[0],
             kinds[1],
+            kinds[4],
             kinds[2],
             kinds[3]
         );

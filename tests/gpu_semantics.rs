@@ -226,14 +226,15 @@ floats!(
 
 /// Block sizes (bytes of one PE's part) where the automatic choice changes algorithm for
 /// `coll` on a team of `n` (`collective/algo/crossover.rs`: LL's limit of the conservative
-/// rows and of the measured 2-PE sm_90 rows, the direct kernels' band from 256 KiB).
+/// rows and of the measured 2-PE sm_90 rows, the direct kernels' band from 256 KiB, the
+/// Lamport band of 64 KiB..=1 MiB for floats).
 fn crossovers(coll: Collective, n: usize) -> Vec<usize> {
     const K: usize = 1 << 10;
     let small = n <= 4;
     match coll {
-        Collective::AllReduce if n == 2 => vec![8 * K, 32 * K, 256 * K],
-        Collective::ReduceScatter if n == 2 => vec![4 * K, 16 * K, 256 * K],
-        Collective::Reduce if n == 2 => vec![8 * K, 32 * K],
+        Collective::AllReduce if n == 2 => vec![8 * K, 32 * K, 64 * K, 256 * K, 1024 * K],
+        Collective::ReduceScatter if n == 2 => vec![4 * K, 16 * K, 64 * K, 256 * K, 1024 * K],
+        Collective::Reduce if n == 2 => vec![8 * K, 32 * K, 64 * K, 1024 * K],
         Collective::AllReduce | Collective::Reduce => vec![if small { 8 * K } else { 4 * K }],
         _ => vec![if small { 4 * K } else { 2 * K }],
     }

@@ -47,6 +47,8 @@ pub(crate) struct ChannelPool {
     /// Bytes of one channel.
     each: usize,
     count: usize,
+    /// Each channel's Lamport area, filled with its sentinel whenever the channel is zeroed.
+    lamport: super::lamport::Area,
     state: Mutex<PoolState>,
 }
 
@@ -54,6 +56,8 @@ pub(crate) struct ChannelPool {
 struct PoolState {
     /// Channels held by a team (bit i: channel i).
     held: u64,
+    /// Channels whose Lamport area holds zeros, not yet the sentinel (all at first).
+    unfilled: u64,
     /// Channels of dropped teams, with the work that must end before they can be reused.
     released: Vec<(usize, Pending)>,
 }
@@ -69,12 +73,21 @@ impl std::fmt::Debug for ChannelPool {
 
 impl ChannelPool {
     /// A pool of `count` channels of `each` bytes in `alloc` (zeroed).
-    pub(crate) fn new(alloc: Arc<Alloc>, each: usize, count: usize) -> Self {
+    pub(crate) fn new(
+        alloc: Arc<Alloc>,
+        each: usize,
+        count: usize,
+        lamport: super::lamport::Area,
+    ) -> Self {
         ChannelPool {
             alloc,
             each,
             count: count.min(MAX_CHANNELS),
-            state: Mutex::default(),
+            lamport,
+            state: Mutex::new(PoolState {
+                unfilled: u64::MAX,
+                ..PoolState::default()
+            }),
         }
     }
 
@@ -118,6 +131,7 @@ impl ChannelPool {
                 return Err(Error::cuda("cuMemsetD8Async (channel)")(e));
             }
             state.held &= !(1 << index);
+            state.unfilled |= 1 << index;
         }
         state.released = kept;
         let released = state.released.iter().fold(0u64, |m, (i, _)| m | 1 << i);
@@ -126,7 +140,16 @@ impl ChannelPool {
         } else {
             (1u64 << self.count) - 1
         };
-        Ok(all & !state.held & !released)
+        let free = all & !state.held & !released;
+        // A free channel's Lamport area gets its sentinel here, on the agreement's stream,
+        // before any peer learns that the channel is free.
+        let unfilled = free & state.unfilled;
+        for index in (0..self.count).filter(|i| unfilled >> i & 1 != 0) {
+            // SAFETY: as the zeroing above: a free channel of the pool, nothing uses it.
+            unsafe { self.lamport.fill(self.addr(index), stream.cu_stream()) }?;
+            state.unfilled &= !(1 << index);
+        }
+        Ok(free)
     }
 
     /// Takes channel `index`, free on every member (agreed).
@@ -237,6 +260,7 @@ impl Lane {
             cudarc::driver::sys::cuMemsetD32Async(c.addr, epoch, header / 4, s)
                 .result()
                 .map_err(Error::cuda("cuMemsetD32Async (channel)"))?;
+            self.pool.lamport.fill(c.addr, s)?;
         }
         Ok(true)
     }

@@ -64,6 +64,6 @@ mod tests {
         // 2*FPB*MT*32, total + 2*MT*LB*ll_bytes.
         assert_eq!(HEADER, 4 * 512 * 17 + 65536);
         assert_eq!(chan_bytes(16 << 10), 34816 + 65536 + 2 * 8 * 8 * (16 << 10));
-        assert_eq!(std::mem::size_of::<TeamDescriptor>(), 128);
+        assert_eq!(std::mem::size_of::<TeamDescriptor>(), 136);
     }
 }

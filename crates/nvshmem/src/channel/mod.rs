@@ -7,6 +7,7 @@
 //! This layer sits above [`crate::memory`] (the pool is one symmetric allocation) and the
 //! runtime's stream ordering, and below [`crate::team`] (which takes a channel for each team it
 //! makes) and [`crate::collective`] (whose NVLink algorithms run in it).
+pub(crate) mod lamport;
 pub(crate) mod lane;
 mod layout;
 

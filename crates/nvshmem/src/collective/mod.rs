@@ -55,6 +55,12 @@
 //! sum and prod of `f16` and `bf16` round at each step in the type, where this crate's kernels
 //! round once (the same for two PEs; for more, sums that are exact in the type agree).
 //!
+//! One difference in zeros: the `nvlink_lamport` algorithm (float reductions of the mid band,
+//! 64 KiB to 1 MiB on two H100/H200 by default) reads every member's -0.0 as +0.0, since its
+//! receive buffers use -0.0 as "not yet written". A zero result may so be +0.0 where another
+//! algorithm gives -0.0 (a sum of -0.0s, a product with a -0.0 factor, min and max of zeros);
+//! every other value is the same, and every PE gets the same bits.
+//!
 //! | element | operators | how |
 //! |---|---|---|
 //! | `f32` `f64` `f16` `bf16`, integers | sum, prod, min, max (and, or, xor: integers) | NVSHMEM's typed reduction, or this crate's kernels |

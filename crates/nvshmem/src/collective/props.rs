@@ -147,6 +147,7 @@ fn channel(team: &TeamShape, ll_bytes: u32) -> Option<TeamDescriptor> {
         status: 0x1004,
         timeout_ns: 0,
         fp: [0; 2],
+        lam_bytes: 0,
     })
 }
 

@@ -72,6 +72,8 @@ struct nvr_team {
     unsigned int *status;         // host-mapped record of the first failure (see Waits)
     unsigned long long timeout_ns;// 0: wait for ever (until abort)
     unsigned long long fp[2];     // this call's fingerprint (PROTOCOL.md, "Fingerprints")
+    unsigned long long lam_bytes; // bytes of the channel's Lamport area after the LL regions
+                                  // (0: none; PROTOCOL.md, "Lamport buffers")
 };
 
 // ---- addresses ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 //! |---|---|
 //! | `ll.cu` | the NVLink collectives for small messages (one-shot LL protocol) and the flag barrier `nvr_barrier` |
 //! | `direct.cu` | the NVLink collectives for large messages (loads and stores of peers' buffers) |
+//! | `lamport.cu` | one-shot float reductions for the mid band through sentinel-filled receive buffers in the channel (Lamport) |
 //! | `common.cuh` | what `ll.cu` and `direct.cu` share: the protocol of `PROTOCOL.md` in code (team descriptor, channel layout, epochs, flags) |
 //! | `ops.cuh` | the reduction operators, shared by `reduce.cu`, `ll.cu` and `direct.cu` |
 //! | `reduce.cu` | element-wise reductions over peer-mapped buffers (`peer_kernel`), and the scaling and division around NVSHMEM's sum (`premul_sum`, `avg`) |
@@ -40,7 +41,7 @@ use cudarc::driver::{sys, CudaStream};
 pub(crate) use compile::compute_capability;
 #[cfg(test)]
 use compile::{cuda_include_dir, nvrtc_available};
-pub(crate) use types::{KernelKey, NvlinkSource};
+pub(crate) use types::{lamport_serves, KernelKey, NvlinkSource};
 
 use crate::{DataType, Error, ReduceOp, Result};
 
@@ -87,6 +88,9 @@ pub(crate) struct TeamDescriptor {
     /// The call's fingerprint (`collective::algo::fingerprint`), set per launch; on the
     /// team's own descriptor, `[0, tag]` (the team's tag in the high half of word 1).
     pub(crate) fp: [u64; 2],
+    /// Bytes of the channel's Lamport area (`lamport.cu`), right after its LL regions; 0
+    /// where the runtime has none (`collective::algo::lamport`).
+    pub(crate) lam_bytes: u64,
 }
 
 /// The arguments after the team descriptor of an NVLink kernel (ll.cu, direct.cu).
@@ -109,6 +113,16 @@ pub(crate) enum NvlinkArgs {
     },
     /// `(team, fence)`: barrier (1) or sync (0).
     Barrier { fence: i32 },
+    /// `(team, [root,] src, dst, count, scale, slot)`: a Lamport reduction (`lamport.cu`) of
+    /// `count` elements whose receive buffers hold `slot` bytes per sender.
+    Lamport {
+        root: Option<i32>,
+        src: u64,
+        dst: u64,
+        count: u64,
+        scale: f64,
+        slot: u64,
+    },
 }
 
 /// One launch of an NVLink kernel: the function, its grid (the same on every member) and its
@@ -278,8 +292,8 @@ impl Launch {
     }
 }
 
-/// The most parameters a kernel of this crate takes (an NVLink reduction with a root).
-const MAX_PARAMS: usize = 6;
+/// The most parameters a kernel of this crate takes (a Lamport reduction with a root).
+const MAX_PARAMS: usize = 7;
 
 /// A kernel's parameters, typed by kernel family. Each field has its C parameter's type
 /// (addresses and `unsigned long long` as `u64`, `int` as `i32`, `double` as `f64`, the peer
@@ -320,7 +334,9 @@ pub(crate) enum Params<'a> {
     },
     /// ll.cu and direct.cu (`kernels/PROTOCOL.md`): `(nvr_team t, [int root,] src, dst,
     /// unsigned long long count, double scale)` for a reduction, `(nvr_team t, [int root,] src,
-    /// dst, unsigned long long bytes)` for data movement, `nvr_barrier(nvr_team t, int fence)`.
+    /// dst, unsigned long long bytes)` for data movement, `nvr_barrier(nvr_team t, int fence)`;
+    /// lamport.cu: `(nvr_team t, [int root,] src, dst, unsigned long long count, double scale,
+    /// unsigned long long slot)`.
     Nvlink {
         team: &'a TeamDescriptor,
         args: &'a NvlinkArgs,
@@ -405,6 +421,30 @@ impl Params<'_> {
                         bytes,
                     } => put(&[team, at(src), at(dst), at(bytes)]),
                     NvlinkArgs::Barrier { fence } => put(&[team, at(fence)]),
+                    NvlinkArgs::Lamport {
+                        root: Some(root),
+                        src,
+                        dst,
+                        count,
+                        scale,
+                        slot,
+                    } => put(&[
+                        team,
+                        at(root),
+                        at(src),
+                        at(dst),
+                        at(count),
+                        at(scale),
+                        at(slot),
+                    ]),
+                    NvlinkArgs::Lamport {
+                        root: None,
+                        src,
+                        dst,
+                        count,
+                        scale,
+                        slot,
+                    } => put(&[team, at(src), at(dst), at(count), at(scale), at(slot)]),
                 }
             }
             Params::SignalWait(SignalWaitParams {
@@ -815,7 +855,14 @@ mod tests {
         let reductions = ["all_reduce", "reduce", "reduce_scatter"];
         let moves = ["broadcast", "fcollect", "alltoall", "gather", "scatter"];
         for file in NvlinkSource::ALL {
-            for (names, reducing) in [(&reductions[..], true), (&moves[..], false)] {
+            // lamport.cu reduces only.
+            let moves = if file == NvlinkSource::Lamport {
+                assert_eq!(file.function("broadcast", false), None);
+                &[][..]
+            } else {
+                &moves[..]
+            };
+            for (names, reducing) in [(&reductions[..], true), (moves, false)] {
                 for name in names {
                     let f = file.function(name, reducing);
                     assert_eq!(f.map(|f| f.ends_with(name)), Some(true), "{file:?} {name}");
@@ -858,6 +905,7 @@ mod tests {
             status: 0,
             timeout_ns: 0,
             fp: [0; 2],
+            lam_bytes: 0,
         };
         let args = |a| Params::Nvlink {
             team: &team,
@@ -878,8 +926,17 @@ mod tests {
         };
         let (r1, r0, m1, m0) = (reduce(Some(1)), reduce(None), moving(Some(1)), moving(None));
         let barrier = NvlinkArgs::Barrier { fence: 1 };
+        let lamport = |root| NvlinkArgs::Lamport {
+            root,
+            src: 0x10,
+            dst: 0x20,
+            count: 5,
+            scale: 0.5,
+            slot: 4096,
+        };
+        let (l1, l0) = (lamport(Some(1)), lamport(None));
         let half = 0.5f64.to_bits();
-        let cases: [(Params, &str, &[u64]); 10] = [
+        let cases: [(Params, &str, &[u64]); 12] = [
             (
                 Params::SignalWait(&SignalWaitParams {
                     signal: 0x40,
@@ -938,6 +995,12 @@ mod tests {
             (args(&m1), "tiuuu", &[0xc000, 1, 0x10, 0x20, 64]),
             (args(&m0), "tuuu", &[0xc000, 0x10, 0x20, 64]),
             (args(&barrier), "ti", &[0xc000, 1]),
+            (
+                args(&l1),
+                "tiuuudu",
+                &[0xc000, 1, 0x10, 0x20, 5, half, 4096],
+            ),
+            (args(&l0), "tuuudu", &[0xc000, 0x10, 0x20, 5, half, 4096]),
         ];
         for (params, types, values) in cases {
             let p = params.pointers();

@@ -125,17 +125,44 @@ pub(crate) enum NvlinkSource {
     Ll,
     /// `direct.cu`: large-message collectives loading and storing peers' buffers directly.
     Direct,
+    /// `lamport.cu`: one-shot reductions of 32-, 16- and 8-bit floats through sentinel-filled
+    /// receive buffers ([`lamport_serves`]); no type-free kernels.
+    Lamport,
+}
+
+/// Whether `lamport.cu` has code for `t`: floats whose -0.0 the sender can rewrite so that no
+/// 32-bit word it sends is the sentinel `0x80000000` (f32, f16, bf16, fp8; not f64, whose
+/// words may take any value).
+pub(crate) fn lamport_serves(t: DataType) -> bool {
+    t.is_float() && t.size() <= 4
 }
 
 impl NvlinkSource {
     /// Every source.
     #[cfg(test)]
-    pub(crate) const ALL: [NvlinkSource; 2] = [NvlinkSource::Ll, NvlinkSource::Direct];
+    pub(crate) const ALL: [NvlinkSource; 3] = [
+        NvlinkSource::Ll,
+        NvlinkSource::Direct,
+        NvlinkSource::Lamport,
+    ];
+
+    /// Whether the file has a kernel for `t` and `op` (reductions) or type-free kernels
+    /// (`None`).
+    #[cfg(test)]
+    fn serves(self, r: Option<(DataType, ReduceOp)>) -> bool {
+        match (self, r) {
+            (NvlinkSource::Lamport, None) => false,
+            (NvlinkSource::Lamport, Some((t, op))) => lamport_serves(t) && op.applies_to(t.kind()),
+            (_, None) => true,
+            (_, Some((t, op))) => op.applies_to(t.kind()),
+        }
+    }
 
     fn source(self) -> &'static str {
         match self {
             NvlinkSource::Ll => LL_SRC,
             NvlinkSource::Direct => DIRECT_SRC,
+            NvlinkSource::Lamport => LAMPORT_SRC,
         }
     }
 
@@ -143,6 +170,7 @@ impl NvlinkSource {
         match self {
             NvlinkSource::Ll => "ll",
             NvlinkSource::Direct => "direct",
+            NvlinkSource::Lamport => "lamport",
         }
     }
 
@@ -186,6 +214,12 @@ impl NvlinkSource {
                 "nvr_direct_gather",
                 "nvr_direct_scatter",
             ],
+            (NvlinkSource::Lamport, true) => &[
+                "nvr_lamport_all_reduce",
+                "nvr_lamport_reduce_scatter",
+                "nvr_lamport_reduce",
+            ],
+            (NvlinkSource::Lamport, false) => &[],
         }
     }
 }
@@ -234,6 +268,7 @@ const OPS_SRC: &str = include_str!("ops.cuh");
 const COMMON_SRC: &str = include_str!("common.cuh");
 const LL_SRC: &str = include_str!("ll.cu");
 const DIRECT_SRC: &str = include_str!("direct.cu");
+const LAMPORT_SRC: &str = include_str!("lamport.cu");
 const WAIT_SRC: &str = include_str!("wait.cu");
 
 impl KernelKey {
@@ -289,10 +324,12 @@ impl KernelKey {
         v.extend([1, 2, 4, 8, 16].map(Self::Copy));
         v.push(Self::Wait);
         for file in NvlinkSource::ALL {
-            v.push(Self::Nvlink(file, None));
+            if file.serves(None) {
+                v.push(Self::Nvlink(file, None));
+            }
             for &t in DataType::ALL {
                 for &op in ReduceOp::EVERY {
-                    if op.applies_to(t.kind()) {
+                    if file.serves(Some((t, op))) {
                         v.push(Self::Nvlink(file, Some((t, op))));
                     }
                 }
@@ -437,10 +474,28 @@ mod tests {
         // 12 numbers: sum prod min max avg premul (+ and or xor for the 8 integers); fp8:
         // the same six; bool: and or min max.
         assert_eq!(reductions, 12 * 6 + 8 * 3 + 2 * 6 + 4);
+        // lamport.cu: the six float operators of f32, f16, bf16 and both fp8 kinds, no
+        // type-free kernels.
+        let lamport = 5 * 6;
         assert_eq!(
             all.len(),
-            reductions + 4 * 14 + 5 + 2 * (1 + reductions) + 1
+            reductions + 4 * 14 + 5 + 2 * (1 + reductions) + 1 + lamport
         );
+        assert!(!all.contains(&KernelKey::Nvlink(NvlinkSource::Lamport, None)));
+        assert!(!all.contains(&KernelKey::Nvlink(
+            NvlinkSource::Lamport,
+            Some((DataType::F64, ReduceOp::Sum))
+        )));
+        let l = KernelKey::Nvlink(NvlinkSource::Lamport, Some((DataType::BF16, ReduceOp::Sum)));
+        assert_ne!(
+            l,
+            KernelKey::Nvlink(NvlinkSource::Ll, Some((DataType::BF16, ReduceOp::Sum)))
+        );
+        assert_ne!(
+            l,
+            KernelKey::Nvlink(NvlinkSource::Direct, Some((DataType::BF16, ReduceOp::Sum)))
+        );
+        assert!(l.source().contains("nvr_lamport_all_reduce"));
         assert!(all.contains(&KernelKey::Wait));
         // Every key is its own code: two keys with one identity would share a loaded module,
         // and a launch would run the other key's function (a signal wait once ran an LL

@@ -31,6 +31,8 @@ pub struct RuntimeBuilder {
     pub(super) timeout: Option<Option<Duration>>,
     /// `RuntimeBuilder::channels`.
     pub(crate) channels: Option<usize>,
+    /// `RuntimeBuilder::lamport_bytes`.
+    pub(crate) lamport_bytes: Option<usize>,
     /// `RuntimeBuilder::algorithm`, in the order given.
     pub(crate) algorithms: Vec<(Collective, String)>,
     /// `RuntimeBuilder::check_calls` and `check_nvshmem_calls`: 0 off, 1 this crate's
@@ -197,6 +199,22 @@ impl RuntimeBuilder {
     /// ```
     pub fn channels(mut self, count: usize) -> Self {
         self.channels = Some(count);
+        self
+    }
+
+    /// Sizes the receive buffers of the `nvlink_lamport` reductions: each channel
+    /// ([`channels`](Self::channels)) holds three buffers for calls of up to `max` bytes a PE
+    /// on 2-PE teams (`max / (n - 1)` on teams of `n`), that is `3 x max` bytes of symmetric
+    /// memory a channel; 0 turns the algorithm off. By default 2 MiB, less on a heap under
+    /// 1 GiB (the areas take at most a sixteenth of it), none under 64 KiB.
+    ///
+    /// ```no_run
+    /// // 2-PE calls up to 1 MiB: 3 MiB of symmetric memory per channel.
+    /// let rt = nvshmem::Runtime::builder().lamport_bytes(1 << 20).init()?;
+    /// # Ok::<(), nvshmem::Error>(())
+    /// ```
+    pub fn lamport_bytes(mut self, max: usize) -> Self {
+        self.lamport_bytes = Some(max);
         self
     }
 }

@@ -106,7 +106,7 @@ impl RuntimeBuilder {
         // A failure here is seen alike by every PE (an allocation refused, an agreement out of
         // step), or ends their next agreement: dropping the runtime then finalises NVSHMEM
         // where every PE agrees to, and leaves it otherwise.
-        let teams = Teams::start(&rt, self.channels, check_calls)?;
+        let teams = Teams::start(&rt, self.channels, self.lamport_bytes, check_calls)?;
         if rt.inner.teams.set(teams).is_err() {
             unreachable!("the teams are set once, here");
         }

@@ -46,6 +46,8 @@ pub(crate) struct Teams {
 pub(super) struct Core {
     pool: Arc<ChannelPool>,
     ll_bytes: u32,
+    /// Bytes of each channel's Lamport area (`channel::lamport`).
+    lam_bytes: u64,
     /// How calls are checked (`RuntimeBuilder::check_calls`): 0 not, 1 this crate's
     /// kernels, 2 NVSHMEM's collectives too.
     check_calls: u32,
@@ -65,20 +67,33 @@ impl std::fmt::Debug for Teams {
 impl Teams {
     /// The team layer of a starting runtime: the channel pool (`channels` of them, or the
     /// default for the heap) and NVSHMEM's predefined teams, set up with every PE.
-    pub(crate) fn start(rt: &Runtime, channels: Option<usize>, check_calls: u32) -> Result<Self> {
-        use crate::channel::{chan_bytes, Sizing};
+    pub(crate) fn start(
+        rt: &Runtime,
+        channels: Option<usize>,
+        lamport: Option<usize>,
+        check_calls: u32,
+    ) -> Result<Self> {
+        use crate::channel::{chan_bytes, lamport, Sizing};
         const CALL: &str = "Runtime::init (teams)";
         let mut sizing = Sizing::for_heap(rt.info().heap_size);
         if let Some(n) = channels {
             sizing.channels = n;
         }
         let sizing = sizing.checked();
-        let each = chan_bytes(sizing.ll_bytes);
+        let area = lamport::Area {
+            offset: chan_bytes(sizing.ll_bytes),
+            bytes: lamport::area_bytes(
+                lamport
+                    .unwrap_or_else(|| lamport::default_max(rt.info().heap_size, sizing.channels)),
+            ),
+        };
+        let each = area.offset + area.bytes;
         let bytes = (sizing.channels * each).max(256);
         let alloc = rt.heap().alloc(rt, CALL, bytes, true)?;
         let core = Core {
-            pool: Arc::new(ChannelPool::new(alloc, each, sizing.channels)),
+            pool: Arc::new(ChannelPool::new(alloc, each, sizing.channels, area)),
             ll_bytes: sizing.ll_bytes as u32,
+            lam_bytes: area.bytes as u64,
             check_calls,
             retired: Arc::default(),
             said_no_channel: Default::default(),
@@ -89,7 +104,9 @@ impl Teams {
         let table = rt.agree_world_with(CALL, |stream| {
             // The first argument word: the call check's level, which must be the same on every
             // PE (a PE that does not publish fingerprints would keep its peers waiting).
-            let mut words = vec![make::PREDEFINED, u64::from(check_calls), 0, 0, 0];
+            // The second: the Lamport areas' size, which the kernels' buffer layout rests on.
+            let lam = core.lam_bytes;
+            let mut words = vec![make::PREDEFINED, u64::from(check_calls), lam, 0, 0];
             words.extend(core.offer(rt, &everyone, stream)?);
             Ok(entry(tag::MAKE_TEAM, &words))
         })?;
@@ -105,6 +122,20 @@ impl Teams {
                      RuntimeBuilder::check_calls), PE 0 at level {}: every PE must check alike",
                     table[pe][offer::ARGS],
                     table[0][offer::ARGS]
+                ),
+            });
+        }
+        if let Some(pe) = table
+            .iter()
+            .position(|e| e[offer::ARGS + 1] != table[0][offer::ARGS + 1])
+        {
+            return Err(Error::OutOfStep {
+                call: CALL,
+                detail: format!(
+                    "PE {pe} has Lamport areas of {} bytes, PE 0 of {} \
+                     (RuntimeBuilder::lamport_bytes): every PE must size them alike",
+                    table[pe][offer::ARGS + 1],
+                    table[0][offer::ARGS + 1]
                 ),
             });
         }
@@ -296,6 +327,7 @@ impl Core {
                 me: my_pe as i32,
                 chan: c.addr,
                 ll_bytes: self.ll_bytes,
+                lam_bytes: self.lam_bytes,
                 check: self.check_calls,
                 abort,
                 status,

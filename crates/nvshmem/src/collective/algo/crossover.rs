@@ -458,6 +458,67 @@ pub(crate) static ROWS: &[Row] = &[
     },
 ];
 
+/// Where the automatic choice takes the Lamport reductions (`nvlink_lamport`, which the
+/// registry tries after LL and before the direct kernels): float reductions whose blocks lie
+/// in [`LamportRow::band`], on teams of [`LamportRow::pes`] of [`LamportRow::arch`]. Nowhere
+/// else, the conservative rows included (it needs its buffers sized for the team, and its
+/// edge was seen on 2 x H200 only).
+#[derive(Debug)]
+pub(crate) struct LamportRow {
+    pub(crate) coll: Collective,
+    pub(crate) pes: RangeInclusive<usize>,
+    pub(crate) arch: Arch,
+    pub(crate) band: RangeInclusive<usize>,
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "the table's record, checked by the tests only")
+    )]
+    pub(crate) basis: Basis,
+}
+
+/// Why the Lamport rows hold the mid band before any run of this crate measured them.
+const LAMPORT_ASSUMED: &str = "to be measured (nvshmem-perf --algo <coll>=nvlink_lamport in \
+    a CUDA graph against the automatic choice and NCCL). A standalone Lamport one-shot kernel, \
+    one process driving 2 x H200, took 2.33 / 2.43 / 2.80 / 3.61 / 5.05 us at 64 KiB - 1 MiB \
+    against this crate's 6.84 / 6.98 / 7.28 / 8.38 / 9.48 and NCCL's 7.20 / 7.39 / 8.55 / \
+    9.97 / 13.64 (all-reduce f32, /work/shared/anchors.md, 'The mid band')";
+
+/// The Lamport table (see [`LamportRow`]).
+pub(crate) static LAMPORT_ROWS: &[LamportRow] = &[
+    LamportRow {
+        coll: Collective::AllReduce,
+        pes: 2..=2,
+        arch: Arch::SM90,
+        band: RangeInclusive::new(64 * KIB, MIB),
+        basis: Basis::Assumed(LAMPORT_ASSUMED),
+    },
+    LamportRow {
+        coll: Collective::ReduceScatter,
+        pes: 2..=2,
+        arch: Arch::SM90,
+        band: RangeInclusive::new(64 * KIB, MIB),
+        basis: Basis::Assumed(LAMPORT_ASSUMED),
+    },
+    LamportRow {
+        coll: Collective::Reduce,
+        pes: 2..=2,
+        arch: Arch::SM90,
+        band: RangeInclusive::new(64 * KIB, MIB),
+        basis: Basis::Assumed(LAMPORT_ASSUMED),
+    },
+];
+
+/// Whether the automatic choice takes the Lamport reductions for `call` (which they accept).
+pub(super) fn lamport(call: &Call) -> bool {
+    call.dtype.is_float()
+        && LAMPORT_ROWS.iter().any(|r| {
+            r.coll == call.coll
+                && r.pes.contains(&call.n())
+                && call.arch == Some(r.arch)
+                && r.band.contains(&call.block_bytes())
+        })
+}
+
 /// The row for `coll` on a team of `n` PEs of architecture `arch` (`None`: unknown): the
 /// measured row if there is one, else the conservative one; `None` for barrier and sync
 /// (which have no crossover) and teams too large for the NVLink kernels.
@@ -662,8 +723,10 @@ mod tests {
         let f32_sum =
             |coll, x| decide(coll, 2, Some(Arch::SM90), DataType::F32, ReduceOp::Sum, x).3;
         assert_eq!(f32_sum(Collective::AllReduce, 32 * KIB), "nvlink_ll");
-        assert_eq!(f32_sum(Collective::AllReduce, 64 * KIB), "nvshmem");
-        assert_eq!(f32_sum(Collective::AllReduce, MIB), "nvlink_direct");
+        assert_eq!(f32_sum(Collective::AllReduce, 48 * KIB), "nvshmem");
+        assert_eq!(f32_sum(Collective::AllReduce, 64 * KIB), "nvlink_lamport");
+        assert_eq!(f32_sum(Collective::AllReduce, MIB), "nvlink_lamport");
+        assert_eq!(f32_sum(Collective::AllReduce, MIB + 16), "nvlink_direct");
         assert_eq!(f32_sum(Collective::Broadcast, MIB), "nvlink_direct");
         assert_eq!(f32_sum(Collective::Broadcast, 32 * MIB), "nvlink_ce");
         assert_eq!(f32_sum(Collective::Fcollect, 64 * MIB), "nvlink_direct");
@@ -671,6 +734,56 @@ mod tests {
         assert_eq!(f32_sum(Collective::Gather, 16 * MIB), "nvlink_direct");
         assert_eq!(f32_sum(Collective::Gather, 32 * MIB), "nvlink_ce");
         assert_eq!(f32_sum(Collective::Reduce, 256 * MIB), "nvlink_direct");
+    }
+
+    /// The Lamport rows: float reductions in 64 KiB..=1 MiB on 2-PE sm_90 only, each saying
+    /// that it is still to be measured; integers, f64 (which the algorithm refuses), other
+    /// team sizes and unknown architectures never prefer it.
+    #[test]
+    fn lamport_is_preferred_for_float_reductions_of_the_mid_band_on_two_pe_sm90_only() {
+        for r in LAMPORT_ROWS {
+            assert!(matches!(r.basis, Basis::Assumed(why) if why.contains("to be measured")));
+            assert!(r.coll.reduces() && r.pes == (2..=2) && r.arch == Arch::SM90);
+        }
+        let choice = |coll, n, arch, dtype, x| decide(coll, n, arch, dtype, ReduceOp::Sum, x).3;
+        let sm90 = Some(Arch::SM90);
+        for coll in [
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::Reduce,
+        ] {
+            for dtype in [
+                DataType::F32,
+                DataType::BF16,
+                DataType::F16,
+                DataType::F8E5M2,
+            ] {
+                for x in [64 * KIB, 256 * KIB, MIB] {
+                    assert_eq!(
+                        choice(coll, 2, sm90, dtype, x),
+                        "nvlink_lamport",
+                        "{coll} {dtype} {x}"
+                    );
+                }
+                assert_ne!(choice(coll, 2, sm90, dtype, 2 * MIB), "nvlink_lamport");
+                assert_ne!(choice(coll, 2, sm90, dtype, 32 * KIB), "nvlink_lamport");
+                assert_ne!(choice(coll, 4, sm90, dtype, 256 * KIB), "nvlink_lamport");
+                assert_ne!(choice(coll, 2, None, dtype, 256 * KIB), "nvlink_lamport");
+            }
+            for dtype in [DataType::F64, DataType::I32, DataType::U8] {
+                assert_ne!(choice(coll, 2, sm90, dtype, 256 * KIB), "nvlink_lamport");
+            }
+        }
+        for coll in [
+            Collective::Broadcast,
+            Collective::Fcollect,
+            Collective::Alltoall,
+        ] {
+            assert_ne!(
+                choice(coll, 2, sm90, DataType::F32, 256 * KIB),
+                "nvlink_lamport"
+            );
+        }
     }
 
     #[test]

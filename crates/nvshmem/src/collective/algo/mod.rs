@@ -19,6 +19,7 @@ pub(crate) mod crossover;
 mod crossover_doc;
 pub(crate) mod fingerprint;
 mod forced;
+pub(crate) mod lamport;
 mod local;
 mod nvlink;
 mod nvshmem;
@@ -80,6 +81,7 @@ impl fmt::Debug for dyn Algorithm {
 /// The algorithms of a collective, in the order the automatic choice tries them.
 pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
     use ce::Ce;
+    use lamport::Lamport;
     use local::Local;
     use nvlink::{Direct, Flags, Ll};
     use nvshmem::{Native, ScaleThenSum, SumThenDiv};
@@ -89,6 +91,7 @@ pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
         Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter => &[
             &Local,
             &Ll,
+            &Lamport,
             &Direct,
             &Native,
             &SumThenDiv,

@@ -198,7 +198,7 @@ fn launch(call: &Call, file: NvlinkSource, grid: u32, block: u32) -> Step {
 
 /// The team descriptor of an accepted call's launches, carrying the call's fingerprint
 /// (`kernels/PROTOCOL.md`, "Fingerprints") when the team checks calls.
-fn fingerprinted(call: &Call) -> TeamDescriptor {
+pub(super) fn fingerprinted(call: &Call) -> TeamDescriptor {
     let mut team = *call
         .descriptor
         .as_ref()

@@ -792,6 +792,7 @@ pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
         status: 0,
         timeout_ns: 0,
         fp: [0, 0x1234_5678 << 32],
+        lam_bytes: crate::channel::lamport::area_bytes(crate::channel::lamport::DEFAULT_MAX) as u64,
     });
     c.arch = Some(crossover::Arch::SM90);
     c
@@ -1978,7 +1979,8 @@ fn the_room_does_not_change_choices_that_fit() {
         let t = team(2, me, true);
         for (count, want) in [
             (8 << 10, "nvlink_ll"),
-            (16 << 10, "nvshmem"),
+            (12 << 10, "nvshmem"),
+            (16 << 10, "nvlink_lamport"),
             (1 << 20, "nvlink_direct"),
         ] {
             let mut c = with_channel(call(

@@ -1,0 +1,380 @@
+//! `nvlink_lamport`: one-shot float reductions for the mid band (about 64 KiB to 2 MiB a PE)
+//! through sentinel-filled receive buffers (`kernels/lamport.cu`, whose header gives the
+//! protocol and the argument for its three rotating buffers).
+//!
+//! Every PE stores its whole input, 16 bytes at a time, into a receive buffer in each peer's
+//! channel that holds the sentinel `0x80000000` in every 32-bit word, and polls its own
+//! buffers until no word is the sentinel: the data is its own flag, so a call is one NVLink
+//! crossing and a launch, with no barrier and no flag per vector. The price is memory: each
+//! channel holds a *Lamport area* after its LL regions, three buffers of `n - 1` slots, sized
+//! by [`RuntimeBuilder::lamport_bytes`] (by default, 2-PE calls up to 2 MiB: `channel::lamport::DEFAULT_MAX`).
+//!
+//! What it refuses: anything but all_reduce, reduce_scatter and reduce; integers and bool
+//! (every bit pattern is a value, so there is no sentinel) and f64 (its words take any value);
+//! calls larger than a slot; teams that are not peer-mapped or got no channel.
+//!
+//! Semantics differ from the other algorithms in one point: every member's -0.0 is read as
+//! +0.0 (a sender must never send the sentinel, and the receiver reads its own input alike so
+//! that every PE gets the same bits), so the sign of a zero result may differ (a sum of -0.0s
+//! is +0.0 here, as is a product with a -0.0 factor); every other value is the same.
+use super::nvlink::{fingerprinted, team_view};
+use super::{crossover, Algorithm, Call, Collective, Step};
+use crate::channel::lamport::slot_bytes;
+use crate::kernels::{self, KernelKey, Launch, NvlinkArgs, NvlinkLaunch, NvlinkSource};
+
+/// The most blocks of a launch (`NVR_LAM_MAX_GRID`): every block publishes and checks the
+/// call's fingerprint (`NVR_FP_BLOCKS`).
+const MAX_GRID: usize = 128;
+const _: () = assert!(MAX_GRID <= crate::channel::FP_BLOCKS);
+/// Payload bytes a block up to which one more block is added (the launch rule).
+const BYTES_PER_BLOCK: usize = 8 << 10;
+
+/// The launch rule of `lamport.cu` for `x` payload bytes per (sender, receiver) pair on a team
+/// whose members keep `max_blocks` blocks resident: one block per [`BYTES_PER_BLOCK`], at most
+/// [`MAX_GRID`] and `max_blocks`; 512 threads, fewer where a block has fewer vectors (at least
+/// two warps: the last one carries the flags). The same grid on every member.
+pub(crate) fn shape(x: usize, max_blocks: u32) -> (u32, u32) {
+    let most = (max_blocks as usize).clamp(1, MAX_GRID);
+    let grid = x.div_ceil(BYTES_PER_BLOCK).clamp(1, most);
+    let vectors_per_block = x.div_ceil(16).div_ceil(grid);
+    let block = vectors_per_block.next_multiple_of(32).clamp(64, 512);
+    (grid as u32, block as u32)
+}
+
+/// Lamport one-shot reductions.
+pub(super) struct Lamport;
+
+impl Algorithm for Lamport {
+    fn name(&self) -> &'static str {
+        "nvlink_lamport"
+    }
+
+    fn takes_team_of(&self, n: usize) -> bool {
+        n >= 2
+    }
+
+    fn refuses(&self, call: &Call) -> Option<String> {
+        if !matches!(
+            call.coll,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
+        ) {
+            return Some(format!("it runs reductions only, not {}", call.coll));
+        }
+        if call.n() < 2 {
+            return Some("it needs a team of at least 2 PEs".to_string());
+        }
+        if !kernels::lamport_serves(call.dtype) {
+            return Some(format!(
+                "it needs a float type of at most 32 bits, whose -0.0 can stand in for \
+                 'not yet written'; {} has no such value",
+                call.dtype
+            ));
+        }
+        let team = match team_view(call) {
+            Ok(t) => t,
+            Err(why) => return Some(why),
+        };
+        let slot = slot_bytes(team.lam_bytes as usize, call.n());
+        if slot == 0 {
+            return Some(
+                "the runtime has no Lamport buffers (RuntimeBuilder::lamport_bytes, or a heap \
+                 too small for the default)"
+                    .to_string(),
+            );
+        }
+        if call.block_bytes().next_multiple_of(16) > slot {
+            return Some(format!(
+                "its buffers hold at most {slot} bytes a PE on a team of {}, the call {}",
+                call.n(),
+                call.block_bytes()
+            ));
+        }
+        None
+    }
+
+    fn prefers(&self, call: &Call) -> bool {
+        crossover::lamport(call)
+    }
+
+    fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
+        let team = fingerprinted(call);
+        let slot = slot_bytes(team.lam_bytes as usize, call.n()) as u64;
+        let (grid, block) = shape(call.block_bytes(), call.team.max_blocks);
+        let reduction = Some((call.dtype, call.op));
+        steps.push(Step::Kernel(Launch::Nvlink(NvlinkLaunch {
+            key: KernelKey::Nvlink(NvlinkSource::Lamport, reduction),
+            function: NvlinkSource::Lamport
+                .function(call.coll.name(), true)
+                .expect("lamport.cu has every reduction"),
+            grid,
+            block,
+            team,
+            args: NvlinkArgs::Lamport {
+                root: (call.coll == Collective::Reduce).then_some(call.root as i32),
+                src: call.src.ptr,
+                dst: call.dst.ptr,
+                count: call.count as u64,
+                scale: match call.op {
+                    crate::ReduceOp::PreMulSum(s) => s,
+                    _ => 1.0,
+                },
+                slot,
+            },
+        })));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::lamport::{
+        area_bytes, default_max, DEFAULT_MAX, HEADER, SENTINEL, SMALLEST_MAX,
+    };
+    use crate::{
+        collective::algo::tests::{call, team, with_channel},
+        DataType, ReduceOp,
+    };
+
+    /// Why `nvlink_lamport` refuses a call of `count` elements on PE 0 of `n` with a channel
+    /// whose Lamport area holds 2-PE calls of `max` bytes.
+    fn refusal(
+        coll: Collective,
+        n: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        count: usize,
+        max: usize,
+    ) -> Option<String> {
+        let t = team(n, 0, true);
+        let mut c = with_channel(call(&t, coll, dtype, op, count, false, 0));
+        c.descriptor.as_mut().unwrap().lam_bytes = area_bytes(max) as u64;
+        Lamport.refuses(&c)
+    }
+
+    #[test]
+    fn it_refuses_integers_f64_data_movement_and_calls_past_its_buffers() {
+        use Collective::*;
+        let m = DEFAULT_MAX;
+        for coll in [AllReduce, ReduceScatter, Reduce] {
+            for t in [
+                DataType::F32,
+                DataType::F16,
+                DataType::BF16,
+                DataType::F8E4M3,
+                DataType::F8E5M2,
+            ] {
+                for op in [
+                    ReduceOp::Sum,
+                    ReduceOp::Max,
+                    ReduceOp::Avg,
+                    ReduceOp::PreMulSum(0.5),
+                ] {
+                    assert_eq!(refusal(coll, 2, t, op, 1000, m), None, "{coll} {t} {op}");
+                }
+            }
+            for t in [DataType::I32, DataType::U8, DataType::Bool8, DataType::F64] {
+                let why = refusal(coll, 2, t, ReduceOp::Max, 1000, m).unwrap();
+                assert!(why.contains("float type of at most 32 bits"), "{why}");
+            }
+        }
+        let why = refusal(Broadcast, 2, DataType::F32, ReduceOp::Sum, 1000, m).unwrap();
+        assert!(why.contains("reductions only"), "{why}");
+        // 2 MiB a PE fits the default on 2 PEs, one element more does not; on 4 PEs a third.
+        let f32s = m / 4;
+        assert_eq!(
+            refusal(AllReduce, 2, DataType::F32, ReduceOp::Sum, f32s, m),
+            None
+        );
+        let why = refusal(AllReduce, 2, DataType::F32, ReduceOp::Sum, f32s + 1, m).unwrap();
+        assert!(
+            why.contains("at most 2097152 bytes a PE on a team of 2"),
+            "{why}"
+        );
+        assert!(refusal(AllReduce, 4, DataType::F32, ReduceOp::Sum, f32s / 2, m).is_some());
+        assert_eq!(
+            refusal(AllReduce, 4, DataType::F32, ReduceOp::Sum, f32s / 3 - 4, m),
+            None
+        );
+        // A runtime without areas.
+        let why = refusal(AllReduce, 2, DataType::F32, ReduceOp::Sum, 8, 0).unwrap();
+        assert!(why.contains("no Lamport buffers"), "{why}");
+        // One PE: the local algorithm's; and not peer-mapped: no channel.
+        assert!(!Lamport.takes_team_of(1));
+        assert!(refusal(AllReduce, 1, DataType::F32, ReduceOp::Sum, 8, m).is_some());
+        let t = team(2, 0, false);
+        let c = call(&t, AllReduce, DataType::F32, ReduceOp::Sum, 8, false, 0);
+        assert!(Lamport
+            .refuses(&c)
+            .unwrap()
+            .contains("reachable by load and store"));
+    }
+
+    #[test]
+    fn forced_by_name_it_runs_or_says_why() {
+        use crate::collective::algo::{choose, ForcedTable};
+        let forced = ForcedTable::default();
+        forced
+            .apply("all_reduce=nvlink_lamport,reduce=nvlink_lamport")
+            .unwrap();
+        assert_eq!(
+            forced.get(Collective::Reduce).unwrap().name(),
+            "nvlink_lamport"
+        );
+        assert!(forced.apply("broadcast=nvlink_lamport").is_err());
+        let a = forced.get(Collective::AllReduce).expect("forced by name");
+        assert_eq!(a.name(), "nvlink_lamport");
+        let t = team(2, 0, true);
+        let c = with_channel(call(
+            &t,
+            Collective::AllReduce,
+            DataType::BF16,
+            ReduceOp::Sum,
+            9,
+            false,
+            0,
+        ));
+        assert_eq!(choose(&c, Some(a)).unwrap().name(), "nvlink_lamport");
+        let c = with_channel(call(
+            &t,
+            Collective::AllReduce,
+            DataType::I32,
+            ReduceOp::Sum,
+            9,
+            false,
+            0,
+        ));
+        match choose(&c, Some(a)) {
+            Err(crate::Error::AlgorithmRefused {
+                algorithm, reason, ..
+            }) => {
+                assert_eq!(algorithm, "nvlink_lamport");
+                assert!(reason.contains("float type"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Collective::ReduceScatter
+            .algorithms()
+            .contains(&"nvlink_lamport"));
+        assert!(!Collective::Broadcast
+            .algorithms()
+            .contains(&"nvlink_lamport"));
+    }
+
+    #[test]
+    fn its_plan_is_one_launch_with_the_slot_and_the_root() {
+        use crate::kernels::{KernelKey, Launch, NvlinkArgs, NvlinkSource};
+        let t = team(2, 1, true);
+        for (coll, function, root) in [
+            (Collective::AllReduce, "nvr_lamport_all_reduce", None),
+            (
+                Collective::ReduceScatter,
+                "nvr_lamport_reduce_scatter",
+                None,
+            ),
+            (Collective::Reduce, "nvr_lamport_reduce", Some(1)),
+        ] {
+            let c = with_channel(call(
+                &t,
+                coll,
+                DataType::F16,
+                ReduceOp::PreMulSum(0.25),
+                32768,
+                false,
+                1,
+            ));
+            let mut steps = Vec::new();
+            Lamport.plan(&c, &mut steps);
+            let [Step::Kernel(Launch::Nvlink(l))] = &steps[..] else {
+                panic!("{steps:?}")
+            };
+            assert_eq!(l.function, function);
+            assert_eq!(
+                l.key,
+                KernelKey::Nvlink(
+                    NvlinkSource::Lamport,
+                    Some((DataType::F16, ReduceOp::PreMulSum(1.0)))
+                )
+            );
+            assert_ne!(
+                l.key,
+                KernelKey::Nvlink(
+                    NvlinkSource::Ll,
+                    Some((DataType::F16, ReduceOp::PreMulSum(1.0)))
+                )
+            );
+            assert_eq!((l.grid, l.block), shape(65536, t.max_blocks));
+            // The call's fingerprint rides in the descriptor, as every NVLink launch's.
+            assert_ne!(l.team.fp[0], 0);
+            assert_eq!(
+                l.args,
+                NvlinkArgs::Lamport {
+                    root,
+                    src: c.src.ptr,
+                    dst: c.dst.ptr,
+                    count: 32768,
+                    scale: 0.25,
+                    slot: DEFAULT_MAX as u64,
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn areas_hold_three_buffers_of_n_minus_one_slots() {
+        assert_eq!(area_bytes(0), 0);
+        assert_eq!(area_bytes(DEFAULT_MAX), 256 + 6 * (1 << 20));
+        assert_eq!(area_bytes(17), 256 + 3 * 32);
+        let a = area_bytes(DEFAULT_MAX);
+        assert_eq!(slot_bytes(a, 2), DEFAULT_MAX);
+        // Three peers share it: a third each, rounded down to 16 bytes.
+        assert_eq!(slot_bytes(a, 4), ((2 << 20) / 3) & !15);
+        assert_eq!(slot_bytes(a, 8) % 16, 0);
+        assert!(256 + 3 * 7 * slot_bytes(a, 8) <= a);
+        assert_eq!(slot_bytes(a, 1), 0);
+        assert_eq!(slot_bytes(0, 2), 0);
+        assert_eq!(slot_bytes(HEADER, 2), 0);
+    }
+
+    #[test]
+    fn the_default_fits_2_mib_on_a_default_heap_and_shrinks_on_small_ones() {
+        assert_eq!(
+            default_max(crate::runtime::DEFAULT_HEAP_SIZE, 8),
+            DEFAULT_MAX
+        );
+        // 256 MiB, 7 channels: 16 MiB of areas, about 2.3 MiB each.
+        let m = default_max(256 << 20, 7);
+        assert!((SMALLEST_MAX..DEFAULT_MAX).contains(&m), "{m}");
+        assert!(7 * area_bytes(m) <= (256 << 20) / 16);
+        assert_eq!(m % (16 << 10), 0);
+        // 16 MiB, one channel: 1 MiB for areas holds 2-PE calls of 336 KiB.
+        assert_eq!(default_max(16 << 20, 1), 336 << 10);
+        // 2 MiB: 128 KiB for areas, under 64 KiB a call: none.
+        assert_eq!(default_max(2 << 20, 1), 0);
+    }
+
+    /// The host's constants are `lamport.cu`'s.
+    #[test]
+    fn the_constants_match_lamport_cu() {
+        use crate::kernels::{KernelKey, NvlinkSource};
+        let key = KernelKey::Nvlink(NvlinkSource::Lamport, Some((DataType::F32, ReduceOp::Sum)));
+        let src = key.source();
+        assert!(src.contains(&format!("#define NVR_LAM_HEADER {HEADER}ull\n")));
+        assert!(src.contains(&format!("#define NVR_LAM_SENTINEL {SENTINEL:#x}u\n")));
+        assert!(src.contains("#define NVR_LAM_MAX_GRID NVR_FP_BLOCKS\n"));
+        assert_eq!(MAX_GRID, crate::channel::FP_BLOCKS);
+    }
+
+    #[test]
+    fn the_launch_rule() {
+        assert_eq!(shape(64 << 10, 128), (8, 512));
+        assert_eq!(shape(1 << 20, 128), (128, 512));
+        assert_eq!(shape(2 << 20, 128), (128, 512));
+        // Fewer vectors than threads: fewer threads, never under two warps.
+        assert_eq!(shape(16, 128), (1, 64));
+        assert_eq!(shape(0, 128), (1, 64));
+        assert_eq!(shape(100 << 10, 128), (13, 512));
+        // Only as many blocks as every member keeps resident.
+        assert_eq!(shape(1 << 20, 16), (16, 512));
+        assert_eq!(shape(1 << 20, 0), (1, 512));
+    }
+}

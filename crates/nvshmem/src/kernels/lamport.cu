@@ -1,0 +1,412 @@
+// Lamport one-shot reductions for the mid band (64 KiB - 2 MiB) over NVLink: every PE pushes its
+// input with 16-byte stores into receive buffers in its peers' channels that were filled with a
+// sentinel beforehand, and polls its own receive buffers until no word is the sentinel. The data
+// is its own flag (like LL packets, but at full payload), so there is no barrier before or after
+// and no separate flag per vector. Compiled as `prefix + ops.cuh + common.cuh + lamport.cu` with
+// a float type's reduction prefix (types.rs): nvr_lamport_all_reduce, nvr_lamport_reduce_scatter,
+// nvr_lamport_reduce. PROTOCOL.md, "Lamport buffers", is the contract; the gist:
+//
+// SENTINEL. Every 32-bit word of an unwritten receive buffer is 0x80000000 (f32's -0.0). The
+// host fills the buffers so (cuMemsetD32) whenever it zeroes a channel; the kernels refill what
+// they used (ROTATION). A sender rewrites every element that is -0.0 to +0.0 before sending, and
+// pads the tail of the last vector with zero bytes; then no 32-bit word of what it sends is
+// 0x80000000 for f32, f16, bf16 or fp8 (for 16- and 8-bit types the word 0x80000000 holds a -0.0
+// in its top element). So a reader may take every word that is not the sentinel as this run's
+// data: each word is written once, by a store that carries its final value. (f64 is not served:
+// its -0.0 is not that word pattern, and any 64-bit pattern of the fill is a valid double.) The
+// reader's own input is read the same way (-0.0 as +0.0), so every PE combines the same values
+// and gets the same bits; the sign of a zero result may differ from other algorithms (e.g. a
+// product with a -0.0 factor is +0.0 here), nothing else does.
+//
+// ROTATION. Three buffers rotate: a PE's run r (its r-th Lamport run on this channel) receives
+// into buffer r % 3 on every peer, and re-fills with the sentinel buffer (r - 1) % 3 (the one it
+// read in run r - 1), over the bytes it received there (the channel's header keeps them). Why
+// this is safe without a barrier:
+//   - Nothing still writes buffer (r - 1) % 3 when run r clears it: every peer's stores of run
+//     r - 1 into it had landed before this PE's run r - 1 ended (it waited for every word), and
+//     run r starts after run r - 1 ended (stream order).
+//   - Nothing writes it again before the clear is done: peers write into it next at their run
+//     r + 2 ((r - 1) % 3 == (r + 2) % 3). A peer starts run r + 2 only after its run r + 1 ended,
+//     and every block of a run waits at its end for every peer's arrival at that run
+//     (nvr_quiesce), so the peer's run r + 1 ended after this PE arrived at run r + 1, which it
+//     does only after its run r (clear included) has completed and its writes are visible
+//     (griddepcontrol.wait / stream order). Not "after it received this PE's data of run
+//     r + 1": a rooted reduce's root sends none, and the arrival bounds a non-root all the same.
+//   - Buffer r % 3 holds only the sentinel when run r's stores arrive: it was last written at run
+//     r - 3 (all landed before this PE's run r - 3 ended) and cleared at run r - 2; a peer writes
+//     it at its run r, which starts after its run r - 1 ended, so after this PE arrived at run
+//     r - 1, after its run r - 2 had completed.
+// (Clearing the buffer of run r - 2 in run r instead, i.e. buffer (r + 1) % 3, would race: a peer
+// may start run r + 1 once this PE has arrived at run r and sent its data, and write into that
+// buffer while this PE is still clearing it, unless the clear were fenced before the arrival.)
+// Two buffers cannot work: the one cleared in run r would be written at run r + 1. The run index lives in the channel (header
+// word `rot`, 0..2), advanced once per run by the last block of the launch to finish (an atomic
+// count of finished blocks), so it does not depend on the epochs (whose wrap 0xFFFFFFFE -> 1
+// would break e % 3) nor on the grid: every Lamport launch on a channel, of any size, advances it
+// by one, on every member alike (every member runs the same calls on the channel).
+//
+// PROTOCOL. Like an LL kernel otherwise: every block arrives at every peer (relaxed) and
+// publishes its fingerprint, and waits at its end for every peer's arrival of this run with the
+// fingerprint checked (nvr_quiesce); every poll goes through nvr_wait (abort word, timeout,
+// fingerprint scan every 256 polls). The receive buffers are written by peers only in the way
+// above, so no writer waits for anything.
+//
+// LAYOUT (from nvr_lam_area(t) = chan + nvr_chan_bytes(ll_bytes)): a 256-byte header
+// {u32 rot, u32 done, u64 clear}, then buf[3][n - 1][slot]: buffer k, slot s holds what team PE
+// s (s < me) or s + 1 (s >= me) sent. `slot` (bytes, a multiple of 16) is a launch argument, the
+// same on every member (the host derives it from the area's size and the team size).
+//
+// LAUNCH RULE: x = count * sizeof(T) payload bytes per (sender, receiver) pair (all_reduce and
+// reduce: the buffer; reduce_scatter: one block); V = ceil(x / 16) vectors; grid g =
+// clamp(ceil(x / 8 KiB), 1, min(128, max_blocks)) (collective/algo/lamport.rs, `shape`: a
+// tuning choice; sender and receiver need not split alike, vector i lives at byte 16 i of its
+// slot whoever moves it, but the grid must be equal on every member for the epochs), block b
+// takes vectors [b * vpb, (b + 1) * vpb), vpb = ceil(V / g); block size any multiple of 32 (at
+// least 32), the host takes min(512, max(64, roundup32(vpb))). LIMITS: ceil(x/16)*16 <= slot,
+// slot % 16 == 0, 256 + 3 (n - 1) slot <= lam_bytes, g <= NVR_FP_BLOCKS; else NVR_FAIL_LIMITS
+// and return.
+
+#define NVR_LAM_HEADER 256ull
+#define NVR_LAM_SENTINEL 0x80000000u
+#define NVR_LAM_MAX_GRID NVR_FP_BLOCKS
+
+struct nvr_lam_head {
+    unsigned int rot;   // this run's buffer index, 0..2
+    unsigned int done;  // blocks of the current run that have finished
+    nvr_u64 clear;      // bytes per slot received into buffer (rot + 2) % 3 by the last run
+};
+
+__device__ __forceinline__ char *nvr_lam_area(const nvr_team &t) {
+    return (char *)(t.chan + nvr_chan_bytes(t.ll_bytes));
+}
+
+// Buffer k's slot for team PE j, in the channel of the receiver `me` (local address).
+__device__ __forceinline__ char *nvr_lam_slot(char *area, unsigned int k, int j, int me, int n,
+                                              nvr_u64 slot) {
+    const int s = j < me ? j : j - 1;
+    return area + NVR_LAM_HEADER + ((nvr_u64)k * (nvr_u64)(n - 1) + (nvr_u64)s) * slot;
+}
+
+// One poll of a received vector: true (and the vector in v) when no word is the sentinel.
+__device__ __forceinline__ bool nvr_lam_poll(const char *p, uint4 &v) {
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
+    return v.x != NVR_LAM_SENTINEL && v.y != NVR_LAM_SENTINEL && v.z != NVR_LAM_SENTINEL &&
+           v.w != NVR_LAM_SENTINEL;
+}
+
+__device__ __forceinline__ void nvr_lam_st16(char *p, uint4 v) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x),
+                 "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+#ifdef NVR_OP
+static_assert(sizeof(NVR_T) <= 4, "Lamport kernels serve 32-, 16- and 8-bit floats only");
+#define NVR_LAM_EPV (16 / (int)sizeof(NVR_T)) // elements per vector
+
+// -0.0 of the element type as +0.0, element by element (a word then never equals the sentinel).
+__device__ __forceinline__ unsigned int nvr_lam_clean(unsigned int w) {
+#if NVR_IS_FLOAT
+    if (sizeof(NVR_T) == 4) return w == 0x80000000u ? 0u : w;
+    if (sizeof(NVR_T) == 2) {
+        const unsigned int lo = (w & 0xffffu) == 0x8000u ? 0u : (w & 0xffffu);
+        const unsigned int hi = (w >> 16) == 0x8000u ? 0u : (w >> 16);
+        return lo | (hi << 16);
+    }
+    unsigned int r = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const unsigned int b = (w >> (8 * k)) & 0xffu;
+        r |= (b == 0x80u ? 0u : b) << (8 * k);
+    }
+    return r;
+#else
+    return w;
+#endif
+}
+
+__device__ __forceinline__ uint4 nvr_lam_clean4(uint4 v) {
+    v.x = nvr_lam_clean(v.x);
+    v.y = nvr_lam_clean(v.y);
+    v.z = nvr_lam_clean(v.z);
+    v.w = nvr_lam_clean(v.w);
+    return v;
+}
+
+// Vector i (bytes [16i, 16i + 16) of a payload of x bytes) of the buffer at p: one 16-byte load
+// when aligned and whole, else element by element (p is element-aligned), zero past x.
+__device__ __forceinline__ uint4 nvr_lam_ld(const char *p, nvr_u64 i, nvr_u64 x) {
+    const char *q = p + 16 * i;
+    if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) return *(const uint4 *)q;
+    unsigned char b[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) b[k] = 0;
+    const nvr_u64 nb = min((nvr_u64)16, x - 16 * i);
+    // Unrolled with constant offsets, so that b stays in registers.
+#pragma unroll
+    for (int k = 0; k < 16; k += (int)sizeof(NVR_T))
+        if ((nvr_u64)k < nb) memcpy(b + k, q + k, sizeof(NVR_T));
+    uint4 v;
+    memcpy(&v, b, 16);
+    return v;
+}
+
+// Stores vector i of a payload of x bytes at p (the bytes below x only).
+__device__ __forceinline__ void nvr_lam_st(char *p, nvr_u64 i, nvr_u64 x, uint4 v) {
+    char *q = p + 16 * i;
+    if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) {
+        *(uint4 *)q = v;
+        return;
+    }
+    unsigned char b[16];
+    memcpy(b, &v, 16);
+    const nvr_u64 nb = min((nvr_u64)16, x - 16 * i);
+#pragma unroll
+    for (int k = 0; k < 16; k += (int)sizeof(NVR_T))
+        if ((nvr_u64)k < nb) memcpy(q + k, b + k, sizeof(NVR_T));
+}
+
+__device__ __forceinline__ NVR_T nvr_lam_elem(const uint4 &v, int m) {
+    NVR_T x;
+    memcpy(&x, (const unsigned char *)&v + m * sizeof(NVR_T), sizeof(NVR_T));
+    return x;
+}
+
+// acc (team PE j's vector folded in, in team order: j == 0 starts it).
+__device__ __forceinline__ void nvr_lam_fold(NVR_ACC *acc, const uint4 &v, int j, NVR_ACC s) {
+#pragma unroll
+    for (int m = 0; m < NVR_LAM_EPV; ++m) {
+        const NVR_ACC a = nvr_pre(NVR_LOAD(nvr_lam_elem(v, m)), s);
+        acc[m] = j == 0 ? a : nvr_combine(acc[m], a);
+    }
+}
+
+__device__ __forceinline__ uint4 nvr_lam_out(const NVR_ACC *acc, int n) {
+    unsigned char b[16];
+#pragma unroll
+    for (int m = 0; m < NVR_LAM_EPV; ++m) {
+        const NVR_T y = NVR_STORE(nvr_post(acc[m], n));
+        memcpy(b + m * sizeof(NVR_T), &y, sizeof(NVR_T));
+    }
+    uint4 v;
+    memcpy(&v, b, 16);
+    return v;
+}
+
+struct nvr_lam_ctx {
+    unsigned int e;    // this block's epoch
+    unsigned int rot;  // this run's buffer
+    nvr_u64 clear;     // bytes per slot to re-fill in buffer (rot + 2) % 3
+    nvr_u64 v0, v1;    // this block's vectors [v0, v1)
+    char *area;
+};
+
+// The launch's limits (LIMITS above); NVR_FAIL_LIMITS when broken. Every thread computes the
+// same answer, so a refused block returns whole.
+__device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_u64 slot,
+                                              int root) {
+    const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
+                    root < t.n && gridDim.x <= NVR_LAM_MAX_GRID && blockDim.x >= 32 &&
+                    (blockDim.x & 31u) == 0 && (slot & 15u) == 0 && (x + 15) / 16 * 16 <= slot &&
+                    NVR_LAM_HEADER + 3ull * (nvr_u64)(t.n - 1) * slot <= t.lam_bytes;
+    if (!ok && threadIdx.x == 0) nvr_fail_at(t.status, NVR_FAIL_LIMITS, -1, 0, 0, t.chan);
+    return ok;
+}
+
+// Start of a block: epoch, arrival (relaxed, with the fingerprint), this run's buffer and what
+// to clear (read before this block counts itself done: nvr_lam_finish), its vectors.
+__device__ __forceinline__ nvr_lam_ctx nvr_lam_begin(const nvr_team &t, nvr_u64 x) {
+    nvr_lam_ctx c;
+    c.e = nvr_begin(t);
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
+    c.area = nvr_lam_area(t);
+    const volatile nvr_lam_head *h = (const volatile nvr_lam_head *)c.area;
+    c.rot = h->rot;
+    c.clear = h->clear;
+    const nvr_u64 vectors = (x + 15) / 16;
+    const nvr_u64 vpb = (vectors + gridDim.x - 1) / gridDim.x;
+    c.v0 = min((nvr_u64)blockIdx.x * vpb, vectors);
+    c.v1 = min(c.v0 + vpb, vectors);
+    return c;
+}
+
+// Sends vectors [v0, v1) of src (x bytes), cleaned, to team PE k's buffer c.rot, slot of me.
+__device__ __forceinline__ void nvr_lam_send(const nvr_team &t, const nvr_lam_ctx &c, int k,
+                                             const char *src, nvr_u64 x, nvr_u64 slot) {
+    char *to = nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k);
+    for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += blockDim.x)
+        nvr_lam_st16(to + 16 * i, nvr_lam_clean4(nvr_lam_ld(src, i, x)));
+}
+
+// Sends every peer its part: all_reduce the whole src, reduce_scatter block k of src to PE k.
+// One load of src per vector serves every peer for all_reduce.
+__device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_lam_ctx &c,
+                                                 const char *src, nvr_u64 x, nvr_u64 slot,
+                                                 bool per_peer_block) {
+    if (!per_peer_block) {
+        char *to[NVR_MAX_TEAM];
+#pragma unroll
+        for (int k = 0; k < NVR_MAX_TEAM; ++k)
+            to[k] = k < t.n && k != t.me
+                        ? nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k)
+                        : nullptr;
+        for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += blockDim.x) {
+            const uint4 v = nvr_lam_clean4(nvr_lam_ld(src, i, x));
+#pragma unroll
+            for (int k = 0; k < NVR_MAX_TEAM; ++k)
+                if (to[k] != nullptr) nvr_lam_st16(to[k] + 16 * i, v);
+        }
+        return;
+    }
+    for (int k = 0; k < t.n; ++k)
+        if (k != t.me) nvr_lam_send(t, c, k, src + (nvr_u64)k * x, x, slot);
+}
+
+// Re-fills with the sentinel buffer (rot + 2) % 3 over c.clear bytes of every slot; the work is
+// spread over every thread of the grid.
+__device__ __forceinline__ void nvr_lam_refill(const nvr_team &t, const nvr_lam_ctx &c,
+                                               nvr_u64 slot) {
+    if (c.clear == 0 || t.n < 2) return;
+    const nvr_u64 per = (c.clear + 15) / 16, all = per * (nvr_u64)(t.n - 1);
+    char *buf = c.area + NVR_LAM_HEADER + (nvr_u64)((c.rot + 2) % 3) * (nvr_u64)(t.n - 1) * slot;
+    const uint4 s = make_uint4(NVR_LAM_SENTINEL, NVR_LAM_SENTINEL, NVR_LAM_SENTINEL,
+                               NVR_LAM_SENTINEL);
+    const nvr_u64 stride = (nvr_u64)gridDim.x * blockDim.x;
+    for (nvr_u64 w = (nvr_u64)blockIdx.x * blockDim.x + threadIdx.x; w < all; w += stride)
+        *(uint4 *)(buf + (w / per) * slot + 16 * (w % per)) = s;
+}
+
+// Receives and reduces vectors [v0, v1): own src (cleaned) and every peer's from buffer c.rot,
+// combined in team order, into dst. After a failed wait the thread stores nothing more.
+__device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr_lam_ctx &c,
+                                                    const char *own, char *dst, nvr_u64 x,
+                                                    nvr_u64 slot, NVR_ACC s) {
+    const char *from[NVR_MAX_TEAM];
+#pragma unroll
+    for (int j = 0; j < NVR_MAX_TEAM; ++j)
+        from[j] = j < t.n && j != t.me ? nvr_lam_slot(c.area, c.rot, j, t.me, t.n, slot)
+                                       : nullptr;
+    for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += blockDim.x) {
+        uint4 v[NVR_MAX_TEAM];
+        bool got[NVR_MAX_TEAM];
+        // Every peer's vector polled once, the loads in flight together; then the late ones,
+        // all in one wait (every array index a constant once unrolled, so they stay in
+        // registers), which names the first peer found late.
+        int late = -1;
+#pragma unroll
+        for (int j = 0; j < NVR_MAX_TEAM; ++j) {
+            got[j] = from[j] == nullptr || nvr_lam_poll(from[j] + 16 * i, v[j]);
+            if (!got[j] && late < 0) late = j;
+        }
+        const uint4 mine = nvr_lam_clean4(nvr_lam_ld(own, i, x));
+        if (late >= 0 && !nvr_wait(
+                             t,
+                             [&] {
+                                 bool all = true;
+#pragma unroll
+                                 for (int j = 0; j < NVR_MAX_TEAM; ++j) {
+                                     if (!got[j]) got[j] = nvr_lam_poll(from[j] + 16 * i, v[j]);
+                                     all = all && got[j];
+                                 }
+                                 return all;
+                             },
+                             late, c.e, NVR_WAIT_LL))
+            return false;
+        NVR_ACC acc[NVR_LAM_EPV];
+#pragma unroll
+        for (int j = 0; j < NVR_MAX_TEAM; ++j)
+            if (j < t.n) {
+                // A copy, not `j == me ? mine : v[j]` (an lvalue whose address would put v in
+                // local memory).
+                uint4 w = v[j];
+                if (j == t.me) w = mine;
+                nvr_lam_fold(acc, w, j, s);
+            }
+        nvr_lam_st(dst, i, x, nvr_lam_out(acc, t.n));
+    }
+    return true;
+}
+
+// End of a block: the last block of the launch to finish (an atomic count) advances the
+// channel's run index and records what this run received (`got` bytes per slot) for the next
+// run to clear; every block has read the header before it counts itself (the count is a release
+// after a block barrier that follows every thread's read), and the next Lamport launch reads it
+// only after this one has completed. Then the protocol's end (quiescence, epoch). The wait for
+// every peer's arrival of this run (nvr_quiesce, all peers, whatever this PE received) is what
+// keeps a peer from running two Lamport runs ahead (ROTATION): it must not be narrowed.
+__device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_ctx &c,
+                                               nvr_u64 got, bool ok) {
+    ok = nvr_quiesce(t, c.e, nvr_all_peers(t), ok);
+    if (__syncthreads_or(!ok)) return; // failed: the channel is re-made before reuse
+    if (threadIdx.x == 0) {
+        unsigned int *done = (unsigned int *)(c.area + 4);
+        unsigned int before;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                     : "=r"(before)
+                     : "l"(done)
+                     : "memory");
+        if (before == gridDim.x - 1) {
+            volatile nvr_lam_head *h = (volatile nvr_lam_head *)c.area;
+            h->done = 0;
+            h->clear = got;
+            h->rot = (c.rot + 1) % 3;
+        }
+    }
+    nvr_end(t, c.e, true);
+}
+
+// every dst = the reduction of every member's src (count elements).
+extern "C" __global__ void __launch_bounds__(512, 1)
+    nvr_lamport_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
+                           unsigned long long count, double scale, unsigned long long slot) {
+    nvr_launch_begin();
+    const nvr_u64 x = count * sizeof(NVR_T);
+    if (!nvr_lam_check(t, x, slot, 0)) return;
+    const nvr_lam_ctx c = nvr_lam_begin(t, x);
+    nvr_lam_send_all(t, c, (const char *)src, x, slot, false);
+    nvr_lam_refill(t, c, slot);
+    const bool ok =
+        nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot, (NVR_ACC)scale);
+    nvr_lam_finish(t, c, x, ok);
+}
+
+// src: n blocks of count elements; PE i's dst = the reduction of block i over every member.
+extern "C" __global__ void __launch_bounds__(512, 1)
+    nvr_lamport_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
+                               unsigned long long count, double scale, unsigned long long slot) {
+    nvr_launch_begin();
+    const nvr_u64 x = count * sizeof(NVR_T);
+    if (!nvr_lam_check(t, x, slot, 0)) return;
+    const nvr_lam_ctx c = nvr_lam_begin(t, x);
+    const char *s = (const char *)src;
+    nvr_lam_send_all(t, c, s, x, slot, true);
+    nvr_lam_refill(t, c, slot);
+    const bool ok = nvr_lam_reduce_recv(t, c, s + (nvr_u64)t.me * x, (char *)dst, x, slot,
+                                        (NVR_ACC)scale);
+    nvr_lam_finish(t, c, x, ok);
+}
+
+// root's dst = the reduction of every member's src; other members' dst untouched.
+extern "C" __global__ void __launch_bounds__(512, 1)
+    nvr_lamport_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src,
+                       NVR_T *dst, unsigned long long count, double scale,
+                       unsigned long long slot) {
+    nvr_launch_begin();
+    const nvr_u64 x = count * sizeof(NVR_T);
+    if (!nvr_lam_check(t, x, slot, root)) return;
+    const nvr_lam_ctx c = nvr_lam_begin(t, x);
+    bool ok = true;
+    if (t.me == root) {
+        nvr_lam_refill(t, c, slot);
+        ok = nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot, (NVR_ACC)scale);
+    } else {
+        nvr_lam_send(t, c, root, (const char *)src, x, slot);
+        nvr_lam_refill(t, c, slot);
+    }
+    // A non-root received nothing: the next run has nothing of this one to clear.
+    nvr_lam_finish(t, c, t.me == root ? x : 0, ok);
+}
+#endif // NVR_OP
