@@ -979,21 +979,21 @@ midband() {
   for ip in "${places[@]}"; do
     for mode in graph stream; do
       g=0; [ $mode = graph ] && g=1
-      for c in ${MIDBAND_COLLS:-all_reduce reduce_scatter reduce}; do
-        # shellcheck disable=SC2206
-        local args=($c -d f32,bf16 ${MIDBAND_SIZES:--b 64K -e 2M -f 2} -n 100 -w 10 --reps 3 -c $((1 - g)) -G $g --no-progress)
-        [ $ip = inplace ] && args+=(--in-place)
-        CASE_TIMEOUT=${MIDBAND_TIMEOUT:-120} case_ midband-$c-$mode-$ip pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-          .gpu/bin/nvshmem-perf "${args[@]}" --json "$dir/$c-$mode-$ip.jsonl" --markdown "$dir/$c-$mode-$ip.md"
-        CASE_TIMEOUT=${MIDBAND_TIMEOUT:-120} case_ midband-$c-$mode-$ip-lamport pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-          .gpu/bin/nvshmem-perf "${args[@]}" --impl nvshmem-rs --algo $c=nvlink_lamport \
-          --json "$dir/$c-$mode-$ip-lamport.jsonl"
-      done
+      c=${MIDBAND_COLLS:-all_reduce,reduce_scatter,reduce}
+      # shellcheck disable=SC2206
+      local args=($c -d f32,bf16 ${MIDBAND_SIZES:--b 64K -e 2M -f 2} -n 100 -w 10 --reps 3 -c $((1 - g)) -G $g --no-progress)
+      [ $ip = inplace ] && args+=(--in-place)
+      local forced=${c//,/=nvlink_lamport,}=nvlink_lamport
+      CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} case_ midband-$mode-$ip pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+        .gpu/bin/nvshmem-perf "${args[@]}" --json "$dir/$mode-$ip.jsonl" --markdown "$dir/$mode-$ip.md"
+      CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} case_ midband-$mode-$ip-lamport pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+        .gpu/bin/nvshmem-perf "${args[@]}" --impl nvshmem-rs --algo "$forced" \
+        --json "$dir/$mode-$ip-lamport.jsonl"
     done
   done
   for c in "$out"/midband-*.log; do
     echo "== ${c##*/}"
-    grep -E '^#size|^ +[0-9]+ ' "$c" | awk '{$2=""; print}' | head -14
+    grep -E '^# [a-z_]+ +type|^#size|^ +[0-9]+ ' "$c" | awk '{$2=""; print}' | head -60
   done
   tar -czf "$final/midband.tgz" -C "$final" midband && rm -rf "$dir"
 }

@@ -2,10 +2,12 @@
 //! architecture, the block sizes (bytes of one PE's part, [`Call::block_bytes`]) at which this
 //! crate's NVLink algorithms are preferred over what follows them in the registry.
 //!
-//! Each [`Row`] holds three preferences: LL (`nvlink_ll`) up to [`Row::ll`] bytes, the direct
-//! kernels (`nvlink_direct`) for blocks in [`Row::direct`], the copy engines (`nvlink_ce`) for
-//! blocks in [`Row::ce`]. Where two hold at once the registry's order decides (LL, then the
-//! copy engines, then the direct kernels); where none holds, NVSHMEM's own collectives (or, for
+//! Each [`Row`] holds four preferences: LL (`nvlink_ll`) up to [`Row::ll`] bytes, the Lamport
+//! reductions (`nvlink_lamport`, float all-reduce, reduce-scatter and reduce only) for blocks
+//! in [`Row::lamport`], the direct kernels (`nvlink_direct`) for blocks in [`Row::direct`], the
+//! copy engines (`nvlink_ce`, data movement only) for blocks in [`Row::ce`]. Where two hold at
+//! once the registry's order decides (LL, then Lamport or the copy engines, then the direct
+//! kernels); where none holds, NVSHMEM's own collectives (or, for
 //! gather and scatter, which NVSHMEM lacks, `rooted_get`) run. Every row says what it rests
 //! on ([`Basis`]): the `nvshmem-perf` runs that measured it and their figures, or, where
 //! nothing was measured, why its values are a safe default. `docs/performance.md` has the
@@ -90,6 +92,10 @@ pub(crate) struct Row {
     pub(crate) arch: Option<Arch>,
     /// LL up to this many bytes a block.
     pub(crate) ll: usize,
+    /// The Lamport reductions (`nvlink_lamport`) for float all-reduce, reduce-scatter and
+    /// reduce of blocks in this band (the registry tries them after LL, before the direct
+    /// kernels).
+    pub(crate) lamport: RangeInclusive<usize>,
     /// The direct kernels for blocks of these sizes.
     pub(crate) direct: RangeInclusive<usize>,
     /// And for reductions NVSHMEM has no typed function for (fp8, `avg`, `premul_sum`), at
@@ -157,6 +163,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 32 * KIB,
+        lamport: RangeInclusive::new(64 * KIB, MIB),
         direct: above(256 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -172,6 +179,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 16 * KIB,
+        lamport: RangeInclusive::new(64 * KIB, MIB),
         direct: above(256 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -187,6 +195,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 16 * KIB,
+        lamport: NEVER,
         direct: above(256 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
@@ -203,6 +212,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 32 * KIB,
+        lamport: NEVER,
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
@@ -219,6 +229,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 32 * KIB,
+        lamport: NEVER,
         direct: RangeInclusive::new(512 * KIB + 1, 16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(16 * MIB),
@@ -236,6 +247,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 32 * KIB,
+        lamport: RangeInclusive::new(64 * KIB, MIB),
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -254,6 +266,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 32 * KIB,
+        lamport: NEVER,
         direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(16 * MIB),
@@ -270,6 +283,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 32 * KIB,
+        lamport: NEVER,
         direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(16 * MIB),
@@ -288,6 +302,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 1..=4,
         arch: None,
         ll: 8 * KIB,
+        lamport: NEVER,
         direct: NEVER,
         direct_where_nvshmem_lacks: true,
         ce: NEVER,
@@ -298,6 +313,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 5..=8,
         arch: None,
         ll: 4 * KIB,
+        lamport: NEVER,
         direct: NEVER,
         direct_where_nvshmem_lacks: true,
         ce: NEVER,
@@ -308,6 +324,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 1..=4,
         arch: None,
         ll: 4 * KIB,
+        lamport: NEVER,
         direct: NEVER,
         direct_where_nvshmem_lacks: true,
         ce: NEVER,
@@ -318,6 +335,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 5..=8,
         arch: None,
         ll: 2 * KIB,
+        lamport: NEVER,
         direct: NEVER,
         direct_where_nvshmem_lacks: true,
         ce: NEVER,
@@ -328,6 +346,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 1..=4,
         arch: None,
         ll: 4 * KIB,
+        lamport: NEVER,
         direct: NEVER,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -338,6 +357,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 5..=8,
         arch: None,
         ll: 2 * KIB,
+        lamport: NEVER,
         direct: NEVER,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -348,6 +368,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 1..=4,
         arch: None,
         ll: 8 * KIB,
+        lamport: NEVER,
         direct: NEVER,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -358,6 +379,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 5..=8,
         arch: None,
         ll: 4 * KIB,
+        lamport: NEVER,
         direct: NEVER,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -368,6 +390,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 1..=4,
         arch: None,
         ll: 8 * KIB,
+        lamport: NEVER,
         direct: NEVER,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -378,6 +401,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 5..=8,
         arch: None,
         ll: 4 * KIB,
+        lamport: NEVER,
         direct: NEVER,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -388,6 +412,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 1..=4,
         arch: None,
         ll: 8 * KIB,
+        lamport: NEVER,
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -403,6 +428,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 5..=8,
         arch: None,
         ll: 4 * KIB,
+        lamport: NEVER,
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -413,6 +439,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 1..=4,
         arch: None,
         ll: 8 * KIB,
+        lamport: NEVER,
         direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -428,6 +455,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 5..=8,
         arch: None,
         ll: 4 * KIB,
+        lamport: NEVER,
         direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -438,6 +466,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 1..=4,
         arch: None,
         ll: 8 * KIB,
+        lamport: NEVER,
         direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -451,6 +480,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 5..=8,
         arch: None,
         ll: 4 * KIB,
+        lamport: NEVER,
         direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -458,65 +488,11 @@ pub(crate) static ROWS: &[Row] = &[
     },
 ];
 
-/// Where the automatic choice takes the Lamport reductions (`nvlink_lamport`, which the
-/// registry tries after LL and before the direct kernels): float reductions whose blocks lie
-/// in [`LamportRow::band`], on teams of [`LamportRow::pes`] of [`LamportRow::arch`]. Nowhere
-/// else, the conservative rows included (it needs its buffers sized for the team, and its
-/// edge was seen on 2 x H200 only).
-#[derive(Debug)]
-pub(crate) struct LamportRow {
-    pub(crate) coll: Collective,
-    pub(crate) pes: RangeInclusive<usize>,
-    pub(crate) arch: Arch,
-    pub(crate) band: RangeInclusive<usize>,
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "the table's record, checked by the tests only")
-    )]
-    pub(crate) basis: Basis,
-}
-
-/// Why the Lamport rows hold the mid band before any run of this crate measured them.
-const LAMPORT_ASSUMED: &str = "to be measured (nvshmem-perf --algo <coll>=nvlink_lamport in \
-    a CUDA graph against the automatic choice and NCCL). A standalone Lamport one-shot kernel, \
-    one process driving 2 x H200, took 2.33 / 2.43 / 2.80 / 3.61 / 5.05 us at 64 KiB - 1 MiB \
-    against this crate's 6.84 / 6.98 / 7.28 / 8.38 / 9.48 and NCCL's 7.20 / 7.39 / 8.55 / \
-    9.97 / 13.64 (all-reduce f32, /work/shared/anchors.md, 'The mid band')";
-
-/// The Lamport table (see [`LamportRow`]).
-pub(crate) static LAMPORT_ROWS: &[LamportRow] = &[
-    LamportRow {
-        coll: Collective::AllReduce,
-        pes: 2..=2,
-        arch: Arch::SM90,
-        band: RangeInclusive::new(64 * KIB, MIB),
-        basis: Basis::Assumed(LAMPORT_ASSUMED),
-    },
-    LamportRow {
-        coll: Collective::ReduceScatter,
-        pes: 2..=2,
-        arch: Arch::SM90,
-        band: RangeInclusive::new(64 * KIB, MIB),
-        basis: Basis::Assumed(LAMPORT_ASSUMED),
-    },
-    LamportRow {
-        coll: Collective::Reduce,
-        pes: 2..=2,
-        arch: Arch::SM90,
-        band: RangeInclusive::new(64 * KIB, MIB),
-        basis: Basis::Assumed(LAMPORT_ASSUMED),
-    },
-];
-
 /// Whether the automatic choice takes the Lamport reductions for `call` (which they accept).
 pub(super) fn lamport(call: &Call) -> bool {
     call.dtype.is_float()
-        && LAMPORT_ROWS.iter().any(|r| {
-            r.coll == call.coll
-                && r.pes.contains(&call.n())
-                && call.arch == Some(r.arch)
-                && r.band.contains(&call.block_bytes())
-        })
+        && lookup(call.coll, call.n(), call.arch)
+            .is_some_and(|r| r.lamport.contains(&call.block_bytes()))
 }
 
 /// The row for `coll` on a team of `n` PEs of architecture `arch` (`None`: unknown): the
@@ -741,9 +717,8 @@ mod tests {
     /// team sizes and unknown architectures never prefer it.
     #[test]
     fn lamport_is_preferred_for_float_reductions_of_the_mid_band_on_two_pe_sm90_only() {
-        for r in LAMPORT_ROWS {
-            assert!(matches!(r.basis, Basis::Assumed(why) if why.contains("to be measured")));
-            assert!(r.coll.reduces() && r.pes == (2..=2) && r.arch == Arch::SM90);
+        for r in ROWS.iter().filter(|r| !r.lamport.is_empty()) {
+            assert!(r.coll.reduces() && r.pes == (2..=2) && r.arch == Some(Arch::SM90));
         }
         let choice = |coll, n, arch, dtype, x| decide(coll, n, arch, dtype, ReduceOp::Sum, x).3;
         let sm90 = Some(Arch::SM90);

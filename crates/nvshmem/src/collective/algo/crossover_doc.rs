@@ -42,6 +42,10 @@ const COLUMNS: &[Column] = &[
         cell: |r| size(r.ll),
     },
     Column {
+        header: "Lamport (float reductions)",
+        cell: |r| band(&r.lamport),
+    },
+    Column {
         header: "direct kernels",
         cell: |r| {
             let band = band(&r.direct);
@@ -84,6 +88,8 @@ fn band(r: &RangeInclusive<usize>) -> String {
         (0, usize::MAX) => "every size".to_string(),
         (0, hi) => format!("up to {}", size(hi)),
         (lo, usize::MAX) => format!("past {}", size(lo - 1)),
+        // A band that starts at a power of two (the Lamport rows) reads from there.
+        (lo, hi) if lo.is_power_of_two() => format!("{} to {}", size(lo), size(hi)),
         (lo, hi) => format!("past {}, up to {}", size(lo - 1), size(hi)),
     }
 }
@@ -150,7 +156,10 @@ fn sizes_and_bands_read_as_words() {
     // Every row renders with one cell a column, and a change to the table shows.
     let table = render(crossover::ROWS);
     assert_eq!(table.lines().count(), crossover::ROWS.len() + 6);
-    assert!(table.contains("| all_reduce | 2 | sm_90 | 32 KiB | past 256 KiB | never | measured |"));
+    assert_eq!(band(&(64 << 10..=1 << 20)), "64 KiB to 1 MiB");
+    assert!(table.contains(
+        "| all_reduce | 2 | sm_90 | 32 KiB | 64 KiB to 1 MiB | past 256 KiB | never | measured |"
+    ));
     let doc = format!("a\n{BEGIN}\nold\n{END}\nb\n");
     assert_eq!(splice(&doc, &table).unwrap(), format!("a\n{table}\nb\n"));
     assert!(splice("no markers", &table).is_none());
