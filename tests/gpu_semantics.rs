@@ -227,14 +227,14 @@ floats!(
 /// Block sizes (bytes of one PE's part) where the automatic choice changes algorithm for
 /// `coll` on a team of `n` (`collective/algo/crossover.rs`: LL's limit of the conservative
 /// rows and of the measured 2-PE sm_90 rows, the direct kernels' band from 256 KiB, the
-/// Lamport band of 64 KiB..=1 MiB for floats).
+/// Lamport band's ends for floats: past LL's limit, up to 2 MiB (1 MiB for reduce-scatter)).
 fn crossovers(coll: Collective, n: usize) -> Vec<usize> {
     const K: usize = 1 << 10;
     let small = n <= 4;
     match coll {
-        Collective::AllReduce if n == 2 => vec![8 * K, 32 * K, 64 * K, 256 * K, 1024 * K],
-        Collective::ReduceScatter if n == 2 => vec![4 * K, 16 * K, 64 * K, 256 * K, 1024 * K],
-        Collective::Reduce if n == 2 => vec![8 * K, 32 * K, 64 * K, 1024 * K],
+        Collective::AllReduce if n == 2 => vec![8 * K, 32 * K, 256 * K, 2048 * K],
+        Collective::ReduceScatter if n == 2 => vec![4 * K, 16 * K, 256 * K, 1024 * K],
+        Collective::Reduce if n == 2 => vec![8 * K, 32 * K, 2048 * K],
         Collective::AllReduce | Collective::Reduce => vec![if small { 8 * K } else { 4 * K }],
         _ => vec![if small { 4 * K } else { 2 * K }],
     }
@@ -320,7 +320,21 @@ fn per_type<T: Sem>(
     tally: &mut Tally,
 ) -> anyhow::Result<()> {
     let (n, r) = (team.n_pes(), team.my_pe());
-    let longest = 1 << 20;
+    // The longest array any case needs: a reduce-scatter's input holds n parts.
+    let longest = [
+        Collective::AllReduce,
+        Collective::Reduce,
+        Collective::ReduceScatter,
+    ]
+    .into_iter()
+    .flat_map(|c| {
+        let parts = if c == Collective::ReduceScatter { n } else { 1 };
+        counts(c, n, std::mem::size_of::<T>())
+            .into_iter()
+            .map(move |k| k * parts)
+    })
+    .max()
+    .unwrap_or(1);
     let mut src = rt.alloc_zeroed::<T>(longest)?;
     let mut dst = rt.alloc_zeroed::<T>(longest)?;
     let root = n - 1;

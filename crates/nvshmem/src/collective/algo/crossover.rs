@@ -147,6 +147,15 @@ const POINTS_RUN: &str = "mpirun -np 2 nvshmem-perf all -b 8 -e 128M -f 16777216
                           <each>=nvshmem,gather=rooted_get,scatter=rooted_get (2 x H200, \
                           2026-11-23, commit 2001dcc)";
 
+/// The run of the Lamport band: the three reductions from 64 KiB to 2 MiB, f32 and bf16, the
+/// automatic choice of then (Lamport from 64 KiB to 1 MiB blocks) beside raw NVSHMEM and
+/// NCCL, then `nvlink_lamport` forced alone, graph and stream (`scripts/gpu-check.sh run
+/// midband`). Sizes in the figures are whole calls (a reduce-scatter's block is half).
+const MIDBAND_RUN: &str = "mpirun -np 2 nvshmem-perf all_reduce,reduce_scatter,reduce -d \
+                           f32,bf16 -b 64K -e 2M -f 2 -n 100 -w 10 --reps 3 -c 0 -G 1, then the \
+                           same with --impl nvshmem-rs --algo <each>=nvlink_lamport (2 x H200, \
+                           2026-11-26, commit dad052c)";
+
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
     launch and one flag exchange; each PE moves (n - 1) blocks in or out, so the limit keeps \
@@ -163,15 +172,16 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 32 * KIB,
-        lamport: RangeInclusive::new(64 * KIB, MIB),
+        lamport: RangeInclusive::new(32 * KIB + 1, 2 * MIB),
         direct: above(256 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN],
+            runs: &[GRAPH_RUN, MIDBAND_RUN],
             figures: "LL 32 KiB: 5.7 against NVSHMEM 7.1, NCCL 7.1; direct 128 KiB: 7.5 \
                       against 7.3, 7.3; 512 KiB: 8.9 against 9.8, 9.8; 128 MiB: 399.6 against \
-                      456.3, 472.2 (336 GB/s)",
+                      456.3, 472.2 (336 GB/s); Lamport (graph, f32) 64 KiB: 4.55 against NVSHMEM 6.83, NCCL 6.82; 1 MiB: 7.27 against \
+                      13.21, 13.04; 2 MiB: 11.27 against direct 12.91, NCCL 27.9",
         },
     },
     Row {
@@ -179,15 +189,16 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 16 * KIB,
-        lamport: RangeInclusive::new(64 * KIB, MIB),
+        lamport: RangeInclusive::new(16 * KIB + 1, MIB),
         direct: above(256 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN],
+            runs: &[GRAPH_RUN, MIDBAND_RUN],
             figures: "LL 16 KiB: 5.7 against NVSHMEM 6.1, NCCL 6.0; direct 64 KiB: 6.6 \
                       against 6.3, 6.3; 256 KiB: 7.9 against 7.7, 7.6; 1 MiB: 10.1 against \
-                      14.1, 14.1; 64 MiB: 209.2 against 283.1, 281.6",
+                      14.1, 14.1; 64 MiB: 209.2 against 283.1, 281.6; Lamport (graph, f32; call sizes) 64 KiB: 4.41 against NVSHMEM 5.95, NCCL 5.95; 2 MiB: \
+                      7.16 against 14.08, 14.0",
         },
     },
     Row {
@@ -247,18 +258,19 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 32 * KIB,
-        lamport: RangeInclusive::new(64 * KIB, MIB),
+        lamport: RangeInclusive::new(32 * KIB + 1, 2 * MIB),
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, POINTS_RUN],
+            runs: &[GRAPH_RUN, POINTS_RUN, MIDBAND_RUN],
             figures: "LL 32 KiB: 4.0 against NCCL 5.4; NVSHMEM has no rooted reduce, and its \
                       path here (an all-reduce into the scratch) is slower at every size: \
                       8 B 12.10 against the automatic choice's 4.58, 128 MiB 537.6 against \
                       457.0 (stream; graph 6.29 against 1.61, 516.8 against 470.2). NCCL's \
                       reduce, not an algorithm here, is faster at 128 KiB (5.8 against 7.3) \
-                      and 128 MiB (377.8 against 460.6)",
+                      and 128 MiB (377.8 against 460.6); Lamport (graph, f32) 64 KiB: 3.96, 1 MiB: 5.39, 2 MiB: 8.12 against direct 3.96 (then \
+                      Lamport), 12.77",
         },
     },
     Row {
@@ -699,10 +711,14 @@ mod tests {
         let f32_sum =
             |coll, x| decide(coll, 2, Some(Arch::SM90), DataType::F32, ReduceOp::Sum, x).3;
         assert_eq!(f32_sum(Collective::AllReduce, 32 * KIB), "nvlink_ll");
-        assert_eq!(f32_sum(Collective::AllReduce, 48 * KIB), "nvshmem");
+        assert_eq!(f32_sum(Collective::AllReduce, 48 * KIB), "nvlink_lamport");
         assert_eq!(f32_sum(Collective::AllReduce, 64 * KIB), "nvlink_lamport");
         assert_eq!(f32_sum(Collective::AllReduce, MIB), "nvlink_lamport");
-        assert_eq!(f32_sum(Collective::AllReduce, MIB + 16), "nvlink_direct");
+        assert_eq!(f32_sum(Collective::AllReduce, 2 * MIB), "nvlink_lamport");
+        assert_eq!(
+            f32_sum(Collective::AllReduce, 2 * MIB + 16),
+            "nvlink_direct"
+        );
         assert_eq!(f32_sum(Collective::Broadcast, MIB), "nvlink_direct");
         assert_eq!(f32_sum(Collective::Broadcast, 32 * MIB), "nvlink_ce");
         assert_eq!(f32_sum(Collective::Fcollect, 64 * MIB), "nvlink_direct");
@@ -712,9 +728,9 @@ mod tests {
         assert_eq!(f32_sum(Collective::Reduce, 256 * MIB), "nvlink_direct");
     }
 
-    /// The Lamport rows: float reductions in 64 KiB..=1 MiB on 2-PE sm_90 only, each saying
-    /// that it is still to be measured; integers, f64 (which the algorithm refuses), other
-    /// team sizes and unknown architectures never prefer it.
+    /// The Lamport band: float reductions past LL up to 2 MiB (1 MiB for reduce-scatter
+    /// blocks) on 2-PE sm_90 only; integers, f64 (which the algorithm refuses), other team
+    /// sizes and unknown architectures never prefer it.
     #[test]
     fn lamport_is_preferred_for_float_reductions_of_the_mid_band_on_two_pe_sm90_only() {
         for r in ROWS.iter().filter(|r| !r.lamport.is_empty()) {
@@ -733,15 +749,15 @@ mod tests {
                 DataType::F16,
                 DataType::F8E5M2,
             ] {
-                for x in [64 * KIB, 256 * KIB, MIB] {
+                for x in [33 * KIB, 64 * KIB, 256 * KIB, MIB] {
                     assert_eq!(
                         choice(coll, 2, sm90, dtype, x),
                         "nvlink_lamport",
                         "{coll} {dtype} {x}"
                     );
                 }
-                assert_ne!(choice(coll, 2, sm90, dtype, 2 * MIB), "nvlink_lamport");
-                assert_ne!(choice(coll, 2, sm90, dtype, 32 * KIB), "nvlink_lamport");
+                assert_ne!(choice(coll, 2, sm90, dtype, 4 * MIB), "nvlink_lamport");
+                assert_ne!(choice(coll, 2, sm90, dtype, 16 * KIB), "nvlink_lamport");
                 assert_ne!(choice(coll, 4, sm90, dtype, 256 * KIB), "nvlink_lamport");
                 assert_ne!(choice(coll, 2, None, dtype, 256 * KIB), "nvlink_lamport");
             }
@@ -804,7 +820,11 @@ mod tests {
                     assert!(!runs.is_empty() && !figures.is_empty());
                     for run in *runs {
                         assert!(run.starts_with("mpirun -np 2 nvshmem-perf "), "{run}");
-                        assert!(run.contains("2 x H200, 2026-11-23, commit "), "{run}");
+                        assert!(
+                            run.contains("2 x H200, 2026-11-23, commit ")
+                                || run.contains("2 x H200, 2026-11-26, commit "),
+                            "{run}"
+                        );
                     }
                 }
                 Basis::Assumed(why) => {

@@ -1979,7 +1979,7 @@ fn the_room_does_not_change_choices_that_fit() {
         let t = team(2, me, true);
         for (count, want) in [
             (8 << 10, "nvlink_ll"),
-            (12 << 10, "nvshmem"),
+            (12 << 10, "nvlink_lamport"),
             (16 << 10, "nvlink_lamport"),
             (1 << 20, "nvlink_direct"),
         ] {
