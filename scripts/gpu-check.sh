@@ -31,7 +31,12 @@
 #                                         checkcost (the call check's cost, off and on),
 #                                         perfinplace (nvshmem-perf --in-place, checked),
 #                                         onepe (1 PE, no launcher, about a minute),
-#                                         hostcost (host time of a call, 1 PE, no MPS).
+#                                         hostcost (host time of a call, 1 PE, no MPS),
+#                                         quietstart (no NVSHMEM error lines at start),
+#                                         uneven (3 PEs on 2 GPUs refused, MPS=1),
+#                                         spread (foundation, one PE a GPU, PES above 1),
+#                                         latency (older builds' 8 B beside this one),
+#                                         midband (the reductions 64 KiB-2 MiB, Lamport).
 #                                         waits: every wait the library queues ends within
 #                                         NVSHMEM_RS_TIMEOUT=5s (tests/gpu_waits.rs): a signal
 #                                         never sent at every count of PES, a peer that never
@@ -470,23 +475,28 @@ foundation() {
   NVSHMEM_RS_BOOTSTRAP=pmix case_ pmix-plugin-unloadable-is-an-error fail:"nvshmem_bootstrap_pmix.so.3 cannot be loaded" mpi 2 $t
   NVSHMEM_LIBRARY=/nonexistent/libnvshmem_host.so.3 case_ error-missing-library fail:"/nonexistent/libnvshmem_host.so.3 (from NVSHMEM_LIBRARY)" mpi 1 $t
   [ -x .gpu/bin/nvshmem-run ] && case_ nvshmem-run-failing-pe fail:"PE 1" .gpu/bin/nvshmem-run -n 2 bash -c 'sleep 1; [ "$RANK" = 1 ] && exit 7; sleep 60'
-  # A one-node job starts without NVSHMEM error lines: the runtime turns NVSHMEM's remote
-  # transport off (NVSHMEM_REMOTE_TRANSPORT=none, its debug line says so), else NVSHMEM 3.8
-  # prints "ibrc.cpp:...: error status: 7 ... no IB devices found" per PE without InfiniBand.
-  local first
-  first=$(multi_pes | head -1)
-  if [ -n "$first" ]; then
-    RUST_LOG=nvshmem=debug case_ quiet-start-mpi-${first}pe pass:"no remote transport for NVSHMEM" \
-      without_nvshmem_errors mpi "$first" $t
-    [ -x .gpu/bin/nvshmem-run ] && RUST_LOG=nvshmem=debug case_ quiet-start-nvshmem-run-${first}pe \
-      pass:"no remote transport for NVSHMEM" without_nvshmem_errors nvrun "$first" $t
-  fi
+  quietstart
   foundation_hydra
 }
 
 # without_nvshmem_errors COMMAND...: COMMAND's output, and a failure when NVSHMEM printed an
 # error line (its "file.cpp:LINE: ... error status" or "NVSHMEM ERROR" lines, or the
 # InfiniBand transport's "no IB devices found") or COMMAND failed.
+# A one-node job starts without NVSHMEM error lines: the runtime turns NVSHMEM's remote
+# transport off (NVSHMEM_REMOTE_TRANSPORT=none, its debug line says so), else NVSHMEM 3.8
+# prints "ibrc.cpp:...: error status: 7 ... no IB devices found" per PE without InfiniBand.
+# Part of `foundation`; alone: `scripts/gpu-check.sh run quietstart` (with NVSHMEM_VERSION=3.8.0
+# for the release that printed them).
+quietstart() {
+  local t first
+  t=$(gtest gpu_foundation)
+  first=$(multi_pes | head -1)
+  [ -n "$first" ] || return 0
+  RUST_LOG=nvshmem=debug case_ quiet-start-mpi-${first}pe pass:"no remote transport for NVSHMEM" \
+    without_nvshmem_errors mpi "$first" $t
+  [ -x .gpu/bin/nvshmem-run ] && RUST_LOG=nvshmem=debug case_ quiet-start-nvshmem-run-${first}pe \
+    pass:"no remote transport for NVSHMEM" without_nvshmem_errors nvrun "$first" $t
+}
 without_nvshmem_errors() {
   local log rc
   log=$(mktemp)
