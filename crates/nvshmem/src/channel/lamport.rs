@@ -9,8 +9,10 @@ pub(crate) const HEADER: usize = 256;
 pub(crate) const SENTINEL: u32 = 0x8000_0000;
 /// The largest 2-PE call the default area holds: 2 MiB a PE (6 MiB and the header a channel).
 pub(crate) const DEFAULT_MAX: usize = 2 << 20;
-/// The smallest useful area: 2-PE calls of 64 KiB (the band starts there); smaller areas are
-/// not made.
+/// The smallest useful area: 2-PE calls of 64 KiB (the band starts there); the default
+/// ([`default_max`]) makes no smaller one ([`RuntimeBuilder::lamport_bytes`] may ask for one).
+///
+/// [`RuntimeBuilder::lamport_bytes`]: crate::RuntimeBuilder::lamport_bytes
 pub(crate) const SMALLEST_MAX: usize = 64 << 10;
 /// Bytes of a Lamport area that holds 2-PE calls of up to `max` bytes: the header and three
 /// buffers of one slot (`max` rounded up to 16 bytes); 0 for `max == 0`.

@@ -1,7 +1,7 @@
 //! What this crate's collectives keep per team: a *lane*, the team's channel (the symmetric
-//! memory its NVLink kernels keep their epochs, flags and packets in, `kernels/PROTOCOL.md`),
-//! the order of the team's calls across streams, and the stream its copy-engine collectives
-//! fork onto.
+//! memory its NVLink kernels keep their epochs, flags, packets and Lamport buffers in,
+//! `kernels/PROTOCOL.md`), the order of the team's calls across streams, and the stream its
+//! copy-engine collectives fork onto.
 //!
 //! **One channel per team, chosen when the team is made.** A fixed pool of channels is
 //! allocated when the runtime starts (allocation is collective over every PE, so it cannot
@@ -20,9 +20,11 @@
 //! channel waits for the team's last work (an event on its last stream) on this PE. Every store
 //! a peer's kernel makes into this PE's channel is observed by this PE's kernel of the same
 //! call before that kernel ends (`kernels/PROTOCOL.md`, "Quiescence"), so once this PE's last
-//! kernel on the channel is done, nothing more arrives in it. The channel is then zeroed on the
-//! runtime's own stream, ahead of the next team's agreement, and offered as free in it: a peer
-//! learns that it is free only from that agreement, which follows the zeroing on this PE.
+//! kernel on the channel is done, nothing more arrives in it. The channel is then zeroed, and
+//! its Lamport buffers filled with their sentinel, on the runtime's own stream (the
+//! agreements'), ahead of this PE's entry in the next team's agreement, and offered as free in
+//! it: a peer learns that it is free only from that agreement, which follows the zeroing on
+//! this PE.
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{result as cu, CudaStream};
@@ -72,7 +74,8 @@ impl std::fmt::Debug for ChannelPool {
 }
 
 impl ChannelPool {
-    /// A pool of `count` channels of `each` bytes in `alloc` (zeroed).
+    /// A pool of `count` channels (at most [`MAX_CHANNELS`]) of `each` bytes in `alloc`
+    /// (zeroed), each with the Lamport area `lamport` (filled when first offered: `free_mask`).
     pub(crate) fn new(
         alloc: Arc<Alloc>,
         each: usize,
@@ -111,7 +114,8 @@ impl ChannelPool {
 
     /// The channels free on this PE, as a mask, for a team's agreement: those no team holds.
     /// Released channels whose work is done are zeroed first, on `stream` (the agreement's,
-    /// so the zeroing precedes what the peers learn from it), and become free.
+    /// so the zeroing precedes what the peers learn from it), and become free; every free
+    /// channel whose Lamport area still holds zeros gets its sentinel there too.
     pub(crate) fn free_mask(&self, stream: &CudaStream) -> Result<u64> {
         let mut state = self.lock();
         let mut kept = Vec::new();
@@ -241,7 +245,9 @@ impl Lane {
     }
 
     /// [`Team::set_channel_epoch_for_tests`](crate::Team::set_channel_epoch_for_tests): this
-    /// PE's part of the channel set, on `stream`, to the state after run `epoch` of every block.
+    /// PE's part of the channel set, on `stream`, to the state after run `epoch` of every block
+    /// (the rest zeroed, the Lamport buffers refilled with their sentinel); `false` where the
+    /// team has no channel.
     pub(crate) fn preset_epoch(&self, epoch: u32, stream: &CudaStream) -> Result<bool> {
         let Some(c) = self.channel else {
             return Ok(false);

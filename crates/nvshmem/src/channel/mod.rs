@@ -1,6 +1,7 @@
-//! Channels: the symmetric memory this crate's NVLink kernels keep their epochs, flags and
-//! packets in (`kernels/PROTOCOL.md`), its layout and sizing ([`layout`]), and the pool a runtime
-//! holds and the lanes its teams take them through ([`lane`]). Each team that uses the kernels
+//! Channels: the symmetric memory this crate's NVLink kernels keep their epochs, flags,
+//! packets and Lamport buffers in (`kernels/PROTOCOL.md`), its layout and sizing ([`layout`],
+//! and [`lamport`] for the Lamport area after the LL regions), and the pool a runtime holds and
+//! the lanes its teams take them through ([`lane`]). Each team that uses the kernels
 //! holds one, chosen when the team is made (`lane.rs` says how), so collectives of different
 //! teams never share one, and the calls of one team take turns on it.
 //!

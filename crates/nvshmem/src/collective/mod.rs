@@ -55,9 +55,10 @@
 //! sum and prod of `f16` and `bf16` round at each step in the type, where this crate's kernels
 //! round once (the same for two PEs; for more, sums that are exact in the type agree).
 //!
-//! One difference in zeros: the `nvlink_lamport` algorithm (float reductions of the mid band,
-//! past LL's limit up to 2 MiB a PE on two H100/H200 by default: `Row::lamport` in the crossover table) reads every member's -0.0 as +0.0, since its
-//! receive buffers use -0.0 as "not yet written". A zero result may so be +0.0 where another
+//! One difference in zeros: the `nvlink_lamport` algorithm (float reductions of the mid band:
+//! by default, on two H100/H200, past LL's limit up to 2 MiB blocks, 1 MiB for reduce-scatter,
+//! `Row::lamport` in the crossover table) reads every member's -0.0 as +0.0, since its receive
+//! buffers use -0.0 as "not yet written". A zero result may so be +0.0 where another
 //! algorithm gives -0.0 (a sum of -0.0s, a product with a -0.0 factor, min and max of zeros);
 //! every other value is the same, and every PE gets the same bits.
 //!

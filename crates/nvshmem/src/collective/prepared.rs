@@ -1,6 +1,8 @@
 //! Prepared calls, after MPI-4's persistent collectives (`MPI_Allreduce_init`, `MPI_Start`):
 //! a collective on given arrays, team and operator checked, chosen and planned once, then
-//! started on a stream as often as wanted, each start costing about one kernel launch.
+//! started on a stream as often as wanted, each start costing about what queueing its plan
+//! costs (one kernel launch for this crate's NVLink algorithms), with nothing checked or chosen
+//! again.
 //!
 //! A [`Prepared`] borrows its arrays (the source shared, the destination exclusively) for as
 //! long as it lives, so they can neither be dropped nor written by the host under it; each
@@ -19,8 +21,9 @@ use crate::{
 };
 
 /// A collective call prepared once and started many times: every call of [`Team`], in place
-/// too, has its `prepare_` form ([`Team::prepare_all_reduce`], [`Team::prepare_sync`]...). Every PE prepares the same calls, in the same order as its other calls on
-/// the team, and starts them as it would make the call.
+/// too, has its `prepare_` form ([`Team::prepare_all_reduce`], [`Team::prepare_sync`]...).
+/// Every PE prepares the same calls, in the same order as its other calls on the team, and
+/// starts them as it would make the call.
 ///
 /// ```no_run
 /// # use nvshmem::{ReduceOp, Runtime};

@@ -187,10 +187,11 @@ impl RuntimeBuilder {
 
     /// How many teams can use this crate's NVLink collectives at once (default 8, at most 64;
     /// by default no more than fit in a sixteenth of the heap, so fewer than 8 on a heap under
-    /// about 260 MiB): each such team holds a channel from when it is made
-    /// until it is dropped (predefined teams with the world's members share the world's).
-    /// Each channel is a fixed amount of symmetric memory (about 2 MiB), allocated when the
-    /// runtime starts; a team made when none is free runs NVSHMEM's collectives instead
+    /// about 270 MiB): each such team holds a channel from when it is made until it is dropped
+    /// (predefined teams with the world's members share the world's). Each channel is a fixed
+    /// amount of symmetric memory (about 2.1 MiB, and its Lamport buffers:
+    /// [`lamport_bytes`](Self::lamport_bytes)), allocated when the runtime starts; a team made
+    /// when none is free runs NVSHMEM's collectives instead
     /// ([`Team::has_nvlink_kernels`](crate::Team::has_nvlink_kernels) says which).
     ///
     /// ```no_run
@@ -204,9 +205,12 @@ impl RuntimeBuilder {
 
     /// Sizes the receive buffers of the `nvlink_lamport` reductions: each channel
     /// ([`channels`](Self::channels)) holds three buffers for calls of up to `max` bytes a PE
-    /// on 2-PE teams (`max / (n - 1)` on teams of `n`), that is `3 x max` bytes of symmetric
-    /// memory a channel; 0 turns the algorithm off. By default 2 MiB, less on a heap under
-    /// 1 GiB (the areas take at most a sixteenth of it), none under 64 KiB.
+    /// on 2-PE teams (`max / (n - 1)` on teams of `n`, rounded down to 16 bytes), that is
+    /// `3 x max` bytes of symmetric memory a channel (and a 256-byte header); 0 turns the
+    /// algorithm off. Every PE must choose alike: starting fails with [`Error::OutOfStep`]
+    /// otherwise. By default 2 MiB where every channel's buffers fit in a sixteenth of the
+    /// heap (with 8 channels, a heap of about 770 MiB or more), else the largest multiple of
+    /// 16 KiB that fits, and none where that is under 64 KiB.
     ///
     /// ```no_run
     /// // 2-PE calls up to 1 MiB: 3 MiB of symmetric memory per channel.

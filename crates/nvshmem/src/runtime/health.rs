@@ -33,7 +33,7 @@
 //! On a failure a watchdog thread sets the abort word, so every wait of this crate's kernels
 //! ends at its next poll (and any started later ends at its first), and records the failure:
 //! every later call on the runtime returns it ([`Error::PeerFailed`] or
-//! [`Error::CollectiveFailed`]), and [`Runtime::async_error`] reports it. NVSHMEM's own
+//! [`Error::CollectiveFailed`]), and [`Runtime::async_error`](crate::Runtime::async_error) reports it. NVSHMEM's own
 //! kernels and host calls (teams that are not peer-mapped, allocation, team creation) cannot
 //! be ended from outside: if the program has not been handed the failure within [`GRACE`] of
 //! its detection, or a call it queued is still inside one of NVSHMEM's kernels then (the

@@ -622,7 +622,7 @@ pub struct Enqueue<'a> {
 }
 
 impl Enqueue<'_> {
-    /// Notes that the work queued now uses `r` (see [`streams`]): its use on the stream, its
+    /// Notes that the work queued now uses `r` (see [`in_use`]): its use on the stream, its
     /// order after its earlier uses, or, in a capture, the graph keeping it.
     #[inline]
     pub(crate) fn uses(&self, r: &Arc<impl in_use::Resource>) -> Result<()> {

@@ -1,6 +1,6 @@
-//! The common start of a runtime: its settings judged, the GPU and the library opened,
-//! NVSHMEM initialised through the launch's bootstrap, the world agreed, then each layer's
-//! state made (heap, forced algorithms, teams).
+//! The common start of a runtime: its settings judged (the forced algorithms among them), the
+//! GPU and the library opened, NVSHMEM initialised through the launch's bootstrap, the world
+//! agreed, then each layer's state made (health, heap, teams).
 use std::{
     path::PathBuf,
     sync::{Arc, OnceLock},
@@ -29,8 +29,8 @@ use crate::{
 };
 
 impl RuntimeBuilder {
-    /// The common start: settings, GPU, library, heap, then NVSHMEM through the launch's
-    /// bootstrap, then the library's own state (agreed with every PE).
+    /// The common start: settings (the heap's size among them), GPU, library, then NVSHMEM
+    /// through the launch's bootstrap, then the library's own state (agreed with every PE).
     /// `exchange`, when given, hands rank 0's unique id to every rank.
     /// `universe` is MPI when this runtime started it, to be finalised after NVSHMEM.
     pub(super) fn start(
@@ -401,7 +401,8 @@ fn choose_remote_transport(launch: &Placement) {
 
 /// The CUDA device for this PE: the explicit choice, else the node-local rank modulo the
 /// number of visible devices, refused where that shares the GPUs unevenly
-/// ([`Placement::uneven_sharing`]: NVSHMEM would never return from its start).
+/// ([`Placement::uneven_sharing`]: NVSHMEM would never return from its start) unless the
+/// user allows it (`allow_uneven_sharing`).
 fn pick_device(explicit: Option<usize>, launch: &Placement) -> Result<usize> {
     let local_rank = launch.local_rank.unwrap_or(0);
     // SAFETY: only checks whether libcuda can be opened; cudarc panics on first use otherwise.

@@ -66,7 +66,9 @@ impl std::fmt::Debug for Teams {
 
 impl Teams {
     /// The team layer of a starting runtime: the channel pool (`channels` of them, or the
-    /// default for the heap) and NVSHMEM's predefined teams, set up with every PE.
+    /// default for the heap, each with a Lamport area for calls of `lamport` bytes, or the
+    /// default for the heap) and NVSHMEM's predefined teams, set up with every PE, which must
+    /// all check calls alike and size the Lamport areas alike.
     pub(crate) fn start(
         rt: &Runtime,
         channels: Option<usize>,
@@ -226,9 +228,9 @@ impl Teams {
 
 impl Core {
     /// This PE's offer for a team-making call over a parent whose members are the world PEs
-    /// `parent`: the entry words from [`offer::FREE`] on. The free channels are found (and the
-    /// released ones zeroed) on `stream`, the agreement's, just before the entry goes out, so
-    /// the zeroing precedes what the peers learn from it.
+    /// `parent`: the entry words from [`offer::FREE`] on. The free channels are found (the
+    /// released ones zeroed, the Lamport areas filled) on `stream`, the agreement's, just
+    /// before the entry goes out, so that work precedes what the peers learn from it.
     pub(super) fn offer(
         &self,
         rt: &Runtime,

@@ -13,7 +13,7 @@
 //! A copy engine moves about 390 GB/s one way over an H200's NVLink, where SM stores reach
 //! about 365 (`docs/performance.md`, "The link's ceiling"), but each call pays two barriers
 //! and a copy launch, so it wins only for large messages: [`ce_preferred`] reads the
-//! crossovers measured from the crossover table ([`crossover`](super::crossover)).
+//! crossovers measured from the crossover table ([`crossover`]).
 use super::{
     crossover,
     nvlink::{flag_barrier, team_view},

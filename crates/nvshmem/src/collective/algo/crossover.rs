@@ -25,8 +25,10 @@
 //!   reductions NVSHMEM cannot compute itself (fp8, `avg`, `premul_sum`; its wrappers need
 //!   scratch for some, and `peer_kernel` loads every member's whole input) and, in every row,
 //!   16-bit integer reductions (NVSHMEM 3.4.5 runs them at about 2 GB/s);
-//! - NVSHMEM's path for everything else, and the copy engines never (their gain on 2 PEs was
-//!   4-8 % past 16-64 MiB blocks, and with more peers each PE's copies share its links).
+//! - NVSHMEM's path for everything else, the copy engines never (their gain on 2 PEs was
+//!   4-8 % past 16-64 MiB blocks, and with more peers each PE's copies share its links), and
+//!   the Lamport reductions never (measured on 2 PEs only; with more peers each PE's stores
+//!   and its buffers' slots are split `n - 1` ways).
 //!
 //! An unknown architecture (any but sm_90, or none known) takes the conservative rows at every
 //! team size, 2 PEs included, rather than the sm_90 ones: the crossovers are ratios of costs

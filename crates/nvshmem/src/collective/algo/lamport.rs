@@ -2,12 +2,16 @@
 //! through sentinel-filled receive buffers (`kernels/lamport.cu`, whose header gives the
 //! protocol and the argument for its three rotating buffers).
 //!
-//! Every PE stores its whole input, 16 bytes at a time, into a receive buffer in each peer's
-//! channel that holds the sentinel `0x80000000` in every 32-bit word, and polls its own
-//! buffers until no word is the sentinel: the data is its own flag, so a call is one NVLink
-//! crossing and a launch, with no barrier and no flag per vector. The price is memory: each
-//! channel holds a *Lamport area* after its LL regions, three buffers of `n - 1` slots, sized
-//! by [`RuntimeBuilder::lamport_bytes`] (by default, 2-PE calls up to 2 MiB: `channel::lamport::DEFAULT_MAX`).
+//! Every PE stores what each peer needs of its input (all_reduce: all of it; reduce_scatter:
+//! the peer's block; reduce: all of it, to the root only), 16 bytes at a time, into a receive
+//! buffer in that peer's channel that holds the sentinel `0x80000000` in every 32-bit word, and
+//! polls its own buffers until no word is the sentinel: the data is its own flag, so a call is
+//! one NVLink crossing and a launch, with no barrier and no flag per vector. The price is
+//! memory: each channel holds a *Lamport area* after its LL regions, three buffers of `n - 1`
+//! slots, sized by [`RuntimeBuilder::lamport_bytes`] (by default 2-PE calls up to 2 MiB,
+//! `channel::lamport::DEFAULT_MAX`, less on a heap too small for that: `default_max`).
+//!
+//! [`RuntimeBuilder::lamport_bytes`]: crate::RuntimeBuilder::lamport_bytes
 //!
 //! What it refuses: anything but all_reduce, reduce_scatter and reduce; integers and bool
 //! (every bit pattern is a value, so there is no sentinel) and f64 (its words take any value);
@@ -26,7 +30,7 @@ use crate::kernels::{self, KernelKey, Launch, NvlinkArgs, NvlinkLaunch, NvlinkSo
 /// call's fingerprint (`NVR_FP_BLOCKS`).
 const MAX_GRID: usize = 128;
 const _: () = assert!(MAX_GRID <= crate::channel::FP_BLOCKS);
-/// Payload bytes a block up to which one more block is added (the launch rule).
+/// Payload bytes per block of the launch rule: one block for every 8 KiB (or part of it).
 const BYTES_PER_BLOCK: usize = 8 << 10;
 
 /// The launch rule of `lamport.cu` for `x` payload bytes per (sender, receiver) pair on a team

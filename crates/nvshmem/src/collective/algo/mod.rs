@@ -119,7 +119,7 @@ pub(crate) fn choose(
 
 /// The algorithm for `call`, and whether the reserved scratch ([`Call::room`]) ruled out an
 /// algorithm the choice would otherwise have weighed (then the choice may change once more
-/// scratch is reserved, and its plan is not kept: [`run`]).
+/// scratch is reserved, and its plan is not kept: [`run()`]).
 ///
 /// `forced`, if it accepts the call (its scratch need is checked when the call runs: a forced
 /// algorithm gets [`Error::ScratchTooSmall`]). Else the automatic choice: the first algorithm

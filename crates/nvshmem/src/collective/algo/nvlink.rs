@@ -12,7 +12,7 @@
 //!
 //! The automatic choice takes LL up to [`ll_crossover`] bytes a PE and the direct kernels
 //! where [`direct_preferred`] says, both read from the crossover table
-//! ([`crossover`](super::crossover)).
+//! ([`crossover`]).
 use super::fingerprint::Fingerprint;
 use super::{crossover, Algorithm, Call, Collective, Step};
 use crate::kernels::{KernelKey, Launch, NvlinkArgs, NvlinkLaunch, NvlinkSource, TeamDescriptor};

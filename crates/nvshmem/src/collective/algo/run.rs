@@ -12,7 +12,7 @@ use crate::{
 
 /// Checks (`describe`), chooses, plans and queues the call `key` names on `stream`. `arrays`
 /// are the allocations its buffers are part of: the call notes its use of them, of the team
-/// and of the scratch, before queuing anything (see [`crate::runtime::streams`]).
+/// and of the scratch, before queuing anything (see [`crate::runtime::in_use`]).
 ///
 /// A plan that needs no scratch is kept in the team's [`Plans`], keyed by the call's
 /// arguments and the forced algorithm, so a call repeated on the same arrays (the common
