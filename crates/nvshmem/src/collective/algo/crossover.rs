@@ -271,8 +271,9 @@ pub(crate) static ROWS: &[Row] = &[
                       8 B 12.10 against the automatic choice's 4.58, 128 MiB 537.6 against \
                       457.0 (stream; graph 6.29 against 1.61, 516.8 against 470.2). NCCL's \
                       reduce, not an algorithm here, is faster at 128 KiB (5.8 against 7.3) \
-                      and 128 MiB (377.8 against 460.6); Lamport (graph, f32) 64 KiB: 3.96, 1 MiB: 5.39, 2 MiB: 8.12 against direct 3.96 (then \
-                      Lamport), 12.77",
+                      and 128 MiB (377.8 against 460.6); Lamport (graph, f32) 64 KiB: 3.96 against NCCL 5.29; 1 MiB: \
+                      5.40 against 10.45; 2 MiB (forced): 8.12 against direct 12.77, NCCL \
+                      16.40",
         },
     },
     Row {
