@@ -6,6 +6,7 @@ use cudarc::driver::{sys, CudaContext, CudaStream};
 
 use crate::{
     check::{count_wrong, make_input},
+    coll::CollectiveExt,
     impls::{pe, Implementation, Spec},
 };
 

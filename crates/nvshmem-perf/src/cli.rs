@@ -1,9 +1,9 @@
 //! Command-line interface. Flags follow nccl-tests where it has one (`-b -e -f -i -n -w -c -d
 //! -o -r -G -C`); see `nvshmem-perf --help`.
 use clap::{Parser, ValueEnum};
-use nvshmem::{collective::Collective as LibCollective, DataType, ReduceOp};
+use nvshmem::{collective::Collective, DataType, ReduceOp};
 
-use crate::coll::Collective;
+use crate::coll::{self, TABLE_ORDER};
 
 /// The implementations that can be compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
@@ -151,7 +151,7 @@ pub struct Args {
 
     // Algorithms forced on nvshmem-rs (help: `algo_long_help`, from the library's registries).
     #[arg(long = "algo", value_name = "LIST", value_parser = parse_algos, help = ALGO_HELP, long_help = algo_long_help())]
-    pub algo: Option<List<(LibCollective, &'static str)>>,
+    pub algo: Option<List<(Collective, &'static str)>>,
 
     /// Path of libnccl.so.2 to use (else $NCCL_LIBRARY, $NCCL_HOME, loader path, wheel).
     #[arg(long = "nccl-lib", value_name = "PATH")]
@@ -208,7 +208,7 @@ impl Args {
             .flat_map(|l| l.0.iter().copied())
             .collect();
         if collectives.is_empty() {
-            collectives = Collective::all().to_vec();
+            collectives = TABLE_ORDER.to_vec();
         }
         if self.iters == 0 {
             return Err("-n/--iters must be at least 1".into());
@@ -277,7 +277,7 @@ pub fn reason(e: nvshmem::Error) -> String {
 
 /// Collectives by any name the library knows (`allreduce`, `all_gather`, `MPI_Bcast`, ...).
 pub fn parse_collectives(s: &str) -> Result<List<Collective>, String> {
-    parse_list(s, "collective", Collective::all(), str::parse)
+    parse_list(s, "collective", &TABLE_ORDER, coll::parse)
 }
 
 /// Element types by the library's names or nccl-tests' (`float`, `half`, `int32`, ...).
@@ -311,13 +311,13 @@ fn parse_impls(s: &str) -> Result<List<ImplKind>, String> {
 /// `collective=algorithm` pairs, comma separated, as `NVSHMEM_RS_ALGORITHMS` takes them: any
 /// name of a collective the library knows, and one of its algorithms or `auto`. A later pair
 /// for the same collective replaces an earlier one.
-pub fn parse_algos(s: &str) -> Result<List<(LibCollective, &'static str)>, String> {
-    let mut out: Vec<(LibCollective, &'static str)> = Vec::new();
+pub fn parse_algos(s: &str) -> Result<List<(Collective, &'static str)>, String> {
+    let mut out: Vec<(Collective, &'static str)> = Vec::new();
     for pair in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
         let (c, a) = pair
             .split_once('=')
             .ok_or_else(|| format!("`{pair}` is not collective=algorithm"))?;
-        let coll: LibCollective = c.parse().map_err(reason)?;
+        let coll: Collective = c.parse().map_err(reason)?;
         let a = a.trim();
         let known = coll.algorithms();
         let name = match known.iter().find(|k| **k == a) {
@@ -340,7 +340,7 @@ pub fn parse_algos(s: &str) -> Result<List<(LibCollective, &'static str)>, Strin
 }
 
 fn collectives_help() -> String {
-    let names: Vec<&str> = Collective::all().iter().map(|c| c.name()).collect();
+    let names: Vec<&str> = TABLE_ORDER.iter().map(|c| c.name()).collect();
     format!(
         "Collectives to run (comma or space separated, or `all`): {}; NCCL's and MPI's names \
          (allreduce, all_gather, bcast, MPI_Allgather, ...) work too",
@@ -375,7 +375,7 @@ fn algo_long_help() -> String {
          forced algorithm that cannot run a point makes it skipped, with the reason. The \
          algorithms, in the order the automatic choice tries them:"
     );
-    for c in LibCollective::ALL {
+    for c in Collective::ALL {
         h.push_str(&format!("\n  {c}: {}", c.algorithms().join(", ")));
     }
     h
@@ -499,7 +499,7 @@ mod tests {
     fn defaults() {
         let a = args(&[]);
         let p = a.plan().unwrap();
-        assert_eq!(p.collectives, Collective::all());
+        assert_eq!(p.collectives, TABLE_ORDER);
         assert_eq!(
             p.impls,
             vec![ImplKind::NvshmemRs, ImplKind::Nvshmem, ImplKind::Nccl]
@@ -645,7 +645,7 @@ mod tests {
         ] {
             assert!(help.contains(needle), "{needle}: {help}");
         }
-        for c in LibCollective::ALL {
+        for c in Collective::ALL {
             let line = format!("{c}: {}", c.algorithms().join(", "));
             assert!(help.contains(&line), "{line}");
         }
@@ -657,8 +657,8 @@ mod tests {
         assert_eq!(
             a.algo.unwrap().0,
             [
-                (LibCollective::AllReduce, "nvshmem"),
-                (LibCollective::Gather, "peer_copy")
+                (Collective::AllReduce, "nvshmem"),
+                (Collective::Gather, "peer_copy")
             ]
         );
         // As NVSHMEM_RS_ALGORITHMS: auto restores the choice; the last pair for one wins.
@@ -669,13 +669,13 @@ mod tests {
         assert_eq!(
             a.algo.unwrap().0,
             [
-                (LibCollective::AllReduce, "auto"),
-                (LibCollective::Gather, "rooted_get")
+                (Collective::AllReduce, "auto"),
+                (Collective::Gather, "rooted_get")
             ]
         );
         // A later flag replaces an earlier one, like every other flag.
         let a = args(&["--algo", "gather=peer_copy", "--algo", "scatter=peer_copy"]);
-        assert_eq!(a.algo.unwrap().0, [(LibCollective::Scatter, "peer_copy")]);
+        assert_eq!(a.algo.unwrap().0, [(Collective::Scatter, "peer_copy")]);
         let err = |v: &str| parse_algos(v).unwrap_err();
         assert_eq!(
             err("gather=carrier_pigeon"),

@@ -1,34 +1,37 @@
-//! The collectives benchmarked: buffer layout and nccl-tests' bandwidth factors. Their names
-//! (and every NCCL or MPI alias) are the library's [`nvshmem::collective::Collective`]'s; the
-//! input pattern and expected results for `--check` are in [`crate::check`].
-use std::str::FromStr;
+//! The collectives benchmarked: their table order, buffer layout and nccl-tests' bandwidth
+//! factors. A collective is the library's [`nvshmem::collective::Collective`], with its names
+//! (and every NCCL or MPI alias), root and reduction; what only the benchmark needs of it is
+//! [`CollectiveExt`]. The input pattern and expected results for `--check` are in
+//! [`crate::check`].
+use nvshmem::collective::{Collective, Geometry};
 
-use nvshmem::collective::{Collective as LibCollective, Geometry};
+/// Every collective, in the order the tables, `all` and `--help` list them (barrier and sync
+/// first, then the data movers): the benchmark's order since its first tables, not the
+/// library's [`Collective::ALL`].
+pub const TABLE_ORDER: [Collective; 10] = [
+    Collective::Barrier,
+    Collective::Sync,
+    Collective::AllReduce,
+    Collective::Broadcast,
+    Collective::Fcollect,
+    Collective::Alltoall,
+    Collective::ReduceScatter,
+    Collective::Reduce,
+    Collective::Gather,
+    Collective::Scatter,
+];
 
-/// A collective (`--collective`), in table order. The names are the library's
-/// ([`Collective::lib`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Collective {
-    /// Barrier over the team (NVSHMEM `barrier_all`; NCCL: a one-element all-reduce).
-    Barrier,
-    /// Sync over the team: a barrier without the memory-ordering guarantee (NVSHMEM only).
-    Sync,
-    /// All-reduce (NVSHMEM `reduce`).
-    AllReduce,
-    /// Broadcast from the root.
-    Broadcast,
-    /// All-gather (NVSHMEM `fcollect`).
-    Fcollect,
-    /// All-to-all.
-    Alltoall,
-    /// Reduce-scatter.
-    ReduceScatter,
-    /// Reduce to the root.
-    Reduce,
-    /// Gather to the root.
-    Gather,
-    /// Scatter from the root.
-    Scatter,
+/// A collective by any name or alias the library knows (`all_reduce`, `allreduce`,
+/// `all_gather`, `bcast`, `MPI_Allgather`, ...), if it is benchmarked ([`TABLE_ORDER`]). Only
+/// collectives parsed here reach the implementations, whose matches on the library's
+/// (non-exhaustive) enum refuse any other.
+pub fn parse(s: &str) -> Result<Collective, String> {
+    let c: Collective = s.parse().map_err(crate::cli::reason)?;
+    if TABLE_ORDER.contains(&c) {
+        Ok(c)
+    } else {
+        Err(format!("{c} is not benchmarked"))
+    }
 }
 
 /// Where an in-place call's input and output lie in its one buffer, in elements: NCCL's
@@ -58,74 +61,39 @@ pub struct Layout {
     pub chunk: usize,
 }
 
-impl Collective {
-    /// Every collective, in table order.
-    pub fn all() -> &'static [Collective] {
-        &[
-            Collective::Barrier,
-            Collective::Sync,
-            Collective::AllReduce,
-            Collective::Broadcast,
-            Collective::Fcollect,
-            Collective::Alltoall,
-            Collective::ReduceScatter,
-            Collective::Reduce,
-            Collective::Gather,
-            Collective::Scatter,
-        ]
-    }
-
-    /// The library's collective: the one map between the two lists.
-    pub fn lib(self) -> LibCollective {
-        match self {
-            Collective::Barrier => LibCollective::Barrier,
-            Collective::Sync => LibCollective::Sync,
-            Collective::AllReduce => LibCollective::AllReduce,
-            Collective::Broadcast => LibCollective::Broadcast,
-            Collective::Fcollect => LibCollective::Fcollect,
-            Collective::Alltoall => LibCollective::Alltoall,
-            Collective::ReduceScatter => LibCollective::ReduceScatter,
-            Collective::Reduce => LibCollective::Reduce,
-            Collective::Gather => LibCollective::Gather,
-            Collective::Scatter => LibCollective::Scatter,
-        }
-    }
-
-    /// The benchmarked collective of a library one, if it is benchmarked.
-    pub fn from_lib(c: LibCollective) -> Option<Collective> {
-        Collective::all().iter().copied().find(|b| b.lib() == c)
-    }
-
-    /// The snake-case name in tables and files (the library's).
-    pub fn name(self) -> &'static str {
-        self.lib().name()
-    }
-
+/// What the benchmark needs of a collective beyond the library's description of it: which
+/// points it sizes, its buffers and nccl-tests' bus-bandwidth factor.
+pub trait CollectiveExt: Copy {
     /// Whether it moves no data (timed once per repetition set, at size 0).
-    pub fn is_sync_only(self) -> bool {
-        self.lib().geometry() == Geometry::None
-    }
-
-    /// Whether `-o` applies.
-    pub fn has_op(self) -> bool {
-        self.lib().reduces()
-    }
-
-    /// Whether `-r` applies.
-    pub fn has_root(self) -> bool {
-        self.lib().is_rooted()
-    }
-
+    fn is_sync_only(self) -> bool;
     /// Whether the buffers are split in one chunk per PE, so the count must divide by `n`.
-    pub fn is_chunked(self) -> bool {
+    fn is_chunked(self) -> bool;
+    /// nccl-tests' bus-bandwidth factor for `n` PEs (busbw = algbw * factor).
+    fn busbw_factor(self, n: usize) -> f64;
+    /// The element count for a requested size in bytes, as nccl-tests rounds it: whole
+    /// elements, and a multiple of `n` for chunked collectives. 0 means the size is too small.
+    fn count_for(self, bytes: usize, elem_size: usize, n: usize) -> usize;
+    /// One PE's buffers for `count` elements (`count` is the larger of input and output,
+    /// as nccl-tests' size is).
+    fn layout(self, count: usize, n: usize) -> Layout;
+    /// The one buffer of an in-place call with `layout` on team PE `me`, or `None` for a
+    /// collective without an in-place form (alltoall, barrier, sync).
+    fn in_place(self, layout: Layout, me: usize) -> Option<InPlace>;
+}
+
+impl CollectiveExt for Collective {
+    fn is_sync_only(self) -> bool {
+        self.geometry() == Geometry::None
+    }
+
+    fn is_chunked(self) -> bool {
         matches!(
-            self.lib().geometry(),
+            self.geometry(),
             Geometry::Gathered | Geometry::Scattered | Geometry::Exchanged
         )
     }
 
-    /// nccl-tests' bus-bandwidth factor for `n` PEs (busbw = algbw * factor).
-    pub fn busbw_factor(self, n: usize) -> f64 {
+    fn busbw_factor(self, n: usize) -> f64 {
         let n = n.max(1) as f64;
         match self {
             Collective::Barrier | Collective::Sync => 0.0,
@@ -136,12 +104,12 @@ impl Collective {
             | Collective::ReduceScatter
             | Collective::Gather
             | Collective::Scatter => (n - 1.0) / n,
+            // Not benchmarked (`parse` keeps to TABLE_ORDER): no factor rather than a wrong one.
+            _ => f64::NAN,
         }
     }
 
-    /// The element count for a requested size in bytes, as nccl-tests rounds it: whole
-    /// elements, and a multiple of `n` for chunked collectives. 0 means the size is too small.
-    pub fn count_for(self, bytes: usize, elem_size: usize, n: usize) -> usize {
+    fn count_for(self, bytes: usize, elem_size: usize, n: usize) -> usize {
         if self.is_sync_only() {
             return 0;
         }
@@ -153,11 +121,9 @@ impl Collective {
         }
     }
 
-    /// One PE's buffers for `count` elements (`count` is the larger of input and output,
-    /// as nccl-tests' size is).
-    pub fn layout(self, count: usize, n: usize) -> Layout {
+    fn layout(self, count: usize, n: usize) -> Layout {
         let n = n.max(1);
-        let geometry = self.lib().geometry();
+        let geometry = self.geometry();
         // nccl-tests' size is the larger buffer: the block is that over n where chunked.
         let chunk = if self.is_chunked() { count / n } else { count };
         let (in_elems, out_elems) = geometry.lengths(chunk, n);
@@ -167,14 +133,10 @@ impl Collective {
             chunk,
         }
     }
-}
 
-impl Collective {
-    /// The one buffer of an in-place call with `layout` on team PE `me`, or `None` for a
-    /// collective without an in-place form (alltoall, barrier, sync).
-    pub fn in_place(self, layout: Layout, me: usize) -> Option<InPlace> {
+    fn in_place(self, layout: Layout, me: usize) -> Option<InPlace> {
         let own = me * layout.chunk;
-        match self.lib().geometry() {
+        match self.geometry() {
             Geometry::Same => Some(InPlace {
                 elems: layout.in_elems,
                 input_at: 0,
@@ -192,17 +154,6 @@ impl Collective {
             }),
             _ => None,
         }
-    }
-}
-
-impl FromStr for Collective {
-    type Err = String;
-
-    /// Any name or alias the library knows (`all_reduce`, `allreduce`, `all_gather`,
-    /// `bcast`, `MPI_Allgather`, ...).
-    fn from_str(s: &str) -> Result<Self, String> {
-        let c: LibCollective = s.parse().map_err(crate::cli::reason)?;
-        Collective::from_lib(c).ok_or_else(|| format!("{c} is not benchmarked"))
     }
 }
 
@@ -302,14 +253,13 @@ mod tests {
 
     #[test]
     fn names_and_aliases_are_the_library_s() {
-        for &c in Collective::all() {
-            assert_eq!(c.name().parse::<Collective>(), Ok(c));
-            assert_eq!(Collective::from_lib(c.lib()), Some(c));
+        for c in TABLE_ORDER {
+            assert_eq!(parse(c.name()), Ok(c));
         }
         // Every collective of the library is benchmarked, once.
-        assert_eq!(Collective::all().len(), LibCollective::ALL.len());
-        for c in LibCollective::ALL {
-            assert!(Collective::from_lib(c).is_some(), "{c}");
+        assert_eq!(TABLE_ORDER.len(), Collective::ALL.len());
+        for c in Collective::ALL {
+            assert_eq!(TABLE_ORDER.iter().filter(|&&t| t == c).count(), 1, "{c}");
         }
         for (alias, c) in [
             ("allreduce", Collective::AllReduce),
@@ -321,9 +271,9 @@ mod tests {
             ("reducescatter", Collective::ReduceScatter),
             ("team_sync", Collective::Sync),
         ] {
-            assert_eq!(alias.parse::<Collective>(), Ok(c), "{alias}");
+            assert_eq!(parse(alias), Ok(c), "{alias}");
         }
-        let e = "nonsense".parse::<Collective>().unwrap_err();
+        let e = parse("nonsense").unwrap_err();
         assert!(
             e.contains("\"nonsense\": expected one of all_reduce"),
             "{e}"

@@ -6,6 +6,7 @@ use std::{fs::File, io::BufWriter, process::ExitCode};
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use nvshmem::collective::Collective;
 
 mod bench;
 mod check;
@@ -18,6 +19,7 @@ mod report;
 mod stats;
 
 use cli::{Args, ImplKind, Plan, TeamKind};
+use coll::CollectiveExt;
 use impls::{Implementation, Spec};
 use report::Row;
 
@@ -122,7 +124,7 @@ fn run(args: &Args, plan: &Plan) -> Result<Outcome> {
         TeamKind::Node => rt.node(),
     };
     let (team_me, team_n) = (team.my_pe(), team.n_pes());
-    if plan.collectives.iter().any(|c| c.has_root()) && args.root >= team_n {
+    if plan.collectives.iter().any(|c| c.is_rooted()) && args.root >= team_n {
         bail!("-r {} is not below the team's {team_n} PEs", args.root);
     }
     let ctx = rt.context().clone();
@@ -184,7 +186,7 @@ fn run(args: &Args, plan: &Plan) -> Result<Outcome> {
             "# iters {} warm-up {} reps {} graph {} check {} in-place {}",
             args.iters, args.warmup, args.reps, args.graph, args.check, args.in_place
         );
-        let forced: Vec<String> = nvshmem::collective::Collective::ALL
+        let forced: Vec<String> = Collective::ALL
             .into_iter()
             .filter_map(|c| rt.forced_algorithm(c).map(|a| format!("{c}={a}")))
             .collect();
@@ -294,7 +296,7 @@ fn defined(dtype: nvshmem::DataType, op: nvshmem::ReduceOp) -> bool {
 
 /// The `op on dtype` pairs of the plan that are left out, if a reduction is run.
 fn undefined_pairs(plan: &Plan) -> Vec<String> {
-    if !plan.collectives.iter().any(|c| c.has_op()) {
+    if !plan.collectives.iter().any(|c| c.reduces()) {
         return Vec::new();
     }
     let mut v = Vec::new();
@@ -316,14 +318,14 @@ fn points(args: &Args, plan: &Plan, me: usize, n: usize) -> Vec<Spec> {
         } else {
             &plan.dtypes[..]
         };
-        let ops = if coll.has_op() {
+        let ops = if coll.reduces() {
             &plan.ops[..]
         } else {
             &plan.ops[..1]
         };
         for &dtype in dtypes {
             for &op in ops {
-                if coll.has_op() && !defined(dtype, op) {
+                if coll.reduces() && !defined(dtype, op) {
                     continue;
                 }
                 let sizes: Vec<u64> = if coll.is_sync_only() {
@@ -368,12 +370,12 @@ fn base_row(name: &str, algo: &str, spec: &Spec, args: &Args) -> Row {
         } else {
             spec.dtype.name().into()
         },
-        op: if spec.coll.has_op() {
+        op: if spec.coll.reduces() {
             spec.op.to_string()
         } else {
             String::new()
         },
-        root: if spec.coll.has_root() {
+        root: if spec.coll.is_rooted() {
             spec.root as i64
         } else {
             -1
@@ -488,7 +490,7 @@ mod tests {
         let pts = points(&args, &plan, 0, 2);
         let reductions: Vec<(DataType, ReduceOp)> = pts
             .iter()
-            .filter(|s| s.coll == coll::Collective::AllReduce)
+            .filter(|s| s.coll == Collective::AllReduce)
             .map(|s| (s.dtype, s.op))
             .collect();
         assert_eq!(
@@ -504,7 +506,7 @@ mod tests {
         // Data movement runs every type, with the first operator (unused).
         let moves: Vec<DataType> = pts
             .iter()
-            .filter(|s| s.coll == coll::Collective::Broadcast)
+            .filter(|s| s.coll == Collective::Broadcast)
             .map(|s| s.dtype)
             .collect();
         assert_eq!(moves, [DataType::F32, DataType::I32, DataType::Bool8]);

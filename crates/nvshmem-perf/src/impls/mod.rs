@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use cudarc::driver::CudaStream;
-use nvshmem::{DataType, ReduceOp};
+use nvshmem::{collective::Collective, DataType, ReduceOp};
 
-use crate::coll::{Collective, InPlace, Layout};
+use crate::coll::{CollectiveExt, InPlace, Layout};
 
 pub mod nccl;
 pub mod nccl_lib;

@@ -4,10 +4,9 @@ use std::{ffi::c_void, sync::Arc};
 
 use anyhow::{anyhow, bail, Context, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
-use nvshmem::{DataType, ReduceOp, Runtime};
+use nvshmem::{collective::Collective, DataType, ReduceOp, Runtime};
 
 use super::{nccl_lib::Nccl, nccl_lib::UniqueId, pe, Implementation, Spec};
-use crate::coll::Collective;
 
 /// NCCL's `ncclDataType_t` for `dtype` (nccl.h: int8 0, uint8 1, int32 2, uint32 3, int64 4,
 /// uint64 5, float16 6, float32 7, float64 8, bfloat16 9, float8e4m3 10, float8e5m2 11);
@@ -70,7 +69,7 @@ pub fn nccl_unsupported(spec: &Spec, version: i32) -> Option<String> {
         );
         return Some(format!("NCCL {v} has no {dtype} (2.24.3 added fp8)"));
     }
-    if spec.coll.has_op() && nccl_op(op).is_none() {
+    if spec.coll.reduces() && nccl_op(op).is_none() {
         return Some(match op {
             ReduceOp::PreMulSum(_) => {
                 "premul_sum needs ncclRedOpCreatePreMulSum, which this benchmark does not call"
@@ -274,6 +273,7 @@ impl Implementation for NcclImpl {
                     }
                 }
                 Collective::Sync => bail!("NCCL has no sync"),
+                c => bail!("{c} is not benchmarked"),
             }
         };
         n.check(spec.coll.name(), status).map_err(|e| anyhow!(e))?;
@@ -316,6 +316,7 @@ impl Drop for NcclImpl {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coll::CollectiveExt;
 
     fn spec(coll: Collective, dtype: DataType, op: ReduceOp) -> Spec {
         Spec {

@@ -7,11 +7,11 @@ use std::{ffi::c_void, sync::Arc};
 
 use anyhow::{bail, Context, Result};
 use cudarc::driver::{sys::CUstream, CudaStream};
-use nvshmem::{DataType, ReduceOp, Runtime, SymArray};
+use nvshmem::{collective::Collective, DataType, ReduceOp, Runtime, SymArray};
 use nvshmem_sys::nvshmem_team_t;
 
 use super::{Implementation, Spec};
-use crate::coll::Collective;
+use crate::coll::CollectiveExt;
 
 /// Whether NVSHMEM has a reduction of `dtype` by `op`, or why not (the library's operator
 /// table: [`ReduceOp::nvshmem_has`]). (The library builds the others, avg, premul_sum, fp8
@@ -201,6 +201,7 @@ impl Implementation for NvshmemRaw {
                 Collective::Reduce | Collective::Gather | Collective::Scatter => {
                     bail!("{} is not supported by raw NVSHMEM", spec.coll.name())
                 }
+                c => bail!("{c} is not benchmarked"),
             }
         };
         if status != 0 {

@@ -9,10 +9,13 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use cudarc::driver::CudaStream;
-use nvshmem::{collective::CallSpec, Element, ElementKind, ReduceOp, Runtime, SymArray, Team};
+use nvshmem::{
+    collective::{CallSpec, Collective},
+    Element, ElementKind, ReduceOp, Runtime, SymArray, Team,
+};
 
 use super::{Implementation, Spec};
-use crate::coll::Collective;
+use crate::coll::CollectiveExt;
 
 /// The few lines that call the safe API.
 pub mod adapter {
@@ -48,6 +51,7 @@ pub mod adapter {
             (Collective::Scatter, Some(out)) => team.scatter(root, input, out, stream)?,
             (Collective::Scatter, None) => team.scatter_in_place(root, input, stream)?,
             (c, None) => anyhow::bail!("{c:?} has no in-place form"),
+            (c, Some(_)) => anyhow::bail!("{c} is not benchmarked"),
         }
         Ok(())
     }
@@ -56,7 +60,7 @@ pub mod adapter {
     pub fn unsupported(spec: &Spec) -> Option<String> {
         match spec.coll {
             Collective::Alltoall if spec.in_place => Some("alltoall has no in-place form".into()),
-            c if c.has_op() => unsupported_reduction(spec.dtype, spec.op),
+            c if c.reduces() => unsupported_reduction(spec.dtype, spec.op),
             _ => None,
         }
     }
@@ -116,7 +120,7 @@ pub fn call_spec(spec: &Spec) -> CallSpec {
     } else {
         spec.layout.chunk
     };
-    CallSpec::new(spec.coll.lib(), spec.dtype, count)
+    CallSpec::new(spec.coll, spec.dtype, count)
         .op(spec.op)
         .root(spec.root)
         .in_place(spec.in_place)
@@ -196,11 +200,7 @@ impl Implementation for NvshmemRs {
     fn algorithm(&self, spec: &Spec) -> String {
         match self.team.plan_of(&call_spec(spec)) {
             Ok(plan) => plan.algorithm.into(),
-            Err(_) => self
-                .rt
-                .forced_algorithm(spec.coll.lib())
-                .unwrap_or("-")
-                .into(),
+            Err(_) => self.rt.forced_algorithm(spec.coll).unwrap_or("-").into(),
         }
     }
 
@@ -246,8 +246,8 @@ mod tests {
 
     #[test]
     fn the_library_is_asked_about_the_call_the_benchmark_makes() {
-        use crate::coll::Collective;
-        use nvshmem::collective::Collective as Lib;
+        use crate::coll::CollectiveExt;
+        use nvshmem::collective::Collective;
         let spec = |coll: Collective, in_place| {
             let (n, me) = (4, 1);
             let count = coll.count_for(1 << 20, 2, n);
@@ -267,7 +267,7 @@ mod tests {
         let s = super::call_spec(&spec(Collective::Fcollect, true));
         assert_eq!(
             (s.collective(), s.count(), s.is_in_place()),
-            (Lib::Fcollect, 1 << 17, true)
+            (Collective::Fcollect, 1 << 17, true)
         );
         let s = super::call_spec(&spec(Collective::ReduceScatter, false));
         assert_eq!((s.count(), s.operator()), (1 << 17, ReduceOp::Avg));

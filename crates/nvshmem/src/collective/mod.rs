@@ -236,8 +236,8 @@ struct Args<'s> {
 
 impl Args<'_> {
     /// What the team's plan cache ([`algo::Plans`]) knows this call by: every argument but
-    /// the buffers' shapes, which only decide whether [`describe`] refuses the call, never
-    /// what it describes.
+    /// the buffers' shapes, which only decide whether [`check_call`] refuses the call, never
+    /// what call it makes.
     #[inline]
     fn key(&self) -> CallKey {
         let op = self.op.map(|op| {
@@ -321,11 +321,12 @@ enum KeyBufs {
     InPlace(Span),
 }
 
-/// Checks `a` as PE `team.my_pe` of `team` and describes the call. A pure function of the
+/// Checks `a` as PE `team.my_pe` of `team` and makes the [`Call`] every algorithm sees, or
+/// the error that refuses it: every public collective's argument checks. A pure function of the
 /// arguments and the team, in which this PE's index only says which block of an in-place
 /// buffer is its own: every PE that passes the same arguments decides alike, so a refusal
 /// leaves no PE waiting for another.
-fn describe<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
+fn check_call<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
     let (call, n, me) = (a.name, team.n_pes, team.my_pe);
     let none = Span::new(0, 0, 1);
     let (src, dst, own) = match a.bufs {
@@ -402,12 +403,18 @@ fn describe<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
 }
 
 impl Team {
-    /// Checks a call's arguments ([`describe`]) and runs it through the algorithm layer.
+    /// Checks a call's arguments ([`check_call`]) and runs it through the algorithm layer.
     /// Nothing is queued when a check refuses. A call the team has planned before with the
     /// same arguments (and no shapes) passed the same checks, and is not checked again.
     #[inline]
     fn collective(&self, a: Args, arrays: &[&Arc<Alloc>], stream: &Arc<CudaStream>) -> Result<()> {
-        algo::run(self, a.key(), || describe(&a, self.shape()), arrays, stream)
+        algo::run(
+            self,
+            a.key(),
+            || check_call(&a, self.shape()),
+            arrays,
+            stream,
+        )
     }
 
     /// For the host-overhead bench only, not part of the API: what [`Team::barrier`]
@@ -467,7 +474,7 @@ impl Team {
             root: None,
             bufs,
         };
-        algo::bare(self, describe(&args, self.shape())?, stream)
+        algo::bare(self, check_call(&args, self.shape())?, stream)
     }
 
     /// A two-buffer call, with both buffers of this runtime.

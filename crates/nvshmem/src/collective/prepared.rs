@@ -14,7 +14,7 @@ use std::{marker::PhantomData, sync::Arc};
 
 use cudarc::driver::CudaStream;
 
-use super::{algo, describe, rootless_args, Args, Collective, ReduceOp};
+use super::{algo, check_call, rootless_args, Args, Collective, ReduceOp};
 use crate::{
     memory::{SymBuffer, SymBufferMut},
     Element, Result, Team,
@@ -438,7 +438,7 @@ impl Team {
         args: Args,
         arrays: &[&Arc<crate::memory::Alloc>],
     ) -> Result<Prepared<'a>> {
-        let plan = algo::prepare(self, describe(&args, self.shape())?, arrays)?;
+        let plan = algo::prepare(self, check_call(&args, self.shape())?, arrays)?;
         Ok(Prepared {
             team: self.clone(),
             plan,

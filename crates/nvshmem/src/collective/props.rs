@@ -1,7 +1,7 @@
 //! Property tests of the collectives' checks and of the algorithm choice: every argument set
 //! a public call can pass (two buffers or one in place, any lengths, addresses, shapes, root,
 //! element type and operator, forced algorithm, reserved scratch) is judged as each PE of a
-//! team of 1 to 8 would judge it, from [`describe`] to the scratch check that `algo::run`
+//! team of 1 to 8 would judge it, from [`check_call`] to the scratch check that `algo::run`
 //! makes before it queues anything. Every PE must reach the same decision (the same error,
 //! or the same algorithm, scratch and collective steps): one that went ahead alone would wait
 //! for the others forever.
@@ -14,7 +14,7 @@ use super::{
         ForcedTable, Step,
     },
     check::{self, shape::Rule, Span},
-    describe, Args, Bufs, Collective,
+    check_call, Args, Bufs, Collective,
 };
 use crate::{
     channel::MAX_TEAM,
@@ -156,7 +156,7 @@ fn channel(team: &TeamShape, ll_bytes: u32) -> Option<TeamDescriptor> {
 fn decide(case: &Case, me: usize) -> Result<Decision> {
     let team = team(case.n, me, case.mapped);
     let args = case.args();
-    let mut call = describe(&args, &team)?;
+    let mut call = check_call(&args, &team)?;
     call.descriptor = case.channel.and_then(|ll| channel(&team, ll));
     call.room = case.reserved;
     let forced = case.forced.map(|i| {
@@ -418,7 +418,7 @@ proptest! {
     fn well_formed_calls_pass_the_checks((case, count) in well_formed()) {
         for me in 0..case.n {
             let team = team(case.n, me, case.mapped);
-            let call = describe(&case.args(), &team);
+            let call = check_call(&case.args(), &team);
             prop_assert!(call.is_ok(), "PE {me}: {case:?}: {:?}", call.err());
             let call = call.unwrap();
             prop_assert_eq!(call.count, count);
@@ -440,7 +440,7 @@ proptest! {
         }))
     ) {
         let team = team(1, 0, case.mapped);
-        let mut call = describe(&case.args(), &team)?;
+        let mut call = check_call(&case.args(), &team)?;
         call.descriptor = case.channel.and_then(|ll| channel(&team, ll));
         let alg = choose(&call, None)?;
         prop_assert_eq!(alg.name(), "local");
@@ -489,7 +489,7 @@ proptest! {
             case.dst.len = case.dst.len.wrapping_add_signed(d);
         }
         for me in 0..case.n {
-            let e = describe(&case.args(), &team(case.n, me, case.mapped)).err();
+            let e = check_call(&case.args(), &team(case.n, me, case.mapped)).err();
             prop_assert!(
                 e.as_ref().is_some_and(|e| names_arg(e, &["src", "dst", "buf"])),
                 "PE {me}: {case:?}: {e:?}"
@@ -504,7 +504,7 @@ proptest! {
         let mut case = case;
         case.root = Some(case.n.saturating_add(past));
         for me in 0..case.n {
-            let e = describe(&case.args(), &team(case.n, me, case.mapped)).err();
+            let e = check_call(&case.args(), &team(case.n, me, case.mapped)).err();
             prop_assert!(
                 e.as_ref().is_some_and(|e| names_arg(e, &["root"])),
                 "PE {me}: {case:?}: {e:?}"

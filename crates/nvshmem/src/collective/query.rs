@@ -4,7 +4,7 @@
 use super::{
     algo::{self, Algorithm, Collective, Geometry},
     check::Span,
-    describe, Args, Bufs,
+    check_call, Args, Bufs,
 };
 use crate::{team::TeamShape, DataType, Error, ReduceOp, Result, Team};
 
@@ -226,7 +226,7 @@ pub(crate) fn plan_with_room(
         root: coll.is_rooted().then_some(spec.root),
         bufs,
     };
-    let mut call = describe(&args, team)?;
+    let mut call = check_call(&args, team)?;
     call.room = room;
     let alg = algo::choose(&call, forced)?;
     Ok(CallPlan {

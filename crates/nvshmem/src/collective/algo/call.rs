@@ -262,7 +262,7 @@ pub(crate) struct Call<'a> {
     pub(crate) descriptor: Option<TeamDescriptor>,
     /// The team's architecture, agreed when the team was made (every member's compute
     /// capability, where they all share one; `None` where they differ or it is unknown), set
-    /// by `describe` from the team: the crossovers depend on it ([`crossover`]), and every
+    /// by `check_call` from the team: the crossovers depend on it ([`crossover`]), and every
     /// member reads the same.
     pub(crate) arch: Option<crossover::Arch>,
 }

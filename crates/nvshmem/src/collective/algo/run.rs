@@ -10,20 +10,21 @@ use crate::{
     collective::CallKey, kernels, memory::Alloc, runtime::Enqueue, Error, Result, Runtime, Team,
 };
 
-/// Checks (`describe`), chooses, plans and queues the call `key` names on `stream`. `arrays`
-/// are the allocations its buffers are part of: the call notes its use of them, of the team
-/// and of the scratch, before queuing anything (see [`crate::runtime::in_use`]).
+/// Checks (`check`, the collective's `check_call`), chooses, plans and queues the call `key`
+/// names on `stream`. `arrays` are the allocations its buffers are part of: the call notes
+/// its use of them, of the team and of the scratch, before queuing anything (see
+/// [`crate::runtime::in_use`]).
 ///
 /// A plan that needs no scratch is kept in the team's [`Plans`], keyed by the call's
 /// arguments and the forced algorithm, so a call repeated on the same arrays (the common
 /// case: a training step, a solver iteration) skips the checks, the choice, the plan and the
-/// kernel lookup, and costs what a prepared call's start costs. `describe` is pure (the same
+/// kernel lookup, and costs what a prepared call's start costs. `check` is pure (the same
 /// arguments on the same team pass or fail alike), so a key that holds every argument the
 /// checks read stands for checks passed; a call on shaped buffers is checked first.
 pub(crate) fn run<'t>(
     team: &'t Team,
     key: CallKey,
-    describe: impl FnOnce() -> Result<Call<'t>>,
+    check: impl FnOnce() -> Result<Call<'t>>,
     arrays: &[&Arc<Alloc>],
     stream: &Arc<CudaStream>,
 ) -> Result<()> {
@@ -38,7 +39,7 @@ pub(crate) fn run<'t>(
             return done;
         }
     }
-    plan_and_queue(team, key, describe, arrays, stream)
+    plan_and_queue(team, key, check, arrays, stream)
 }
 
 /// [`run`] for a call whose plan is not kept: out of line, so that the code of a repeated
@@ -48,7 +49,7 @@ pub(crate) fn run<'t>(
 fn plan_and_queue<'t>(
     team: &'t Team,
     key: PlanKey,
-    describe: impl FnOnce() -> Result<Call<'t>>,
+    check: impl FnOnce() -> Result<Call<'t>>,
     arrays: &[&Arc<Alloc>],
     stream: &Arc<CudaStream>,
 ) -> Result<()> {
@@ -56,7 +57,7 @@ fn plan_and_queue<'t>(
     let plans = &team.inner().plans;
     let queue =
         |plan: &Plan, q: &Enqueue| plan.queue(q, team, stream, arrays.iter().copied(), None);
-    let mut call = describe()?;
+    let mut call = check()?;
     let q = rt.enqueue(call.name, stream)?;
     if key.call.shaped {
         if let Some(done) = plans.with(&key, |plan| queue(plan, &q)) {
