@@ -551,6 +551,26 @@ impl Error {
         }
     }
 
+    /// The value of environment variable `var` read by `parse`, `None` when it is not set;
+    /// a value `parse` refuses becomes [`Error::Environment`] with `parse`'s reason. The one
+    /// way the runtime reads its variables.
+    pub(crate) fn from_env<T>(
+        var: &str,
+        parse: impl FnOnce(&str) -> std::result::Result<T, String>,
+    ) -> Result<Option<T>> {
+        match std::env::var(var) {
+            Err(_) => Ok(None),
+            Ok(value) => match parse(&value) {
+                Ok(v) => Ok(Some(v)),
+                Err(reason) => Err(Error::Environment {
+                    var: var.into(),
+                    value,
+                    reason,
+                }),
+            },
+        }
+    }
+
     /// The same error, attributed to `call` when it names one (an NVSHMEM status returned
     /// inside a public call is reported under that call's name).
     pub(crate) fn in_call(self, call: &'static str) -> Self {

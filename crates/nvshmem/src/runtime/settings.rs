@@ -36,43 +36,25 @@ pub(crate) const ALLOW_UNEVEN_VAR: &str = "NVSHMEM_RS_ALLOW_UNEVEN_SHARING";
 
 /// Whether [`ALLOW_UNEVEN_VAR`] is set to `1` (`0` or unset: no; anything else is refused).
 pub(super) fn allow_uneven_sharing() -> Result<bool> {
-    match std::env::var(ALLOW_UNEVEN_VAR) {
-        Err(_) => Ok(false),
-        Ok(v) => match v.trim() {
-            "" | "0" => Ok(false),
-            "1" => Ok(true),
-            _ => Err(Error::Environment {
-                var: ALLOW_UNEVEN_VAR.into(),
-                value: v.clone(),
-                reason: "expected 1 (start all the same) or 0".into(),
-            }),
-        },
-    }
+    let allow = Error::from_env(ALLOW_UNEVEN_VAR, |v| match v.trim() {
+        "" | "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err("expected 1 (start all the same) or 0".into()),
+    })?;
+    Ok(allow.unwrap_or(false))
 }
 
 /// The timeout: [`TIMEOUT_VAR`]'s, else the builder's, else [`DEFAULT_TIMEOUT`].
 pub(super) fn choose_timeout(requested: Option<Option<Duration>>) -> Result<Option<Duration>> {
-    match std::env::var(TIMEOUT_VAR) {
-        Ok(v) => health::parse_timeout(&v).map_err(|reason| Error::Environment {
-            var: TIMEOUT_VAR.into(),
-            value: v.clone(),
-            reason,
-        }),
-        Err(_) => Ok(requested.unwrap_or(Some(DEFAULT_TIMEOUT))),
-    }
+    let set = Error::from_env(TIMEOUT_VAR, health::parse_timeout)?;
+    Ok(set.unwrap_or_else(|| requested.unwrap_or(Some(DEFAULT_TIMEOUT))))
 }
 
 /// How the kernels check calls (0 off, 1 on, 2 also NVSHMEM's collectives):
 /// [`CHECK_CALLS_VAR`]'s, else the builder's, else on.
 pub(super) fn choose_check_calls(requested: Option<u32>) -> Result<u32> {
-    match std::env::var(CHECK_CALLS_VAR) {
-        Ok(v) => parse_check_calls(&v).map_err(|reason| Error::Environment {
-            var: CHECK_CALLS_VAR.into(),
-            value: v.clone(),
-            reason,
-        }),
-        Err(_) => Ok(requested.unwrap_or(1)),
-    }
+    let set = Error::from_env(CHECK_CALLS_VAR, parse_check_calls)?;
+    Ok(set.unwrap_or_else(|| requested.unwrap_or(1)))
 }
 
 fn parse_check_calls(v: &str) -> std::result::Result<u32, String> {

@@ -42,14 +42,12 @@ const HELLO: &[u8; 8] = b"NVSHRS01";
 /// How long ranks wait for each other, unless `NVSHMEM_RS_BOOTSTRAP_TIMEOUT` (seconds) says.
 pub(crate) fn rendezvous_timeout() -> Result<Duration> {
     const VAR: &str = "NVSHMEM_RS_BOOTSTRAP_TIMEOUT";
-    match std::env::var(VAR) {
-        Err(_) => Ok(Duration::from_secs(120)),
-        Ok(v) => parse_timeout(&v).ok_or(Error::Environment {
-            var: VAR.into(),
-            value: v,
-            reason: "expected seconds (or with a unit: 500ms, 2m), from 1 ns to 10^9 s".into(),
-        }),
-    }
+    let set = Error::from_env(VAR, |v| {
+        parse_timeout(v).ok_or_else(|| {
+            "expected seconds (or with a unit: 500ms, 2m), from 1 ns to 10^9 s".into()
+        })
+    })?;
+    Ok(set.unwrap_or(Duration::from_secs(120)))
 }
 
 /// A duration in the runtime's syntax ([`super::TIMEOUT_VAR`]'s: seconds, or with a unit), at

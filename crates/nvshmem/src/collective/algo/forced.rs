@@ -43,20 +43,8 @@ impl ForcedAlgorithms {
                 .set(*coll, Some(name))
                 .map_err(|reason| Error::arg("RuntimeBuilder::algorithm", "algorithm", reason))?;
         }
-        if let Ok(list) = std::env::var(ALGORITHMS_VAR) {
-            forced.apply(&list).map_err(|reason| Error::Environment {
-                var: ALGORITHMS_VAR.into(),
-                value: list.clone(),
-                reason,
-            })?;
-        }
-        if let Ok(value) = std::env::var(kernels::PDL_VAR) {
-            kernels::parse_pdl(&value).map_err(|reason| Error::Environment {
-                var: kernels::PDL_VAR.into(),
-                value: value.clone(),
-                reason,
-            })?;
-        }
+        Error::from_env(ALGORITHMS_VAR, |list| forced.apply(list))?;
+        Error::from_env(kernels::PDL_VAR, kernels::parse_pdl)?;
         Ok(ForcedAlgorithms { forced })
     }
 }

@@ -21,10 +21,10 @@
 //! +0.0 (a sender must never send the sentinel, and the receiver reads its own input alike so
 //! that every PE gets the same bits), so the sign of a zero result may differ (a sum of -0.0s
 //! is +0.0 here, as is a product with a -0.0 factor); every other value is the same.
-use super::nvlink::{fingerprinted, team_view};
+use super::nvlink::{fingerprinted, kernel_step, premul_scale, team_view};
 use super::{crossover, Algorithm, Call, Collective, Step};
 use crate::channel::lamport::slot_bytes;
-use crate::kernels::{self, KernelKey, Launch, NvlinkArgs, NvlinkLaunch, NvlinkSource};
+use crate::kernels::{self, NvlinkArgs, NvlinkSource};
 
 /// The most blocks of a launch (`NVR_LAM_MAX_GRID`): every block publishes and checks the
 /// call's fingerprint (`NVR_FP_BLOCKS`).
@@ -104,27 +104,22 @@ impl Algorithm for Lamport {
         let team = fingerprinted(call);
         let slot = slot_bytes(team.lam_bytes as usize, call.n()) as u64;
         let (grid, block) = shape(call.block_bytes(), call.team.max_blocks);
-        let reduction = Some((call.dtype, call.op));
-        steps.push(Step::Kernel(Launch::Nvlink(NvlinkLaunch {
-            key: KernelKey::Nvlink(NvlinkSource::Lamport, reduction),
-            function: NvlinkSource::Lamport
-                .function(call.coll.name(), true)
-                .expect("lamport.cu has every reduction"),
+        let args = NvlinkArgs::Lamport {
+            root: (call.coll == Collective::Reduce).then_some(call.root as i32),
+            src: call.src.ptr,
+            dst: call.dst.ptr,
+            count: call.count as u64,
+            scale: premul_scale(call),
+            slot,
+        };
+        steps.push(kernel_step(
+            call,
+            NvlinkSource::Lamport,
+            team,
             grid,
             block,
-            team,
-            args: NvlinkArgs::Lamport {
-                root: (call.coll == Collective::Reduce).then_some(call.root as i32),
-                src: call.src.ptr,
-                dst: call.dst.ptr,
-                count: call.count as u64,
-                scale: match call.op {
-                    crate::ReduceOp::PreMulSum(s) => s,
-                    _ => 1.0,
-                },
-                slot,
-            },
-        })));
+            args,
+        ));
     }
 }
 

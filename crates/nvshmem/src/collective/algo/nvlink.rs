@@ -183,6 +183,19 @@ fn launch(call: &Call, file: NvlinkSource, grid: u32, block: u32) -> Step {
         Collective::Fcollect | Collective::Alltoall => move_(None),
         Collective::Barrier | Collective::Sync => unreachable!("refused"),
     };
+    kernel_step(call, file, team, grid, block, args)
+}
+
+/// The launch of `file`'s kernel for `call` over `team` (the call's fingerprinted
+/// descriptor) with `args`: the one place an NVLink kernel's step is built.
+pub(super) fn kernel_step(
+    call: &Call,
+    file: NvlinkSource,
+    team: TeamDescriptor,
+    grid: u32,
+    block: u32,
+    args: NvlinkArgs,
+) -> Step {
     let reduction = call.is_reduction().then_some((call.dtype, call.op));
     Step::Kernel(Launch::Nvlink(NvlinkLaunch {
         key: KernelKey::Nvlink(file, reduction),
@@ -194,6 +207,14 @@ fn launch(call: &Call, file: NvlinkSource, grid: u32, block: u32) -> Step {
         team,
         args,
     }))
+}
+
+/// The scale a reduction's kernel applies to its inputs: `premul_sum`'s, else 1.
+pub(super) fn premul_scale(call: &Call) -> f64 {
+    match call.op {
+        crate::ReduceOp::PreMulSum(s) => s,
+        _ => 1.0,
+    }
 }
 
 /// The team descriptor of an accepted call's launches, carrying the call's fingerprint
@@ -217,10 +238,7 @@ fn reduce(call: &Call, root: Option<i32>) -> NvlinkArgs {
         src: call.src.ptr,
         dst: call.dst.ptr,
         count: call.count as u64,
-        scale: match call.op {
-            crate::ReduceOp::PreMulSum(s) => s,
-            _ => 1.0,
-        },
+        scale: premul_scale(call),
     }
 }
 
