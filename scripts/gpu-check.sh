@@ -958,8 +958,11 @@ spread() {
 # 2.31 us at 2001dcc, 2.61 at 1c95bf1 on 4 x H200, 2026-11-26): every nvshmem-perf under
 # .gpu/old/ (builds of older commits, copied there by hand, named nvshmem-perf-COMMIT), then
 # .gpu/bin/nvshmem-perf with the call check on and off, LATENCY_ROUNDS times (default 2).
+# LATENCY_ARGS replaces the nvshmem-perf arguments (sizes, collectives; `--impl nvshmem-rs` is
+# added), e.g. the mid band's Lamport calls; LATENCY_NCCL=1 adds one NCCL run of them a round.
 latency() {
-  local args=(all_reduce,barrier,sync -b 8 -e 8 -n 500 -w 50 --reps 5 -c 0 -G 1 --no-progress --impl nvshmem-rs)
+  # shellcheck disable=SC2206
+  local args=(${LATENCY_ARGS:-all_reduce,barrier,sync -b 8 -e 8 -n 500 -w 50 --reps 5 -c 0 -G 1 --no-progress} --impl nvshmem-rs)
   local r b name
   for r in $(seq "${LATENCY_ROUNDS:-2}"); do
     for b in .gpu/old/nvshmem-perf*; do
@@ -969,8 +972,13 @@ latency() {
     done
     CASE_TIMEOUT=60 case_ latency-new-round$r pass mpi 2 .gpu/bin/nvshmem-perf "${args[@]}"
     CASE_TIMEOUT=60 NVSHMEM_RS_CHECK_CALLS=0 case_ latency-new-nocheck-round$r pass mpi 2 .gpu/bin/nvshmem-perf "${args[@]}"
+    if [ "${LATENCY_NCCL:-0}" = 1 ]; then
+      export NCCL_HOME=${NCCL_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl}
+      CASE_TIMEOUT=60 case_ latency-nccl-round$r pass mpi 2 -x NCCL_HOME .gpu/bin/nvshmem-perf \
+        "${args[@]:0:${#args[@]}-2}" --impl nccl
+    fi
   done
-  echo "== 8 B in a CUDA graph, us a call: all_reduce barrier sync"
+  echo "== in a CUDA graph, us a call (rows in order): ${LATENCY_ARGS:-all_reduce barrier sync at 8 B}"
   for b in "$out"/latency-*.log; do
     echo "${b##*/latency-}: $(grep -E '^ +[0-9]+ ' "$b" | awk '{print $6}' | xargs)"
   done
