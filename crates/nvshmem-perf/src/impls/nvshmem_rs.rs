@@ -1,5 +1,5 @@
-//! (a) nvshmem-rs: this library's safe collectives, called through [`adapter::run`] (one
-//! `Team` method a collective and in-place form).
+//! (a) nvshmem-rs: this library's safe collectives, called through [`adapter::run`] (the
+//! library's dynamic entry point, [`Team::collective`], with the call [`call_spec`] describes).
 //!
 //! Buffers are typed `SymArray<T>` (the safe API is generic over [`Element`]), made per
 //! point for the spec's element type ([`nvshmem::with_element_type!`]). The algorithm of each
@@ -21,9 +21,9 @@ use crate::coll::CollectiveExt;
 pub mod adapter {
     use super::*;
 
-    /// Runs `spec.coll` once on `stream` with the safe API. `output` is `None` in place: then
-    /// `input` is the one buffer of [`Spec::in_place_buffer`], laid out as the library's
-    /// in-place forms take it.
+    /// Runs `spec.coll` once on `stream` with the safe API ([`Team::collective`]). `output`
+    /// is `None` in place: then `input` is the one buffer of [`Spec::in_place_buffer`], laid
+    /// out as the library's in-place forms take it.
     pub fn run<T: Element>(
         team: &Team,
         spec: &Spec,
@@ -31,27 +31,10 @@ pub mod adapter {
         output: Option<&mut SymArray<T>>,
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
-        let (root, o) = (spec.root, spec.op);
-        match (spec.coll, output) {
-            (Collective::Barrier, _) => team.barrier(stream)?,
-            (Collective::Sync, _) => team.sync(stream)?,
-            (Collective::AllReduce, Some(out)) => team.all_reduce(input, out, o, stream)?,
-            (Collective::AllReduce, None) => team.all_reduce_in_place(input, o, stream)?,
-            (Collective::Reduce, Some(out)) => team.reduce(root, input, out, o, stream)?,
-            (Collective::Reduce, None) => team.reduce_in_place(root, input, o, stream)?,
-            (Collective::Broadcast, Some(out)) => team.broadcast(root, input, out, stream)?,
-            (Collective::Broadcast, None) => team.broadcast_in_place(root, input, stream)?,
-            (Collective::Fcollect, Some(out)) => team.fcollect(input, out, stream)?,
-            (Collective::Fcollect, None) => team.fcollect_in_place(input, stream)?,
-            (Collective::Alltoall, Some(out)) => team.alltoall(input, out, stream)?,
-            (Collective::ReduceScatter, Some(out)) => team.reduce_scatter(input, out, o, stream)?,
-            (Collective::ReduceScatter, None) => team.reduce_scatter_in_place(input, o, stream)?,
-            (Collective::Gather, Some(out)) => team.gather(root, input, out, stream)?,
-            (Collective::Gather, None) => team.gather_in_place(root, input, stream)?,
-            (Collective::Scatter, Some(out)) => team.scatter(root, input, out, stream)?,
-            (Collective::Scatter, None) => team.scatter_in_place(root, input, stream)?,
-            (c, None) => anyhow::bail!("{c:?} has no in-place form"),
-            (c, Some(_)) => anyhow::bail!("{c} is not benchmarked"),
+        let what = call_spec(spec).kind().in_place(output.is_none());
+        match output {
+            Some(out) => team.collective(what, Some(&*input), out, stream)?,
+            None => team.collective(what, None::<&SymArray<T>>, input, stream)?,
         }
         Ok(())
     }
