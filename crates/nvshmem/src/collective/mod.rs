@@ -397,7 +397,7 @@ fn check_call<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
         count,
         in_place,
         scratch: 0,
-        // Set from the runtime where the call is chosen (algo::run, prepare, bare).
+        // Set from the runtime where the call is chosen (algo::run's `make`).
         room: 0,
         descriptor: team.descriptor,
         arch: team
