@@ -15,7 +15,8 @@ use common::{mix, poison, refused, Checks, Layout};
 use cudarc::driver::CudaStream;
 use nvshmem::testing::{self, Reference};
 use nvshmem::{
-    collective::Collective, Element, ElementKind, Error, ReduceOp, Runtime, SymArray, Team,
+    collective::{CallKind, Collective},
+    Element, ElementKind, Error, ReduceOp, Runtime, SymArray, Team,
 };
 
 /// Per-PE block sizes in bytes beyond the element counts below; the 64 MiB size runs for the
@@ -1172,6 +1173,45 @@ fn bad_inputs(rt: &Runtime, world: &Team, s: &std::sync::Arc<CudaStream>) -> any
             "fcollect trailing dims",
         )?;
     }
+    // The dynamic entry point: a combination no call has names the argument at fault, and
+    // the typed checks refuse as they refuse the typed call.
+    let arg_is = |r: nvshmem::Result<()>, want: &str, what: &str| -> anyhow::Result<()> {
+        match r {
+            Err(Error::InvalidArgument { arg, .. }) if arg == want => Ok(()),
+            other => bail!("{what}: expected InvalidArgument naming {want}, got {other:?}"),
+        }
+    };
+    let none = None::<&SymArray<f32>>;
+    let kind = CallKind::new;
+    arg_is(
+        world.collective(kind(Collective::Alltoall).in_place(true), none, &mut b, s),
+        "what",
+        "dynamic alltoall in place",
+    )?;
+    arg_is(
+        world.collective(kind(Collective::AllReduce), none, &mut b, s),
+        "src",
+        "dynamic all_reduce without src",
+    )?;
+    arg_is(
+        world.collective(
+            kind(Collective::Fcollect).in_place(true),
+            Some(&a),
+            &mut b,
+            s,
+        ),
+        "src",
+        "dynamic fcollect in place with a src",
+    )?;
+    arg_is(
+        world.collective(kind(Collective::Broadcast).root(n), Some(&a), &mut b, s),
+        "root",
+        "dynamic broadcast root out of range",
+    )?;
+    let prepared = world
+        .prepare_collective(kind(Collective::Alltoall).in_place(true), none, &mut b)
+        .map(drop);
+    arg_is(prepared, "what", "dynamic prepared alltoall in place")?;
     rt.barrier_all(s)?;
     world.all_reduce(&a, &mut b, ReduceOp::Sum, s)?;
     s.synchronize()?;

@@ -5,13 +5,14 @@
 //! runs the files under each launcher with `--ignored`.
 //!
 //! The collective tests also share here what a collective call is, from the library's one
-//! table of collectives ([`Collective`], [`Geometry`]): [`call`], the one place a collective
-//! becomes its `Team` method, [`prepare`], its `Team::prepare_` method, and [`Layout`], where a call's input, output and result lie and
-//! what the result must be.
+//! table of collectives ([`Collective`], [`Geometry`]): [`call`] and [`prepare`], a collective
+//! made or prepared through the library's dynamic entry point ([`Team::collective`],
+//! [`Team::prepare_collective`]), and [`Layout`], where a call's input, output and result lie
+//! and what the result must be.
 #![allow(dead_code)]
 
 use cudarc::driver::CudaStream;
-use nvshmem::collective::{Collective, Geometry};
+use nvshmem::collective::{CallKind, Collective, Geometry};
 use nvshmem::{Element, ElementKind, Error, ReduceOp, Runtime, RuntimeBuilder, Team};
 use nvshmem::{SymBuffer, SymBufferMut};
 use std::sync::{Arc, Mutex};
@@ -190,8 +191,14 @@ pub fn data_collectives() -> Vec<Collective> {
         .collect()
 }
 
-/// Queues `coll` over `team` on `s`: from `src` into `dst`, or in place in `dst` alone (`src`
-/// unused). `root` is used by rooted collectives only, `op` by reductions only.
+/// The library's value for `coll` as these tests call it ([`CallKind`]).
+pub fn kind(coll: Collective, in_place: bool, root: usize, op: ReduceOp) -> CallKind {
+    CallKind::new(coll).in_place(in_place).root(root).op(op)
+}
+
+/// Queues `coll` over `team` on `s` ([`Team::collective`]): from `src` into `dst`, or in
+/// place in `dst` alone (`src` unused). `root` is used by rooted collectives only, `op` by
+/// reductions only.
 #[allow(clippy::too_many_arguments)]
 pub fn call<T: Element>(
     team: &Team,
@@ -203,31 +210,12 @@ pub fn call<T: Element>(
     dst: &mut impl SymBufferMut<T>,
     s: &Arc<CudaStream>,
 ) -> nvshmem::Result<()> {
-    use Collective as C;
-    match (coll, in_place) {
-        (C::AllReduce, false) => team.all_reduce(src, dst, op, s),
-        (C::AllReduce, true) => team.all_reduce_in_place(dst, op, s),
-        (C::Reduce, false) => team.reduce(root, src, dst, op, s),
-        (C::Reduce, true) => team.reduce_in_place(root, dst, op, s),
-        (C::Broadcast, false) => team.broadcast(root, src, dst, s),
-        (C::Broadcast, true) => team.broadcast_in_place(root, dst, s),
-        (C::Fcollect, false) => team.fcollect(src, dst, s),
-        (C::Fcollect, true) => team.fcollect_in_place(dst, s),
-        (C::Alltoall, false) => team.alltoall(src, dst, s),
-        (C::ReduceScatter, false) => team.reduce_scatter(src, dst, op, s),
-        (C::ReduceScatter, true) => team.reduce_scatter_in_place(dst, op, s),
-        (C::Gather, false) => team.gather(root, src, dst, s),
-        (C::Gather, true) => team.gather_in_place(root, dst, s),
-        (C::Scatter, false) => team.scatter(root, src, dst, s),
-        (C::Scatter, true) => team.scatter_in_place(root, dst, s),
-        (C::Barrier, _) => team.barrier(s),
-        (C::Sync, _) => team.sync(s),
-        (c, in_place) => panic!("no call for {c} (in place: {in_place})"),
-    }
+    let src = (!in_place).then_some(src);
+    team.collective(kind(coll, in_place, root, op), src, dst, s)
 }
 
-/// Prepares `coll` over `team` ([`nvshmem::Prepared`]), as [`call`] makes it: from `src` into
-/// `dst`, or in place in `dst` alone (`src` unused).
+/// Prepares `coll` over `team` ([`Team::prepare_collective`]), as [`call`] makes it: from
+/// `src` into `dst`, or in place in `dst` alone (`src` unused).
 pub fn prepare<'a, T: Element>(
     team: &Team,
     coll: Collective,
@@ -237,27 +225,8 @@ pub fn prepare<'a, T: Element>(
     src: &'a impl SymBuffer<T>,
     dst: &'a mut impl SymBufferMut<T>,
 ) -> nvshmem::Result<nvshmem::collective::Prepared<'a>> {
-    use Collective as C;
-    match (coll, in_place) {
-        (C::AllReduce, false) => team.prepare_all_reduce(src, dst, op),
-        (C::AllReduce, true) => team.prepare_all_reduce_in_place(dst, op),
-        (C::Reduce, false) => team.prepare_reduce(root, src, dst, op),
-        (C::Reduce, true) => team.prepare_reduce_in_place(root, dst, op),
-        (C::Broadcast, false) => team.prepare_broadcast(root, src, dst),
-        (C::Broadcast, true) => team.prepare_broadcast_in_place(root, dst),
-        (C::Fcollect, false) => team.prepare_fcollect(src, dst),
-        (C::Fcollect, true) => team.prepare_fcollect_in_place(dst),
-        (C::Alltoall, false) => team.prepare_alltoall(src, dst),
-        (C::ReduceScatter, false) => team.prepare_reduce_scatter(src, dst, op),
-        (C::ReduceScatter, true) => team.prepare_reduce_scatter_in_place(dst, op),
-        (C::Gather, false) => team.prepare_gather(root, src, dst),
-        (C::Gather, true) => team.prepare_gather_in_place(root, dst),
-        (C::Scatter, false) => team.prepare_scatter(root, src, dst),
-        (C::Scatter, true) => team.prepare_scatter_in_place(root, dst),
-        (C::Barrier, _) => team.prepare_barrier(),
-        (C::Sync, _) => team.prepare_sync(),
-        (c, in_place) => panic!("no prepared call for {c} (in place: {in_place})"),
-    }
+    let src = (!in_place).then_some(src);
+    team.prepare_collective(kind(coll, in_place, root, op), src, dst)
 }
 
 /// Where one call's buffers and result lie, for team member `r`, derived from the collective's

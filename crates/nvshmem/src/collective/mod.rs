@@ -24,7 +24,9 @@
 //! | [`Team::barrier`], [`Team::sync`], [`Runtime::barrier_all`](crate::Runtime::barrier_all), [`Runtime::sync_all`](crate::Runtime::sync_all) | `nvshmemx_*barrier*/*sync*_on_stream` | |
 //!
 //! Each collective goes through one internal function that chooses an algorithm per call,
-//! so the public API does not change with the algorithm.
+//! so the public API does not change with the algorithm. A collective held as a value (a
+//! [`CallKind`]: the collective, in place or not, its root and operator) is made by
+//! [`Team::collective`] and prepared by [`Team::prepare_collective`], through the same path.
 //!
 //! On a team of one PE a call costs no more than the copy it needs: one device-to-device copy
 //! of its bytes out of place, nothing in place (premul_sum, and every fp8 reduction, run the
@@ -166,6 +168,7 @@
 //! ```
 pub(crate) mod algo;
 mod check;
+mod dynamic;
 mod prepared;
 #[cfg(test)]
 mod props;
@@ -175,6 +178,7 @@ pub use crate::op::ReduceOp;
 #[doc(hidden)]
 pub use algo::ResolvedKernel;
 pub use algo::{Collective, Geometry, ALGORITHMS_VAR};
+pub use dynamic::CallKind;
 pub use prepared::Prepared;
 pub use query::{CallPlan, CallSpec};
 
@@ -223,7 +227,7 @@ impl<'s> Bufs<'s> {
     }
 }
 
-/// What a public call passes to [`Team::collective`]: everything its checks read.
+/// What a public call passes to [`Team::run_call`]: everything its checks read.
 #[derive(Debug, Clone, Copy)]
 struct Args<'s> {
     coll: Collective,
@@ -393,7 +397,7 @@ fn check_call<'t>(a: &Args, team: &'t TeamShape) -> Result<Call<'t>> {
         count,
         in_place,
         scratch: 0,
-        // Set from the runtime where the call is chosen (algo::run, prepare, bare).
+        // Set from the runtime where the call is chosen (algo::run's `make`).
         room: 0,
         descriptor: team.descriptor,
         arch: team
@@ -407,7 +411,7 @@ impl Team {
     /// Nothing is queued when a check refuses. A call the team has planned before with the
     /// same arguments (and no shapes) passed the same checks, and is not checked again.
     #[inline]
-    fn collective(&self, a: Args, arrays: &[&Arc<Alloc>], stream: &Arc<CudaStream>) -> Result<()> {
+    fn run_call(&self, a: Args, arrays: &[&Arc<Alloc>], stream: &Arc<CudaStream>) -> Result<()> {
         algo::run(
             self,
             a.key(),
@@ -490,7 +494,7 @@ impl Team {
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let args = self.two_args(coll, name, op, root, src, dst)?;
-        self.collective(args, &[src.alloc(), dst.alloc()], stream)
+        self.run_call(args, &[src.alloc(), dst.alloc()], stream)
     }
 
     /// The description of a two-buffer call, with both buffers checked to be of this runtime.
@@ -529,7 +533,7 @@ impl Team {
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let args = self.in_place_args(coll, name, op, root, buf)?;
-        self.collective(args, &[buf.alloc()], stream)
+        self.run_call(args, &[buf.alloc()], stream)
     }
 
     /// The description of an in-place call on `buf`, checked to be of this runtime.
@@ -992,7 +996,7 @@ impl Team {
         name: &'static str,
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
-        self.collective(rootless_args(coll, name), &[], stream)
+        self.run_call(rootless_args(coll, name), &[], stream)
     }
 }
 

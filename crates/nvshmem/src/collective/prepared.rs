@@ -408,7 +408,7 @@ impl Team {
         self.prepared(rootless_args(Collective::Sync, "sync"), &[])
     }
 
-    fn prepare_two<'a, T: Element>(
+    pub(super) fn prepare_two<'a, T: Element>(
         &self,
         coll: Collective,
         name: &'static str,
@@ -421,7 +421,7 @@ impl Team {
         self.prepared(args, &[src.alloc(), dst.alloc()])
     }
 
-    fn prepare_one<'a, T: Element>(
+    pub(super) fn prepare_one<'a, T: Element>(
         &self,
         coll: Collective,
         name: &'static str,
@@ -433,7 +433,7 @@ impl Team {
         self.prepared(args, &[buf.alloc()])
     }
 
-    fn prepared<'a>(
+    pub(super) fn prepared<'a>(
         &self,
         args: Args,
         arrays: &[&Arc<crate::memory::Alloc>],

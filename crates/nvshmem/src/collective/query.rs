@@ -4,12 +4,14 @@
 use super::{
     algo::{self, Algorithm, Collective, Geometry},
     check::Span,
-    check_call, Args, Bufs,
+    check_call, Args, Bufs, CallKind,
 };
 use crate::{team::TeamShape, DataType, Error, ReduceOp, Result, Team};
 
 /// A collective call described at run time, for [`Team::plan_of`]: the call's collective,
-/// element type, size, operator, root and whether it is in place, without its buffers.
+/// element type, size, operator, root and whether it is in place, without its buffers. It is
+/// a [`CallKind`] (the call a [`Team::collective`] makes) with an element type and a size
+/// standing in for the buffers ([`CallSpec::of`], [`CallSpec::kind`]).
 ///
 /// `count` is the elements of one block, as [`Geometry::lengths`] takes it: the whole input
 /// of an all-reduce, reduce or broadcast; one PE's input of an all-gather or gather; one PE's
@@ -25,12 +27,9 @@ use crate::{team::TeamShape, DataType, Error, ReduceOp, Result, Team};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CallSpec {
-    coll: Collective,
+    kind: CallKind,
     dtype: DataType,
     count: usize,
-    op: ReduceOp,
-    root: usize,
-    in_place: bool,
 }
 
 impl CallSpec {
@@ -42,14 +41,29 @@ impl CallSpec {
     /// assert_eq!(spec.count(), 4096);
     /// ```
     pub fn new(coll: Collective, dtype: DataType, count: usize) -> Self {
-        CallSpec {
-            coll,
-            dtype,
-            count,
-            op: ReduceOp::Sum,
-            root: 0,
-            in_place: false,
-        }
+        CallSpec::of(CallKind::new(coll), dtype, count)
+    }
+
+    /// The call `kind` on `count` elements a block of `dtype`.
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallKind, CallSpec, Collective}, DataType};
+    /// let kind = CallKind::new(Collective::Gather).root(1);
+    /// assert_eq!(CallSpec::of(kind, DataType::F32, 8).kind(), kind);
+    /// ```
+    pub fn of(kind: CallKind, dtype: DataType, count: usize) -> Self {
+        CallSpec { kind, dtype, count }
+    }
+
+    /// The call it describes, without its size.
+    ///
+    /// ```
+    /// use nvshmem::{collective::{CallKind, CallSpec, Collective}, DataType};
+    /// let spec = CallSpec::new(Collective::Fcollect, DataType::U8, 4).in_place(true);
+    /// assert_eq!(spec.kind(), CallKind::new(Collective::Fcollect).in_place(true));
+    /// ```
+    pub fn kind(&self) -> CallKind {
+        self.kind
     }
 
     /// The operator of a reduction (ignored by the other collectives).
@@ -60,7 +74,7 @@ impl CallSpec {
     /// assert_eq!(spec.operator(), ReduceOp::Max);
     /// ```
     pub fn op(mut self, op: ReduceOp) -> Self {
-        self.op = op;
+        self.kind = self.kind.op(op);
         self
     }
 
@@ -72,7 +86,7 @@ impl CallSpec {
     /// assert_eq!(spec.root_pe(), 1);
     /// ```
     pub fn root(mut self, root: usize) -> Self {
-        self.root = root;
+        self.kind = self.kind.root(root);
         self
     }
 
@@ -84,7 +98,7 @@ impl CallSpec {
     /// assert!(CallSpec::new(Collective::Scatter, DataType::F64, 2).in_place(true).is_in_place());
     /// ```
     pub fn in_place(mut self, in_place: bool) -> Self {
-        self.in_place = in_place;
+        self.kind = self.kind.in_place(in_place);
         self
     }
 
@@ -95,7 +109,7 @@ impl CallSpec {
     /// assert_eq!(CallSpec::new(Collective::Sync, DataType::U8, 0).collective(), Collective::Sync);
     /// ```
     pub fn collective(&self) -> Collective {
-        self.coll
+        self.kind.coll
     }
 
     /// The element type.
@@ -125,7 +139,7 @@ impl CallSpec {
     /// assert_eq!(CallSpec::new(Collective::Reduce, DataType::F32, 1).operator(), ReduceOp::Sum);
     /// ```
     pub fn operator(&self) -> ReduceOp {
-        self.op
+        self.kind.op
     }
 
     /// The root (0 unless [`CallSpec::root`] set another).
@@ -135,7 +149,7 @@ impl CallSpec {
     /// assert_eq!(CallSpec::new(Collective::Scatter, DataType::F32, 1).root_pe(), 0);
     /// ```
     pub fn root_pe(&self) -> usize {
-        self.root
+        self.kind.root
     }
 
     /// Whether it describes the in-place form.
@@ -145,21 +159,7 @@ impl CallSpec {
     /// assert!(!CallSpec::new(Collective::AllReduce, DataType::F32, 1).is_in_place());
     /// ```
     pub fn is_in_place(&self) -> bool {
-        self.in_place
-    }
-
-    /// The public call it describes, named as that call names itself in errors.
-    fn call_name(&self) -> Result<&'static str> {
-        if !self.in_place {
-            return Ok(self.coll.name());
-        }
-        self.coll.in_place_name().ok_or_else(|| {
-            Error::arg(
-                "Team::plan_of",
-                "spec",
-                format_args!("{} has no in-place form", self.coll),
-            )
-        })
+        self.kind.in_place
     }
 }
 
@@ -194,8 +194,8 @@ pub(crate) fn plan_with_room(
     forced: Option<&'static dyn Algorithm>,
     room: usize,
 ) -> Result<CallPlan> {
-    let name = spec.call_name()?;
-    let coll = spec.coll;
+    let name = spec.kind.call_name("Team::plan_of", "spec")?;
+    let (coll, in_place) = (spec.kind.coll, spec.kind.in_place);
     let elem = spec.dtype.size();
     if spec.count.checked_mul(team.n_pes).is_none() {
         return Err(Error::arg(
@@ -207,7 +207,7 @@ pub(crate) fn plan_with_room(
     let (src_len, dst_len) = coll.geometry().lengths(spec.count, team.n_pes);
     let bufs = match coll.geometry() {
         Geometry::None => Bufs::None,
-        _ if spec.in_place => Bufs::InPlace {
+        _ if in_place => Bufs::InPlace {
             buf: Span::new(SRC, src_len.max(dst_len), elem),
             shape: None,
         },
@@ -222,8 +222,8 @@ pub(crate) fn plan_with_room(
         coll,
         name,
         dtype: spec.dtype,
-        op: coll.reduces().then_some(spec.op),
-        root: coll.is_rooted().then_some(spec.root),
+        op: spec.kind.op_arg(),
+        root: spec.kind.root_arg(),
         bufs,
     };
     let mut call = check_call(&args, team)?;
@@ -263,7 +263,7 @@ impl Team {
     /// ```
     pub fn plan_of(&self, spec: &CallSpec) -> Result<CallPlan> {
         // Resolved as the calls resolve it.
-        let forced = self.runtime().forced_algorithms().forced(spec.coll);
+        let forced = self.runtime().forced_algorithms().forced(spec.kind.coll);
         plan_with_room(spec, self.shape(), forced, self.runtime().scratch_bytes())
     }
 }
@@ -323,7 +323,8 @@ mod tests {
         let named = |c, in_place| {
             CallSpec::new(c, DataType::F32, 1)
                 .in_place(in_place)
-                .call_name()
+                .kind()
+                .call_name("Team::plan_of", "spec")
                 .ok()
         };
         let in_place = [

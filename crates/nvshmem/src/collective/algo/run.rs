@@ -1,11 +1,12 @@
 //! Queuing a chosen algorithm's plan: at once ([`run`], which keeps the plans of repeated
 //! calls), prepared once and started many times ([`Planned`]), both through [`Plan::queue`];
-//! or as one bare kernel launch for the host-overhead bench ([`ResolvedKernel`]).
+//! or as one bare kernel launch for the host-overhead bench ([`ResolvedKernel`]). All three
+//! choose and plan a checked call in one place, [`make`].
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use super::{choice, choose, queue, Algorithm, Call, ForcedChoice, Step};
+use super::{choice, queue, Algorithm, Call, Collective, ForcedChoice, Step};
 use crate::{
     collective::CallKey, kernels, memory::Alloc, runtime::Enqueue, Error, Result, Runtime, Team,
 };
@@ -57,31 +58,79 @@ fn plan_and_queue<'t>(
     let plans = &team.inner().plans;
     let queue =
         |plan: &Plan, q: &Enqueue| plan.queue(q, team, stream, arrays.iter().copied(), None);
-    let mut call = check()?;
+    let call = check()?;
     let q = rt.enqueue(call.name, stream)?;
     if key.call.shaped {
         if let Some(done) = plans.with(&key, |plan| queue(plan, &q)) {
             return done;
         }
     }
-    call.room = rt.scratch_bytes();
-    let (alg, room_mattered) = choice(&call, key.forcing.algorithm(call.coll))?;
-    if call.is_empty() {
+    let forced = key.forcing.algorithm(call.coll);
+    let made = make(team, call, forced, Lease::Take, stream)?;
+    // An empty call queues nothing, and its plan is not kept: it is checked and chosen again
+    // each time (cheap, with nothing to plan).
+    if made.plan.empty {
         return Ok(());
     }
-    let scratch = match alg.scratch(&call) {
-        0 => None,
-        bytes => Some(rt.heap().scratch(call.name, bytes)?),
-    };
-    call.scratch = scratch.as_ref().map_or(0, |s| s.ptr());
-    let plan = Plan::make(alg, &call, stream)?;
     // A plan is kept only where the reserved scratch did not decide it: then more scratch,
     // reserved later, chooses alike, and a kept plan is what every PE would choose now (they
     // reserve together, but their caches need not hold the same plans).
-    if scratch.is_none() && !room_mattered {
-        return plans.insert_with(key, plan, |plan| queue(plan, &q));
+    if made.scratch.is_none() && !made.room_mattered {
+        return plans.insert_with(key, made.plan, |plan| queue(plan, &q));
     }
-    plan.queue(&q, team, stream, arrays.iter().copied(), scratch.as_ref())
+    let scratch = made.scratch.as_ref();
+    made.plan
+        .queue(&q, team, stream, arrays.iter().copied(), scratch)
+}
+
+/// Whether [`make`] may take a collective scratch lease for the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lease {
+    /// A call that will note its use of the lease when queued ([`run`], [`prepare`]).
+    Take,
+    /// The bare launch ([`bare`]), which notes no uses: a call that needs scratch is refused.
+    Refuse,
+}
+
+/// A checked call chosen and planned ([`make`]).
+struct Made {
+    alg: &'static dyn Algorithm,
+    plan: Plan,
+    /// The lease the plan's scratch addresses are in, if it needs scratch.
+    scratch: Option<Arc<crate::memory::Scratch>>,
+    /// Whether the reserved scratch ruled out an algorithm ([`choice`]): then the plan must
+    /// not be kept.
+    room_mattered: bool,
+}
+
+/// What every way of queuing a checked call shares ([`run`], [`prepare`], [`bare`]): the
+/// collective scratch reserved now weighed ([`Call::room`]), the algorithm chosen (`forced`,
+/// or the automatic choice), the scratch it needs leased (none for an empty call, which
+/// queues nothing) and its plan made with every kernel compiled in `stream`'s context. What
+/// is kept, noted or queued is the caller's.
+fn make(
+    team: &Team,
+    mut call: Call<'_>,
+    forced: Option<&'static dyn Algorithm>,
+    lease: Lease,
+    stream: &CudaStream,
+) -> Result<Made> {
+    let rt = team.runtime();
+    call.room = rt.scratch_bytes();
+    let (alg, room_mattered) = choice(&call, forced)?;
+    let scratch = match alg.scratch(&call) {
+        0 => None,
+        _ if call.is_empty() => None,
+        _ if lease == Lease::Refuse => return Err(not_one_kernel(call.coll, alg)),
+        bytes => Some(rt.heap().scratch(call.name, bytes)?),
+    };
+    call.scratch = scratch.as_ref().map_or(0, |s| s.ptr());
+    Ok(Made {
+        alg,
+        plan: Plan::make(alg, &call, stream)?,
+        scratch,
+        room_mattered,
+    })
 }
 
 /// What a call queues once checked, chosen and planned: the plan's steps with every kernel
@@ -261,22 +310,16 @@ pub(crate) struct Planned {
 
 /// Chooses and plans `call` once, as [`run`] would, for [`Planned::start`]: the scratch lease
 /// and every kernel are taken now.
-pub(crate) fn prepare(team: &Team, mut call: Call, arrays: &[&Arc<Alloc>]) -> Result<Planned> {
+pub(crate) fn prepare(team: &Team, call: Call, arrays: &[&Arc<Alloc>]) -> Result<Planned> {
     let rt = team.runtime();
     let own = rt.stream().clone();
     rt.enter(call.name, &own)?;
-    call.room = rt.scratch_bytes();
-    let alg = choose(&call, rt.forced_algorithms().forced(call.coll))?;
-    let scratch = match alg.scratch(&call) {
-        0 => None,
-        _ if call.is_empty() => None,
-        bytes => Some(rt.heap().scratch(call.name, bytes)?),
-    };
-    call.scratch = scratch.as_ref().map_or(0, |s| s.ptr());
+    let forced = rt.forced_algorithms().forced(call.coll);
+    let made = make(team, call, forced, Lease::Take, &own)?;
     Ok(Planned {
-        plan: Plan::make(alg, &call, &own)?,
+        plan: made.plan,
         arrays: arrays.iter().map(|a| Arc::clone(a)).collect(),
-        scratch,
+        scratch: made.scratch,
     })
 }
 
@@ -321,30 +364,32 @@ impl ResolvedKernel {
 }
 
 /// Plans `call` as [`run`] would and returns its one kernel launch, resolved.
-pub(crate) fn bare(team: &Team, mut call: Call, stream: &CudaStream) -> Result<ResolvedKernel> {
+pub(crate) fn bare(team: &Team, call: Call, stream: &CudaStream) -> Result<ResolvedKernel> {
     let rt = team.runtime();
     rt.enter(call.name, stream)?;
-    call.room = rt.scratch_bytes();
-    let alg = choose(&call, rt.forced_algorithms().forced(call.coll))?;
-    let kernel = match alg.scratch(&call) {
-        0 => Plan::make(alg, &call, stream)?.kernel,
-        _ => None,
-    };
-    match kernel {
+    let coll = call.coll;
+    let forced = rt.forced_algorithms().forced(coll);
+    let made = make(team, call, forced, Lease::Refuse, stream)?;
+    match made.plan.kernel {
         Some((function, launch)) => Ok(ResolvedKernel {
             function,
             launch,
             rt: rt.clone(),
             _team: team.clone(),
         }),
-        None => Err(Error::Unsupported {
-            call: "bare_launch_for_bench",
-            what: format!(
-                "{} runs as {}, not one kernel of this crate",
-                call.coll,
-                alg.name()
-            ),
-        }),
+        None => Err(not_one_kernel(coll, made.alg)),
+    }
+}
+
+/// The bare launch's refusal of a call of `coll` that `alg` does not run as one kernel of
+/// this crate (or runs with scratch, whose use a bare launch cannot note).
+fn not_one_kernel(coll: Collective, alg: &dyn Algorithm) -> Error {
+    Error::Unsupported {
+        call: "bare_launch_for_bench",
+        what: format!(
+            "{coll} runs as {}, not one kernel of this crate",
+            alg.name()
+        ),
     }
 }
 
