@@ -39,17 +39,25 @@
 // (Clearing the buffer of run r - 2 in run r instead, i.e. buffer (r + 1) % 3, would race: a peer
 // may start run r + 1 once this PE has arrived at run r and sent its data, and write into that
 // buffer while this PE is still clearing it, unless the clear were fenced before the arrival.)
-// Two buffers cannot work: the one cleared in run r would be written at run r + 1. The run index lives in the channel (header
-// word `rot`, 0..2), advanced once per run by the last block of the launch to finish (an atomic
-// count of finished blocks), so it does not depend on the epochs (whose wrap 0xFFFFFFFE -> 1
-// would break e % 3) nor on the grid: every Lamport launch on a channel, of any size, advances it
-// by one, on every member alike (every member runs the same calls on the channel).
+// Two buffers cannot work: the one cleared in run r would be written at run r + 1. The run
+// index lives in the channel (header word `rot`, 0..2), advanced once per run by the last block
+// of the launch to count itself (an atomic count in `done`, taken at the block's start once all
+// its threads have read the header; the last one writes the header at its end), so it depends
+// neither on the epochs (whose wrap 0xFFFFFFFE -> 1 would break e % 3) nor on the grid: every
+// Lamport launch on a channel, of any size, advances it by one, on every member alike (every
+// member runs the same calls on the channel).
 //
 // PROTOCOL. Like an LL kernel otherwise: every block arrives at every peer (relaxed) and
-// publishes its fingerprint, and waits at its end for every peer's arrival of this run with the
-// fingerprint checked (nvr_quiesce); every poll goes through nvr_wait (abort word, timeout,
+// publishes its fingerprint, and waits before it ends for every peer's arrival of this run with
+// the fingerprint checked (nvr_quiesce); every poll goes through nvr_wait (abort word, timeout,
 // fingerprint scan every 256 polls). The receive buffers are written by peers only in the way
 // above, so no writer waits for anything.
+//
+// CONTROL WARP. A block's last warp moves no data: its lanes j < n are the flag lanes (arrive,
+// quiescence), its lane 31 counts the block (ROTATION), and all its lanes re-fill the block's
+// share of the previous buffer. Threads [0, blockDim.x - 32) move data. So no data thread waits
+// for a flag, a fingerprint, the count or a re-fill (at the end of every block they cost a few
+// tenths of a microsecond a call: docs/performance.md, "The mid band").
 //
 // LAYOUT (from nvr_lam_area(t) = chan + nvr_chan_bytes(ll_bytes)): a 256-byte header
 // {u32 rot, u32 done, u64 clear}, then buf[3][n - 1][slot]: buffer k, slot s holds what team PE
@@ -58,13 +66,13 @@
 //
 // LAUNCH RULE: x = count * sizeof(T) payload bytes per (sender, receiver) pair (all_reduce and
 // reduce: the buffer; reduce_scatter: one block); V = ceil(x / 16) vectors; grid g =
-// clamp(ceil(x / 8 KiB), 1, min(128, max_blocks)) (collective/algo/lamport.rs, `shape`: a
+// clamp(ceil(x / 2 KiB), 1, min(128, max_blocks)) (collective/algo/lamport.rs, `shape`: a
 // tuning choice; sender and receiver need not split alike, vector i lives at byte 16 i of its
 // slot whoever moves it, but the grid must be equal on every member for the epochs), block b
 // takes vectors [b * vpb, (b + 1) * vpb), vpb = ceil(V / g); block size any multiple of 32 (at
-// least 32), the host takes min(512, max(64, roundup32(vpb))). LIMITS: ceil(x/16)*16 <= slot,
-// slot % 16 == 0, 256 + 3 (n - 1) slot <= lam_bytes, g <= NVR_FP_BLOCKS; else NVR_FAIL_LIMITS
-// and return.
+// least 64: one data warp and the control warp), the host takes 32 + clamp(roundup32(vpb), 32,
+// 480). LIMITS: ceil(x/16)*16 <= slot, slot % 16 == 0, 256 + 3 (n - 1) slot <= lam_bytes,
+// g <= NVR_FP_BLOCKS; else NVR_FAIL_LIMITS and return.
 
 #define NVR_LAM_HEADER 256ull
 #define NVR_LAM_SENTINEL 0x80000000u
@@ -72,9 +80,15 @@
 
 struct nvr_lam_head {
     unsigned int rot;   // this run's buffer index, 0..2
-    unsigned int done;  // blocks of the current run that have finished
+    unsigned int done;  // blocks of the current run that have counted themselves
     nvr_u64 clear;      // bytes per slot received into buffer (rot + 2) % 3 by the last run
 };
+
+// Threads that move data: all but the block's last warp (CONTROL WARP).
+__device__ __forceinline__ unsigned int nvr_lam_data_threads() { return blockDim.x - 32u; }
+__device__ __forceinline__ bool nvr_lam_is_control() { return threadIdx.x >= blockDim.x - 32u; }
+// The control warp's lane 31, which counts the block (never a flag lane: n <= 8).
+__device__ __forceinline__ bool nvr_lam_is_counter() { return threadIdx.x == blockDim.x - 1u; }
 
 __device__ __forceinline__ char *nvr_lam_area(const nvr_team &t) {
     return (char *)(t.chan + nvr_chan_bytes(t.ll_bytes));
@@ -199,6 +213,7 @@ __device__ __forceinline__ uint4 nvr_lam_out(const NVR_ACC *acc, int n) {
 struct nvr_lam_ctx {
     unsigned int e;    // this block's epoch
     unsigned int rot;  // this run's buffer
+    unsigned int before; // the counter lane: blocks counted before this one (others: 0)
     nvr_u64 clear;     // bytes per slot to re-fill in buffer (rot + 2) % 3
     nvr_u64 v0, v1;    // this block's vectors [v0, v1)
     char *area;
@@ -209,27 +224,44 @@ struct nvr_lam_ctx {
 __device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_u64 slot,
                                               int root) {
     const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
-                    root < t.n && gridDim.x <= NVR_LAM_MAX_GRID && blockDim.x >= 32 &&
+                    root < t.n && gridDim.x <= NVR_LAM_MAX_GRID && blockDim.x >= 64 &&
                     (blockDim.x & 31u) == 0 && (slot & 15u) == 0 && (x + 15) / 16 * 16 <= slot &&
                     NVR_LAM_HEADER + 3ull * (nvr_u64)(t.n - 1) * slot <= t.lam_bytes;
     if (!ok && threadIdx.x == 0) nvr_fail_at(t.status, NVR_FAIL_LIMITS, -1, 0, 0, t.chan);
     return ok;
 }
 
-// Start of a block: epoch, arrival (relaxed, with the fingerprint), this run's buffer and what
-// to clear (read before this block counts itself done: nvr_lam_finish), its vectors.
+// Start of a block: epoch, this run's buffer and what to clear (the header, one 16-byte load
+// by every thread), its vectors; then the block counts itself (ROTATION) and arrives (relaxed,
+// with the fingerprint).
 __device__ __forceinline__ nvr_lam_ctx nvr_lam_begin(const nvr_team &t, nvr_u64 x) {
     nvr_lam_ctx c;
     c.e = nvr_begin(t);
-    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     c.area = nvr_lam_area(t);
-    const volatile nvr_lam_head *h = (const volatile nvr_lam_head *)c.area;
-    c.rot = h->rot;
-    c.clear = h->clear;
+    unsigned int rot, done, lo, hi;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(rot), "=r"(done), "=r"(lo), "=r"(hi)
+                 : "l"(c.area)
+                 : "memory");
+    (void)done;
+    c.rot = rot;
+    c.clear = (nvr_u64)lo | ((nvr_u64)hi << 32);
     const nvr_u64 vectors = (x + 15) / 16;
     const nvr_u64 vpb = (vectors + gridDim.x - 1) / gridDim.x;
     c.v0 = min((nvr_u64)blockIdx.x * vpb, vectors);
     c.v1 = min(c.v0 + vpb, vectors);
+    // Every thread's read of the header happens before the count (this barrier, then the
+    // count's release), so the last block's update of the header (nvr_lam_finish), which follows
+    // every count, reaches no read of this run. The control warp has stored nothing yet, so the
+    // release waits for nothing, and the count's result is used only at the block's end.
+    __syncthreads();
+    c.before = 0;
+    if (nvr_lam_is_counter())
+        asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
+                     : "=r"(c.before)
+                     : "l"(c.area + 4)
+                     : "memory");
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     return c;
 }
 
@@ -237,7 +269,7 @@ __device__ __forceinline__ nvr_lam_ctx nvr_lam_begin(const nvr_team &t, nvr_u64 
 __device__ __forceinline__ void nvr_lam_send(const nvr_team &t, const nvr_lam_ctx &c, int k,
                                              const char *src, nvr_u64 x, nvr_u64 slot) {
     char *to = nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k);
-    for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += blockDim.x)
+    for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads())
         nvr_lam_st16(to + 16 * i, nvr_lam_clean4(nvr_lam_ld(src, i, x)));
 }
 
@@ -253,7 +285,7 @@ __device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_la
             to[k] = k < t.n && k != t.me
                         ? nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k)
                         : nullptr;
-        for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += blockDim.x) {
+        for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
             const uint4 v = nvr_lam_clean4(nvr_lam_ld(src, i, x));
 #pragma unroll
             for (int k = 0; k < NVR_MAX_TEAM; ++k)
@@ -266,7 +298,7 @@ __device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_la
 }
 
 // Re-fills with the sentinel buffer (rot + 2) % 3 over c.clear bytes of every slot; the work is
-// spread over every thread of the grid.
+// spread over the control warps of the grid (consecutive vectors to consecutive lanes).
 __device__ __forceinline__ void nvr_lam_refill(const nvr_team &t, const nvr_lam_ctx &c,
                                                nvr_u64 slot) {
     if (c.clear == 0 || t.n < 2) return;
@@ -274,9 +306,17 @@ __device__ __forceinline__ void nvr_lam_refill(const nvr_team &t, const nvr_lam_
     char *buf = c.area + NVR_LAM_HEADER + (nvr_u64)((c.rot + 2) % 3) * (nvr_u64)(t.n - 1) * slot;
     const uint4 s = make_uint4(NVR_LAM_SENTINEL, NVR_LAM_SENTINEL, NVR_LAM_SENTINEL,
                                NVR_LAM_SENTINEL);
-    const nvr_u64 stride = (nvr_u64)gridDim.x * blockDim.x;
-    for (nvr_u64 w = (nvr_u64)blockIdx.x * blockDim.x + threadIdx.x; w < all; w += stride)
+    const nvr_u64 lane = threadIdx.x & 31u, stride = 32ull * gridDim.x;
+    for (nvr_u64 w = 32ull * blockIdx.x + lane; w < all; w += stride)
         *(uint4 *)(buf + (w / per) * slot + 16 * (w % per)) = s;
+}
+
+// The control warp's part of a run: its share of the re-fill, then every peer's arrival at this
+// run (Quiescence, the fingerprint checked, by the flag lanes). Whether its waits succeeded.
+__device__ __forceinline__ bool nvr_lam_control(const nvr_team &t, const nvr_lam_ctx &c,
+                                                nvr_u64 slot) {
+    nvr_lam_refill(t, c, slot);
+    return nvr_quiesce(t, c.e, nvr_all_peers(t), true);
 }
 
 // Receives and reduces vectors [v0, v1): own src (cleaned) and every peer's from buffer c.rot,
@@ -289,7 +329,7 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
     for (int j = 0; j < NVR_MAX_TEAM; ++j)
         from[j] = j < t.n && j != t.me ? nvr_lam_slot(c.area, c.rot, j, t.me, t.n, slot)
                                        : nullptr;
-    for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += blockDim.x) {
+    for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
         uint4 v[NVR_MAX_TEAM];
         bool got[NVR_MAX_TEAM];
         // Every peer's vector polled once, the loads in flight together; then the late ones,
@@ -330,32 +370,25 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
     return true;
 }
 
-// End of a block: the last block of the launch to finish (an atomic count) advances the
-// channel's run index and records what this run received (`got` bytes per slot) for the next
-// run to clear; every block has read the header before it counts itself (the count is a release
-// after a block barrier that follows every thread's read), and the next Lamport launch reads it
-// only after this one has completed. Then the protocol's end (quiescence, epoch). The wait for
-// every peer's arrival of this run (nvr_quiesce, all peers, whatever this PE received) is what
-// keeps a peer from running two Lamport runs ahead (ROTATION): it must not be narrowed.
+// End of a block: the block counted last (ROTATION) advances the channel's run index and
+// records what this run received (`got` bytes per slot) for the next run to clear; every block
+// counted itself after all its threads read the header, and the next Lamport launch reads it
+// only after this one has completed. The fence makes the count an acquire (the counts are
+// releases), so this update follows every read. Then the protocol's end (epoch). Done even when
+// a wait failed: a failed run's channel is re-made (header included) before reuse. The wait for
+// every peer's arrival of this run (the control warp's nvr_quiesce, all peers, whatever this PE
+// received) is what keeps a peer from running two Lamport runs ahead (ROTATION): it must not be
+// narrowed.
 __device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_ctx &c,
                                                nvr_u64 got, bool ok) {
-    ok = nvr_quiesce(t, c.e, nvr_all_peers(t), ok);
-    if (__syncthreads_or(!ok)) return; // failed: the channel is re-made before reuse
-    if (threadIdx.x == 0) {
-        unsigned int *done = (unsigned int *)(c.area + 4);
-        unsigned int before;
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                     : "=r"(before)
-                     : "l"(done)
-                     : "memory");
-        if (before == gridDim.x - 1) {
-            volatile nvr_lam_head *h = (volatile nvr_lam_head *)c.area;
-            h->done = 0;
-            h->clear = got;
-            h->rot = (c.rot + 1) % 3;
-        }
+    if (nvr_lam_is_counter() && c.before == gridDim.x - 1) {
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        volatile nvr_lam_head *h = (volatile nvr_lam_head *)c.area;
+        h->done = 0;
+        h->clear = got;
+        h->rot = (c.rot + 1) % 3;
     }
-    nvr_end(t, c.e, true);
+    nvr_end(t, c.e, ok);
 }
 
 // every dst = the reduction of every member's src (count elements).
@@ -366,10 +399,13 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_lam_check(t, x, slot, 0)) return;
     const nvr_lam_ctx c = nvr_lam_begin(t, x);
-    nvr_lam_send_all(t, c, (const char *)src, x, slot, false);
-    nvr_lam_refill(t, c, slot);
-    const bool ok =
-        nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot, (NVR_ACC)scale);
+    bool ok;
+    if (nvr_lam_is_control()) {
+        ok = nvr_lam_control(t, c, slot);
+    } else {
+        nvr_lam_send_all(t, c, (const char *)src, x, slot, false);
+        ok = nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot, (NVR_ACC)scale);
+    }
     nvr_lam_finish(t, c, x, ok);
 }
 
@@ -382,10 +418,14 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     if (!nvr_lam_check(t, x, slot, 0)) return;
     const nvr_lam_ctx c = nvr_lam_begin(t, x);
     const char *s = (const char *)src;
-    nvr_lam_send_all(t, c, s, x, slot, true);
-    nvr_lam_refill(t, c, slot);
-    const bool ok = nvr_lam_reduce_recv(t, c, s + (nvr_u64)t.me * x, (char *)dst, x, slot,
-                                        (NVR_ACC)scale);
+    bool ok;
+    if (nvr_lam_is_control()) {
+        ok = nvr_lam_control(t, c, slot);
+    } else {
+        nvr_lam_send_all(t, c, s, x, slot, true);
+        ok = nvr_lam_reduce_recv(t, c, s + (nvr_u64)t.me * x, (char *)dst, x, slot,
+                                 (NVR_ACC)scale);
+    }
     nvr_lam_finish(t, c, x, ok);
 }
 
@@ -399,13 +439,12 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     if (!nvr_lam_check(t, x, slot, root)) return;
     const nvr_lam_ctx c = nvr_lam_begin(t, x);
     bool ok = true;
-    if (t.me == root) {
-        nvr_lam_refill(t, c, slot);
+    if (nvr_lam_is_control())
+        ok = nvr_lam_control(t, c, slot);
+    else if (t.me == root)
         ok = nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot, (NVR_ACC)scale);
-    } else {
+    else
         nvr_lam_send(t, c, root, (const char *)src, x, slot);
-        nvr_lam_refill(t, c, slot);
-    }
     // A non-root received nothing: the next run has nothing of this one to clear.
     nvr_lam_finish(t, c, t.me == root ? x : 0, ok);
 }
