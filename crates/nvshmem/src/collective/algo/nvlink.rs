@@ -83,6 +83,14 @@ pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32) -> (u32, u32) {
     (grid as u32, block as u32)
 }
 
+/// Payload bytes a pair that the automatic choice weighs LL for, on a team whose members keep
+/// `max_blocks` blocks resident: what LL carried before issue 31 widened it (8 blocks of
+/// 8 KiB), so that the choice is the one it was at every size (`testdata/copy_choices.txt`)
+/// until GPU figures move the crossover table. Past it LL runs only when forced.
+fn ll_weighed_up_to(max_blocks: u32) -> usize {
+    (max_blocks as usize).clamp(1, 8) * (8 << 10)
+}
+
 impl Algorithm for Ll {
     fn name(&self) -> &'static str {
         "nvlink_ll"
@@ -103,6 +111,10 @@ impl Algorithm for Ll {
             ));
         }
         None
+    }
+
+    fn weighed(&self, call: &Call) -> bool {
+        call.block_bytes() <= ll_weighed_up_to(call.team.max_blocks)
     }
 
     fn prefers(&self, call: &Call) -> bool {
