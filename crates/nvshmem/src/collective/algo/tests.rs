@@ -786,7 +786,7 @@ pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
         n: c.n() as i32,
         me: c.me as i32,
         chan: 0x900_0000,
-        ll_bytes: 16 << 10,
+        ll_bytes: crate::channel::DEFAULT_LL_BYTES as u32,
         check: 1,
         abort: 0,
         status: 0,
@@ -1366,7 +1366,8 @@ fn launches_fit_the_blocks_every_member_keeps_resident() {
                 false,
                 0,
             ));
-            let fits = (max_blocks as usize).min(8) * (16 << 10) / 2 >= 24 << 10;
+            // 4 PEs: 16 blocks a sender (channel::ll_blocks) of 16 KiB payload each.
+            let fits = (max_blocks as usize).min(16) * (32 << 10) / 2 >= 24 << 10;
             assert_eq!(
                 nvlink::Ll.refuses(&c).is_none(),
                 fits,
@@ -2095,4 +2096,56 @@ fn the_copies_choose_as_before_the_wide_ll() {
         assert_eq!(b, a, "the automatic choice changed");
     }
     assert_eq!(before.lines().count(), now.lines().count());
+}
+
+/// Forced, LL runs the copies through the mid band on 2 PEs (issue 31): up to 512 KiB a pair
+/// with 32 blocks, refused past it with the capacity named; the automatic choice there is what
+/// it was (`the_copies_choose_as_before_the_wide_ll`).
+#[test]
+fn forced_ll_carries_the_copies_up_to_512_kib_a_pair() {
+    for coll in [
+        Collective::Broadcast,
+        Collective::Fcollect,
+        Collective::Alltoall,
+        Collective::Gather,
+        Collective::Scatter,
+    ] {
+        for me in [0, 1] {
+            let t = team(2, me, true);
+            for x in [64 << 10, 128 << 10, 256 << 10, 512 << 10] {
+                let c = with_channel(call(
+                    &t,
+                    coll,
+                    DataType::F32,
+                    ReduceOp::Sum,
+                    x / 4,
+                    false,
+                    0,
+                ));
+                let a = choose(&c, Some(&nvlink::Ll)).unwrap_or_else(|e| panic!("{coll} {x}: {e}"));
+                let mut steps = Vec::new();
+                a.plan(&c, &mut steps);
+                match &steps[..] {
+                    [Step::Kernel(Launch::Nvlink(l))] => {
+                        assert_eq!(l.function, format!("nvr_ll_{}", coll.name()));
+                        assert_eq!((l.grid, l.block), (32, 512), "{coll} {x}");
+                    }
+                    s => panic!("{s:?}"),
+                }
+                assert_ne!(choose(&c, None).unwrap().name(), "nvlink_ll", "{coll} {x}");
+            }
+            let c = with_channel(call(
+                &t,
+                coll,
+                DataType::U8,
+                ReduceOp::Sum,
+                (512 << 10) + 1,
+                false,
+                0,
+            ));
+            let why = nvlink::Ll.refuses(&c).expect("past the capacity");
+            assert!(why.contains("at most 524288 bytes a PE"), "{why}");
+            assert!(choose(&c, Some(&nvlink::Ll)).is_err());
+        }
+    }
 }
