@@ -1016,6 +1016,76 @@ midband() {
   tar -czf "$final/midband.tgz" -C "$final" midband && rm -rf "$dir"
 }
 
+# LL over more blocks (issue 31): the copies (LLWIDE_COLLS, default broadcast, fcollect,
+# alltoall, gather, scatter), f32, 16 KiB to 1 MiB (LLWIDE_SIZES), on 2 PEs, in a CUDA graph
+# (unchecked) and on a stream (checked): this crate's automatic choice, raw NVSHMEM and NCCL in
+# one job per mode, then this crate alone with nvlink_ll forced (up to 32 blocks, 512 KiB a
+# pair: broadcast's 1 MiB is past it and shows as refused), then with nvlink_direct forced.
+# JSON and markdown into $final/llwide/ (llwide.tgz); last, µs a call per size and variant and
+# the count of WRONG rows. Six jobs, about 3-4 minutes (LLWIDE_TIMEOUT each, default 120 s;
+# export NCCL_GRAPH_REGISTER=0 if the three-implementation graph job hangs at its first point,
+# docs/performance.md "Where it is slower").
+llwide() {
+  local w=/opt/torch/.venv/lib/python3.12/site-packages c mode g v dir="$final/llwide" py
+  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  mkdir -p "$dir"
+  c=${LLWIDE_COLLS:-fcollect,broadcast,alltoall,gather,scatter}
+  for mode in graph stream; do
+    g=0; [ $mode = graph ] && g=1
+    # shellcheck disable=SC2206
+    local args=($c -d f32 ${LLWIDE_SIZES:--b 16K -e 1M -f 2} -n 100 -w 10 --reps 3 -c $((1 - g)) -G $g --no-progress)
+    CASE_TIMEOUT=${LLWIDE_TIMEOUT:-120} case_ llwide-$mode-auto pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+      .gpu/bin/nvshmem-perf "${args[@]}" --json "$dir/$mode-auto.jsonl" --markdown "$dir/$mode-auto.md"
+    for v in ll direct; do
+      CASE_TIMEOUT=${LLWIDE_TIMEOUT:-120} case_ llwide-$mode-$v pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
+        .gpu/bin/nvshmem-perf "${args[@]}" --impl nvshmem-rs --algo "${c//,/=nvlink_$v,}=nvlink_$v" \
+        --json "$dir/$mode-$v.jsonl" --markdown "$dir/$mode-$v.md"
+    done
+  done
+  py=$(command -v python3 || echo /opt/torch/.venv/bin/python)
+  "$py" - "$dir" <<'PY'
+import json, pathlib, sys
+d = pathlib.Path(sys.argv[1])
+def size(b):
+    return f"{b >> 20}M" if b >= 1 << 20 else f"{b >> 10}K" if b >= 1024 else f"{b}B"
+wrong = bad = 0
+for mode in ("graph", "stream"):
+    table, sizes = {}, set()
+    for v in ("auto", "ll", "direct"):
+        f = d / f"{mode}-{v}.jsonl"
+        if not f.exists():
+            print(f"llwide {mode}-{v}: no results (the job failed or timed out)")
+            continue
+        for line in f.read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            imp = r["implementation"]
+            name = f"{imp} auto" if v == "auto" and imp == "nvshmem-rs" else imp if v == "auto" else f"forced nvlink_{v}"
+            sizes.add(r["bytes"])
+            t = r.get("time_us")
+            cell = f"{t:.2f}" if r["status"] == "ok" and isinstance(t, (int, float)) else "refused" if r["status"].startswith("refused") else "skip"
+            if r.get("wrong", -1) > 0:
+                cell, wrong = "WRONG", wrong + 1
+            if r["status"] != "ok" and not r["status"].startswith("refused"):
+                bad += 1
+            row = table.setdefault((r["collective"], name), {})
+            row[r["bytes"]] = cell
+            if v == "auto" and imp == "nvshmem-rs":
+                table.setdefault((r["collective"], "  (its choice)"), {})[r["bytes"]] = r.get("algo", "-").replace("nvlink_", "")
+    sizes = sorted(sizes)
+    print(f"== llwide {mode} ({'checked' if mode == 'stream' else 'unchecked'}), f32, us a call")
+    print(f"{'collective':<11}{'variant':<22}" + "".join(f"{size(b):>9}" for b in sizes))
+    order = ["nvshmem-rs auto", "  (its choice)", "nvshmem", "nccl", "forced nvlink_ll", "forced nvlink_direct"]
+    for (coll, name) in sorted(table, key=lambda k: (k[0], order.index(k[1]) if k[1] in order else 9)):
+        row = table[(coll, name)]
+        print(f"{coll:<11}{name:<22}" + "".join(f"{row.get(b, '-'):>9}" for b in sizes))
+print(f"llwide: {wrong} WRONG rows, {bad} rows neither measured nor refused")
+PY
+  tar -czf "$final/llwide.tgz" -C "$final" llwide && rm -rf "$dir"
+}
+
 perf_mode() {
   # PERF_EXTRA: nvshmem-perf flags appended (later flags win), e.g. fewer sizes.
   # shellcheck disable=SC2086

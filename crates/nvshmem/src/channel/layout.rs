@@ -9,8 +9,10 @@ use crate::kernels::TeamDescriptor;
 pub(crate) use crate::kernels::MAX_TEAM;
 /// Per-block flag words (`NVR_MAX_BLOCKS`).
 pub(super) const MAX_BLOCKS: usize = 512;
-/// Blocks with LL regions (`NVR_LL_BLOCKS`).
-pub(crate) const LL_BLOCKS: usize = 8;
+/// The most blocks an LL launch may have (`NVR_LL_BLOCKS`): those of a 2-PE team.
+pub(crate) const LL_BLOCKS: usize = 32;
+/// LL regions per epoch parity (`NVR_LL_REGIONS`), shared out among a team's senders.
+pub(crate) const LL_REGIONS: usize = 64;
 /// Blocks that publish call fingerprints (`NVR_FP_BLOCKS`).
 pub(crate) const FP_BLOCKS: usize = 128;
 /// Bytes of the header: epochs, arrive and depart flags, then the fingerprint slots (two
@@ -21,10 +23,31 @@ const HEADER: usize = 4 * MAX_BLOCKS * (1 + 2 * MAX_TEAM) + 2 * FP_BLOCKS * MAX_
 /// together, `lane.rs`).
 pub(crate) const MAX_CHANNELS: usize = 64;
 
+/// The most blocks an LL launch on a team of `n` may have (`nvr_ll_blocks`): each parity's
+/// [`LL_REGIONS`] regions shared out among the `n` senders, at most [`LL_BLOCKS`] each (32 for
+/// 2 PEs, 21 for 3, 16 for 4, 12, 10, 9 and 8 for 5 to 8).
+pub(crate) fn ll_blocks(n: usize) -> usize {
+    (LL_REGIONS / n.max(1)).min(LL_BLOCKS)
+}
+
 /// Bytes of one channel with LL regions of `ll_bytes` (`nvr_chan_bytes`).
 pub(crate) fn chan_bytes(ll_bytes: usize) -> usize {
-    HEADER + 2 * MAX_TEAM * LL_BLOCKS * ll_bytes
+    HEADER + 2 * LL_REGIONS * ll_bytes
 }
+
+/// Bytes of one LL region by default: 16 KiB of payload a block, so a 2-PE team's 32 blocks
+/// carry 512 KiB a pair (issue 31: LL one-shot copies through the mid band).
+///
+/// What a channel costs: the header, 100,352 bytes (epochs and flags 34,816, fingerprint slots
+/// 65,536), then the LL area, `2 x LL_REGIONS x ll_bytes` = 2 x 64 x 32 KiB = 4 MiB: 4.1 MiB a
+/// channel (2.1 MiB with the 16 KiB regions before), then its Lamport area (6 MiB by default).
+/// On NVSHMEM's default heap (1 GiB) a sixteenth holds 15 channels, so a runtime keeps its 8
+/// (`Sizing::for_heap`), 81 MiB with their Lamport areas (65 MiB before); fewer than 8 only on
+/// heaps under about 525 MiB (270 MiB before). Regions for `LL_BLOCKS` blocks of every one of
+/// `MAX_TEAM` senders, whatever the team's size, would have cost 2 x 8 x 32 x 32 KiB = 16 MiB a
+/// channel, and 3 channels on the default heap: hence the regions shared out by team size
+/// ([`ll_blocks`]).
+pub(crate) const DEFAULT_LL_BYTES: usize = 32 << 10;
 
 /// How the fast path is sized: [`crate::RuntimeBuilder`] settings `channels` and `ll_bytes`.
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +68,7 @@ impl Sizing {
     /// The default for a heap of `heap_size` bytes: 8 channels, fewer on a small heap (at
     /// most a sixteenth of it, at least one).
     pub(crate) fn for_heap(heap_size: usize) -> Self {
-        let ll_bytes = 16 << 10;
+        let ll_bytes = DEFAULT_LL_BYTES;
         let fit = heap_size / 16 / chan_bytes(ll_bytes);
         Sizing {
             channels: fit.clamp(1, 8),
@@ -61,9 +84,33 @@ mod tests {
     #[test]
     fn the_layout_matches_the_protocol() {
         // PROTOCOL.md: NVR_CHAN_FP = 4*MB*(1+2*MT), NVR_CHAN_HEADER = NVR_CHAN_FP +
-        // 2*FPB*MT*32, total + 2*MT*LB*ll_bytes.
+        // 2*FPB*MT*32, total + 2*LR*ll_bytes.
         assert_eq!(HEADER, 4 * 512 * 17 + 65536);
-        assert_eq!(chan_bytes(16 << 10), 34816 + 65536 + 2 * 8 * 8 * (16 << 10));
+        assert_eq!(chan_bytes(32 << 10), 34816 + 65536 + 2 * 64 * (32 << 10));
+        assert_eq!(chan_bytes(DEFAULT_LL_BYTES), 4_294_656);
         assert_eq!(std::mem::size_of::<TeamDescriptor>(), 136);
+    }
+
+    #[test]
+    fn each_sender_gets_disjoint_regions_of_its_blocks() {
+        let want = [32, 32, 21, 16, 12, 10, 9, 8];
+        for n in 1..=MAX_TEAM {
+            let g = ll_blocks(n);
+            assert_eq!(g, want[n - 1], "n {n}");
+            // Region (j, b) of a parity is j * g + b: every one inside the parity's regions.
+            assert!(n * g <= LL_REGIONS, "n {n}");
+            // Every grid an LL launch may have publishes and checks fingerprints.
+            assert!(g <= FP_BLOCKS);
+        }
+    }
+
+    #[test]
+    fn the_default_heap_keeps_eight_channels() {
+        // NVSHMEM's default heap (1 GiB) keeps 8; smaller heaps fewer, at least one.
+        let s = Sizing::for_heap(1 << 30);
+        assert_eq!((s.channels, s.ll_bytes), (8, 32 << 10));
+        assert_eq!(Sizing::for_heap(525 << 20).channels, 8);
+        assert_eq!(Sizing::for_heap(520 << 20).channels, 7);
+        assert_eq!(Sizing::for_heap(1 << 20).channels, 1);
     }
 }

@@ -12,7 +12,9 @@ pub(crate) mod lamport;
 pub(crate) mod lane;
 mod layout;
 
-pub(crate) use layout::{chan_bytes, Sizing, FP_BLOCKS, LL_BLOCKS, MAX_CHANNELS, MAX_TEAM};
+pub(crate) use layout::{chan_bytes, ll_blocks, Sizing, FP_BLOCKS, MAX_CHANNELS, MAX_TEAM};
+#[cfg(test)]
+pub(crate) use layout::{DEFAULT_LL_BYTES, LL_BLOCKS, LL_REGIONS};
 
 /// The tag of a team whose members are the world PEs `world`, in team order (FNV-1a).
 pub(crate) fn team_tag(world: &[usize]) -> u32 {
@@ -69,6 +71,7 @@ mod tests {
         assert_eq!(kernel_define("NVR_MAX_TEAM"), MAX_TEAM);
         assert_eq!(kernel_define("NVR_MAX_BLOCKS"), MAX_BLOCKS);
         assert_eq!(kernel_define("NVR_LL_BLOCKS"), LL_BLOCKS);
+        assert_eq!(kernel_define("NVR_LL_REGIONS"), LL_REGIONS);
         assert_eq!(kernel_define("NVR_FP_BLOCKS"), FP_BLOCKS);
         assert_eq!(kernel_define("NVR_FP_SLOT"), 32);
     }

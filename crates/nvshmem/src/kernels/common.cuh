@@ -10,9 +10,10 @@
 
 #define NVR_MAX_TEAM 8    // most PEs a fast-path team may have
 #define NVR_MAX_BLOCKS 512 // most blocks one launch on a channel may have
-#define NVR_LL_BLOCKS 8   // most blocks an LL launch may have
+#define NVR_LL_BLOCKS 32  // most blocks an LL launch may have (teams of 2: nvr_ll_blocks)
+#define NVR_LL_REGIONS 64 // LL regions per epoch parity, shared out among the team's senders
 #define NVR_FP_BLOCKS 128 // blocks that publish and check call fingerprints (every launch's:
-                          // direct grids are at most 128, LL grids 8, barriers 1)
+                          // direct grids are at most 128, LL grids 32, barriers 1)
 
 // Channel layout, in bytes from nvr_team::chan.
 #define NVR_CHAN_EPOCH 0ull
@@ -80,7 +81,7 @@ struct nvr_team {
 
 // Bytes of a channel whose LL regions hold `ll_bytes` each.
 __host__ __device__ __forceinline__ nvr_u64 nvr_chan_bytes(unsigned int ll_bytes) {
-    return NVR_CHAN_HEADER + 2ull * NVR_MAX_TEAM * NVR_LL_BLOCKS * (nvr_u64)ll_bytes;
+    return NVR_CHAN_HEADER + 2ull * NVR_LL_REGIONS * (nvr_u64)ll_bytes;
 }
 
 // Team PE j's copy of the local symmetric address p.
@@ -110,9 +111,18 @@ __device__ __forceinline__ char *nvr_fp_slot(const nvr_team &t, unsigned int e, 
     return (char *)(t.chan + NVR_CHAN_FP + r * NVR_FP_SLOT);
 }
 
+// Most blocks an LL launch on a team of n may have: each parity's NVR_LL_REGIONS regions are
+// shared out among the n senders (64 / n: 32 for 2 PEs, 21 for 3, 16 for 4, 8 for 8), at most
+// NVR_LL_BLOCKS. A team of 8 gets the layout of 8 regions a sender that every team had before.
+__host__ __device__ __forceinline__ int nvr_ll_blocks(int n) {
+    const int per = NVR_LL_REGIONS / (n < 1 ? 1 : n);
+    return per < NVR_LL_BLOCKS ? per : NVR_LL_BLOCKS;
+}
+
 // LL region (parity of e, j, b): packets from team PE j for block b at epochs of e's parity.
+// Regions of j < n, b < nvr_ll_blocks(n) are disjoint: j * nvr_ll_blocks(n) + b < 64.
 __device__ __forceinline__ char *nvr_ll_region(const nvr_team &t, unsigned int e, int j, int b) {
-    const nvr_u64 r = ((nvr_u64)(e & 1u) * NVR_MAX_TEAM + (nvr_u64)j) * NVR_LL_BLOCKS + (nvr_u64)b;
+    const nvr_u64 r = (nvr_u64)(e & 1u) * NVR_LL_REGIONS + (nvr_u64)j * nvr_ll_blocks(t.n) + (nvr_u64)b;
     return (char *)(t.chan + NVR_CHAN_HEADER + r * t.ll_bytes);
 }
 

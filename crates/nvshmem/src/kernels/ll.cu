@@ -25,19 +25,23 @@
 // with warp shuffles in team order; a PE that talks to one peer only (non-roots of rooted
 // collectives) gives each thread its own packets.
 //
-// LAUNCH RULE (the host computes it; grid must be equal on every member, the block size is
-// free but this is the one intended):
+// LAUNCH RULE (the host computes it, `collective/algo/nvlink.rs` `ll_shape`; grid must be equal
+// on every member, the block size is free but this is the one intended):
 //   x    = per-pair payload bytes: all_reduce/reduce: count * sizeof(T); broadcast: bytes;
 //          reduce_scatter: count * sizeof(T) (one block); fcollect/alltoall/gather/scatter:
 //          bytes (one block)
-//   grid = min(NVR_LL_BLOCKS, max(1, ceil(x / 4096)))
+//   gmax = min(nvr_ll_blocks(n), max_blocks)  (32 for 2 PEs ... 8 for 8; Residency)
+//   grid = min(gmax, max(1, ceil(x / 4096)))   for x <= 32 KiB (the rule before issue 31)
+//          min(gmax, ceil(x / 2048))           past 32 KiB (more blocks, 2 KiB each, until gmax)
 //   ppb  = ceil(ceil(x / 8) / grid)                      (packets per block)
 //   G    = 1, 2, 4, 8 for n = 1, 2, 3-4, 5-8
 //   block = min(512, roundup32(ppb * G) + 32)           (one extra warp for the flag stores)
 //   barrier: grid 1, block 32.
-// LIMITS: ll_bytes a multiple of 16 and at least 8192; ppb * 16 <= ll_bytes, which with the
-// rule above means x <= NVR_LL_BLOCKS * ll_bytes / 2 = 4 * ll_bytes. A launch that breaks the
-// limits records status NVR_FAIL_LIMITS and returns (its peers then wait until abort/timeout).
+// LIMITS: ll_bytes a multiple of 16 and at least 8192 (so a block of the 4096-byte step fits);
+// grid <= nvr_ll_blocks(n); ppb * 16 <= ll_bytes, that is x <= grid * ll_bytes / 2 (the host
+// takes nothing larger to LL: gmax * ll_bytes / 2, 512 KiB a pair for 2 PEs with the default
+// 32 KiB regions). A launch that breaks the limits records status NVR_FAIL_LIMITS
+// and returns (its peers then wait until abort/timeout).
 
 typedef unsigned char nvr_byte;
 
@@ -118,7 +122,8 @@ __device__ __forceinline__ int nvr_ll_group(int n) {
 // thread computes the same answer, so a refused block returns as a whole.
 __device__ __forceinline__ bool nvr_ll_check(const nvr_team &t, nvr_u64 x, int root) {
     const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
-                    root < t.n && gridDim.x <= NVR_LL_BLOCKS && (blockDim.x & 31u) == 0 &&
+                    root < t.n && gridDim.x <= (unsigned int)nvr_ll_blocks(t.n) &&
+                    (blockDim.x & 31u) == 0 &&
                     (t.ll_bytes & 15u) == 0 &&
                     x <= (nvr_u64)gridDim.x * (t.ll_bytes / 2); // ppb * 16 <= ll_bytes
     if (!ok && threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);

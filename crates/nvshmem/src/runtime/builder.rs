@@ -187,9 +187,9 @@ impl RuntimeBuilder {
 
     /// How many teams can use this crate's NVLink collectives at once (default 8, at most 64;
     /// by default no more than fit in a sixteenth of the heap, so fewer than 8 on a heap under
-    /// about 270 MiB): each such team holds a channel from when it is made until it is dropped
+    /// about 525 MiB): each such team holds a channel from when it is made until it is dropped
     /// (predefined teams with the world's members share the world's). Each channel is a fixed
-    /// amount of symmetric memory (about 2.1 MiB, and its Lamport buffers:
+    /// amount of symmetric memory (about 4.1 MiB, and its Lamport buffers:
     /// [`lamport_bytes`](Self::lamport_bytes)), allocated when the runtime starts; a team made
     /// when none is free runs NVSHMEM's collectives instead
     /// ([`Team::has_nvlink_kernels`](crate::Team::has_nvlink_kernels) says which).

@@ -58,6 +58,14 @@ pub(crate) trait Algorithm: Sync {
     /// Why it cannot run `call`, or `None` when it can. A pure function of what every PE of
     /// the team passes alike.
     fn refuses(&self, call: &Call) -> Option<String>;
+    /// Whether the automatic choice weighs it for `call` at all, preferred or as the fallback
+    /// when nothing prefers the call; forcing it is not bound by this. Not where it can run
+    /// more than its crossovers were measured for (LL past what it carried before issue 31),
+    /// so that a wider capacity moves no automatic choice. A pure function of what every PE
+    /// of the team passes alike, as [`refuses`](Self::refuses).
+    fn weighed(&self, _call: &Call) -> bool {
+        true
+    }
     /// Whether the automatic choice takes it for `call`, which it accepts: where another
     /// algorithm later in the registry is faster (a size past a measured crossover) it says no,
     /// and stays available when forced.
@@ -160,6 +168,10 @@ pub(crate) fn choice(
             continue;
         }
         match a.refuses(call) {
+            None if !a.weighed(call) => why.push(format!(
+                "{}: the automatic choice does not take it for this size (force it)",
+                a.name()
+            )),
             None if a.scratch(call) > call.room => {
                 too_big.get_or_insert(a);
             }

@@ -61,17 +61,24 @@ pub(super) fn team_view<'a>(call: &'a Call) -> Result<&'a TeamDescriptor, String
     })
 }
 
-/// The most blocks an LL launch of a team whose members keep `max_blocks` blocks resident
-/// may have: `NVR_LL_BLOCKS` (8), or fewer where fewer fit (`kernels/PROTOCOL.md`,
-/// "Residency"). The same on every member, as `max_blocks` is.
-pub(crate) fn ll_blocks(max_blocks: u32) -> usize {
-    (max_blocks as usize).clamp(1, crate::channel::LL_BLOCKS)
+/// The most blocks an LL launch on a team of `n` whose members keep `max_blocks` blocks
+/// resident may have: `nvr_ll_blocks(n)` (32 for 2 PEs down to 8 for 8: the channel's LL
+/// regions shared out among the senders), or fewer where fewer fit (`kernels/PROTOCOL.md`,
+/// "Residency"). The same on every member, as `n` and `max_blocks` are.
+pub(crate) fn ll_blocks(n: usize, max_blocks: u32) -> usize {
+    (max_blocks as usize).clamp(1, crate::channel::ll_blocks(n))
 }
+
+/// Payload bytes a pair up to which an LL launch takes one block per 4 KiB, as every LL launch
+/// did before issue 31 (at most 8 blocks); past it one block per 2 KiB, up to [`ll_blocks`],
+/// so that the mid band's packets move over more SMs at once.
+const LL_NARROW_BYTES: usize = 32 << 10;
 
 /// The LL launch rule of `ll.cu` for `x` payload bytes per (sender, receiver) pair and a team
 /// of `n` whose members keep `max_blocks` blocks resident: (grid, block).
 pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32) -> (u32, u32) {
-    let grid = x.div_ceil(4096).clamp(1, ll_blocks(max_blocks));
+    let step = if x <= LL_NARROW_BYTES { 4096 } else { 2048 };
+    let grid = x.div_ceil(step).clamp(1, ll_blocks(n, max_blocks));
     let packets_per_block = x.div_ceil(8).div_ceil(grid);
     let lanes = match n {
         0 | 1 => 1,
@@ -81,6 +88,14 @@ pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32) -> (u32, u32) {
     };
     let block = ((packets_per_block * lanes).next_multiple_of(32) + 32).min(512);
     (grid as u32, block as u32)
+}
+
+/// Payload bytes a pair that the automatic choice weighs LL for, on a team whose members keep
+/// `max_blocks` blocks resident: what LL carried before issue 31 widened it (8 blocks of
+/// 8 KiB), so that the choice is the one it was at every size (`testdata/copy_choices.txt`)
+/// until GPU figures move the crossover table. Past it LL runs only when forced.
+fn ll_weighed_up_to(max_blocks: u32) -> usize {
+    (max_blocks as usize).clamp(1, 8) * (8 << 10)
 }
 
 impl Algorithm for Ll {
@@ -94,8 +109,8 @@ impl Algorithm for Ll {
             Err(why) => return Some(why),
         };
         // Half of each block's region is payload (PROTOCOL.md, "LL packets"), over as many
-        // blocks as the team's members keep resident.
-        let cap = ll_blocks(call.team.max_blocks) * team.ll_bytes as usize / 2;
+        // blocks as the team's size leaves each sender and its members keep resident.
+        let cap = ll_blocks(call.n(), call.team.max_blocks) * team.ll_bytes as usize / 2;
         if call.block_bytes() > cap {
             return Some(format!(
                 "it carries at most {cap} bytes a PE, the call {}",
@@ -103,6 +118,10 @@ impl Algorithm for Ll {
             ));
         }
         None
+    }
+
+    fn weighed(&self, call: &Call) -> bool {
+        call.block_bytes() <= ll_weighed_up_to(call.team.max_blocks)
     }
 
     fn prefers(&self, call: &Call) -> bool {
@@ -298,7 +317,7 @@ pub(super) fn flag_barrier(call: &Call, fence: bool) -> Launch {
 
 #[cfg(test)]
 mod tests {
-    use super::ll_shape;
+    use super::{ll_blocks, ll_shape};
 
     #[test]
     fn the_ll_launch_rule_of_ll_cu() {
@@ -306,10 +325,47 @@ mod tests {
         assert_eq!(ll_shape(8, 2, 128), (1, 64));
         assert_eq!(ll_shape(4096, 2, 128), (1, 512));
         assert_eq!(ll_shape(4097, 8, 128), (2, 512));
-        assert_eq!(ll_shape(64 << 10, 2, 128), (8, 512));
+        assert_eq!(ll_shape(32 << 10, 2, 128), (8, 512));
         assert_eq!(ll_shape(0, 1, 128), (1, 32));
+        // Past 32 KiB a pair, one block per 2 KiB up to the blocks a sender has: 32 for 2 PEs
+        // (issue 31; 8 for every team before), 16 for 4, 8 for 8.
+        assert_eq!(ll_shape((32 << 10) + 8, 2, 128), (17, 512));
+        assert_eq!(ll_shape(64 << 10, 2, 128), (32, 512));
+        assert_eq!(ll_shape(512 << 10, 2, 128), (32, 512));
+        assert_eq!(ll_shape(64 << 10, 4, 128), (16, 512));
+        assert_eq!(ll_shape(64 << 10, 3, 128), (21, 512));
+        assert_eq!(ll_shape(64 << 10, 8, 128), (8, 512));
         // Where members keep fewer blocks resident, fewer blocks carry more packets each.
         assert_eq!(ll_shape(64 << 10, 2, 4), (4, 512));
         assert_eq!(ll_shape(64 << 10, 2, 0), (1, 512));
+    }
+
+    /// Every payload LL accepts fits its regions under the launch rule: `ppb * 16 <=
+    /// ll_bytes` at the largest payload of every team size and resident-block figure, and no
+    /// grid past the sender's blocks (what `nvr_ll_check` refuses).
+    #[test]
+    fn every_accepted_payload_fits_its_blocks_regions() {
+        let ll_bytes = crate::channel::DEFAULT_LL_BYTES;
+        for n in 1..=crate::channel::MAX_TEAM {
+            for max_blocks in [0, 1, 2, 3, 5, 8, 16, 21, 33, 128] {
+                let cap = ll_blocks(n, max_blocks) * ll_bytes / 2;
+                let mut xs: Vec<usize> = (0..=20).map(|p| 1usize << p).collect();
+                xs.extend([cap - 1, cap, (32 << 10) + 1, 3 << 14]);
+                for x in xs.into_iter().filter(|&x| x <= cap) {
+                    let (grid, block) = ll_shape(x, n, max_blocks);
+                    let ppb = x.div_ceil(8).div_ceil(grid as usize);
+                    assert!(ppb * 16 <= ll_bytes, "n {n} mb {max_blocks} x {x}");
+                    assert!(x <= grid as usize * (ll_bytes / 2), "n {n} x {x}");
+                    assert!(grid as usize <= crate::channel::ll_blocks(n), "n {n} x {x}");
+                    assert!(
+                        grid as usize <= (max_blocks as usize).max(1),
+                        "mb {max_blocks}"
+                    );
+                    assert!(block % 32 == 0 && block <= 512);
+                }
+            }
+        }
+        // 2 PEs carry 512 KiB a pair with the default regions (issue 31).
+        assert_eq!(ll_blocks(2, 128) * ll_bytes / 2, 512 << 10);
     }
 }

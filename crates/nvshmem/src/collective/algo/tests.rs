@@ -786,7 +786,7 @@ pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
         n: c.n() as i32,
         me: c.me as i32,
         chan: 0x900_0000,
-        ll_bytes: 16 << 10,
+        ll_bytes: crate::channel::DEFAULT_LL_BYTES as u32,
         check: 1,
         abort: 0,
         status: 0,
@@ -1366,7 +1366,8 @@ fn launches_fit_the_blocks_every_member_keeps_resident() {
                 false,
                 0,
             ));
-            let fits = (max_blocks as usize).min(8) * (16 << 10) / 2 >= 24 << 10;
+            // 4 PEs: 16 blocks a sender (channel::ll_blocks) of 16 KiB payload each.
+            let fits = (max_blocks as usize).min(16) * (32 << 10) / 2 >= 24 << 10;
             assert_eq!(
                 nvlink::Ll.refuses(&c).is_none(),
                 fits,
@@ -2012,6 +2013,139 @@ fn the_room_does_not_change_choices_that_fit() {
         for room in [0, usize::MAX] {
             c.room = room;
             assert_eq!(choose(&c, None).unwrap().name(), "nvlink_direct");
+        }
+    }
+}
+
+/// The automatic choice for the copies (broadcast, fcollect, alltoall, gather, scatter), one
+/// line per team, PE, architecture, resident-block figure, kind of team and placement: the
+/// algorithm taken at blocks of 8 B to 1 MiB (powers of two and 1.5 times them), written as
+/// runs (`name<=last size`).
+fn copy_choices() -> String {
+    use crossover::Arch;
+    let mut sizes: Vec<usize> = (3..=20).map(|p| 1usize << p).collect();
+    sizes.extend((3..20).map(|p| 3usize << (p - 1)));
+    sizes.sort_unstable();
+    let mut out = String::new();
+    for coll in [
+        Collective::Broadcast,
+        Collective::Fcollect,
+        Collective::Alltoall,
+        Collective::Gather,
+        Collective::Scatter,
+    ] {
+        for n in [2, 3, 4, 8] {
+            for me in [0, 1] {
+                for arch in [Some(Arch::SM90), None] {
+                    for max_blocks in [128, 16, 4, 2, 1] {
+                        for kind in ["plain", "shares_gpu", "team_init"] {
+                            for in_place in [false, true] {
+                                let mut t = team_fitting(n, me, true, max_blocks);
+                                t.shares_gpu = kind == "shares_gpu";
+                                t.nvshmem_collectives = kind != "team_init";
+                                let mut runs: Vec<(&str, usize)> = Vec::new();
+                                for &x in &sizes {
+                                    let mut c = with_channel(call(
+                                        &t,
+                                        coll,
+                                        DataType::U8,
+                                        ReduceOp::Sum,
+                                        x,
+                                        in_place,
+                                        0,
+                                    ));
+                                    c.arch = arch;
+                                    let a = choose(&c, None).map_or("-", |a| a.name());
+                                    match runs.last_mut() {
+                                        Some((name, last)) if *name == a => *last = x,
+                                        _ => runs.push((a, x)),
+                                    }
+                                }
+                                let arch = arch.map_or("any".to_string(), |a| a.to_string());
+                                let place = if in_place { "in" } else { "out" };
+                                let runs: Vec<String> =
+                                    runs.iter().map(|(a, x)| format!("{a}<={x}")).collect();
+                                out += &format!(
+                                    "{coll} n{n} pe{me} {arch} mb{max_blocks} {kind} {place}: {}\n",
+                                    runs.join(" ")
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The LL channel's growth (issue 31: up to 32 LL blocks, 32 KiB regions) changes no automatic
+/// choice of a copy from 8 B to 1 MiB: `testdata/copy_choices.txt` holds the choices made
+/// before it (`WRITE_COPY_CHOICES=1` rewrites it, for a deliberate change of the crossover
+/// table).
+#[test]
+fn the_copies_choose_as_before_the_wide_ll() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/collective/algo/testdata/copy_choices.txt");
+    let now = copy_choices();
+    if std::env::var_os("WRITE_COPY_CHOICES").is_some_and(|v| v == "1") {
+        std::fs::write(&path, &now).unwrap();
+    }
+    let before = std::fs::read_to_string(&path).unwrap();
+    for (a, b) in before.lines().zip(now.lines()) {
+        assert_eq!(b, a, "the automatic choice changed");
+    }
+    assert_eq!(before.lines().count(), now.lines().count());
+}
+
+/// Forced, LL runs the copies through the mid band on 2 PEs (issue 31): up to 512 KiB a pair
+/// with 32 blocks, refused past it with the capacity named; the automatic choice there is what
+/// it was (`the_copies_choose_as_before_the_wide_ll`).
+#[test]
+fn forced_ll_carries_the_copies_up_to_512_kib_a_pair() {
+    for coll in [
+        Collective::Broadcast,
+        Collective::Fcollect,
+        Collective::Alltoall,
+        Collective::Gather,
+        Collective::Scatter,
+    ] {
+        for me in [0, 1] {
+            let t = team(2, me, true);
+            for x in [64 << 10, 128 << 10, 256 << 10, 512 << 10] {
+                let c = with_channel(call(
+                    &t,
+                    coll,
+                    DataType::F32,
+                    ReduceOp::Sum,
+                    x / 4,
+                    false,
+                    0,
+                ));
+                let a = choose(&c, Some(&nvlink::Ll)).unwrap_or_else(|e| panic!("{coll} {x}: {e}"));
+                let mut steps = Vec::new();
+                a.plan(&c, &mut steps);
+                match &steps[..] {
+                    [Step::Kernel(Launch::Nvlink(l))] => {
+                        assert_eq!(l.function, format!("nvr_ll_{}", coll.name()));
+                        assert_eq!((l.grid, l.block), (32, 512), "{coll} {x}");
+                    }
+                    s => panic!("{s:?}"),
+                }
+                assert_ne!(choose(&c, None).unwrap().name(), "nvlink_ll", "{coll} {x}");
+            }
+            let c = with_channel(call(
+                &t,
+                coll,
+                DataType::U8,
+                ReduceOp::Sum,
+                (512 << 10) + 1,
+                false,
+                0,
+            ));
+            let why = nvlink::Ll.refuses(&c).expect("past the capacity");
+            assert!(why.contains("at most 524288 bytes a PE"), "{why}");
+            assert!(choose(&c, Some(&nvlink::Ll)).is_err());
         }
     }
 }
