@@ -70,8 +70,8 @@
 // tuning choice; sender and receiver need not split alike, vector i lives at byte 16 i of its
 // slot whoever moves it, but the grid must be equal on every member for the epochs), block b
 // takes vectors [b * vpb, (b + 1) * vpb), vpb = ceil(V / g); block size any multiple of 32 (at
-// least 64: one data warp and the control warp), the host takes 32 + clamp(roundup32(vpb), 32,
-// 480). LIMITS: ceil(x/16)*16 <= slot, slot % 16 == 0, 256 + 3 (n - 1) slot <= lam_bytes,
+// least 64: one data warp and the control warp; at most 544), the host takes 32 +
+// clamp(roundup32(vpb), 32, 512). LIMITS: ceil(x/16)*16 <= slot, slot % 16 == 0, 256 + 3 (n - 1) slot <= lam_bytes,
 // g <= NVR_FP_BLOCKS; else NVR_FAIL_LIMITS and return.
 
 #define NVR_LAM_HEADER 256ull
@@ -87,6 +87,9 @@ struct nvr_lam_head {
 // Threads that move data: all but the block's last warp (CONTROL WARP).
 __device__ __forceinline__ unsigned int nvr_lam_data_threads() { return blockDim.x - 32u; }
 __device__ __forceinline__ bool nvr_lam_is_control() { return threadIdx.x >= blockDim.x - 32u; }
+// The first team PE but me (a reduce_scatter's first block sent, prefetched).
+__device__ __forceinline__ int nvr_lam_first_peer(const nvr_team &t) { return t.me == 0 ? 1 : 0; }
+
 // The control warp's lane 31, which counts the block (never a flag lane: n <= 8).
 __device__ __forceinline__ bool nvr_lam_is_counter() { return threadIdx.x == blockDim.x - 1u; }
 
@@ -232,8 +235,8 @@ __device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_
 }
 
 // Start of a block: epoch, this run's buffer and what to clear (the header, one 16-byte load
-// by every thread), its vectors; then the block counts itself (ROTATION) and arrives (relaxed,
-// with the fingerprint).
+// by every thread), its vectors. Then (nvr_lam_count) the block counts itself and arrives; the
+// kernels load their first vector in between, so that its load and the header's overlap.
 __device__ __forceinline__ nvr_lam_ctx nvr_lam_begin(const nvr_team &t, nvr_u64 x) {
     nvr_lam_ctx c;
     c.e = nvr_begin(t);
@@ -250,34 +253,61 @@ __device__ __forceinline__ nvr_lam_ctx nvr_lam_begin(const nvr_team &t, nvr_u64 
     const nvr_u64 vpb = (vectors + gridDim.x - 1) / gridDim.x;
     c.v0 = min((nvr_u64)blockIdx.x * vpb, vectors);
     c.v1 = min(c.v0 + vpb, vectors);
+    c.before = 0;
+    return c;
+}
+
+// The block counts itself (ROTATION) and arrives (relaxed, with the fingerprint).
+__device__ __forceinline__ void nvr_lam_count(const nvr_team &t, nvr_lam_ctx &c) {
     // Every thread's read of the header happens before the count (this barrier, then the
     // count's release), so the last block's update of the header (nvr_lam_finish), which follows
     // every count, reaches no read of this run. The control warp has stored nothing yet, so the
     // release waits for nothing, and the count's result is used only at the block's end.
     __syncthreads();
-    c.before = 0;
     if (nvr_lam_is_counter())
         asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
                      : "=r"(c.before)
                      : "l"(c.area + 4)
                      : "memory");
     nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
-    return c;
 }
 
-// Sends vectors [v0, v1) of src (x bytes), cleaned, to team PE k's buffer c.rot, slot of me.
+// A data thread's first vector of src (x bytes), cleaned, loaded before the count (`have`:
+// whether the thread has one).
+struct nvr_lam_first {
+    bool have;
+    uint4 v;
+};
+__device__ __forceinline__ nvr_lam_first nvr_lam_prefetch(const nvr_lam_ctx &c, const char *src,
+                                                          nvr_u64 x) {
+    nvr_lam_first f;
+    const nvr_u64 i = c.v0 + threadIdx.x;
+    f.have = !nvr_lam_is_control() && i < c.v1;
+    f.v = f.have ? nvr_lam_clean4(nvr_lam_ld(src, i, x)) : make_uint4(0, 0, 0, 0);
+    return f;
+}
+
+// Sends vectors [v0, v1) of src (x bytes), cleaned, to team PE k's buffer c.rot, slot of me
+// (the thread's first vector from f when f.have: prefetched from this src).
 __device__ __forceinline__ void nvr_lam_send(const nvr_team &t, const nvr_lam_ctx &c, int k,
-                                             const char *src, nvr_u64 x, nvr_u64 slot) {
+                                             const char *src, nvr_u64 x, nvr_u64 slot,
+                                             const nvr_lam_first &f) {
     char *to = nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k);
-    for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads())
+    nvr_u64 i = c.v0 + threadIdx.x;
+    if (f.have) {
+        nvr_lam_st16(to + 16 * i, f.v);
+        i += nvr_lam_data_threads();
+    }
+    for (; i < c.v1; i += nvr_lam_data_threads())
         nvr_lam_st16(to + 16 * i, nvr_lam_clean4(nvr_lam_ld(src, i, x)));
 }
 
 // Sends every peer its part: all_reduce the whole src, reduce_scatter block k of src to PE k.
-// One load of src per vector serves every peer for all_reduce.
+// One load of src per vector serves every peer for all_reduce. f: the thread's first vector,
+// prefetched (all_reduce: of src; reduce_scatter: of the block of the first peer).
 __device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_lam_ctx &c,
                                                  const char *src, nvr_u64 x, nvr_u64 slot,
-                                                 bool per_peer_block) {
+                                                 bool per_peer_block, const nvr_lam_first &f) {
     if (!per_peer_block) {
         char *to[NVR_MAX_TEAM];
 #pragma unroll
@@ -286,15 +316,20 @@ __device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_la
                         ? nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k)
                         : nullptr;
         for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
-            const uint4 v = nvr_lam_clean4(nvr_lam_ld(src, i, x));
+            const uint4 v = f.have && i == c.v0 + threadIdx.x
+                                ? f.v
+                                : nvr_lam_clean4(nvr_lam_ld(src, i, x));
 #pragma unroll
             for (int k = 0; k < NVR_MAX_TEAM; ++k)
                 if (to[k] != nullptr) nvr_lam_st16(to[k] + 16 * i, v);
         }
         return;
     }
+    const nvr_lam_first none = {false, make_uint4(0, 0, 0, 0)};
     for (int k = 0; k < t.n; ++k)
-        if (k != t.me) nvr_lam_send(t, c, k, src + (nvr_u64)k * x, x, slot);
+        if (k != t.me)
+            nvr_lam_send(t, c, k, src + (nvr_u64)k * x, x, slot,
+                         k == nvr_lam_first_peer(t) ? f : none);
 }
 
 // Re-fills with the sentinel buffer (rot + 2) % 3 over c.clear bytes of every slot; the work is
@@ -392,37 +427,43 @@ __device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_
 }
 
 // every dst = the reduction of every member's src (count elements).
-extern "C" __global__ void __launch_bounds__(512, 1)
+extern "C" __global__ void __launch_bounds__(544, 1)
     nvr_lamport_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                            unsigned long long count, double scale, unsigned long long slot) {
     nvr_launch_begin();
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_lam_check(t, x, slot, 0)) return;
-    const nvr_lam_ctx c = nvr_lam_begin(t, x);
+    nvr_lam_ctx c = nvr_lam_begin(t, x);
+    const nvr_lam_first f = nvr_lam_prefetch(c, (const char *)src, x);
+    nvr_lam_count(t, c);
     bool ok;
     if (nvr_lam_is_control()) {
         ok = nvr_lam_control(t, c, slot);
     } else {
-        nvr_lam_send_all(t, c, (const char *)src, x, slot, false);
+        nvr_lam_send_all(t, c, (const char *)src, x, slot, false, f);
         ok = nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot, (NVR_ACC)scale);
     }
     nvr_lam_finish(t, c, x, ok);
 }
 
 // src: n blocks of count elements; PE i's dst = the reduction of block i over every member.
-extern "C" __global__ void __launch_bounds__(512, 1)
+extern "C" __global__ void __launch_bounds__(544, 1)
     nvr_lamport_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                                unsigned long long count, double scale, unsigned long long slot) {
     nvr_launch_begin();
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_lam_check(t, x, slot, 0)) return;
-    const nvr_lam_ctx c = nvr_lam_begin(t, x);
+    nvr_lam_ctx c = nvr_lam_begin(t, x);
     const char *s = (const char *)src;
+    const nvr_lam_first f =
+        t.n >= 2 ? nvr_lam_prefetch(c, s + (nvr_u64)nvr_lam_first_peer(t) * x, x)
+                 : nvr_lam_first{false, make_uint4(0, 0, 0, 0)};
+    nvr_lam_count(t, c);
     bool ok;
     if (nvr_lam_is_control()) {
         ok = nvr_lam_control(t, c, slot);
     } else {
-        nvr_lam_send_all(t, c, s, x, slot, true);
+        nvr_lam_send_all(t, c, s, x, slot, true, f);
         ok = nvr_lam_reduce_recv(t, c, s + (nvr_u64)t.me * x, (char *)dst, x, slot,
                                  (NVR_ACC)scale);
     }
@@ -430,21 +471,24 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 }
 
 // root's dst = the reduction of every member's src; other members' dst untouched.
-extern "C" __global__ void __launch_bounds__(512, 1)
+extern "C" __global__ void __launch_bounds__(544, 1)
     nvr_lamport_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src,
                        NVR_T *dst, unsigned long long count, double scale,
                        unsigned long long slot) {
     nvr_launch_begin();
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_lam_check(t, x, slot, root)) return;
-    const nvr_lam_ctx c = nvr_lam_begin(t, x);
+    nvr_lam_ctx c = nvr_lam_begin(t, x);
+    const nvr_lam_first none = {false, make_uint4(0, 0, 0, 0)};
+    const nvr_lam_first f = t.me != root ? nvr_lam_prefetch(c, (const char *)src, x) : none;
+    nvr_lam_count(t, c);
     bool ok = true;
     if (nvr_lam_is_control())
         ok = nvr_lam_control(t, c, slot);
     else if (t.me == root)
         ok = nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot, (NVR_ACC)scale);
     else
-        nvr_lam_send(t, c, root, (const char *)src, x, slot);
+        nvr_lam_send(t, c, root, (const char *)src, x, slot, f);
     // A non-root received nothing: the next run has nothing of this one to clear.
     nvr_lam_finish(t, c, t.me == root ? x : 0, ok);
 }

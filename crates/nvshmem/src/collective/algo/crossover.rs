@@ -158,6 +158,14 @@ const MIDBAND_RUN: &str = "mpirun -np 2 nvshmem-perf all_reduce,reduce_scatter,r
                            same with --impl nvshmem-rs --algo <each>=nvlink_lamport (2 x H200, \
                            2026-11-26, commit dad052c)";
 
+/// The run of the copies' LL band (issue 31: LL over up to 32 blocks): this crate's automatic
+/// choice of then beside raw NVSHMEM and NCCL, then `nvlink_ll` and `nvlink_direct` forced
+/// alone, graph mode and stream mode checked (`scripts/gpu-check.sh run llwide`).
+const LLWIDE_RUN: &str = "mpirun -np 2 nvshmem-perf fcollect,broadcast,alltoall,gather,scatter \
+                          -d f32 -b 16K -e 1M -f 2 -n 100 -w 10 --reps 3 -c 0 -G 1 (and -c 1 \
+                          -G 0), then --impl nvshmem-rs --algo <each>=nvlink_ll, then \
+                          =nvlink_direct (2 x H200, 2026-11-27, commit 7a35490)";
+
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
     launch and one flag exchange; each PE moves (n - 1) blocks in or out, so the limit keeps \
@@ -207,14 +215,17 @@ pub(crate) static ROWS: &[Row] = &[
         coll: Collective::Fcollect,
         pes: 2..=2,
         arch: Some(Arch::SM90),
-        ll: 16 * KIB,
+        ll: 256 * KIB,
         lamport: NEVER,
         direct: above(256 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN],
-            figures: "LL 16 KiB: 5.1 against NVSHMEM 6.3, NCCL 6.3; direct 64 KiB: 6.8 \
+            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN],
+            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.73 against NVSHMEM 6.37, \
+                      NCCL 6.34, direct 6.70; 512 KiB: 6.06 against 7.83, 7.87, 8.11; 1 MiB: \
+                      9.21 against direct 8.11. Before: \
+                      LL 16 KiB: 5.1 against NVSHMEM 6.3, NCCL 6.3; direct 64 KiB: 6.8 \
                       against 6.4, 6.5; 256 KiB: 7.2 against 8.1, 8.1; 1 MiB: 10.2 against \
                       16.0, 16.3; copy engines 64 MiB: 192.0 against direct 194.3 (level); \
                       128 MiB: 364.2 against direct 378.2, NCCL 546.8",
@@ -224,14 +235,16 @@ pub(crate) static ROWS: &[Row] = &[
         coll: Collective::Alltoall,
         pes: 2..=2,
         arch: Some(Arch::SM90),
-        ll: 32 * KIB,
+        ll: 256 * KIB,
         lamport: NEVER,
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN],
-            figures: "LL 16 KiB: 5.1 against NVSHMEM 8.0, NCCL 7.9; direct 64 KiB: 6.7 \
+            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN],
+            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.78 against direct 6.57, \
+                      NVSHMEM 7.75, NCCL 7.75; 512 KiB: 6.24 against direct 7.13; 1 MiB: 9.85 \
+                      against direct 7.96. Before: LL 16 KiB: 5.1 against NVSHMEM 8.0, NCCL 7.9; direct 64 KiB: 6.7 \
                       against 8.1, 8.0; 64 MiB: 191.9 against 203.1, 250.2; copy engines \
                       64 MiB: 193.0 against direct 194.2 (level); 128 MiB: 364.8 against \
                       direct 378.6, NCCL 472.6",
@@ -241,14 +254,16 @@ pub(crate) static ROWS: &[Row] = &[
         coll: Collective::Broadcast,
         pes: 2..=2,
         arch: Some(Arch::SM90),
-        ll: 32 * KIB,
+        ll: 512 * KIB,
         lamport: NEVER,
         direct: RangeInclusive::new(512 * KIB + 1, 16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(16 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN],
-            figures: "LL 32 KiB: 3.7 against NVSHMEM 6.1, NCCL 6.1; direct 128 KiB: 7.0 \
+            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN],
+            figures: "LLWIDE (graph): LL 64 KiB: 2.94 against NVSHMEM 5.84, NCCL 5.86; \
+                      512 KiB: 5.77 against 8.21, 8.30, direct 8.55 (LL carries 512 KiB a PE \
+                      at most). Before: LL 32 KiB: 3.7 against NVSHMEM 6.1, NCCL 6.1; direct 128 KiB: 7.0 \
                       against 6.2, 6.1; 512 KiB: 7.9 against 8.3, 8.5; 2 MiB: 13.0 against \
                       21.9, 19.1; 32 MiB: 189.4 against 117.3, 113.3; copy engines 16 MiB: \
                       58.3 against direct 53.9; 32 MiB: 101.7 against direct 110.7, NCCL \
@@ -280,14 +295,15 @@ pub(crate) static ROWS: &[Row] = &[
         coll: Collective::Gather,
         pes: 2..=2,
         arch: Some(Arch::SM90),
-        ll: 32 * KIB,
+        ll: 512 * KIB,
         lamport: NEVER,
         direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(16 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN],
-            figures: "LL 16 KiB: 3.8 against NCCL 6.5 (rooted_get 8 B: 16.84 against 3.60, \
+            runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN, LLWIDE_RUN],
+            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.10 against NCCL 6.32, \
+                      direct 6.84; 1 MiB: 7.43 against NCCL 9.20, direct 8.33. Before: LL 16 KiB: 3.8 against NCCL 6.5 (rooted_get 8 B: 16.84 against 3.60, \
                       stream); direct 16 MiB: 52.9 against NCCL 56.3; copy engines 32 MiB: \
                       100.8 against NCCL 104.5, direct 203.2 (the direct kernels' unexplained \
                       dip at 32 MiB blocks); 128 MiB: 355.5 against NCCL 380.7",
@@ -297,14 +313,15 @@ pub(crate) static ROWS: &[Row] = &[
         coll: Collective::Scatter,
         pes: 2..=2,
         arch: Some(Arch::SM90),
-        ll: 32 * KIB,
+        ll: 512 * KIB,
         lamport: NEVER,
         direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(16 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN],
-            figures: "LL 16 KiB: 3.8 against NCCL 6.2 (rooted_get 8 B: 17.98 against 3.56, \
+            runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN, LLWIDE_RUN],
+            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 2.95 against NCCL 6.12, \
+                      direct 6.89; 1 MiB: 6.55 against NCCL 8.48, direct 8.31. Before: LL 16 KiB: 3.8 against NCCL 6.2 (rooted_get 8 B: 17.98 against 3.56, \
                       stream); direct 16 MiB: 53.3 against NCCL 58.5; copy engines 32 MiB: \
                       102.5 against NCCL 108.3, direct 226.0; 128 MiB: 356.9 against NCCL \
                       385.5",
@@ -582,7 +599,10 @@ mod tests {
         );
         let ll = x
             <= match coll {
-                Collective::Fcollect | Collective::ReduceScatter => 16 << 10,
+                Collective::ReduceScatter => 16 << 10,
+                // Widened since by LLWIDE_RUN (issue 31: LL over up to 32 blocks).
+                Collective::Fcollect | Collective::Alltoall => 256 << 10,
+                Collective::Broadcast | Collective::Gather | Collective::Scatter => 512 << 10,
                 _ => 32 << 10,
             };
         let ce = match coll {
@@ -825,7 +845,8 @@ mod tests {
                         assert!(run.starts_with("mpirun -np 2 nvshmem-perf "), "{run}");
                         assert!(
                             run.contains("2 x H200, 2026-11-23, commit ")
-                                || run.contains("2 x H200, 2026-11-26, commit "),
+                                || run.contains("2 x H200, 2026-11-26, commit ")
+                                || run.contains("2 x H200, 2026-11-27, commit "),
                             "{run}"
                         );
                     }

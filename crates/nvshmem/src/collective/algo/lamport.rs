@@ -39,13 +39,13 @@ const BYTES_PER_BLOCK: usize = 2 << 10;
 /// The launch rule of `lamport.cu` for `x` payload bytes per (sender, receiver) pair on a team
 /// whose members keep `max_blocks` blocks resident: one block per [`BYTES_PER_BLOCK`], at most
 /// [`MAX_GRID`] and `max_blocks`; a thread per vector of the block (a multiple of 32, at most
-/// 480, which then loop) and the control warp, which moves no data (`lamport.cu`, "CONTROL
+/// 512, which then loop: 1 MiB over 128 blocks is one vector a thread) and the control warp, which moves no data (`lamport.cu`, "CONTROL
 /// WARP"). The same grid on every member.
 pub(crate) fn shape(x: usize, max_blocks: u32) -> (u32, u32) {
     let most = (max_blocks as usize).clamp(1, MAX_GRID);
     let grid = x.div_ceil(BYTES_PER_BLOCK).clamp(1, most);
     let vectors_per_block = x.div_ceil(16).div_ceil(grid);
-    let data = vectors_per_block.next_multiple_of(32).clamp(32, 480);
+    let data = vectors_per_block.next_multiple_of(32).clamp(32, 512);
     (grid as u32, data as u32 + 32)
 }
 
@@ -370,14 +370,14 @@ mod tests {
     #[test]
     fn the_launch_rule() {
         assert_eq!(shape(64 << 10, 128), (32, 160));
-        assert_eq!(shape(1 << 20, 128), (128, 512));
-        assert_eq!(shape(2 << 20, 128), (128, 512));
+        assert_eq!(shape(1 << 20, 128), (128, 544));
+        assert_eq!(shape(2 << 20, 128), (128, 544));
         // Fewer vectors than threads: fewer threads, never under two warps.
         assert_eq!(shape(16, 128), (1, 64));
         assert_eq!(shape(0, 128), (1, 64));
         assert_eq!(shape(100 << 10, 128), (50, 160));
         // Only as many blocks as every member keeps resident.
-        assert_eq!(shape(1 << 20, 16), (16, 512));
-        assert_eq!(shape(1 << 20, 0), (1, 512));
+        assert_eq!(shape(1 << 20, 16), (16, 544));
+        assert_eq!(shape(1 << 20, 0), (1, 544));
     }
 }

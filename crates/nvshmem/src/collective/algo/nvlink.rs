@@ -69,16 +69,17 @@ pub(crate) fn ll_blocks(n: usize, max_blocks: u32) -> usize {
     (max_blocks as usize).clamp(1, crate::channel::ll_blocks(n))
 }
 
-/// Payload bytes a pair up to which an LL launch takes one block per 4 KiB, as every LL launch
-/// did before issue 31 (at most 8 blocks); past it one block per 2 KiB, up to [`ll_blocks`],
-/// so that the mid band's packets move over more SMs at once.
-const LL_NARROW_BYTES: usize = 32 << 10;
+/// Payload bytes a pair per block of an LL launch, up to [`ll_blocks`]: 2 KiB, so that the
+/// packets move over many SMs at once (2 x H200, 2026-11-27: forced LL fcollect took 4.21 us at
+/// 32 KiB a pair with one block per 4 KiB and 3.73 at 64 KiB with one per 2 KiB).
+const LL_BYTES_PER_BLOCK: usize = 2 << 10;
 
 /// The LL launch rule of `ll.cu` for `x` payload bytes per (sender, receiver) pair and a team
 /// of `n` whose members keep `max_blocks` blocks resident: (grid, block).
 pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32) -> (u32, u32) {
-    let step = if x <= LL_NARROW_BYTES { 4096 } else { 2048 };
-    let grid = x.div_ceil(step).clamp(1, ll_blocks(n, max_blocks));
+    let grid = x
+        .div_ceil(LL_BYTES_PER_BLOCK)
+        .clamp(1, ll_blocks(n, max_blocks));
     let packets_per_block = x.div_ceil(8).div_ceil(grid);
     let lanes = match n {
         0 | 1 => 1,
@@ -90,10 +91,12 @@ pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32) -> (u32, u32) {
     (grid as u32, block as u32)
 }
 
-/// Payload bytes a pair that the automatic choice weighs LL for, on a team whose members keep
-/// `max_blocks` blocks resident: what LL carried before issue 31 widened it (8 blocks of
-/// 8 KiB), so that the choice is the one it was at every size (`testdata/copy_choices.txt`)
-/// until GPU figures move the crossover table. Past it LL runs only when forced.
+/// Payload bytes a pair that the automatic choice weighs LL for (besides the crossover table's
+/// LL band, which measured rows widen past it), on a team whose members keep `max_blocks`
+/// blocks resident: what LL carried before issue 31 widened it (8 blocks of 8 KiB), so that
+/// where no row measured more (conservative rows, teams whose other algorithms refuse) LL is
+/// not taken as a fallback for payloads it was never measured at (`testdata/copy_choices.txt`).
+/// Past it, outside a measured band, LL runs only when forced.
 fn ll_weighed_up_to(max_blocks: u32) -> usize {
     (max_blocks as usize).clamp(1, 8) * (8 << 10)
 }
@@ -121,7 +124,7 @@ impl Algorithm for Ll {
     }
 
     fn weighed(&self, call: &Call) -> bool {
-        call.block_bytes() <= ll_weighed_up_to(call.team.max_blocks)
+        call.block_bytes() <= ll_weighed_up_to(call.team.max_blocks).max(ll_crossover(call))
     }
 
     fn prefers(&self, call: &Call) -> bool {
@@ -323,12 +326,13 @@ mod tests {
     fn the_ll_launch_rule_of_ll_cu() {
         // 8 bytes, 2 PEs: one packet, two lanes: one warp plus the flag warp.
         assert_eq!(ll_shape(8, 2, 128), (1, 64));
-        assert_eq!(ll_shape(4096, 2, 128), (1, 512));
-        assert_eq!(ll_shape(4097, 8, 128), (2, 512));
-        assert_eq!(ll_shape(32 << 10, 2, 128), (8, 512));
+        assert_eq!(ll_shape(2048, 2, 128), (1, 512));
+        assert_eq!(ll_shape(4096, 2, 128), (2, 512));
+        assert_eq!(ll_shape(4097, 8, 128), (3, 512));
+        assert_eq!(ll_shape(32 << 10, 2, 128), (16, 512));
         assert_eq!(ll_shape(0, 1, 128), (1, 32));
-        // Past 32 KiB a pair, one block per 2 KiB up to the blocks a sender has: 32 for 2 PEs
-        // (issue 31; 8 for every team before), 16 for 4, 8 for 8.
+        // One block per 2 KiB up to the blocks a sender has: 32 for 2 PEs (issue 31; 8 for
+        // every team before), 16 for 4, 8 for 8.
         assert_eq!(ll_shape((32 << 10) + 8, 2, 128), (17, 512));
         assert_eq!(ll_shape(64 << 10, 2, 128), (32, 512));
         assert_eq!(ll_shape(512 << 10, 2, 128), (32, 512));
