@@ -93,10 +93,54 @@
 # call on a dropped team an error, never a wrong result reported as good. For example
 #     PES="2" scripts/gpu-check.sh run mismatch            (2 GPUs)
 #     MPS=1 PES="3 4 8" scripts/gpu-check.sh run mismatch  (one GPU)
+#
+# Dry run: GPU_DRYRUN=1 scripts/gpu-check.sh run SUITES... (on any machine, nothing built or
+# started) prints, instead of running it, every case as one line `DRY case NAME EXPECT
+# timeout=S env: +VAR=VALUE... -VAR=VALUE... cmd: COMMAND...` (the exported variables added or
+# changed since the script started, then those removed or changed, then the command, each word
+# quoted by printf %q), and every other command that would start a GPU process, MPS, a compiler
+# or an archive as `DRY COMMAND...`; summaries then have no logs to read. nvidia-smi answers
+# for GPU_DRYRUN_GPUS (default 2) H100s. The last line names the exported functions the cases'
+# commands may call, with a checksum of their definitions. To compare the driver before and
+# after a change: the same dry run's output (with GPU_TEST_SEED and MPS_DIR fixed) must match.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
 shift || true
+
+# ---- dry run (GPU_DRYRUN=1, see the header) ----
+dryrun() { [ -n "${GPU_DRYRUN:-}" ]; }
+# say COMMAND...: the line of a command the dry run does not run, on the script's own output
+# (fd 3) even where the caller captures or discards the command's.
+say() { { printf 'DRY'; printf ' %q' "$@"; echo; } >&3; }
+# dry COMMAND...: COMMAND, or its line in a dry run.
+dry() { if dryrun; then say "$@"; else "$@"; fi; }
+# The exported variables, one a line (quoted), for the dry run's difference at each case.
+dry_vars() {
+  local e
+  while IFS= read -r -d '' e; do
+    case $e in BASH_FUNC_* | _=* | SHLVL=* | OLDPWD=*) ;; *) printf '%q\n' "$e" ;; esac
+  done < <(env -0) | LC_ALL=C sort
+}
+if dryrun; then
+  # What starts processes on the GPU machine only says what it would start.
+  tar() { say tar "$@"; }
+  nvcc() { say nvcc "$@"; }
+  nvlink() { say nvlink "$@"; }
+  pkill() { say pkill "$@"; return 1; }
+  nvidia-cuda-mps-control() { say nvidia-cuda-mps-control "$@"; }
+  sleep() { :; }
+  exec 3>&1
+  nvidia-smi() {
+    local i
+    case "$*" in
+      -L) for i in $(seq 0 $((${GPU_DRYRUN_GPUS:-2} - 1))); do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-dry-$i)"; done ;;
+      --query-gpu=name*) for i in $(seq "${GPU_DRYRUN_GPUS:-2}"); do echo "NVIDIA H100 80GB HBM3"; done ;;
+      *) say nvidia-smi "$@" ;;
+    esac
+  }
+  dry_env0=$(dry_vars)
+fi
 
 # The programs of the `device` and `foundation` suites (`stage-small`).
 SMALL_BINS="gpu_foundation halo_device ping_pong nvshmem-perf nvshmem-run"
@@ -267,7 +311,7 @@ fi
 if [ "$mode" = run ] && [ ! -d "$NVSHMEM_RS_KERNEL_CACHE" ] && [ -x .gpu/bin/nvshmem-kernel-cache ]; then
   mkdir -p "$NVSHMEM_RS_KERNEL_CACHE"
   t0=$SECONDS
-  .gpu/bin/nvshmem-kernel-cache --ignored --exact kernels::tests::fill_the_kernel_cache --nocapture 2>&1 |
+  dry .gpu/bin/nvshmem-kernel-cache --ignored --exact kernels::tests::fill_the_kernel_cache --nocapture 2>&1 |
     grep -E "kernels in|FAILED|panicked|error"
   echo "gpu-check: kernel cache filled here in $((SECONDS - t0)) s"
 fi
@@ -303,7 +347,7 @@ export -f mps_on
 mps_control() {
   local c
   c=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
-  "$c" "$@"
+  dry "$c" "$@"
 }
 # Starts the control daemon (the server starts with the first client).
 mps_start() {
@@ -425,6 +469,16 @@ case_() {
   local name=$1 expect=$2; shift 2
   if [ -n "${DEADLINE:-}" ] && [ "$SECONDS" -ge "$DEADLINE" ]; then
     summary+=("$(printf '%-44s %-10s' "$name" NOT-RUN) (DEADLINE ${DEADLINE}s reached)")
+    return 0
+  fi
+  if dryrun; then
+    {
+      printf 'DRY case %s %s timeout=%s env: ' "$name" "$expect" "${CASE_TIMEOUT:-180}"
+      LC_ALL=C comm -13 <(echo "$dry_env0") <(dry_vars) | sed 's/^/+/' | tr '\n' ' '
+      LC_ALL=C comm -23 <(echo "$dry_env0") <(dry_vars) | sed 's/^/-/' | tr '\n' ' '
+      printf 'cmd:'; printf ' %q' "$@"; echo
+    } >&3
+    summary+=("$(printf '%-44s %-10s' "$name" DRY-RUN)")
     return 0
   fi
   local log="$out/$name.log" t0=$SECONDS
@@ -609,7 +663,7 @@ scale() {
 mismatch() {
   local t np c cases expect timeout
   t=$(gtest gpu_mismatch)
-  cases=${MISMATCH_CASES:-$(GPU_MISMATCH_CASE=list $t --exact gpu_mismatch 2>/dev/null |
+  cases=${MISMATCH_CASES:-$(GPU_MISMATCH_CASE=list dry $t --exact gpu_mismatch 2>/dev/null |
     sed -n 's/^mismatch-case: \([a-z_]*\)$/\1/p')}
   [ -n "$cases" ] || echo "mismatch: no cases listed by $t (GPU_MISMATCH_CASE=list)"
   for np in $(multi_pes); do
@@ -1237,6 +1291,9 @@ case "$mode" in
     # The device tool brings back at most 8 files: the logs travel as one archive.
     printf '%s\n' "${summary[@]}" >"$final/summary.txt"
     tar -czf "$final/logs.tgz" -C "$final" logs && rm -rf "$out"
+    if dryrun; then
+      echo "DRY exported functions: $(declare -Fx | awk '{print $3}' | xargs); $(declare -fx | md5sum | cut -c1-12)"
+    fi
     [ $failures -eq 0 ]
     ;;
   *) sed -n '2,33p' "$0"; exit 2 ;;
