@@ -902,6 +902,24 @@ soak() {
   grep -E "^(soak|warm-up|quarter|PE 0:)" "$out/soak-1pe.log" | tail -20
 }
 
+# ---- nvshmem-perf's suites ----
+# perf_env SIZE: what nvshmem-perf's runs export (and later suites keep): raw NCCL's library
+# beside ours, a symmetric heap of SIZE, and a bound on every wait (30 s unless set).
+perf_env() {
+  export NCCL_HOME=${NCCL_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=$1 NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+}
+# perf_case NAME ARGS...: case NAME, nvshmem-perf ARGS as 2 PEs under mpirun, passed NCCL_HOME
+# and NVSHMEM_SYMMETRIC_SIZE (CASE_TIMEOUT and the like from the caller's prefix).
+perf_case() {
+  local n=$1; shift
+  case_ "$n" pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE .gpu/bin/nvshmem-perf "$@"
+}
+# mode_flags MODE: nvshmem-perf's flags for stream mode (results checked) or graph mode
+# (unchecked); word-split by the caller.
+mode_flags() { if [ "$1" = graph ]; then echo "-c 0 -G 1"; else echo "-c 1 -G 0"; fi; }
+# pack NAME: $final/NAME packed into $final/NAME.tgz (the device tool brings back few files).
+pack() { tar -czf "$final/$1.tgz" -C "$final" "$1" && rm -rf "${final:?}/$1"; }
+
 # Why small all-reduce/all-gather/NCCL-barrier times exceed the anchors (host-bound, see
 # docs/performance.md, "Where it is slower"): the same points with each implementation alone in its
 # process, and with the anchors' 500 iterations.
@@ -910,7 +928,7 @@ perfiso() {
   export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=1G
   local impl
   for impl in nccl nvshmem nvshmem-rs nvshmem-rs,nvshmem,nccl; do
-    case_ "perfiso-${impl//,/+}" pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE .gpu/bin/nvshmem-perf "${args[@]}" --impl "$impl"
+    perf_case "perfiso-${impl//,/+}" "${args[@]}" --impl "$impl"
     grep -E '^ +8 |^ +0 ' "$out/perfiso-${impl//,/+}.log" | head -8
   done
 }
@@ -935,8 +953,8 @@ reddiag() {
 # PEs raw NVSHMEM is left out: its own in-place all-reduce is wrong there (tools/nvshmem-repro),
 # which is NVSHMEM's, not what this checks; under MPS NCCL skips itself.
 perfinplace() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages np impls
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  local np impls
+  perf_env 4G
   for np in $(multi_pes); do
     impls=nvshmem-rs,nvshmem,nccl
     [ "$np" -gt 2 ] && impls=nvshmem-rs,nccl
@@ -956,30 +974,28 @@ perfgraph() { perf_mode graph; }
 # a first point now and then (not found; docs/performance.md, "Small messages"), and so a
 # hang costs one collective, not the run. JSON per collective into $final/perf-graph/.
 perfgraphsplit() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages c dir="$final/perf-graph"
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  local c dir="$final/perf-graph"
+  perf_env 4G
   mkdir -p "$dir"
   for c in ${PERF_COLLS:-barrier sync all_reduce broadcast fcollect alltoall reduce_scatter reduce gather scatter}; do
     # shellcheck disable=SC2086
-    CASE_TIMEOUT=${PERF_PIECE_TIMEOUT:-90} case_ perf-graph-$c pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf $c -b 8 -e 256M -f 2 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress ${PERF_EXTRA:-} \
-      --json "$dir/$c.jsonl"
+    CASE_TIMEOUT=${PERF_PIECE_TIMEOUT:-90} perf_case perf-graph-$c $c -b 8 -e 256M -f 2 -n 20 -w 3 --reps 3 -c 0 -G 1 \
+      --no-progress ${PERF_EXTRA:-} --json "$dir/$c.jsonl"
   done
-  tar -czf "$final/perf-graph.tgz" -C "$final" perf-graph && rm -rf "$dir"
+  pack perf-graph
 }
 # The graph-mode hang of a fresh nvshmem-perf process whose first collective is alltoall: the
 # same after a barrier, then alltoall alone with each implementation apart (which one hangs).
 graphhang() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages impl dir="$final/perf-graph"
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  local impl dir="$final/perf-graph"
+  perf_env 4G
   mkdir -p "$dir"
-  CASE_TIMEOUT=45 case_ perf-graph-barrier-then-alltoall pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-    .gpu/bin/nvshmem-perf barrier,alltoall -b 8 -e 256M -f 2 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress --json "$dir/alltoall-after-barrier.jsonl"
+  CASE_TIMEOUT=45 perf_case perf-graph-barrier-then-alltoall barrier,alltoall -b 8 -e 256M -f 2 -n 20 -w 3 --reps 3 \
+    -c 0 -G 1 --no-progress --json "$dir/alltoall-after-barrier.jsonl"
   for impl in nccl nvshmem nvshmem-rs; do
-    CASE_TIMEOUT=30 case_ hang-alltoall-graph-$impl pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf alltoall -b 8 -e 8 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress --impl $impl
+    CASE_TIMEOUT=30 perf_case hang-alltoall-graph-$impl alltoall -b 8 -e 8 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress --impl $impl
   done
-  tar -czf "$final/perf-graph.tgz" -C "$final" perf-graph && rm -rf "$dir"
+  pack perf-graph
 }
 
 # 3 PEs on 2 GPUs (two PEs on GPU 0, one on GPU 1) under MPS: NVSHMEM 3.4.5's init never
@@ -1043,31 +1059,27 @@ latency() {
 # unchecked, stream checked), then the same with nvlink_lamport forced on this crate alone;
 # MIDBAND_INPLACE=1 adds the in-place runs. JSON, markdown and plots into $final/midband/.
 midband() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages c mode g ip dir="$final/midband"
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  local c=${MIDBAND_COLLS:-all_reduce,reduce_scatter,reduce} mode ip args dir="$final/midband" places=(oop)
+  local forced=${c//,/=nvlink_lamport,}=nvlink_lamport
+  perf_env 4G
   mkdir -p "$dir"
-  local places=(oop)
   [ "${MIDBAND_INPLACE:-0}" = 1 ] && places+=(inplace)
   for ip in "${places[@]}"; do
     for mode in graph stream; do
-      g=0; [ $mode = graph ] && g=1
-      c=${MIDBAND_COLLS:-all_reduce,reduce_scatter,reduce}
-      # shellcheck disable=SC2206
-      local args=($c -d f32,bf16 ${MIDBAND_SIZES:--b 64K -e 2M -f 2} -n 100 -w 10 --reps 3 -c $((1 - g)) -G $g --no-progress)
+      # shellcheck disable=SC2206,SC2046
+      args=($c -d f32,bf16 ${MIDBAND_SIZES:--b 64K -e 2M -f 2} -n 100 -w 10 --reps 3 $(mode_flags $mode) --no-progress)
       [ $ip = inplace ] && args+=(--in-place)
-      local forced=${c//,/=nvlink_lamport,}=nvlink_lamport
-      CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} case_ midband-$mode-$ip pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-        .gpu/bin/nvshmem-perf "${args[@]}" --json "$dir/$mode-$ip.jsonl" --markdown "$dir/$mode-$ip.md"
-      CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} case_ midband-$mode-$ip-lamport pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-        .gpu/bin/nvshmem-perf "${args[@]}" --impl nvshmem-rs --algo "$forced" \
-        --json "$dir/$mode-$ip-lamport.jsonl"
+      CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} perf_case midband-$mode-$ip "${args[@]}" \
+        --json "$dir/$mode-$ip.jsonl" --markdown "$dir/$mode-$ip.md"
+      CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} perf_case midband-$mode-$ip-lamport "${args[@]}" \
+        --impl nvshmem-rs --algo "$forced" --json "$dir/$mode-$ip-lamport.jsonl"
     done
   done
   for c in "$out"/midband-*.log; do
     echo "== ${c##*/}"
     grep -E '^# [a-z_]+ +type|^#size|^ +[0-9]+ ' "$c" | awk '{$2=""; print}' | head -60
   done
-  tar -czf "$final/midband.tgz" -C "$final" midband && rm -rf "$dir"
+  pack midband
 }
 
 perf_mode() {
@@ -1097,24 +1109,21 @@ hostcost() {
 }
 
 perfpoints() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  perf_env 4G
   local forced=all_reduce=nvshmem,reduce=nvshmem,reduce_scatter=nvshmem,broadcast=nvshmem,fcollect=nvshmem,alltoall=nvshmem,gather=rooted_get,scatter=rooted_get,barrier=nvshmem,sync=nvshmem
-  local dir="$final/points" mode g args
+  local dir="$final/points" mode args
   mkdir -p "$dir"
   case_ host-overhead-2pe pass mpi 2 .gpu/bin/host_overhead
   grep -h "host time\|  \|against" "$out/host-overhead-2pe.log" | head -8
   for mode in stream graph; do
-    g=0; [ $mode = graph ] && g=1
-    # shellcheck disable=SC2206
-    args=(all ${PERF_POINTS:--b 8 -e 128M -f 16777216} -n 50 -w 5 --reps 3 -c $((1 - g)) -G $g --no-progress)
-    CASE_TIMEOUT=${POINTS_TIMEOUT:-150} case_ points-$mode-auto pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf "${args[@]}" --json "$dir/$mode-auto.jsonl"
-    CASE_TIMEOUT=${POINTS_TIMEOUT:-150} case_ points-$mode-forced-nvshmem pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf "${args[@]}" --impl nvshmem-rs,nvshmem --algo "$forced" --json "$dir/$mode-forced.jsonl"
+    # shellcheck disable=SC2206,SC2046
+    args=(all ${PERF_POINTS:--b 8 -e 128M -f 16777216} -n 50 -w 5 --reps 3 $(mode_flags $mode) --no-progress)
+    CASE_TIMEOUT=${POINTS_TIMEOUT:-150} perf_case points-$mode-auto "${args[@]}" --json "$dir/$mode-auto.jsonl"
+    CASE_TIMEOUT=${POINTS_TIMEOUT:-150} perf_case points-$mode-forced-nvshmem "${args[@]}" \
+      --impl nvshmem-rs,nvshmem --algo "$forced" --json "$dir/$mode-forced.jsonl"
     grep -hE '^ *(8|134217728) ' "$out/points-$mode-auto.log" "$out/points-$mode-forced-nvshmem.log" | head -60
   done
-  tar -czf "$final/points.tgz" -C "$final" points && rm -rf "$dir"
+  pack points
 }
 
 # Teams of one PE (issue 22): nvshmem-perf as 1 PE with no launcher (run it without MPS=1),
@@ -1125,16 +1134,15 @@ perfpoints() {
 # NVSHMEM, and onto this crate's kernels at 8 B (nvlink_ll, nvlink: what these calls cost
 # before `local`). About a minute; JSON into $final/onepe/, the tables in the summary.
 onepe() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=2G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  perf_env 2G
   local forced=all_reduce=nvshmem,broadcast=nvshmem,barrier=nvshmem,sync=nvshmem
   local kernels=all_reduce=nvlink_ll,broadcast=nvlink_ll,barrier=nvlink,sync=nvlink
-  local dir="$final/onepe" mode g common name
+  local dir="$final/onepe" mode common name
   mkdir -p "$dir"
   mps_share 1 # started without a launcher function
   for mode in stream graph; do
-    g=0; [ $mode = graph ] && g=1
-    common=(-n 50 -w 5 --reps 3 -c $((1 - g)) -G $g --no-progress)
+    # shellcheck disable=SC2206,SC2046
+    common=(-n 50 -w 5 --reps 3 $(mode_flags $mode) --no-progress)
     # shellcheck disable=SC2206
     local sizes=(${ONEPE_SIZES:--b 8 -e 128M -f 16777216})
     CASE_TIMEOUT=${ONEPE_TIMEOUT:-90} case_ onepe-$mode-auto pass .gpu/bin/nvshmem-perf \
@@ -1152,51 +1160,44 @@ onepe() {
       sed -n '/^# [a-z_]* *type/,/^# Out of bounds/p' "$out/onepe-$mode-$name.log"
     done
   done
-  tar -czf "$final/onepe.tgz" -C "$final" onepe && rm -rf "$dir"
+  pack onepe
 }
 
 # Programmatic dependent launch (kernels/PROTOCOL.md, "Launch") on and off, alternately, in
 # stream and graph mode: small calls of every collective (PDL_SIZES, default 8 B and 4 KiB)
 # against raw NVSHMEM (and NCCL in the first run of each mode). JSON into $final/pdl/.
 pdl() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=1G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
-  local dir="$final/pdl" mode g on run=0 impl
+  local dir="$final/pdl" mode on run=0 impl
+  perf_env 1G
   mkdir -p "$dir"
   for mode in stream graph; do
-    g=0; [ $mode = graph ] && g=1
     for on in 1 0 1 0; do
       run=$((run + 1)); impl=nvshmem-rs,nvshmem; [ $run -le 1 ] || [ $run -eq 5 ] && impl+=,nccl
-      # shellcheck disable=SC2086
-      NVSHMEM_RS_PDL=$on CASE_TIMEOUT=${PDL_TIMEOUT:-120} case_ pdl-$mode-$on-run$run pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-        .gpu/bin/nvshmem-perf all ${PDL_SIZES:--b 8 -e 4K -f 512} -n 200 -w 20 --reps 3 -c $((1 - g)) -G $g --impl $impl \
-        --no-progress --json "$dir/$mode-pdl$on-run$run.jsonl"
+      # shellcheck disable=SC2086,SC2046
+      NVSHMEM_RS_PDL=$on CASE_TIMEOUT=${PDL_TIMEOUT:-120} perf_case pdl-$mode-$on-run$run all ${PDL_SIZES:--b 8 -e 4K -f 512} \
+        -n 200 -w 20 --reps 3 $(mode_flags $mode) --impl $impl --no-progress --json "$dir/$mode-pdl$on-run$run.jsonl"
       awk -v r="$mode pdl=$on" '/^# [a-z_]+ +type/ {c=$2} /^ *[0-9]+ +[0-9]+ / {printf "%s %-15s %6s  rs %7s  nvshmem %7s  nccl %s\n", r, c, $1, $6, $11, $15}' "$out/pdl-$mode-$on-run$run.log"
     done
   done
-  tar -czf "$final/pdl.tgz" -C "$final" pdl && rm -rf "$dir"
+  pack pdl
 }
 
 # Data movement by copy engine (nvlink_ce) against the automatic choice, raw NVSHMEM and NCCL,
 # 1 MiB to 256 MiB, stream then graph mode: where it wins (the crossovers of ce.rs).
 cepoints() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
-  local colls=broadcast,fcollect,alltoall,gather,scatter dir="$final/ce" mode g
+  local colls=broadcast,fcollect,alltoall,gather,scatter dir="$final/ce" mode args
   local forced=broadcast=nvlink_ce,fcollect=nvlink_ce,alltoall=nvlink_ce,gather=nvlink_ce,scatter=nvlink_ce
+  perf_env 4G
   mkdir -p "$dir"
   for mode in stream graph; do
-    g=0; [ $mode = graph ] && g=1
-    # shellcheck disable=SC2086
-    local args=($colls ${CE_SIZES:--b 1M -e 256M -f 2} -n 20 -w 3 --reps 3 -c $((1 - g)) -G $g --no-progress)
-    CASE_TIMEOUT=${CE_TIMEOUT:-200} case_ ce-$mode-auto pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf "${args[@]}" --json "$dir/$mode-auto.jsonl"
-    CASE_TIMEOUT=${CE_TIMEOUT:-200} case_ ce-$mode-forced pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf "${args[@]}" --impl nvshmem-rs --algo "$forced" --json "$dir/$mode-ce.jsonl"
+    # shellcheck disable=SC2206,SC2046
+    args=($colls ${CE_SIZES:--b 1M -e 256M -f 2} -n 20 -w 3 --reps 3 $(mode_flags $mode) --no-progress)
+    CASE_TIMEOUT=${CE_TIMEOUT:-200} perf_case ce-$mode-auto "${args[@]}" --json "$dir/$mode-auto.jsonl"
+    CASE_TIMEOUT=${CE_TIMEOUT:-200} perf_case ce-$mode-forced "${args[@]}" --impl nvshmem-rs --algo "$forced" --json "$dir/$mode-ce.jsonl"
     paste <(awk '/^# [a-z_]+ +type/ {c=$2} /^ *[0-9]+ +[0-9]+ / {printf "%s %-10s %10s auto %8s %-14s nccl %8s\n", m, c, $1, $6, $10, ($11=="skip" ? $12 : $15)}' m=$mode "$out/ce-$mode-auto.log") \
           <(awk '/^ *[0-9]+ +[0-9]+ / {printf "ce %8s\n", $6}' "$out/ce-$mode-forced.log")
   done
-  tar -czf "$final/ce.tgz" -C "$final" ce && rm -rf "$dir"
+  pack ce
 }
 
 # Device-initiated kernels (nvshmem::device): halo_device and ping_pong at 1 PE, then at 2 and 4
