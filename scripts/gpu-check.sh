@@ -621,6 +621,7 @@ multipe() {
   f=$(gtest gpu_collectives)
   for np in $PES; do
     case_ foundation-mpi-${np}pe pass mpi "$np" $t
+    # shellcheck disable=SC2046
     CASE_TIMEOUT=${LIFETIMES_TIMEOUT:-240} case_ lifetimes-${np}pe pass mpi "$np" $(gtest gpu_lifetimes)
     GPU_TEST_SKIP=world/,strided/,listed/,single/ CASE_TIMEOUT=150 \
       case_ collectives-outside-matrix-${np}pe pass mpi "$np" $f
@@ -914,9 +915,12 @@ perf_case() {
   local n=$1; shift
   case_ "$n" pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE .gpu/bin/nvshmem-perf "$@"
 }
-# mode_flags MODE: nvshmem-perf's flags for stream mode (results checked) or graph mode
-# (unchecked); word-split by the caller.
-mode_flags() { if [ "$1" = graph ]; then echo "-c 0 -G 1"; else echo "-c 1 -G 0"; fi; }
+# nvshmem-perf's flags for stream mode (results checked) and graph mode (unchecked), word-split
+# where used.
+declare -A mode_flags=([stream]="-c 1 -G 0" [graph]="-c 0 -G 1")
+# summarize ARGS...: saved results side by side, a line a point (nvshmem-perf summarize --help:
+# [--label TEXT] [NAME=]FILE.jsonl...), read from the rows rather than cut from the tables.
+summarize() { .gpu/bin/nvshmem-perf summarize "$@"; }
 # pack NAME: $final/NAME packed into $final/NAME.tgz (the device tool brings back few files).
 pack() { tar -czf "$final/$1.tgz" -C "$final" "$1" && rm -rf "${final:?}/$1"; }
 
@@ -1066,8 +1070,8 @@ midband() {
   [ "${MIDBAND_INPLACE:-0}" = 1 ] && places+=(inplace)
   for ip in "${places[@]}"; do
     for mode in graph stream; do
-      # shellcheck disable=SC2206,SC2046
-      args=($c -d f32,bf16 ${MIDBAND_SIZES:--b 64K -e 2M -f 2} -n 100 -w 10 --reps 3 $(mode_flags $mode) --no-progress)
+      # shellcheck disable=SC2206,SC2054
+      args=($c -d f32,bf16 ${MIDBAND_SIZES:--b 64K -e 2M -f 2} -n 100 -w 10 --reps 3 ${mode_flags[$mode]} --no-progress)
       [ $ip = inplace ] && args+=(--in-place)
       CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} perf_case midband-$mode-$ip "${args[@]}" \
         --json "$dir/$mode-$ip.jsonl" --markdown "$dir/$mode-$ip.md"
@@ -1075,9 +1079,10 @@ midband() {
         --impl nvshmem-rs --algo "$forced" --json "$dir/$mode-$ip-lamport.jsonl"
     done
   done
-  for c in "$out"/midband-*.log; do
-    echo "== ${c##*/}"
-    grep -E '^# [a-z_]+ +type|^#size|^ +[0-9]+ ' "$c" | awk '{$2=""; print}' | head -60
+  for ip in "${places[@]}"; do
+    for mode in graph stream; do
+      summarize --label "$mode $ip" "$dir/$mode-$ip.jsonl" "lamport=$dir/$mode-$ip-lamport.jsonl"
+    done
   done
   pack midband
 }
@@ -1116,12 +1121,12 @@ perfpoints() {
   case_ host-overhead-2pe pass mpi 2 .gpu/bin/host_overhead
   grep -h "host time\|  \|against" "$out/host-overhead-2pe.log" | head -8
   for mode in stream graph; do
-    # shellcheck disable=SC2206,SC2046
-    args=(all ${PERF_POINTS:--b 8 -e 128M -f 16777216} -n 50 -w 5 --reps 3 $(mode_flags $mode) --no-progress)
+    # shellcheck disable=SC2206
+    args=(all ${PERF_POINTS:--b 8 -e 128M -f 16777216} -n 50 -w 5 --reps 3 ${mode_flags[$mode]} --no-progress)
     CASE_TIMEOUT=${POINTS_TIMEOUT:-150} perf_case points-$mode-auto "${args[@]}" --json "$dir/$mode-auto.jsonl"
     CASE_TIMEOUT=${POINTS_TIMEOUT:-150} perf_case points-$mode-forced-nvshmem "${args[@]}" \
       --impl nvshmem-rs,nvshmem --algo "$forced" --json "$dir/$mode-forced.jsonl"
-    grep -hE '^ *(8|134217728) ' "$out/points-$mode-auto.log" "$out/points-$mode-forced-nvshmem.log" | head -60
+    summarize --label "$mode" "$dir/$mode-auto.jsonl" "forced=$dir/$mode-forced.jsonl"
   done
   pack points
 }
@@ -1132,7 +1137,7 @@ perfpoints() {
 # 128 MiB (ONEPE_SIZES), on a stream (results checked) and in a CUDA graph, out of place, then
 # all-reduce and broadcast in place; then the same forced onto NVSHMEM's algorithm against raw
 # NVSHMEM, and onto this crate's kernels at 8 B (nvlink_ll, nvlink: what these calls cost
-# before `local`). About a minute; JSON into $final/onepe/, the tables in the summary.
+# before `local`). About a minute; JSON into $final/onepe/, its points side by side in the output.
 onepe() {
   perf_env 2G
   local forced=all_reduce=nvshmem,broadcast=nvshmem,barrier=nvshmem,sync=nvshmem
@@ -1141,8 +1146,8 @@ onepe() {
   mkdir -p "$dir"
   mps_share 1 # started without a launcher function
   for mode in stream graph; do
-    # shellcheck disable=SC2206,SC2046
-    common=(-n 50 -w 5 --reps 3 $(mode_flags $mode) --no-progress)
+    # shellcheck disable=SC2206
+    common=(-n 50 -w 5 --reps 3 ${mode_flags[$mode]} --no-progress)
     # shellcheck disable=SC2206
     local sizes=(${ONEPE_SIZES:--b 8 -e 128M -f 16777216})
     CASE_TIMEOUT=${ONEPE_TIMEOUT:-90} case_ onepe-$mode-auto pass .gpu/bin/nvshmem-perf \
@@ -1155,10 +1160,8 @@ onepe() {
     CASE_TIMEOUT=${ONEPE_TIMEOUT:-90} case_ onepe-$mode-forced-kernels pass .gpu/bin/nvshmem-perf \
       all_reduce,broadcast,barrier,sync -b 8 -e 8 "${common[@]}" --impl nvshmem-rs \
       --algo "$kernels" --json "$dir/$mode-forced-kernels.jsonl"
-    for name in auto in-place forced-nvshmem forced-kernels; do
-      echo "== onepe $mode $name"
-      sed -n '/^# [a-z_]* *type/,/^# Out of bounds/p' "$out/onepe-$mode-$name.log"
-    done
+    summarize --label "onepe $mode" "$dir/$mode-auto.jsonl" "$dir/$mode-in-place.jsonl" \
+      "forced=$dir/$mode-forced-nvshmem.jsonl" "kernels=$dir/$mode-forced-kernels.jsonl"
   done
   pack onepe
 }
@@ -1173,10 +1176,10 @@ pdl() {
   for mode in stream graph; do
     for on in 1 0 1 0; do
       run=$((run + 1)); impl=nvshmem-rs,nvshmem; [ $run -le 1 ] || [ $run -eq 5 ] && impl+=,nccl
-      # shellcheck disable=SC2086,SC2046
+      # shellcheck disable=SC2086
       NVSHMEM_RS_PDL=$on CASE_TIMEOUT=${PDL_TIMEOUT:-120} perf_case pdl-$mode-$on-run$run all ${PDL_SIZES:--b 8 -e 4K -f 512} \
-        -n 200 -w 20 --reps 3 $(mode_flags $mode) --impl $impl --no-progress --json "$dir/$mode-pdl$on-run$run.jsonl"
-      awk -v r="$mode pdl=$on" '/^# [a-z_]+ +type/ {c=$2} /^ *[0-9]+ +[0-9]+ / {printf "%s %-15s %6s  rs %7s  nvshmem %7s  nccl %s\n", r, c, $1, $6, $11, $15}' "$out/pdl-$mode-$on-run$run.log"
+        -n 200 -w 20 --reps 3 ${mode_flags[$mode]} --impl $impl --no-progress --json "$dir/$mode-pdl$on-run$run.jsonl"
+      summarize --label "$mode pdl=$on" "$dir/$mode-pdl$on-run$run.jsonl"
     done
   done
   pack pdl
@@ -1190,12 +1193,11 @@ cepoints() {
   perf_env 4G
   mkdir -p "$dir"
   for mode in stream graph; do
-    # shellcheck disable=SC2206,SC2046
-    args=($colls ${CE_SIZES:--b 1M -e 256M -f 2} -n 20 -w 3 --reps 3 $(mode_flags $mode) --no-progress)
+    # shellcheck disable=SC2206
+    args=($colls ${CE_SIZES:--b 1M -e 256M -f 2} -n 20 -w 3 --reps 3 ${mode_flags[$mode]} --no-progress)
     CASE_TIMEOUT=${CE_TIMEOUT:-200} perf_case ce-$mode-auto "${args[@]}" --json "$dir/$mode-auto.jsonl"
     CASE_TIMEOUT=${CE_TIMEOUT:-200} perf_case ce-$mode-forced "${args[@]}" --impl nvshmem-rs --algo "$forced" --json "$dir/$mode-ce.jsonl"
-    paste <(awk '/^# [a-z_]+ +type/ {c=$2} /^ *[0-9]+ +[0-9]+ / {printf "%s %-10s %10s auto %8s %-14s nccl %8s\n", m, c, $1, $6, $10, ($11=="skip" ? $12 : $15)}' m=$mode "$out/ce-$mode-auto.log") \
-          <(awk '/^ *[0-9]+ +[0-9]+ / {printf "ce %8s\n", $6}' "$out/ce-$mode-forced.log")
+    summarize --label "$mode" "$dir/$mode-auto.jsonl" "ce=$dir/$mode-ce.jsonl"
   done
   pack ce
 }
