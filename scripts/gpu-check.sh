@@ -196,6 +196,12 @@ for line in sys.stdin:
   du -sh .gpu
 }
 
+# nvshmem_version DIR: the release of the NVSHMEM folder DIR (its headers'), as 3.8.0.
+nvshmem_version() {
+  sed -n 's/^#define NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION \([0-9]*\).*/\2/p' \
+    "$1/include/non_abi/nvshmem_version.h" | paste -sd.
+}
+
 # NVSHMEM VERSION's folder from its wheel (downloaded once into .nvshmem-cache/), without the
 # per-architecture bitcode (lib/libnvshmem_device_sm_*.bc, which no route of the crate reads),
 # packed into .gpu-nvshmem/nvshmem-VERSION.tar.xz with a top folder `nvshmem`.
@@ -225,8 +231,7 @@ with zipfile.ZipFile(whl) as z:
             shutil.copyfileobj(src, out)
 PY
   local version
-  version=$(sed -n 's/^#define NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION \([0-9]*\).*/\2/p' \
-    "$tmp/nvshmem/include/non_abi/nvshmem_version.h" | paste -sd.)
+  version=$(nvshmem_version "$tmp/nvshmem")
   [ "$version" = "$v" ] || { echo "stage-nvshmem: the wheel holds NVSHMEM $version, not $v" >&2; rm -rf "$tmp"; return 1; }
   rm -f ".gpu-nvshmem/nvshmem-$v.tar.xz"
   XZ_OPT=${XZ_OPT:--9e} tar -cJf ".gpu-nvshmem/nvshmem-$v.tar.xz" -C "$tmp" nvshmem
@@ -330,8 +335,7 @@ if [ "$mode" = run ] && [ -n "${NVSHMEM_VERSION:-}" ]; then
   export NVSHMEM_HOME=$nv_dir/nvshmem
   export NVSHMEM_LIBRARY=$NVSHMEM_HOME/lib/libnvshmem_host.so.3
   export LD_LIBRARY_PATH=$NVSHMEM_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  nvshmem_note="NVSHMEM $(sed -n 's/^#define NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION \([0-9]*\).*/\2/p' \
-    "$NVSHMEM_HOME/include/non_abi/nvshmem_version.h" | paste -sd.) from $NVSHMEM_HOME"
+  nvshmem_note="NVSHMEM $(nvshmem_version "$NVSHMEM_HOME") from $NVSHMEM_HOME"
   echo "gpu-check: $nvshmem_note"
 fi
 # Fresh random data for every run of the matrix; the seed is printed so a failure can be rerun.
@@ -1231,10 +1235,7 @@ device() {
   for e in halo_device ping_pong; do case_ device-$e-1pe pass mpi 1 .gpu/bin/$e; done
   case_ device-perf-1pe pass .gpu/bin/nvshmem-perf device "${ref[@]}" --json "$out/device-perf-1pe.jsonl"
   # Once more without the kernel cache: NVRTC and nvJitLink on this machine, timed.
-  local cache=$NVSHMEM_RS_KERNEL_CACHE
-  export NVSHMEM_RS_KERNEL_CACHE=off
-  case_ device-compile-here pass .gpu/bin/nvshmem-perf device --iters 10 --reps 1
-  export NVSHMEM_RS_KERNEL_CACHE=$cache
+  NVSHMEM_RS_KERNEL_CACHE=off case_ device-compile-here pass .gpu/bin/nvshmem-perf device --iters 10 --reps 1
   grep -h '^# ours' "$out/device-compile-here.log"
   # Under MPS=1 the run's own daemon serves these cases; otherwise each gets a fresh one.
   if mps_on; then
