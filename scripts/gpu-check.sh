@@ -366,7 +366,7 @@ mps_start() {
 # take (a stuck server), the daemon we started is ended by its process id.
 mps_stop() {
   [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] || return 0
-  echo quit | timeout 30 bash -c "$(declare -f mps_control); mps_control" >/dev/null 2>&1
+  echo quit | timeout 30 bash -c "$(declare -f dryrun say dry mps_control); mps_control" >/dev/null 2>&1
   local i
   for i in $(seq 100); do
     [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] || return 0
