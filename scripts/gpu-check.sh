@@ -93,10 +93,54 @@
 # call on a dropped team an error, never a wrong result reported as good. For example
 #     PES="2" scripts/gpu-check.sh run mismatch            (2 GPUs)
 #     MPS=1 PES="3 4 8" scripts/gpu-check.sh run mismatch  (one GPU)
+#
+# Dry run: GPU_DRYRUN=1 scripts/gpu-check.sh run SUITES... (on any machine, nothing built or
+# started) prints, instead of running it, every case as one line `DRY case NAME EXPECT
+# timeout=S env: +VAR=VALUE... -VAR=VALUE... cmd: COMMAND...` (the exported variables added or
+# changed since the script started, then those removed or changed, then the command, each word
+# quoted by printf %q), and every other command that would start a GPU process, MPS, a compiler
+# or an archive as `DRY COMMAND...`; summaries then have no logs to read. nvidia-smi answers
+# for GPU_DRYRUN_GPUS (default 2) H100s. The last line names the exported functions the cases'
+# commands may call, with a checksum of their definitions. To compare the driver before and
+# after a change: the same dry run's output (with GPU_TEST_SEED and MPS_DIR fixed) must match.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
 shift || true
+
+# ---- dry run (GPU_DRYRUN=1, see the header) ----
+dryrun() { [ -n "${GPU_DRYRUN:-}" ]; }
+# say COMMAND...: the line of a command the dry run does not run, on the script's own output
+# (fd 3) even where the caller captures or discards the command's.
+say() { { printf 'DRY'; printf ' %q' "$@"; echo; } >&3; }
+# dry COMMAND...: COMMAND, or its line in a dry run.
+dry() { if dryrun; then say "$@"; else "$@"; fi; }
+# The exported variables, one a line (quoted), for the dry run's difference at each case.
+dry_vars() {
+  local e
+  while IFS= read -r -d '' e; do
+    case $e in BASH_FUNC_* | _=* | SHLVL=* | OLDPWD=*) ;; *) printf '%q\n' "$e" ;; esac
+  done < <(env -0) | LC_ALL=C sort
+}
+if dryrun; then
+  # What starts processes on the GPU machine only says what it would start.
+  tar() { say tar "$@"; }
+  nvcc() { say nvcc "$@"; }
+  nvlink() { say nvlink "$@"; }
+  pkill() { say pkill "$@"; return 1; }
+  nvidia-cuda-mps-control() { say nvidia-cuda-mps-control "$@"; }
+  sleep() { :; }
+  exec 3>&1
+  nvidia-smi() {
+    local i
+    case "$*" in
+      -L) for i in $(seq 0 $((${GPU_DRYRUN_GPUS:-2} - 1))); do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-dry-$i)"; done ;;
+      --query-gpu=name*) for i in $(seq "${GPU_DRYRUN_GPUS:-2}"); do echo "NVIDIA H100 80GB HBM3"; done ;;
+      *) say nvidia-smi "$@" ;;
+    esac
+  }
+  dry_env0=$(dry_vars)
+fi
 
 # The programs of the `device` and `foundation` suites (`stage-small`).
 SMALL_BINS="gpu_foundation halo_device ping_pong nvshmem-perf nvshmem-run"
@@ -152,6 +196,12 @@ for line in sys.stdin:
   du -sh .gpu
 }
 
+# nvshmem_version DIR: the release of the NVSHMEM folder DIR (its headers'), as 3.8.0.
+nvshmem_version() {
+  sed -n 's/^#define NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION \([0-9]*\).*/\2/p' \
+    "$1/include/non_abi/nvshmem_version.h" | paste -sd.
+}
+
 # NVSHMEM VERSION's folder from its wheel (downloaded once into .nvshmem-cache/), without the
 # per-architecture bitcode (lib/libnvshmem_device_sm_*.bc, which no route of the crate reads),
 # packed into .gpu-nvshmem/nvshmem-VERSION.tar.xz with a top folder `nvshmem`.
@@ -181,8 +231,7 @@ with zipfile.ZipFile(whl) as z:
             shutil.copyfileobj(src, out)
 PY
   local version
-  version=$(sed -n 's/^#define NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION \([0-9]*\).*/\2/p' \
-    "$tmp/nvshmem/include/non_abi/nvshmem_version.h" | paste -sd.)
+  version=$(nvshmem_version "$tmp/nvshmem")
   [ "$version" = "$v" ] || { echo "stage-nvshmem: the wheel holds NVSHMEM $version, not $v" >&2; rm -rf "$tmp"; return 1; }
   rm -f ".gpu-nvshmem/nvshmem-$v.tar.xz"
   XZ_OPT=${XZ_OPT:--9e} tar -cJf ".gpu-nvshmem/nvshmem-$v.tar.xz" -C "$tmp" nvshmem
@@ -267,7 +316,7 @@ fi
 if [ "$mode" = run ] && [ ! -d "$NVSHMEM_RS_KERNEL_CACHE" ] && [ -x .gpu/bin/nvshmem-kernel-cache ]; then
   mkdir -p "$NVSHMEM_RS_KERNEL_CACHE"
   t0=$SECONDS
-  .gpu/bin/nvshmem-kernel-cache --ignored --exact kernels::tests::fill_the_kernel_cache --nocapture 2>&1 |
+  dry .gpu/bin/nvshmem-kernel-cache --ignored --exact kernels::tests::fill_the_kernel_cache --nocapture 2>&1 |
     grep -E "kernels in|FAILED|panicked|error"
   echo "gpu-check: kernel cache filled here in $((SECONDS - t0)) s"
 fi
@@ -286,8 +335,7 @@ if [ "$mode" = run ] && [ -n "${NVSHMEM_VERSION:-}" ]; then
   export NVSHMEM_HOME=$nv_dir/nvshmem
   export NVSHMEM_LIBRARY=$NVSHMEM_HOME/lib/libnvshmem_host.so.3
   export LD_LIBRARY_PATH=$NVSHMEM_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  nvshmem_note="NVSHMEM $(sed -n 's/^#define NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION \([0-9]*\).*/\2/p' \
-    "$NVSHMEM_HOME/include/non_abi/nvshmem_version.h" | paste -sd.) from $NVSHMEM_HOME"
+  nvshmem_note="NVSHMEM $(nvshmem_version "$NVSHMEM_HOME") from $NVSHMEM_HOME"
   echo "gpu-check: $nvshmem_note"
 fi
 # Fresh random data for every run of the matrix; the seed is printed so a failure can be rerun.
@@ -303,7 +351,7 @@ export -f mps_on
 mps_control() {
   local c
   c=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
-  "$c" "$@"
+  dry "$c" "$@"
 }
 # Starts the control daemon (the server starts with the first client).
 mps_start() {
@@ -318,7 +366,7 @@ mps_start() {
 # take (a stuck server), the daemon we started is ended by its process id.
 mps_stop() {
   [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] || return 0
-  echo quit | timeout 30 bash -c "$(declare -f mps_control); mps_control" >/dev/null 2>&1
+  echo quit | timeout 30 bash -c "$(declare -f dryrun say dry mps_control); mps_control" >/dev/null 2>&1
   local i
   for i in $(seq 100); do
     [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] || return 0
@@ -425,6 +473,16 @@ case_() {
   local name=$1 expect=$2; shift 2
   if [ -n "${DEADLINE:-}" ] && [ "$SECONDS" -ge "$DEADLINE" ]; then
     summary+=("$(printf '%-44s %-10s' "$name" NOT-RUN) (DEADLINE ${DEADLINE}s reached)")
+    return 0
+  fi
+  if dryrun; then
+    {
+      printf 'DRY case %s %s timeout=%s env: ' "$name" "$expect" "${CASE_TIMEOUT:-180}"
+      LC_ALL=C comm -13 <(echo "$dry_env0") <(dry_vars) | sed 's/^/+/' | tr '\n' ' '
+      LC_ALL=C comm -23 <(echo "$dry_env0") <(dry_vars) | sed 's/^/-/' | tr '\n' ' '
+      printf 'cmd:'; printf ' %q' "$@"; echo
+    } >&3
+    summary+=("$(printf '%-44s %-10s' "$name" DRY-RUN)")
     return 0
   fi
   local log="$out/$name.log" t0=$SECONDS
@@ -567,6 +625,7 @@ multipe() {
   f=$(gtest gpu_collectives)
   for np in $PES; do
     case_ foundation-mpi-${np}pe pass mpi "$np" $t
+    # shellcheck disable=SC2046
     CASE_TIMEOUT=${LIFETIMES_TIMEOUT:-240} case_ lifetimes-${np}pe pass mpi "$np" $(gtest gpu_lifetimes)
     GPU_TEST_SKIP=world/,strided/,listed/,single/ CASE_TIMEOUT=150 \
       case_ collectives-outside-matrix-${np}pe pass mpi "$np" $f
@@ -609,7 +668,7 @@ scale() {
 mismatch() {
   local t np c cases expect timeout
   t=$(gtest gpu_mismatch)
-  cases=${MISMATCH_CASES:-$(GPU_MISMATCH_CASE=list $t --exact gpu_mismatch 2>/dev/null |
+  cases=${MISMATCH_CASES:-$(GPU_MISMATCH_CASE=list dry $t --exact gpu_mismatch 2>/dev/null |
     sed -n 's/^mismatch-case: \([a-z_]*\)$/\1/p')}
   [ -n "$cases" ] || echo "mismatch: no cases listed by $t (GPU_MISMATCH_CASE=list)"
   for np in $(multi_pes); do
@@ -848,6 +907,27 @@ soak() {
   grep -E "^(soak|warm-up|quarter|PE 0:)" "$out/soak-1pe.log" | tail -20
 }
 
+# ---- nvshmem-perf's suites ----
+# perf_env SIZE: what nvshmem-perf's runs export (and later suites keep): raw NCCL's library
+# beside ours, a symmetric heap of SIZE, and a bound on every wait (30 s unless set).
+perf_env() {
+  export NCCL_HOME=${NCCL_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=$1 NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+}
+# perf_case NAME ARGS...: case NAME, nvshmem-perf ARGS as 2 PEs under mpirun, passed NCCL_HOME
+# and NVSHMEM_SYMMETRIC_SIZE (CASE_TIMEOUT and the like from the caller's prefix).
+perf_case() {
+  local n=$1; shift
+  case_ "$n" pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE .gpu/bin/nvshmem-perf "$@"
+}
+# nvshmem-perf's flags for stream mode (results checked) and graph mode (unchecked), word-split
+# where used.
+declare -A mode_flags=([stream]="-c 1 -G 0" [graph]="-c 0 -G 1")
+# summarize ARGS...: saved results side by side, a line a point (nvshmem-perf summarize --help:
+# [--label TEXT] [NAME=]FILE.jsonl...), read from the rows rather than cut from the tables.
+summarize() { .gpu/bin/nvshmem-perf summarize "$@"; }
+# pack NAME: $final/NAME packed into $final/NAME.tgz (the device tool brings back few files).
+pack() { tar -czf "$final/$1.tgz" -C "$final" "$1" && rm -rf "${final:?}/$1"; }
+
 # Why small all-reduce/all-gather/NCCL-barrier times exceed the anchors (host-bound, see
 # docs/performance.md, "Where it is slower"): the same points with each implementation alone in its
 # process, and with the anchors' 500 iterations.
@@ -856,7 +936,7 @@ perfiso() {
   export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=1G
   local impl
   for impl in nccl nvshmem nvshmem-rs nvshmem-rs,nvshmem,nccl; do
-    case_ "perfiso-${impl//,/+}" pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE .gpu/bin/nvshmem-perf "${args[@]}" --impl "$impl"
+    perf_case "perfiso-${impl//,/+}" "${args[@]}" --impl "$impl"
     grep -E '^ +8 |^ +0 ' "$out/perfiso-${impl//,/+}.log" | head -8
   done
 }
@@ -881,8 +961,8 @@ reddiag() {
 # PEs raw NVSHMEM is left out: its own in-place all-reduce is wrong there (tools/nvshmem-repro),
 # which is NVSHMEM's, not what this checks; under MPS NCCL skips itself.
 perfinplace() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages np impls
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  local np impls
+  perf_env 4G
   for np in $(multi_pes); do
     impls=nvshmem-rs,nvshmem,nccl
     [ "$np" -gt 2 ] && impls=nvshmem-rs,nccl
@@ -902,30 +982,28 @@ perfgraph() { perf_mode graph; }
 # a first point now and then (not found; docs/performance.md, "Small messages"), and so a
 # hang costs one collective, not the run. JSON per collective into $final/perf-graph/.
 perfgraphsplit() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages c dir="$final/perf-graph"
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  local c dir="$final/perf-graph"
+  perf_env 4G
   mkdir -p "$dir"
   for c in ${PERF_COLLS:-barrier sync all_reduce broadcast fcollect alltoall reduce_scatter reduce gather scatter}; do
     # shellcheck disable=SC2086
-    CASE_TIMEOUT=${PERF_PIECE_TIMEOUT:-90} case_ perf-graph-$c pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf $c -b 8 -e 256M -f 2 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress ${PERF_EXTRA:-} \
-      --json "$dir/$c.jsonl"
+    CASE_TIMEOUT=${PERF_PIECE_TIMEOUT:-90} perf_case perf-graph-$c $c -b 8 -e 256M -f 2 -n 20 -w 3 --reps 3 -c 0 -G 1 \
+      --no-progress ${PERF_EXTRA:-} --json "$dir/$c.jsonl"
   done
-  tar -czf "$final/perf-graph.tgz" -C "$final" perf-graph && rm -rf "$dir"
+  pack perf-graph
 }
 # The graph-mode hang of a fresh nvshmem-perf process whose first collective is alltoall: the
 # same after a barrier, then alltoall alone with each implementation apart (which one hangs).
 graphhang() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages impl dir="$final/perf-graph"
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  local impl dir="$final/perf-graph"
+  perf_env 4G
   mkdir -p "$dir"
-  CASE_TIMEOUT=45 case_ perf-graph-barrier-then-alltoall pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-    .gpu/bin/nvshmem-perf barrier,alltoall -b 8 -e 256M -f 2 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress --json "$dir/alltoall-after-barrier.jsonl"
+  CASE_TIMEOUT=45 perf_case perf-graph-barrier-then-alltoall barrier,alltoall -b 8 -e 256M -f 2 -n 20 -w 3 --reps 3 \
+    -c 0 -G 1 --no-progress --json "$dir/alltoall-after-barrier.jsonl"
   for impl in nccl nvshmem nvshmem-rs; do
-    CASE_TIMEOUT=30 case_ hang-alltoall-graph-$impl pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf alltoall -b 8 -e 8 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress --impl $impl
+    CASE_TIMEOUT=30 perf_case hang-alltoall-graph-$impl alltoall -b 8 -e 8 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress --impl $impl
   done
-  tar -czf "$final/perf-graph.tgz" -C "$final" perf-graph && rm -rf "$dir"
+  pack perf-graph
 }
 
 # 3 PEs on 2 GPUs (two PEs on GPU 0, one on GPU 1) under MPS: NVSHMEM 3.4.5's init never
@@ -989,31 +1067,28 @@ latency() {
 # unchecked, stream checked), then the same with nvlink_lamport forced on this crate alone;
 # MIDBAND_INPLACE=1 adds the in-place runs. JSON, markdown and plots into $final/midband/.
 midband() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages c mode g ip dir="$final/midband"
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  local c=${MIDBAND_COLLS:-all_reduce,reduce_scatter,reduce} mode ip args dir="$final/midband" places=(oop)
+  local forced=${c//,/=nvlink_lamport,}=nvlink_lamport
+  perf_env 4G
   mkdir -p "$dir"
-  local places=(oop)
   [ "${MIDBAND_INPLACE:-0}" = 1 ] && places+=(inplace)
   for ip in "${places[@]}"; do
     for mode in graph stream; do
-      g=0; [ $mode = graph ] && g=1
-      c=${MIDBAND_COLLS:-all_reduce,reduce_scatter,reduce}
-      # shellcheck disable=SC2206
-      local args=($c -d f32,bf16 ${MIDBAND_SIZES:--b 64K -e 2M -f 2} -n 100 -w 10 --reps 3 -c $((1 - g)) -G $g --no-progress)
+      # shellcheck disable=SC2206,SC2054
+      args=($c -d f32,bf16 ${MIDBAND_SIZES:--b 64K -e 2M -f 2} -n 100 -w 10 --reps 3 ${mode_flags[$mode]} --no-progress)
       [ $ip = inplace ] && args+=(--in-place)
-      local forced=${c//,/=nvlink_lamport,}=nvlink_lamport
-      CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} case_ midband-$mode-$ip pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-        .gpu/bin/nvshmem-perf "${args[@]}" --json "$dir/$mode-$ip.jsonl" --markdown "$dir/$mode-$ip.md"
-      CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} case_ midband-$mode-$ip-lamport pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-        .gpu/bin/nvshmem-perf "${args[@]}" --impl nvshmem-rs --algo "$forced" \
-        --json "$dir/$mode-$ip-lamport.jsonl"
+      CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} perf_case midband-$mode-$ip "${args[@]}" \
+        --json "$dir/$mode-$ip.jsonl" --markdown "$dir/$mode-$ip.md"
+      CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} perf_case midband-$mode-$ip-lamport "${args[@]}" \
+        --impl nvshmem-rs --algo "$forced" --json "$dir/$mode-$ip-lamport.jsonl"
     done
   done
-  for c in "$out"/midband-*.log; do
-    echo "== ${c##*/}"
-    grep -E '^# [a-z_]+ +type|^#size|^ +[0-9]+ ' "$c" | awk '{$2=""; print}' | head -60
+  for ip in "${places[@]}"; do
+    for mode in graph stream; do
+      summarize --label "$mode $ip" "$dir/$mode-$ip.jsonl" "lamport=$dir/$mode-$ip-lamport.jsonl"
+    done
   done
-  tar -czf "$final/midband.tgz" -C "$final" midband && rm -rf "$dir"
+  pack midband
 }
 
 # LL over more blocks (issue 31): the copies (LLWIDE_COLLS, default broadcast, fcollect,
@@ -1113,24 +1188,21 @@ hostcost() {
 }
 
 perfpoints() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  perf_env 4G
   local forced=all_reduce=nvshmem,reduce=nvshmem,reduce_scatter=nvshmem,broadcast=nvshmem,fcollect=nvshmem,alltoall=nvshmem,gather=rooted_get,scatter=rooted_get,barrier=nvshmem,sync=nvshmem
-  local dir="$final/points" mode g args
+  local dir="$final/points" mode args
   mkdir -p "$dir"
   case_ host-overhead-2pe pass mpi 2 .gpu/bin/host_overhead
   grep -h "host time\|  \|against" "$out/host-overhead-2pe.log" | head -8
   for mode in stream graph; do
-    g=0; [ $mode = graph ] && g=1
     # shellcheck disable=SC2206
-    args=(all ${PERF_POINTS:--b 8 -e 128M -f 16777216} -n 50 -w 5 --reps 3 -c $((1 - g)) -G $g --no-progress)
-    CASE_TIMEOUT=${POINTS_TIMEOUT:-150} case_ points-$mode-auto pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf "${args[@]}" --json "$dir/$mode-auto.jsonl"
-    CASE_TIMEOUT=${POINTS_TIMEOUT:-150} case_ points-$mode-forced-nvshmem pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf "${args[@]}" --impl nvshmem-rs,nvshmem --algo "$forced" --json "$dir/$mode-forced.jsonl"
-    grep -hE '^ *(8|134217728) ' "$out/points-$mode-auto.log" "$out/points-$mode-forced-nvshmem.log" | head -60
+    args=(all ${PERF_POINTS:--b 8 -e 128M -f 16777216} -n 50 -w 5 --reps 3 ${mode_flags[$mode]} --no-progress)
+    CASE_TIMEOUT=${POINTS_TIMEOUT:-150} perf_case points-$mode-auto "${args[@]}" --json "$dir/$mode-auto.jsonl"
+    CASE_TIMEOUT=${POINTS_TIMEOUT:-150} perf_case points-$mode-forced-nvshmem "${args[@]}" \
+      --impl nvshmem-rs,nvshmem --algo "$forced" --json "$dir/$mode-forced.jsonl"
+    summarize --label "$mode" "$dir/$mode-auto.jsonl" "forced=$dir/$mode-forced.jsonl"
   done
-  tar -czf "$final/points.tgz" -C "$final" points && rm -rf "$dir"
+  pack points
 }
 
 # Teams of one PE (issue 22): nvshmem-perf as 1 PE with no launcher (run it without MPS=1),
@@ -1139,18 +1211,17 @@ perfpoints() {
 # 128 MiB (ONEPE_SIZES), on a stream (results checked) and in a CUDA graph, out of place, then
 # all-reduce and broadcast in place; then the same forced onto NVSHMEM's algorithm against raw
 # NVSHMEM, and onto this crate's kernels at 8 B (nvlink_ll, nvlink: what these calls cost
-# before `local`). About a minute; JSON into $final/onepe/, the tables in the summary.
+# before `local`). About a minute; JSON into $final/onepe/, its points side by side in the output.
 onepe() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=2G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
+  perf_env 2G
   local forced=all_reduce=nvshmem,broadcast=nvshmem,barrier=nvshmem,sync=nvshmem
   local kernels=all_reduce=nvlink_ll,broadcast=nvlink_ll,barrier=nvlink,sync=nvlink
-  local dir="$final/onepe" mode g common name
+  local dir="$final/onepe" mode common name
   mkdir -p "$dir"
   mps_share 1 # started without a launcher function
   for mode in stream graph; do
-    g=0; [ $mode = graph ] && g=1
-    common=(-n 50 -w 5 --reps 3 -c $((1 - g)) -G $g --no-progress)
+    # shellcheck disable=SC2206
+    common=(-n 50 -w 5 --reps 3 ${mode_flags[$mode]} --no-progress)
     # shellcheck disable=SC2206
     local sizes=(${ONEPE_SIZES:--b 8 -e 128M -f 16777216})
     CASE_TIMEOUT=${ONEPE_TIMEOUT:-90} case_ onepe-$mode-auto pass .gpu/bin/nvshmem-perf \
@@ -1163,56 +1234,46 @@ onepe() {
     CASE_TIMEOUT=${ONEPE_TIMEOUT:-90} case_ onepe-$mode-forced-kernels pass .gpu/bin/nvshmem-perf \
       all_reduce,broadcast,barrier,sync -b 8 -e 8 "${common[@]}" --impl nvshmem-rs \
       --algo "$kernels" --json "$dir/$mode-forced-kernels.jsonl"
-    for name in auto in-place forced-nvshmem forced-kernels; do
-      echo "== onepe $mode $name"
-      sed -n '/^# [a-z_]* *type/,/^# Out of bounds/p' "$out/onepe-$mode-$name.log"
-    done
+    summarize --label "onepe $mode" "$dir/$mode-auto.jsonl" "$dir/$mode-in-place.jsonl" \
+      "forced=$dir/$mode-forced-nvshmem.jsonl" "kernels=$dir/$mode-forced-kernels.jsonl"
   done
-  tar -czf "$final/onepe.tgz" -C "$final" onepe && rm -rf "$dir"
+  pack onepe
 }
 
 # Programmatic dependent launch (kernels/PROTOCOL.md, "Launch") on and off, alternately, in
 # stream and graph mode: small calls of every collective (PDL_SIZES, default 8 B and 4 KiB)
 # against raw NVSHMEM (and NCCL in the first run of each mode). JSON into $final/pdl/.
 pdl() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=1G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
-  local dir="$final/pdl" mode g on run=0 impl
+  local dir="$final/pdl" mode on run=0 impl
+  perf_env 1G
   mkdir -p "$dir"
   for mode in stream graph; do
-    g=0; [ $mode = graph ] && g=1
     for on in 1 0 1 0; do
       run=$((run + 1)); impl=nvshmem-rs,nvshmem; [ $run -le 1 ] || [ $run -eq 5 ] && impl+=,nccl
       # shellcheck disable=SC2086
-      NVSHMEM_RS_PDL=$on CASE_TIMEOUT=${PDL_TIMEOUT:-120} case_ pdl-$mode-$on-run$run pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-        .gpu/bin/nvshmem-perf all ${PDL_SIZES:--b 8 -e 4K -f 512} -n 200 -w 20 --reps 3 -c $((1 - g)) -G $g --impl $impl \
-        --no-progress --json "$dir/$mode-pdl$on-run$run.jsonl"
-      awk -v r="$mode pdl=$on" '/^# [a-z_]+ +type/ {c=$2} /^ *[0-9]+ +[0-9]+ / {printf "%s %-15s %6s  rs %7s  nvshmem %7s  nccl %s\n", r, c, $1, $6, $11, $15}' "$out/pdl-$mode-$on-run$run.log"
+      NVSHMEM_RS_PDL=$on CASE_TIMEOUT=${PDL_TIMEOUT:-120} perf_case pdl-$mode-$on-run$run all ${PDL_SIZES:--b 8 -e 4K -f 512} \
+        -n 200 -w 20 --reps 3 ${mode_flags[$mode]} --impl $impl --no-progress --json "$dir/$mode-pdl$on-run$run.jsonl"
+      summarize --label "$mode pdl=$on" "$dir/$mode-pdl$on-run$run.jsonl"
     done
   done
-  tar -czf "$final/pdl.tgz" -C "$final" pdl && rm -rf "$dir"
+  pack pdl
 }
 
 # Data movement by copy engine (nvlink_ce) against the automatic choice, raw NVSHMEM and NCCL,
 # 1 MiB to 256 MiB, stream then graph mode: where it wins (the crossovers of ce.rs).
 cepoints() {
-  local w=/opt/torch/.venv/lib/python3.12/site-packages
-  export NCCL_HOME=${NCCL_HOME:-$w/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=4G NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
-  local colls=broadcast,fcollect,alltoall,gather,scatter dir="$final/ce" mode g
+  local colls=broadcast,fcollect,alltoall,gather,scatter dir="$final/ce" mode args
   local forced=broadcast=nvlink_ce,fcollect=nvlink_ce,alltoall=nvlink_ce,gather=nvlink_ce,scatter=nvlink_ce
+  perf_env 4G
   mkdir -p "$dir"
   for mode in stream graph; do
-    g=0; [ $mode = graph ] && g=1
-    # shellcheck disable=SC2086
-    local args=($colls ${CE_SIZES:--b 1M -e 256M -f 2} -n 20 -w 3 --reps 3 -c $((1 - g)) -G $g --no-progress)
-    CASE_TIMEOUT=${CE_TIMEOUT:-200} case_ ce-$mode-auto pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf "${args[@]}" --json "$dir/$mode-auto.jsonl"
-    CASE_TIMEOUT=${CE_TIMEOUT:-200} case_ ce-$mode-forced pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE \
-      .gpu/bin/nvshmem-perf "${args[@]}" --impl nvshmem-rs --algo "$forced" --json "$dir/$mode-ce.jsonl"
-    paste <(awk '/^# [a-z_]+ +type/ {c=$2} /^ *[0-9]+ +[0-9]+ / {printf "%s %-10s %10s auto %8s %-14s nccl %8s\n", m, c, $1, $6, $10, ($11=="skip" ? $12 : $15)}' m=$mode "$out/ce-$mode-auto.log") \
-          <(awk '/^ *[0-9]+ +[0-9]+ / {printf "ce %8s\n", $6}' "$out/ce-$mode-forced.log")
+    # shellcheck disable=SC2206
+    args=($colls ${CE_SIZES:--b 1M -e 256M -f 2} -n 20 -w 3 --reps 3 ${mode_flags[$mode]} --no-progress)
+    CASE_TIMEOUT=${CE_TIMEOUT:-200} perf_case ce-$mode-auto "${args[@]}" --json "$dir/$mode-auto.jsonl"
+    CASE_TIMEOUT=${CE_TIMEOUT:-200} perf_case ce-$mode-forced "${args[@]}" --impl nvshmem-rs --algo "$forced" --json "$dir/$mode-ce.jsonl"
+    summarize --label "$mode" "$dir/$mode-auto.jsonl" "ce=$dir/$mode-ce.jsonl"
   done
-  tar -czf "$final/ce.tgz" -C "$final" ce && rm -rf "$dir"
+  pack ce
 }
 
 # Device-initiated kernels (nvshmem::device): halo_device and ping_pong at 1 PE, then at 2 and 4
@@ -1244,10 +1305,7 @@ device() {
   for e in halo_device ping_pong; do case_ device-$e-1pe pass mpi 1 .gpu/bin/$e; done
   case_ device-perf-1pe pass .gpu/bin/nvshmem-perf device "${ref[@]}" --json "$out/device-perf-1pe.jsonl"
   # Once more without the kernel cache: NVRTC and nvJitLink on this machine, timed.
-  local cache=$NVSHMEM_RS_KERNEL_CACHE
-  export NVSHMEM_RS_KERNEL_CACHE=off
-  case_ device-compile-here pass .gpu/bin/nvshmem-perf device --iters 10 --reps 1
-  export NVSHMEM_RS_KERNEL_CACHE=$cache
+  NVSHMEM_RS_KERNEL_CACHE=off case_ device-compile-here pass .gpu/bin/nvshmem-perf device --iters 10 --reps 1
   grep -h '^# ours' "$out/device-compile-here.log"
   # Under MPS=1 the run's own daemon serves these cases; otherwise each gets a fresh one.
   if mps_on; then
@@ -1307,6 +1365,9 @@ case "$mode" in
     # The device tool brings back at most 8 files: the logs travel as one archive.
     printf '%s\n' "${summary[@]}" >"$final/summary.txt"
     tar -czf "$final/logs.tgz" -C "$final" logs && rm -rf "$out"
+    if dryrun; then
+      echo "DRY exported functions: $(declare -Fx | awk '{print $3}' | xargs); $(declare -fx | md5sum | cut -c1-12)"
+    fi
     [ $failures -eq 0 ]
     ;;
   *) sed -n '2,33p' "$0"; exit 2 ;;

@@ -1,7 +1,8 @@
 //! `nvshmem-perf`: barrier and collective microbenchmarks, nvshmem-rs, raw NVSHMEM and NCCL
 //! side by side. Run `nvshmem-perf --help`; see the crate's README. `nvshmem-perf plot
 //! FILE.jsonl --out DIR` draws saved results again, without a GPU; `nvshmem-perf device` times
-//! device-initiated puts (kernels that call NVSHMEM themselves) beside an nvcc-built reference.
+//! device-initiated puts (kernels that call NVSHMEM themselves) beside an nvcc-built reference;
+//! `nvshmem-perf summarize [NAME=]FILE.jsonl...` prints saved results side by side, a line a point.
 use std::{fs::File, io::BufWriter, process::ExitCode};
 
 use anyhow::{bail, Context, Result};
@@ -17,6 +18,7 @@ mod impls;
 mod plot;
 mod report;
 mod stats;
+mod summary;
 
 use cli::{Args, ImplKind, Plan, TeamKind};
 use coll::CollectiveExt;
@@ -33,6 +35,10 @@ fn main() -> ExitCode {
     // A subcommand in front of the positional collectives: `plot` is no collective's name.
     if std::env::args_os().nth(1).is_some_and(|a| a == "plot") {
         return plot::main(std::env::args_os().skip(1));
+    }
+    // `summarize`: saved results side by side, a line a point (src/summary.rs).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "summarize") {
+        return summary::main(std::env::args_os().skip(1));
     }
     // `device`: device-initiated put latency and bandwidth (src/device.rs).
     if std::env::args_os().nth(1).is_some_and(|a| a == "device") {

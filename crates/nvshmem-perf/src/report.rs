@@ -205,7 +205,7 @@ pub fn format_tables(rows: &[Row], impls: &[&str], markdown: bool) -> String {
 
 /// Whether `r` names an algorithm (rows of implementations without a choice say `-`; rows
 /// of older files say nothing).
-fn has_algo(r: &Row) -> bool {
+pub(crate) fn has_algo(r: &Row) -> bool {
     !matches!(r.algo.as_str(), "" | "-")
 }
 
