@@ -41,8 +41,8 @@
 // buffer while this PE is still clearing it, unless the clear were fenced before the arrival.)
 // Two buffers cannot work: the one cleared in run r would be written at run r + 1. The run
 // index lives in the channel (header word `rot`, 0..2), advanced once per run by the last block
-// of the launch to count itself (an atomic count in `done`, taken at the block's start once all
-// its threads have read the header; the last one writes the header at its end), so it depends
+// of the launch to count itself (an atomic count in `done`, taken at the block's start by the
+// lane that read the header for the block; the last one writes the header at its end), so it depends
 // neither on the epochs (whose wrap 0xFFFFFFFE -> 1 would break e % 3) nor on the grid: every
 // Lamport launch on a channel, of any size, advances it by one, on every member alike (every
 // member runs the same calls on the channel).
@@ -54,10 +54,11 @@
 // above, so no writer waits for anything.
 //
 // CONTROL WARP. A block's last warp moves no data: its lanes j < n are the flag lanes (arrive,
-// quiescence), its lane 31 counts the block (ROTATION), and all its lanes re-fill the block's
-// share of the previous buffer. Threads [0, blockDim.x - 32) move data. So no data thread waits
-// for a flag, a fingerprint, the count or a re-fill (at the end of every block they cost a few
-// tenths of a microsecond a call: docs/performance.md, "The mid band").
+// quiescence), its lane 31 reads the epoch and the header for the block and counts it
+// (ROTATION), and all its lanes re-fill the block's share of the previous buffer. Threads
+// [0, blockDim.x - 32) move data. So no data thread waits for a flag, a fingerprint, the count
+// or a re-fill (at the end of every block they cost a few tenths of a microsecond a call:
+// docs/performance.md, "The mid band").
 //
 // LAYOUT (from nvr_lam_area(t) = chan + nvr_chan_bytes(ll_bytes)): a 256-byte header
 // {u32 rot, u32 done, u64 clear}, then buf[3][n - 1][slot]: buffer k, slot s holds what team PE
@@ -234,21 +235,32 @@ __device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_
     return ok;
 }
 
-// Start of a block: epoch, this run's buffer and what to clear (the header, one 16-byte load
-// by every thread), its vectors. Then (nvr_lam_count) the block counts itself and arrives; the
-// kernels load their first vector in between, so that its load and the header's overlap.
+// What the counter lane reads at a block's start for the whole block: the epoch and the header
+// {rot, done, clear}. One thread reads, the rest take it from here after the block barrier: with
+// every thread reading, a 1 MiB launch sent some 2,000 loads of one line to one L2 slice, and
+// the barrier made every block wait for the last of them (1 MiB all-reduce 7.7 us against 7.2
+// before the barrier, 2 x H200).
+__shared__ unsigned int nvr_lam_sh[5];
+
+// Start of a block: the counter lane reads the epoch and the header (this run's buffer, what to
+// clear) into nvr_lam_sh; every thread works out its vectors. Then (nvr_lam_count) the block
+// takes them, counts itself and arrives; the kernels load their first vector in between, so
+// that its load and the header's overlap.
 __device__ __forceinline__ nvr_lam_ctx nvr_lam_begin(const nvr_team &t, nvr_u64 x) {
     nvr_lam_ctx c;
-    c.e = nvr_begin(t);
     c.area = nvr_lam_area(t);
-    unsigned int rot, done, lo, hi;
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(rot), "=r"(done), "=r"(lo), "=r"(hi)
-                 : "l"(c.area)
-                 : "memory");
-    (void)done;
-    c.rot = rot;
-    c.clear = (nvr_u64)lo | ((nvr_u64)hi << 32);
+    if (nvr_lam_is_counter()) {
+        unsigned int rot, done, lo, hi;
+        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(rot), "=r"(done), "=r"(lo), "=r"(hi)
+                     : "l"(c.area)
+                     : "memory");
+        (void)done;
+        nvr_lam_sh[0] = nvr_begin(t);
+        nvr_lam_sh[1] = rot;
+        nvr_lam_sh[2] = lo;
+        nvr_lam_sh[3] = hi;
+    }
     const nvr_u64 vectors = (x + 15) / 16;
     const nvr_u64 vpb = (vectors + gridDim.x - 1) / gridDim.x;
     c.v0 = min((nvr_u64)blockIdx.x * vpb, vectors);
@@ -257,13 +269,17 @@ __device__ __forceinline__ nvr_lam_ctx nvr_lam_begin(const nvr_team &t, nvr_u64 
     return c;
 }
 
-// The block counts itself (ROTATION) and arrives (relaxed, with the fingerprint).
+// The block takes what the counter lane read, counts itself (ROTATION) and arrives (relaxed,
+// with the fingerprint).
 __device__ __forceinline__ void nvr_lam_count(const nvr_team &t, nvr_lam_ctx &c) {
-    // Every thread's read of the header happens before the count (this barrier, then the
-    // count's release), so the last block's update of the header (nvr_lam_finish), which follows
-    // every count, reaches no read of this run. The control warp has stored nothing yet, so the
-    // release waits for nothing, and the count's result is used only at the block's end.
     __syncthreads();
+    c.e = nvr_lam_sh[0];
+    c.rot = nvr_lam_sh[1];
+    c.clear = (nvr_u64)nvr_lam_sh[2] | ((nvr_u64)nvr_lam_sh[3] << 32);
+    // The one read of the header precedes the count in the counter lane's program order, and
+    // the count is a release: so the last block's update of the header (nvr_lam_finish), which
+    // follows every count, reaches no read of this run. The control warp has stored nothing yet,
+    // so the release waits for nothing, and the count's result is used only at the block's end.
     if (nvr_lam_is_counter())
         asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
                      : "=r"(c.before)
@@ -407,7 +423,7 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
 
 // End of a block: the block counted last (ROTATION) advances the channel's run index and
 // records what this run received (`got` bytes per slot) for the next run to clear; every block
-// counted itself after all its threads read the header, and the next Lamport launch reads it
+// counted itself after its one read of the header, and the next Lamport launch reads it
 // only after this one has completed. The fence makes the count an acquire (the counts are
 // releases), so this update follows every read. Then the protocol's end (epoch). Done even when
 // a wait failed: a failed run's channel is re-made (header included) before reuse. The wait for
