@@ -31,13 +31,12 @@
 //          reduce_scatter: count * sizeof(T) (one block); fcollect/alltoall/gather/scatter:
 //          bytes (one block)
 //   gmax = min(nvr_ll_blocks(n), max_blocks)  (32 for 2 PEs ... 8 for 8; Residency)
-//   grid = min(gmax, max(1, ceil(x / 4096)))   for x <= 32 KiB (the rule before issue 31)
-//          min(gmax, ceil(x / 2048))           past 32 KiB (more blocks, 2 KiB each, until gmax)
+//   grid = min(gmax, max(1, ceil(x / 2048)))  (2 KiB a block until gmax)
 //   ppb  = ceil(ceil(x / 8) / grid)                      (packets per block)
 //   G    = 1, 2, 4, 8 for n = 1, 2, 3-4, 5-8
 //   block = min(512, roundup32(ppb * G) + 32)           (one extra warp for the flag stores)
 //   barrier: grid 1, block 32.
-// LIMITS: ll_bytes a multiple of 16 and at least 8192 (so a block of the 4096-byte step fits);
+// LIMITS: ll_bytes a multiple of 16 and at least 8192;
 // grid <= nvr_ll_blocks(n); ppb * 16 <= ll_bytes, that is x <= grid * ll_bytes / 2 (the host
 // takes nothing larger to LL: gmax * ll_bytes / 2, 512 KiB a pair for 2 PEs with the default
 // 32 KiB regions). A launch that breaks the limits records status NVR_FAIL_LIMITS

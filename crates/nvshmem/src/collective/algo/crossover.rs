@@ -164,7 +164,7 @@ const MIDBAND_RUN: &str = "mpirun -np 2 nvshmem-perf all_reduce,reduce_scatter,r
 const LLWIDE_RUN: &str = "mpirun -np 2 nvshmem-perf fcollect,broadcast,alltoall,gather,scatter \
                           -d f32 -b 16K -e 1M -f 2 -n 100 -w 10 --reps 3 -c 0 -G 1 (and -c 1 \
                           -G 0), then --impl nvshmem-rs --algo <each>=nvlink_ll, then \
-                          =nvlink_direct (2 x H200, 2026-11-27, commit 7a35490)";
+                          =nvlink_direct (2 x H200, 2026-11-27, commit bc9aa5e)";
 
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
@@ -222,9 +222,9 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(64 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.73 against NVSHMEM 6.37, \
-                      NCCL 6.34, direct 6.70; 512 KiB: 6.06 against 7.83, 7.87, 8.11; 1 MiB: \
-                      9.21 against direct 8.11. Before: \
+            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.73 against NVSHMEM 6.31, \
+                      NCCL 6.32, direct 6.75; 512 KiB: 5.85 against 7.85, 7.91, 7.29; 1 MiB: \
+                      9.12 against direct 8.19. Before: \
                       LL 16 KiB: 5.1 against NVSHMEM 6.3, NCCL 6.3; direct 64 KiB: 6.8 \
                       against 6.4, 6.5; 256 KiB: 7.2 against 8.1, 8.1; 1 MiB: 10.2 against \
                       16.0, 16.3; copy engines 64 MiB: 192.0 against direct 194.3 (level); \
@@ -242,9 +242,9 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(64 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.78 against direct 6.57, \
-                      NVSHMEM 7.75, NCCL 7.75; 512 KiB: 6.24 against direct 7.13; 1 MiB: 9.85 \
-                      against direct 7.96. Before: LL 16 KiB: 5.1 against NVSHMEM 8.0, NCCL 7.9; direct 64 KiB: 6.7 \
+            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.72 against direct 6.59, \
+                      NVSHMEM 7.78, NCCL 7.82; 512 KiB: 6.18 against direct 7.08; 1 MiB: 9.83 \
+                      against direct 8.00. Before: LL 16 KiB: 5.1 against NVSHMEM 8.0, NCCL 7.9; direct 64 KiB: 6.7 \
                       against 8.1, 8.0; 64 MiB: 191.9 against 203.1, 250.2; copy engines \
                       64 MiB: 193.0 against direct 194.2 (level); 128 MiB: 364.8 against \
                       direct 378.6, NCCL 472.6",
@@ -261,8 +261,8 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(16 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (graph): LL 64 KiB: 2.94 against NVSHMEM 5.84, NCCL 5.86; \
-                      512 KiB: 5.77 against 8.21, 8.30, direct 8.55 (LL carries 512 KiB a PE \
+            figures: "LLWIDE (graph): LL 64 KiB: 2.91 against NVSHMEM 5.92, NCCL 5.96; \
+                      512 KiB: 5.76 against 8.06, 8.11, direct 8.59 (LL carries 512 KiB a PE \
                       at most). Before: LL 32 KiB: 3.7 against NVSHMEM 6.1, NCCL 6.1; direct 128 KiB: 7.0 \
                       against 6.2, 6.1; 512 KiB: 7.9 against 8.3, 8.5; 2 MiB: 13.0 against \
                       21.9, 19.1; 32 MiB: 189.4 against 117.3, 113.3; copy engines 16 MiB: \
@@ -302,8 +302,8 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(16 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.10 against NCCL 6.32, \
-                      direct 6.84; 1 MiB: 7.43 against NCCL 9.20, direct 8.33. Before: LL 16 KiB: 3.8 against NCCL 6.5 (rooted_get 8 B: 16.84 against 3.60, \
+            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.07 against NCCL 6.23, \
+                      direct 6.90; 1 MiB: 7.47 against NCCL 9.01, direct 8.36. Before: LL 16 KiB: 3.8 against NCCL 6.5 (rooted_get 8 B: 16.84 against 3.60, \
                       stream); direct 16 MiB: 52.9 against NCCL 56.3; copy engines 32 MiB: \
                       100.8 against NCCL 104.5, direct 203.2 (the direct kernels' unexplained \
                       dip at 32 MiB blocks); 128 MiB: 355.5 against NCCL 380.7",
@@ -320,8 +320,8 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(16 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 2.95 against NCCL 6.12, \
-                      direct 6.89; 1 MiB: 6.55 against NCCL 8.48, direct 8.31. Before: LL 16 KiB: 3.8 against NCCL 6.2 (rooted_get 8 B: 17.98 against 3.56, \
+            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 2.93 against NCCL 5.96, \
+                      direct 6.93; 1 MiB: 6.55 against NCCL 8.41, direct 8.37. Before: LL 16 KiB: 3.8 against NCCL 6.2 (rooted_get 8 B: 17.98 against 3.56, \
                       stream); direct 16 MiB: 53.3 against NCCL 58.5; copy engines 32 MiB: \
                       102.5 against NCCL 108.3, direct 226.0; 128 MiB: 356.9 against NCCL \
                       385.5",
