@@ -3,7 +3,7 @@
 use clap::{Parser, ValueEnum};
 use nvshmem::{collective::Collective, DataType, ReduceOp};
 
-use crate::coll::{self, TABLE_ORDER};
+use crate::coll::{self, reason, TABLE_ORDER};
 
 /// The implementations that can be compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
@@ -265,14 +265,6 @@ fn parse_list<T: Clone>(
         return Err(format!("no {what} given"));
     }
     Ok(List(out))
-}
-
-/// Why the library refused a name, without the name of its parser (clap says which flag).
-pub fn reason(e: nvshmem::Error) -> String {
-    match e {
-        nvshmem::Error::InvalidArgument { reason, .. } => reason,
-        e => e.to_string(),
-    }
 }
 
 /// Collectives by any name the library knows (`allreduce`, `all_gather`, `MPI_Bcast`, ...).

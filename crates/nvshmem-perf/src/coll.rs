@@ -26,7 +26,7 @@ pub const TABLE_ORDER: [Collective; 10] = [
 /// collectives parsed here reach the implementations, whose matches on the library's
 /// (non-exhaustive) enum refuse any other.
 pub fn parse(s: &str) -> Result<Collective, String> {
-    let c: Collective = s.parse().map_err(crate::cli::reason)?;
+    let c: Collective = s.parse().map_err(reason)?;
     if TABLE_ORDER.contains(&c) {
         Ok(c)
     } else {
@@ -154,6 +154,14 @@ impl CollectiveExt for Collective {
             }),
             _ => None,
         }
+    }
+}
+
+/// Why the library refused a name, without the name of its parser (clap says which flag).
+pub fn reason(e: nvshmem::Error) -> String {
+    match e {
+        nvshmem::Error::InvalidArgument { reason, .. } => reason,
+        e => e.to_string(),
     }
 }
 
