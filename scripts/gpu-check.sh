@@ -35,8 +35,10 @@
 #                                         quietstart (no NVSHMEM error lines at start),
 #                                         uneven (3 PEs on 2 GPUs refused, MPS=1),
 #                                         spread (foundation, one PE a GPU, PES above 1),
-#                                         latency (older builds' 8 B beside this one),
-#                                         midband (the reductions 64 KiB-2 MiB, Lamport).
+#                                         latency (older builds' 8 B beside this one;
+#                                         LATENCY_ARGS other sizes), midband (the reductions
+#                                         64 KiB-2 MiB, Lamport), llwide (the copies 16 KiB-
+#                                         1 MiB: auto, LL and direct forced).
 #                                         waits: every wait the library queues ends within
 #                                         NVSHMEM_RS_TIMEOUT=5s (tests/gpu_waits.rs): a signal
 #                                         never sent at every count of PES, a peer that never
