@@ -1042,20 +1042,21 @@ spread() {
 # added), e.g. the mid band's Lamport calls; LATENCY_NCCL=1 adds one NCCL run of them a round.
 latency() {
   # shellcheck disable=SC2206
-  local args=(${LATENCY_ARGS:-all_reduce,barrier,sync -b 8 -e 8 -n 500 -w 50 --reps 5 -c 0 -G 1 --no-progress} --impl nvshmem-rs)
+  local args=(${LATENCY_ARGS:-all_reduce,barrier,sync -b 8 -e 8 -n 500 -w 50 --reps 5 -c 0 -G 1 --no-progress})
+  local ours=("${args[@]}" --impl nvshmem-rs)
   local r b name
   for r in $(seq "${LATENCY_ROUNDS:-2}"); do
     for b in .gpu/old/nvshmem-perf*; do
       [ -x "$b" ] || continue
       name=${b##*/}
-      CASE_TIMEOUT=60 case_ latency-${name#nvshmem-perf-}-round$r pass mpi 2 "$b" "${args[@]}"
+      CASE_TIMEOUT=60 case_ latency-${name#nvshmem-perf-}-round$r pass mpi 2 "$b" "${ours[@]}"
     done
-    CASE_TIMEOUT=60 case_ latency-new-round$r pass mpi 2 .gpu/bin/nvshmem-perf "${args[@]}"
-    CASE_TIMEOUT=60 NVSHMEM_RS_CHECK_CALLS=0 case_ latency-new-nocheck-round$r pass mpi 2 .gpu/bin/nvshmem-perf "${args[@]}"
+    CASE_TIMEOUT=60 case_ latency-new-round$r pass mpi 2 .gpu/bin/nvshmem-perf "${ours[@]}"
+    CASE_TIMEOUT=60 NVSHMEM_RS_CHECK_CALLS=0 case_ latency-new-nocheck-round$r pass mpi 2 .gpu/bin/nvshmem-perf "${ours[@]}"
     if [ "${LATENCY_NCCL:-0}" = 1 ]; then
       export NCCL_HOME=${NCCL_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl}
       CASE_TIMEOUT=60 case_ latency-nccl-round$r pass mpi 2 -x NCCL_HOME .gpu/bin/nvshmem-perf \
-        "${args[@]:0:${#args[@]}-2}" --impl nccl
+        "${args[@]}" --impl nccl
     fi
   done
   echo "== in a CUDA graph, us a call (rows in order): ${LATENCY_ARGS:-all_reduce barrier sync at 8 B}"
