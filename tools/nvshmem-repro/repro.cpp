@@ -305,6 +305,56 @@ static void teams(uint32_t &c) {
     }
 }
 
+// What the collectives matrix saw once under MPS (4 PEs on 2 GPUs, 2026-11-27): NVSHMEM's sum
+// all-reduce of one f32 on the team split_strided(world, 0, 2, n / 2) gave a wrong result on
+// PE 0; with 4 PEs on 2 GPUs that team's two members share GPU 0. Here the same team, out of
+// place, f32 (values k / 256, whose sums are exact in any order) and int32, 1 and 4099
+// elements, several times each, with the non-members waiting in the world barrier as the
+// matrix's do.
+static void strided(uint32_t &c) {
+    const int n = g_n;
+    if (n < 4) return;
+    nvshmem_team_t team = NVSHMEM_TEAM_INVALID;
+    NV(nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 2, n / 2, nullptr, 0, &team));
+    std::vector<int> members;
+    for (int p = 0; p < n; p += 2) members.push_back(p);
+    const int idx = g_me % 2 == 0 ? g_me / 2 : -1;
+    auto as_f = [](uint32_t v) { return (float)(int)(v & 0xfff) / 256.0f - 8.0f; };
+    for (size_t count : {(size_t)1, (size_t)2, (size_t)4099}) {
+        for (int rep = 0; rep < 4; ++rep) {
+            team_all_reduce(c++, team, "the even PEs (split_strided 0,2)", members, idx, count);
+            // f32: the same buffers' words as floats.
+            uint32_t cc = c++;
+            float *src = (float *)nvshmem_malloc(count * 4);
+            float *dst = (float *)nvshmem_malloc(count * 4);
+            std::vector<float> in(count);
+            for (size_t i = 0; i < count; ++i) in[i] = as_f(val(cc, g_me, 0, i));
+            CUDA(cudaMemcpy(src, in.data(), count * 4, cudaMemcpyHostToDevice));
+            put_words((uint32_t *)dst, std::vector<uint32_t>(count, POISON));
+            line_up();
+            if (idx >= 0)
+                NV(nvshmemx_float_sum_reduce_on_stream(team, dst, src, count, g_stream));
+            CUDA(cudaStreamSynchronize(g_stream));
+            std::vector<uint32_t> got =
+                idx >= 0 ? get_words((uint32_t *)dst, count) : std::vector<uint32_t>(count);
+            verdict("all-reduce f32 sum on the even PEs (split_strided 0,2) x" +
+                        std::to_string(count),
+                    got, count, [&](size_t i) {
+                        if (idx < 0) return got[i];
+                        float a = 0;
+                        for (int p : members) a += as_f(val(cc, p, 0, i));
+                        uint32_t w;
+                        memcpy(&w, &a, 4);
+                        return w;
+                    });
+            line_up();
+            nvshmem_free(dst);
+            nvshmem_free(src);
+        }
+    }
+    nvshmem_team_destroy(team);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
@@ -368,6 +418,7 @@ int main(int argc, char **argv) {
         c += 3;
     }
     if (want("teams")) teams(c);
+    if (want("strided")) strided(c);
     if (g_me == 0) printf("repro: done, %d cases, %d wrong\n", g_cases, g_wrong_cases);
     line_up();
     CUDA(cudaStreamDestroy(g_stream));
