@@ -355,6 +355,73 @@ static void strided(uint32_t &c) {
     nvshmem_team_destroy(team);
 }
 
+// The strided team's call many times, as the collectives matrix makes it: inputs copied on
+// the stream, an on-stream barrier with no host wait, the members' call, another barrier,
+// then a synchronize; between rounds a large NVSHMEM all-reduce on the world by every PE (the
+// matrix's earlier cases), and every `fresh` rounds a new team (split, used, destroyed), so
+// that first calls on a team come often. One line: rounds, wrong rounds, the first.
+static void strided_stress(uint32_t &c, int rounds, int fresh) {
+    const int n = g_n;
+    if (n < 4) return;
+    const size_t big = 1 << 16;
+    float *wsrc = (float *)nvshmem_malloc(big * 4), *wdst = (float *)nvshmem_malloc(big * 4);
+    float *src = (float *)nvshmem_malloc(64), *dst = (float *)nvshmem_malloc(64);
+    std::vector<float> w(big, 1.0f);
+    CUDA(cudaMemcpy(wsrc, w.data(), big * 4, cudaMemcpyHostToDevice));
+    const int idx = g_me % 2 == 0 ? g_me / 2 : -1;
+    auto as_f = [](uint32_t v) { return (float)(int)(v & 0xfff) / 256.0f - 8.0f; };
+    nvshmem_team_t team = NVSHMEM_TEAM_INVALID;
+    long wrong = 0, first = -1;
+    float first_got = 0, first_want = 0;
+    for (int r = 0; r < rounds; ++r) {
+        if (team == NVSHMEM_TEAM_INVALID || (fresh > 0 && r % fresh == 0)) {
+            if (team != NVSHMEM_TEAM_INVALID) nvshmem_team_destroy(team);
+            NV(nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 2, n / 2, nullptr, 0, &team));
+        }
+        NV(nvshmemx_float_sum_reduce_on_stream(NVSHMEM_TEAM_WORLD, wdst, wsrc, big, g_stream));
+        const uint32_t cc = c++;
+        float in = as_f(val(cc, g_me, 0, 0)), poison;
+        memcpy(&poison, &POISON, 4);
+        CUDA(cudaMemcpyAsync(src, &in, 4, cudaMemcpyHostToDevice, g_stream));
+        CUDA(cudaMemcpyAsync(dst, &poison, 4, cudaMemcpyHostToDevice, g_stream));
+        nvshmemx_barrier_all_on_stream(g_stream);
+        float got = 0;
+        if (idx >= 0) {
+            NV(nvshmemx_float_sum_reduce_on_stream(team, dst, src, 1, g_stream));
+            CUDA(cudaMemcpyAsync(&got, dst, 4, cudaMemcpyDeviceToHost, g_stream));
+        }
+        nvshmemx_barrier_all_on_stream(g_stream);
+        CUDA(cudaStreamSynchronize(g_stream));
+        if (idx >= 0) {
+            float want = 0;
+            for (int p = 0; p < n; p += 2) want += as_f(val(cc, p, 0, 0));
+            if (got != want) {
+                if (first < 0) first = r, first_got = got, first_want = want;
+                ++wrong;
+            }
+        }
+    }
+    long all = 0;
+    MPI_Reduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    ++g_cases;
+    if (all) ++g_wrong_cases;
+    if (g_me == 0) {
+        printf("repro: strided stress, %d rounds, a new team every %d, n=%d: %ld wrong member "
+               "results%s", rounds, fresh, n, all, all ? "" : "\n");
+        if (all && first >= 0)
+            printf(" (PE 0 first in round %ld: %g, want %g)\n", first, first_got, first_want);
+        else if (all)
+            printf(" (not on PE 0)\n");
+        fflush(stdout);
+    }
+    line_up();
+    if (team != NVSHMEM_TEAM_INVALID) nvshmem_team_destroy(team);
+    nvshmem_free(dst);
+    nvshmem_free(src);
+    nvshmem_free(wdst);
+    nvshmem_free(wsrc);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
@@ -419,6 +486,13 @@ int main(int argc, char **argv) {
     }
     if (want("teams")) teams(c);
     if (want("strided")) strided(c);
+    if (want("stress")) {
+        const char *r = getenv("REPRO_ROUNDS");
+        const int rounds = r ? atoi(r) : 500;
+        strided_stress(c, rounds, 0);
+        strided_stress(c, rounds, 1);
+        strided_stress(c, rounds, 10);
+    }
     if (g_me == 0) printf("repro: done, %d cases, %d wrong\n", g_cases, g_wrong_cases);
     line_up();
     CUDA(cudaStreamDestroy(g_stream));
