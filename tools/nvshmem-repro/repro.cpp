@@ -360,7 +360,7 @@ static void strided(uint32_t &c) {
 // then a synchronize; between rounds a large NVSHMEM all-reduce on the world by every PE (the
 // matrix's earlier cases), and every `fresh` rounds a new team (split, used, destroyed), so
 // that first calls on a team come often. One line: rounds, wrong rounds, the first.
-static void strided_stress(uint32_t &c, int rounds, int fresh) {
+static void strided_stress(uint32_t &c, int rounds, int fresh, bool world, bool host_sync) {
     const int n = g_n;
     if (n < 4) return;
     const size_t big = 1 << 16;
@@ -378,13 +378,15 @@ static void strided_stress(uint32_t &c, int rounds, int fresh) {
             if (team != NVSHMEM_TEAM_INVALID) nvshmem_team_destroy(team);
             NV(nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 2, n / 2, nullptr, 0, &team));
         }
-        NV(nvshmemx_float_sum_reduce_on_stream(NVSHMEM_TEAM_WORLD, wdst, wsrc, big, g_stream));
+        if (world)
+            NV(nvshmemx_float_sum_reduce_on_stream(NVSHMEM_TEAM_WORLD, wdst, wsrc, big, g_stream));
         const uint32_t cc = c++;
         float in = as_f(val(cc, g_me, 0, 0)), poison;
         memcpy(&poison, &POISON, 4);
         CUDA(cudaMemcpyAsync(src, &in, 4, cudaMemcpyHostToDevice, g_stream));
         CUDA(cudaMemcpyAsync(dst, &poison, 4, cudaMemcpyHostToDevice, g_stream));
         nvshmemx_barrier_all_on_stream(g_stream);
+        if (host_sync) CUDA(cudaStreamSynchronize(g_stream));
         float got = 0;
         if (idx >= 0) {
             NV(nvshmemx_float_sum_reduce_on_stream(team, dst, src, 1, g_stream));
@@ -400,14 +402,21 @@ static void strided_stress(uint32_t &c, int rounds, int fresh) {
                 ++wrong;
             }
         }
+        if (g_me == 0 && (r + 1) % 50 == 0) {
+            printf("repro: stress round %d done\n", r + 1);
+            fflush(stdout);
+        }
     }
     long all = 0;
     MPI_Reduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     ++g_cases;
     if (all) ++g_wrong_cases;
     if (g_me == 0) {
-        printf("repro: strided stress, %d rounds, a new team every %d, n=%d: %ld wrong member "
-               "results%s", rounds, fresh, n, all, all ? "" : "\n");
+        printf("repro: strided stress, %d rounds, a new team every %d, %s, %s, n=%d: %ld wrong "
+               "member results%s", rounds, fresh,
+               world ? "world all-reduces between" : "nothing between",
+               host_sync ? "host waits after the barrier" : "no host wait", n, all,
+               all ? "" : "\n");
         if (all && first >= 0)
             printf(" (PE 0 first in round %ld: %g, want %g)\n", first, first_got, first_want);
         else if (all)
@@ -489,9 +498,11 @@ int main(int argc, char **argv) {
     if (want("stress")) {
         const char *r = getenv("REPRO_ROUNDS");
         const int rounds = r ? atoi(r) : 500;
-        strided_stress(c, rounds, 0);
-        strided_stress(c, rounds, 1);
-        strided_stress(c, rounds, 10);
+        // REPRO_STRESS: which variant, as "FRESH,WORLD,HOSTSYNC" (default 0,1,0).
+        int fresh = 0, world = 1, host_sync = 0;
+        if (const char *v = getenv("REPRO_STRESS")) sscanf(v, "%d,%d,%d", &fresh, &world, &host_sync);
+        if (g_me == 0) printf("repro: stress variant fresh=%d world=%d host_sync=%d\n", fresh, world, host_sync);
+        strided_stress(c, rounds, fresh, world != 0, host_sync != 0);
     }
     if (g_me == 0) printf("repro: done, %d cases, %d wrong\n", g_cases, g_wrong_cases);
     line_up();
