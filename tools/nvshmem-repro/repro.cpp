@@ -374,8 +374,11 @@ static void strided_stress(uint32_t &c, int rounds, int fresh, bool world, bool 
     long wrong = 0, first = -1;
     float first_got = 0, first_want = 0;
     for (int r = 0; r < rounds; ++r) {
-        if (team == NVSHMEM_TEAM_INVALID || (fresh > 0 && r % fresh == 0)) {
+        // Every PE splits, member or not (the split is collective over the world); a
+        // non-member's team stays NVSHMEM_TEAM_INVALID, so `r == 0` decides, not the handle.
+        if (r == 0 || (fresh > 0 && r % fresh == 0)) {
             if (team != NVSHMEM_TEAM_INVALID) nvshmem_team_destroy(team);
+            team = NVSHMEM_TEAM_INVALID;
             NV(nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 2, n / 2, nullptr, 0, &team));
         }
         if (world)
