@@ -38,7 +38,9 @@
 #                                         latency (older builds' 8 B beside this one;
 #                                         LATENCY_ARGS other sizes), midband (the reductions
 #                                         64 KiB-2 MiB, Lamport), llwide (the copies 16 KiB-
-#                                         1 MiB: auto, LL and direct forced).
+#                                         1 MiB: auto, LL and direct forced), ceprobe
+#                                         (tools/probes/ce_two_shot.cu: copy-engine
+#                                         two-shot reductions, 2 GPUs, one process).
 #                                         waits: every wait the library queues ends within
 #                                         NVSHMEM_RS_TIMEOUT=5s (tests/gpu_waits.rs): a signal
 #                                         never sent at every count of PES, a peer that never
@@ -742,6 +744,19 @@ repro() {
     CASE_TIMEOUT=${REPRO_TIMEOUT:-240} case_ repro-${np}pe pass:"repro: done" mpi "$np" "$bin"
     grep -h '^repro:' "$out/repro-${np}pe.log"
   done
+}
+
+# tools/probes/ce_two_shot.cu: copy-engine two-shot reductions between the two GPUs of one
+# process (no NVSHMEM), beside the plain SM two-shot, 16-256 MiB, checked: what a copy-engine
+# pipeline could give the 128 MiB targets before it goes into the crate (CEPROBE_ITERS timed
+# calls a point, default 20). Needs 2 GPUs; a point passes when the program ran.
+ceprobe() {
+  local bin=/tmp/ce_two_shot nvcc
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  case_ ceprobe-build pass "$nvcc" -O3 -std=c++17 -arch=sm_90 tools/probes/ce_two_shot.cu -o "$bin"
+  [ -x "$bin" ] || return 0
+  CASE_TIMEOUT=${CEPROBE_TIMEOUT:-240} case_ ceprobe pass:"probe: done, 0 wrong" "$bin" "${CEPROBE_ITERS:-20}"
+  grep -h '^probe:' "$out/ceprobe.log"
 }
 
 examples() {

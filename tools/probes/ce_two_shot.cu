@@ -1,0 +1,245 @@
+// Probe: copy-engine two-shot reductions between the two GPUs of one process, f32 sum.
+//
+// Issue 31's 128 MiB targets (all-reduce and reduce-scatter at least 360 GB/s bus bandwidth,
+// the rooted reduce at least NCCL's 353) against this crate's SM two-shot (336 / 322 / 295 on
+// 2 x H200, docs/performance.md). A copy engine moves 388-395 GB/s a direction where SM stores
+// reach 361-368 (../shared/anchors.md), so the question is whether a pipeline of copy-engine
+// pulls, a local SM reduction and copy-engine pushes, chunk by chunk, keeps both directions of
+// the link busy enough to beat that. This program answers it before anything goes into the
+// crate: one process, peer access, plain CUDA runtime; no NVSHMEM.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 tools/probes/ce_two_shot.cu -o /tmp/ce_two_shot
+//   /tmp/ce_two_shot [ITERS]          (default 20 timed calls a point, after 2 warm-up calls)
+//
+// Variants, for GPU i of 2 (its half H_i of the buffer is the block it reduces):
+//   sm-two-shot  one kernel a GPU: load H_i from both GPUs, store the sum to both (the plain
+//                SM two-shot, for comparison in the same run);
+//   ce-all-reduce   per chunk of H_i: pull the peer's chunk into scratch (copy engine), add
+//                it to the own chunk into dst (SM), push the sum into the peer's dst (copy
+//                engine); pulls, sums and pushes of different chunks overlap;
+//   ce-reduce-scatter  the same without the push (dst is H_i's sum, N/2 bytes);
+//   ce-reduce    GPU 0 (the root) pulls the whole of GPU 1's buffer chunk by chunk and adds;
+//                GPU 1 does nothing but take part in the start and end.
+// Each call starts when both GPUs have finished the previous one (cross-device event waits:
+// a barrier) and ends when both have finished this one, as a library call would.
+//
+// Output: one line a point, `VARIANT SIZE chunks C: T us, busbw B GB/s, ok|WRONG`, with
+// nccl-tests' bus bandwidth for 2 ranks (all-reduce: size / time; reduce-scatter: size / time
+// / 2, size being the whole input; reduce: size / time). Inputs are small integers, so every
+// sum is exact and each point's result is checked element by element once before timing.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (x);                                                                  \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__,   \
+                    __LINE__);                                                                 \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+__global__ void add_kernel(float4 *dst, const float4 *a, const float4 *b, size_t n) {
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n;
+         j += (size_t)gridDim.x * blockDim.x) {
+        const float4 x = a[j], y = b[j];
+        dst[j] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+    }
+}
+
+// The SM two-shot: this GPU's half from both inputs, the sum stored into both outputs.
+__global__ void two_shot_kernel(float4 *d_own, float4 *d_peer, const float4 *a_own,
+                                const float4 *a_peer, size_t n) {
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n;
+         j += (size_t)gridDim.x * blockDim.x) {
+        const float4 x = a_own[j], y = a_peer[j];
+        const float4 s = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+        d_own[j] = s;
+        d_peer[j] = s;
+    }
+}
+
+static int g_sms = 132;
+
+static void add(cudaStream_t s, float *dst, const float *a, const float *b, size_t floats) {
+    const size_t n = floats / 4;
+    const unsigned grid = (unsigned)std::min<size_t>((n + 511) / 512, (size_t)2 * g_sms);
+    add_kernel<<<grid, 512, 0, s>>>((float4 *)dst, (const float4 *)a, (const float4 *)b, n);
+    CK(cudaGetLastError());
+}
+
+enum Variant { SM_TWO_SHOT, CE_ALL_REDUCE, CE_REDUCE_SCATTER, CE_REDUCE };
+static const char *NAMES[] = {"sm-two-shot", "ce-all-reduce", "ce-reduce-scatter", "ce-reduce"};
+
+struct Gpu {
+    float *src, *dst, *scratch;
+    cudaStream_t main, pull, sum, push;
+    cudaEvent_t start, done, t0, t1;
+    std::vector<cudaEvent_t> pulled, summed, pushed;
+};
+
+static const int MAX_CHUNKS = 64;
+
+// Queues one call of `v` on both GPUs: N floats a GPU, in `chunks` chunks of each GPU's work.
+static void call(Gpu *g, Variant v, size_t N, int chunks) {
+    // The barrier at the start: each GPU waits for the other's end of the previous call.
+    for (int i = 0; i < 2; ++i) {
+        CK(cudaSetDevice(i));
+        CK(cudaStreamWaitEvent(g[i].main, g[1 - i].done, 0));
+        CK(cudaEventRecord(g[i].start, g[i].main));
+    }
+    for (int i = 0; i < 2; ++i) {
+        CK(cudaSetDevice(i));
+        Gpu &me = g[i], &peer = g[1 - i];
+        const size_t half = N / 2, off = i * half;
+        if (v == SM_TWO_SHOT) {
+            const size_t n = half / 4;
+            const unsigned grid = (unsigned)std::min<size_t>((n + 511) / 512, (size_t)2 * g_sms);
+            two_shot_kernel<<<grid, 512, 0, me.main>>>((float4 *)(me.dst + off),
+                                                       (float4 *)(peer.dst + off),
+                                                       (const float4 *)(me.src + off),
+                                                       (const float4 *)(peer.src + off), n);
+            CK(cudaGetLastError());
+            continue;
+        }
+        if (v == CE_REDUCE && i == 1) continue; // the root does the whole of it
+        const size_t work = v == CE_REDUCE ? N : half, base = v == CE_REDUCE ? 0 : off;
+        const size_t chunk = work / chunks;
+        CK(cudaStreamWaitEvent(me.pull, me.start, 0));
+        for (int k = 0; k < chunks; ++k) {
+            const size_t at = base + k * chunk;
+            float *scr = me.scratch + (at - base);
+            // The peer's chunk, pulled over the link by this GPU's copy engine.
+            CK(cudaMemcpyAsync(scr, peer.src + at, chunk * 4, cudaMemcpyDefault, me.pull));
+            CK(cudaEventRecord(me.pulled[k], me.pull));
+            CK(cudaStreamWaitEvent(me.sum, me.pulled[k], 0));
+            float *out = v == CE_REDUCE_SCATTER ? me.dst + (at - base) : me.dst + at;
+            add(me.sum, out, me.src + at, scr, chunk);
+            CK(cudaEventRecord(me.summed[k], me.sum));
+            if (v == CE_ALL_REDUCE) {
+                CK(cudaStreamWaitEvent(me.push, me.summed[k], 0));
+                CK(cudaMemcpyAsync(peer.dst + at, out, chunk * 4, cudaMemcpyDefault, me.push));
+            }
+        }
+        CK(cudaEventRecord(me.summed[MAX_CHUNKS], me.sum));
+        CK(cudaStreamWaitEvent(me.main, me.summed[MAX_CHUNKS], 0));
+        if (v == CE_ALL_REDUCE) {
+            CK(cudaEventRecord(me.pushed[0], me.push));
+            CK(cudaStreamWaitEvent(me.main, me.pushed[0], 0));
+        }
+    }
+    // The end: both GPUs' work (pushes into this GPU included: the next call's start waits
+    // for the peer's `done`, and the timing below for both).
+    for (int i = 0; i < 2; ++i) {
+        CK(cudaSetDevice(i));
+        CK(cudaEventRecord(g[i].done, g[i].main));
+    }
+}
+
+static float in(int gpu, size_t j) { return (float)((j * 7 + gpu * 3) % 64); }
+
+// Whether the last call left the variant's result on every GPU that has one.
+static bool check(Gpu *g, Variant v, size_t N) {
+    std::vector<float> host(N);
+    for (int i = 0; i < 2; ++i) { // both first: each GPU's pushes write the other's output
+        CK(cudaSetDevice(i));
+        CK(cudaDeviceSynchronize());
+    }
+    for (int i = 0; i < 2; ++i) {
+        if (v == CE_REDUCE && i == 1) continue;
+        CK(cudaSetDevice(i));
+        const size_t len = v == CE_REDUCE_SCATTER ? N / 2 : N;
+        const size_t from = v == CE_REDUCE_SCATTER ? i * (N / 2) : 0;
+        CK(cudaMemcpy(host.data(), g[i].dst, len * 4, cudaMemcpyDeviceToHost));
+        for (size_t j = 0; j < len; ++j) {
+            const float want = in(0, from + j) + in(1, from + j);
+            if (host[j] != want) {
+                fprintf(stderr, "%s: GPU %d element %zu is %g, want %g\n", NAMES[v], i, j, host[j],
+                        want);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+int main(int argc, char **argv) {
+    const int iters = argc > 1 ? atoi(argv[1]) : 20;
+    int devices = 0;
+    CK(cudaGetDeviceCount(&devices));
+    if (devices < 2) {
+        fprintf(stderr, "needs 2 GPUs, found %d\n", devices);
+        return 1;
+    }
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    g_sms = prop.multiProcessorCount;
+    printf("probe: %s x 2, %d SMs, %d copy engines (asyncEngineCount)\n", prop.name, g_sms,
+           prop.asyncEngineCount);
+    const size_t max_n = (size_t)256 << 20 >> 2; // 256 MiB of f32
+    Gpu g[2];
+    for (int i = 0; i < 2; ++i) {
+        CK(cudaSetDevice(i));
+        CK(cudaDeviceEnablePeerAccess(1 - i, 0));
+        CK(cudaMalloc(&g[i].src, max_n * 4));
+        CK(cudaMalloc(&g[i].dst, max_n * 4));
+        CK(cudaMalloc(&g[i].scratch, max_n * 4));
+        std::vector<float> h(max_n);
+        for (size_t j = 0; j < max_n; ++j) h[j] = in(i, j);
+        CK(cudaMemcpy(g[i].src, h.data(), max_n * 4, cudaMemcpyHostToDevice));
+        for (cudaStream_t *s : {&g[i].main, &g[i].pull, &g[i].sum, &g[i].push})
+            CK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+        for (cudaEvent_t *e : {&g[i].start, &g[i].done})
+            CK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+        CK(cudaEventCreate(&g[i].t0));
+        CK(cudaEventCreate(&g[i].t1));
+        for (auto *list : {&g[i].pulled, &g[i].summed, &g[i].pushed}) {
+            list->resize(MAX_CHUNKS + 1);
+            for (auto &e : *list) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        }
+    }
+    for (int i = 0; i < 2; ++i) { // `done` recorded once, so the first call's waits are met
+        CK(cudaSetDevice(i));
+        CK(cudaEventRecord(g[i].done, g[i].main));
+    }
+    int wrong = 0;
+    for (size_t mib : {16, 64, 128, 256}) {
+        const size_t N = mib << 20 >> 2;
+        for (Variant v : {SM_TWO_SHOT, CE_ALL_REDUCE, CE_REDUCE_SCATTER, CE_REDUCE}) {
+            for (int chunks : {1, 2, 4, 8, 16, 32}) {
+                if (v == SM_TWO_SHOT && chunks > 1) break;
+                for (int i = 0; i < 2; ++i) { // NaN everywhere, so nothing left over passes
+                    CK(cudaSetDevice(i));
+                    CK(cudaMemset(g[i].dst, 0xff, N * 4));
+                    CK(cudaDeviceSynchronize());
+                }
+                call(g, v, N, chunks);
+                call(g, v, N, chunks);
+                const bool ok = check(g, v, N);
+                wrong += !ok;
+                CK(cudaSetDevice(0));
+                CK(cudaStreamWaitEvent(g[0].main, g[1].done, 0));
+                CK(cudaEventRecord(g[0].t0, g[0].main));
+                for (int r = 0; r < iters; ++r) call(g, v, N, chunks);
+                CK(cudaSetDevice(0));
+                CK(cudaStreamWaitEvent(g[0].main, g[1].done, 0));
+                CK(cudaEventRecord(g[0].t1, g[0].main));
+                CK(cudaEventSynchronize(g[0].t1));
+                float ms = 0;
+                CK(cudaEventElapsedTime(&ms, g[0].t0, g[0].t1));
+                const double us = 1e3 * ms / iters, bytes = (double)N * 4;
+                const double bus = (v == CE_REDUCE_SCATTER ? bytes / 2 : bytes) / (us * 1e3);
+                printf("probe: %-18s %4zu MiB chunks %2d: %9.1f us, busbw %6.1f GB/s, %s\n",
+                       NAMES[v], mib, chunks, us, bus, ok ? "ok" : "WRONG");
+                fflush(stdout);
+            }
+        }
+    }
+    printf("probe: done, %d wrong\n", wrong);
+    return wrong ? 1 : 0;
+}
