@@ -401,13 +401,8 @@ fn compare<T: Element>(
     n: usize,
     threads: usize,
 ) -> anyhow::Result<()> {
-    let k = if is_fp8::<T>() {
-        1
-    } else {
-        testing::roundings(n)
-    };
-    let good = |i: usize| testing::element_ok(T::DTYPE, bytemuck::bytes_of(&got[i]), want(i), k);
-    if let Some(i) = par_find(got.len(), threads, |i| !good(i)) {
+    if let Some(i) = first_wrong(got, &want, n, threads) {
+        let k = roundings::<T>(n);
         let w = want(i);
         bail!(
             "{what}: element {i} is {} (bytes {:?}), expected {} (within {}; of {})",
@@ -419,6 +414,59 @@ fn compare<T: Element>(
         );
     }
     Ok(())
+}
+
+/// The reference's rounding allowance for `T` over `n` members.
+fn roundings<T: Element>(n: usize) -> usize {
+    if is_fp8::<T>() {
+        1
+    } else {
+        testing::roundings(n)
+    }
+}
+
+/// The first element of `got` that is not `want`'s value, within the allowance.
+fn first_wrong<T: Element>(
+    got: &[T],
+    want: impl Fn(usize) -> Reference + Sync,
+    n: usize,
+    threads: usize,
+) -> Option<usize> {
+    let k = roundings::<T>(n);
+    let good = |i: usize| testing::element_ok(T::DTYPE, bytemuck::bytes_of(&got[i]), want(i), k);
+    par_find(got.len(), threads, |i| !good(i))
+}
+
+/// For element `i` of member `r`'s wrong result: the inputs the reference combines for it and
+/// what the output held there before the call, so that a wrong value seen once can be traced
+/// (a member's input missing, a stale value, the poison never overwritten).
+fn explain<T: Element>(
+    layout: &Layout,
+    inputs: &Inputs<T>,
+    r: usize,
+    i: usize,
+    before: Option<&T>,
+) -> String {
+    let reads = std::cell::RefCell::new(Vec::new());
+    layout.expected::<f64>(
+        r,
+        i,
+        |k, j| {
+            reads.borrow_mut().push((k, j));
+            inputs.f(k, j)
+        },
+        |val| (0..layout.n).map(val).sum(),
+    );
+    let reads: Vec<String> = reads
+        .into_inner()
+        .into_iter()
+        .map(|(k, j)| format!("member {k} [{j}] = {}", inputs.f(k, j)))
+        .collect();
+    let before = before.map_or("nothing".into(), |b| b.to_f64().to_string());
+    format!(
+        "its inputs: {}; the output held {before} there before the call",
+        reads.join(", ")
+    )
 }
 
 /// Cases a forced algorithm refused (skipped, not failed).
@@ -689,7 +737,14 @@ fn check<T: Element>(
                 |val| testing::reduce(op, n, val),
             )
         };
-        compare::<T>("result", region, want, n, threads)?;
+        if let Err(e) = compare::<T>("result", region, want, n, threads) {
+            // Where the wrong value may have come from, for a failure seen once.
+            let why = first_wrong::<T>(region, want, n, threads).map(|i| {
+                let at = result.start + i;
+                explain(&layout, &inputs, r, i, back.before.get(at))
+            });
+            bail!("{e}{}", why.map(|w| format!("; {w}")).unwrap_or_default());
+        }
     }
     if let Some(src_after) = &back.src_after {
         ensure!(
@@ -1499,6 +1554,31 @@ fn matrix_host_helpers() {
         e.to_string().contains(&format!("element {first} is")),
         "{e}"
     );
+
+    // A wrong element is traced to the inputs that feed it and what the output held.
+    let lay = Layout {
+        coll: Collective::AllReduce,
+        n: 2,
+        m: 3,
+        in_place: false,
+        root: 1,
+    };
+    let ins = Inputs::<f32>::new(1, 0, 3, Some(ReduceOp::Sum));
+    let why = explain(&lay, &ins, 0, 2, Some(&-1.5f32));
+    let want = format!(
+        "its inputs: member 0 [2] = {}, member 1 [2] = {}; the output held -1.5 there before the call",
+        ins.f(0, 2),
+        ins.f(1, 2)
+    );
+    assert_eq!(why, want);
+    let wrong: Vec<f32> = (0..3).map(|i| ins.f(0, i) as f32).collect();
+    let reference = |i: usize| Reference::from(ins.f(0, i) + ins.f(1, i));
+    assert_eq!(first_wrong(&wrong, reference, 2, 1), Some(0));
+    let rs = Layout {
+        coll: Collective::ReduceScatter,
+        ..lay
+    };
+    assert!(explain(&rs, &ins, 1, 0, None).starts_with("its inputs: member 0 [3] = "));
 
     // A bool8 byte other than 0 and 1 is wrong even where it reads as true.
     let bools = [nvshmem::element::Bool8::from_f64(1.0); 3];
