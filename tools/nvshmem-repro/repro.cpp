@@ -241,28 +241,55 @@ static void broadcast(uint32_t c, size_t count, int root, int reps) {
 }
 
 
-// Out-of-place int32 sum all-reduce over `team` (this PE is its member `idx` of `size`, whose
-// members are world PEs `members`), on disjoint buffers: what nvshmem-rs hands NVSHMEM.
+// A float whose sums over up to 16 PEs are exact in any order (a multiple of 1/256 in
+// [-8, 8)), from one of `val`'s words.
+static float small_float(uint32_t v) { return (float)(int)(v & 0xfff) / 256.0f - 8.0f; }
+
+// Element i of PE p's input in case c, as the words `team_all_reduce` puts: `val` itself for
+// int32, the bits of `small_float` of it for f32.
+static uint32_t word(uint32_t c, int p, size_t i, bool f32) {
+    if (!f32) return val(c, p, 0, i);
+    const float f = small_float(val(c, p, 0, i));
+    uint32_t w;
+    memcpy(&w, &f, 4);
+    return w;
+}
+
+// Out-of-place int32 (or, with `f32`, float) sum all-reduce over `team` (this PE is its member
+// `idx`, -1 if none, whose members are world PEs `members`), on disjoint buffers: what
+// nvshmem-rs hands NVSHMEM. Non-members only take part in the world barriers.
 static void team_all_reduce(uint32_t c, nvshmem_team_t team, const char *tname,
-                            const std::vector<int> &members, int idx, size_t count) {
+                            const std::vector<int> &members, int idx, size_t count,
+                            bool f32 = false) {
     uint32_t *src = (uint32_t *)nvshmem_malloc(count * 4);
     uint32_t *dst = (uint32_t *)nvshmem_malloc(count * 4);
     std::vector<uint32_t> in(count);
-    for (size_t i = 0; i < count; ++i) in[i] = val(c, g_me, 0, i);
+    for (size_t i = 0; i < count; ++i) in[i] = word(c, g_me, i, f32);
     put_words(src, in);
     put_words(dst, std::vector<uint32_t>(count, POISON));
     line_up();
-    if (idx >= 0)
+    if (idx >= 0 && f32)
+        NV(nvshmemx_float_sum_reduce_on_stream(team, (float *)dst, (const float *)src, count,
+                                               g_stream));
+    else if (idx >= 0)
         NV(nvshmemx_int32_sum_reduce_on_stream(team, (int32_t *)dst, (const int32_t *)src, count,
                                                g_stream));
     CUDA(cudaStreamSynchronize(g_stream));
     std::vector<uint32_t> got = idx >= 0 ? get_words(dst, count) : std::vector<uint32_t>(count);
-    verdict(std::string("all-reduce int32 sum on ") + tname + " x" + std::to_string(count), got,
-            count, [&](size_t i) {
+    verdict(std::string("all-reduce ") + (f32 ? "f32" : "int32") + " sum on " + tname + " x" +
+                std::to_string(count),
+            got, count, [&](size_t i) {
                 if (idx < 0) return got[i];
-                uint32_t a = 0;
-                for (int p : members) a += val(c, p, 0, i);
-                return a;
+                if (!f32) {
+                    uint32_t a = 0;
+                    for (int p : members) a += val(c, p, 0, i);
+                    return a;
+                }
+                float a = 0;
+                for (int p : members) a += small_float(val(c, p, 0, i));
+                uint32_t w;
+                memcpy(&w, &a, 4);
+                return w;
             });
     line_up();
     nvshmem_free(dst);
@@ -305,54 +332,35 @@ static void teams(uint32_t &c) {
     }
 }
 
+// The team of the even world PEs, split_strided(world, 0, 2, n / 2), made collectively by
+// every PE; `idx` is this PE's index in it, -1 for the odd PEs (who get no handle).
+static nvshmem_team_t even_team(std::vector<int> &members, int &idx) {
+    nvshmem_team_t team = NVSHMEM_TEAM_INVALID;
+    NV(nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 2, g_n / 2, nullptr, 0, &team));
+    members.clear();
+    for (int p = 0; p < g_n; p += 2) members.push_back(p);
+    idx = g_me % 2 == 0 ? g_me / 2 : -1;
+    return team;
+}
+
 // What the collectives matrix saw once under MPS (4 PEs on 2 GPUs, 2026-11-27): NVSHMEM's sum
 // all-reduce of one f32 on the team split_strided(world, 0, 2, n / 2) gave a wrong result on
 // PE 0; with 4 PEs on 2 GPUs that team's two members share GPU 0. Here the same team, out of
-// place, f32 (values k / 256, whose sums are exact in any order) and int32, 1 and 4099
-// elements, several times each, with the non-members waiting in the world barrier as the
-// matrix's do.
+// place, int32 and f32, 1, 2 and 4099 elements, 4 times each, with the non-members waiting in
+// the world barriers as the matrix's do.
 static void strided(uint32_t &c) {
-    const int n = g_n;
-    if (n < 4) return;
-    nvshmem_team_t team = NVSHMEM_TEAM_INVALID;
-    NV(nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 2, n / 2, nullptr, 0, &team));
+    if (g_n < 4) return;
     std::vector<int> members;
-    for (int p = 0; p < n; p += 2) members.push_back(p);
-    const int idx = g_me % 2 == 0 ? g_me / 2 : -1;
-    auto as_f = [](uint32_t v) { return (float)(int)(v & 0xfff) / 256.0f - 8.0f; };
+    int idx;
+    const nvshmem_team_t team = even_team(members, idx);
+    const char *name = "the even PEs (split_strided 0,2)";
     for (size_t count : {(size_t)1, (size_t)2, (size_t)4099}) {
         for (int rep = 0; rep < 4; ++rep) {
-            team_all_reduce(c++, team, "the even PEs (split_strided 0,2)", members, idx, count);
-            // f32: the same buffers' words as floats.
-            uint32_t cc = c++;
-            float *src = (float *)nvshmem_malloc(count * 4);
-            float *dst = (float *)nvshmem_malloc(count * 4);
-            std::vector<float> in(count);
-            for (size_t i = 0; i < count; ++i) in[i] = as_f(val(cc, g_me, 0, i));
-            CUDA(cudaMemcpy(src, in.data(), count * 4, cudaMemcpyHostToDevice));
-            put_words((uint32_t *)dst, std::vector<uint32_t>(count, POISON));
-            line_up();
-            if (idx >= 0)
-                NV(nvshmemx_float_sum_reduce_on_stream(team, dst, src, count, g_stream));
-            CUDA(cudaStreamSynchronize(g_stream));
-            std::vector<uint32_t> got =
-                idx >= 0 ? get_words((uint32_t *)dst, count) : std::vector<uint32_t>(count);
-            verdict("all-reduce f32 sum on the even PEs (split_strided 0,2) x" +
-                        std::to_string(count),
-                    got, count, [&](size_t i) {
-                        if (idx < 0) return got[i];
-                        float a = 0;
-                        for (int p : members) a += as_f(val(cc, p, 0, i));
-                        uint32_t w;
-                        memcpy(&w, &a, 4);
-                        return w;
-                    });
-            line_up();
-            nvshmem_free(dst);
-            nvshmem_free(src);
+            team_all_reduce(c++, team, name, members, idx, count);
+            team_all_reduce(c++, team, name, members, idx, count, true);
         }
     }
-    nvshmem_team_destroy(team);
+    if (team != NVSHMEM_TEAM_INVALID) nvshmem_team_destroy(team);
 }
 
 // The strided team's call many times, as the collectives matrix makes it: inputs copied on
@@ -368,8 +376,8 @@ static void strided_stress(uint32_t &c, int rounds, int fresh, bool world, bool 
     float *src = (float *)nvshmem_malloc(64), *dst = (float *)nvshmem_malloc(64);
     std::vector<float> w(big, 1.0f);
     CUDA(cudaMemcpy(wsrc, w.data(), big * 4, cudaMemcpyHostToDevice));
-    const int idx = g_me % 2 == 0 ? g_me / 2 : -1;
-    auto as_f = [](uint32_t v) { return (float)(int)(v & 0xfff) / 256.0f - 8.0f; };
+    std::vector<int> members;
+    int idx = -1;
     nvshmem_team_t team = NVSHMEM_TEAM_INVALID;
     long wrong = 0, first = -1;
     float first_got = 0, first_want = 0;
@@ -378,13 +386,12 @@ static void strided_stress(uint32_t &c, int rounds, int fresh, bool world, bool 
         // non-member's team stays NVSHMEM_TEAM_INVALID, so `r == 0` decides, not the handle.
         if (r == 0 || (fresh > 0 && r % fresh == 0)) {
             if (team != NVSHMEM_TEAM_INVALID) nvshmem_team_destroy(team);
-            team = NVSHMEM_TEAM_INVALID;
-            NV(nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 2, n / 2, nullptr, 0, &team));
+            team = even_team(members, idx);
         }
         if (world)
             NV(nvshmemx_float_sum_reduce_on_stream(NVSHMEM_TEAM_WORLD, wdst, wsrc, big, g_stream));
         const uint32_t cc = c++;
-        float in = as_f(val(cc, g_me, 0, 0)), poison;
+        float in = small_float(val(cc, g_me, 0, 0)), poison;
         memcpy(&poison, &POISON, 4);
         CUDA(cudaMemcpyAsync(src, &in, 4, cudaMemcpyHostToDevice, g_stream));
         CUDA(cudaMemcpyAsync(dst, &poison, 4, cudaMemcpyHostToDevice, g_stream));
@@ -399,7 +406,7 @@ static void strided_stress(uint32_t &c, int rounds, int fresh, bool world, bool 
         CUDA(cudaStreamSynchronize(g_stream));
         if (idx >= 0) {
             float want = 0;
-            for (int p = 0; p < n; p += 2) want += as_f(val(cc, p, 0, 0));
+            for (int p : members) want += small_float(val(cc, p, 0, 0));
             if (got != want) {
                 if (first < 0) first = r, first_got = got, first_want = want;
                 ++wrong;
