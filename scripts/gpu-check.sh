@@ -38,9 +38,11 @@
 #                                         latency (older builds' 8 B beside this one;
 #                                         LATENCY_ARGS other sizes), midband (the reductions
 #                                         64 KiB-2 MiB, Lamport), llwide (the copies 16 KiB-
-#                                         1 MiB: auto, LL and direct forced), ceprobe
-#                                         (tools/probes/ce_two_shot.cu: copy-engine
-#                                         two-shot reductions, 2 GPUs, one process).
+#                                         1 MiB: auto, LL and direct forced), twoshotprobe
+#                                         (tools/probes/two_shot.cu: SM-load, SM-store and
+#                                         copy-engine two-shot reductions, 2 GPUs, one process),
+#                                         sweep (every algorithm forced beside the automatic
+#                                         choice, NVSHMEM and NCCL, 4 KiB-256 MiB: crossovers).
 #                                         waits: every wait the library queues ends within
 #                                         NVSHMEM_RS_TIMEOUT=5s (tests/gpu_waits.rs): a signal
 #                                         never sent at every count of PES, a peer that never
@@ -747,17 +749,18 @@ repro() {
   done
 }
 
-# tools/probes/ce_two_shot.cu: copy-engine two-shot reductions between the two GPUs of one
-# process (no NVSHMEM), beside the plain SM two-shot, 16-256 MiB, checked: what a copy-engine
-# pipeline could give the 128 MiB targets before it goes into the crate (CEPROBE_ITERS timed
-# calls a point, default 20). Needs 2 GPUs; a point passes when the program ran.
-ceprobe() {
-  local bin=/tmp/ce_two_shot nvcc
+# tools/probes/two_shot.cu: two-shot reductions between the two GPUs of one process (no
+# NVSHMEM), 16-256 MiB, checked: SM loads (as this crate's direct kernels), SM stores only
+# (push) and copy engines, before a design goes into the crate. PROBE_ITERS timed calls a point
+# (default 20); PROBE_VARIANTS a comma-separated list of the probe's variants (default all);
+# PROBE_GRID the push kernels' blocks (default 128). Needs 2 GPUs; passes when nothing was wrong.
+twoshotprobe() {
+  local bin=/tmp/two_shot nvcc
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  case_ ceprobe-build pass "$nvcc" -O3 -std=c++17 -arch=sm_90 tools/probes/ce_two_shot.cu -o "$bin"
+  case_ twoshotprobe-build pass "$nvcc" -O3 -std=c++17 -arch=sm_90 tools/probes/two_shot.cu -o "$bin"
   [ -x "$bin" ] || return 0
-  CASE_TIMEOUT=${CEPROBE_TIMEOUT:-240} case_ ceprobe pass:"probe: done, 0 wrong" "$bin" "${CEPROBE_ITERS:-20}"
-  grep -h '^probe:' "$out/ceprobe.log"
+  CASE_TIMEOUT=${PROBE_TIMEOUT:-240} case_ twoshotprobe pass:"probe: done, 0 wrong" "$bin" "${PROBE_ITERS:-20}" "${PROBE_VARIANTS:-}"
+  grep -h '^probe:' "$out/twoshotprobe.log"
 }
 
 examples() {
@@ -1298,6 +1301,95 @@ cepoints() {
     summarize --label "$mode" "$dir/$mode-auto.jsonl" "ce=$dir/$mode-ce.jsonl"
   done
   pack ce
+}
+
+# Every algorithm forced beside the automatic choice, one run per mode (issue 31: "the automatic
+# choice takes the fastest algorithm at every size"): the data collectives (SWEEP_COLLS),
+# SWEEP_SIZES (default 4 KiB to 256 MiB by 2) in SWEEP_MODES (default graph; stream is checked),
+# f32 sum out of place on 2 PEs. First the automatic choice with raw NVSHMEM and NCCL, one job a
+# collective (a three-implementation graph job has hung at its first point now and then:
+# docs/performance.md, "Where it is slower"; SWEEP_TIMEOUT each, default 60 s), then this crate
+# alone with each algorithm forced on every collective that has it (ll, lamport, direct, ce,
+# nvshmem: gather and scatter take rooted_get). JSON into $final/sweep/ (sweep.tgz); last, per
+# collective and size, the automatic choice's time and algorithm, the fastest forced one, NCCL
+# and NVSHMEM, and every point where the choice is more than 5 % (and 0.2 us) slower than the
+# fastest forced algorithm.
+sweep() {
+  local dir="$final/sweep" mode c v list cl algo colls py
+  perf_env 4G
+  mkdir -p "$dir"
+  colls=${SWEEP_COLLS:-all_reduce,reduce_scatter,reduce,broadcast,fcollect,alltoall,gather,scatter}
+  # shellcheck disable=SC2054
+  local -A has=([ll]=$colls [lamport]=all_reduce,reduce_scatter,reduce [direct]=$colls
+    [ce]=broadcast,fcollect,alltoall,gather,scatter [nvshmem]=$colls)
+  for mode in ${SWEEP_MODES:-graph}; do
+    # shellcheck disable=SC2206
+    local args=(${SWEEP_SIZES:--b 4K -e 256M -f 2} -d f32 -n 20 -w 3 --reps 3 ${mode_flags[$mode]} --no-progress)
+    for c in ${colls//,/ }; do
+      CASE_TIMEOUT=${SWEEP_TIMEOUT:-60} perf_case sweep-$mode-auto-$c "$c" "${args[@]}" --json "$dir/$mode-auto-$c.jsonl"
+    done
+    for v in ll lamport direct ce nvshmem; do
+      list="" cl=""
+      for c in ${colls//,/ }; do
+        [[ ",${has[$v]}," == *",$c,"* ]] || continue
+        algo=nvlink_$v
+        [ $v = nvshmem ] && algo=nvshmem && { [ "$c" = gather ] || [ "$c" = scatter ]; } && algo=rooted_get
+        list+="${list:+,}$c=$algo" cl+="${cl:+,}$c"
+      done
+      [ -n "$list" ] || continue
+      CASE_TIMEOUT=${SWEEP_TIMEOUT:-60} perf_case sweep-$mode-$v "$cl" "${args[@]}" \
+        --impl nvshmem-rs --algo "$list" --json "$dir/$mode-$v.jsonl"
+    done
+  done
+  py=$(command -v python3 || echo /opt/torch/.venv/bin/python)
+  "$py" - "$dir" ${SWEEP_MODES:-graph} <<'PY'
+import json, pathlib, sys
+d, modes = pathlib.Path(sys.argv[1]), sys.argv[2:]
+def size(b):
+    return f"{b >> 20}M" if b >= 1 << 20 else f"{b >> 10}K" if b >= 1024 else f"{b}B"
+def rows(f):
+    for line in f.read_text().splitlines() if f.exists() else []:
+        try:
+            yield json.loads(line)
+        except ValueError:
+            pass
+wrong = 0
+for mode in modes:
+    pts, slow = {}, []
+    for f in sorted(d.glob(f"{mode}-*.jsonl")):
+        v = f.stem[len(mode) + 1:]
+        for r in rows(f):
+            key = (r["collective"], r["bytes"])
+            ok = r["status"] == "ok" and isinstance(r.get("time_us"), (int, float))
+            if r.get("wrong", 0) > 0:
+                wrong += 1
+                print(f"WRONG: {mode} {v} {r['implementation']} {key}")
+                continue
+            if not ok:
+                continue
+            imp = r["implementation"]
+            name = imp if imp != "nvshmem-rs" else "auto" if v.startswith("auto") else v
+            pts.setdefault(key, {})[name] = (r["time_us"], r.get("algo", "-").replace("nvlink_", ""))
+    print(f"== sweep {mode}, f32 sum out of place, us a call: auto (its algorithm), the fastest forced, nccl, nvshmem")
+    for (c, b) in sorted(pts):
+        p = pts[(c, b)]
+        forced = {k: t for k, (t, _) in p.items() if k in ("ll", "lamport", "direct", "ce", "nvshmem")}
+        best = min(forced, key=forced.get) if forced else None
+        a = p.get("auto")
+        cells = [f"{c:<15}{size(b):>6}"]
+        cells.append(f"auto {a[0]:8.2f} ({a[1]})" if a else "auto        -")
+        cells.append(f"best {forced[best]:8.2f} ({best})" if best else "best -")
+        cells += [f"{k} {p[k][0]:8.2f}" if k in p else f"{k} -" for k in ("nccl", "nvshmem")]
+        cells.append(" ".join(f"{k}={t:.2f}" for k, t in sorted(forced.items())))
+        print("  ".join(cells))
+        if a and best and a[0] > 1.05 * forced[best] and a[0] - forced[best] > 0.2:
+            slow.append(f"{c} {size(b)}: auto {a[0]:.2f} ({a[1]}) against {best} {forced[best]:.2f}")
+    print(f"sweep {mode}: the automatic choice is more than 5 % slower than a forced algorithm at {len(slow)} points")
+    for line in slow:
+        print("  " + line)
+print(f"sweep: {wrong} WRONG rows")
+PY
+  pack sweep
 }
 
 # Device-initiated kernels (nvshmem::device): halo_device and ping_pong at 1 PE, then at 2 and 4

@@ -1,15 +1,21 @@
-// Probe: copy-engine two-shot reductions between the two GPUs of one process, f32 sum.
+// Probe: two-shot reductions between the two GPUs of one process, f32 sum: SM loads (this
+// crate's direct kernels), SM stores only (pushes), and copy engines.
 //
 // Issue 31's 128 MiB targets (all-reduce and reduce-scatter at least 360 GB/s bus bandwidth,
 // the rooted reduce at least NCCL's 353) against this crate's SM two-shot (336 / 322 / 295 on
 // 2 x H200, docs/performance.md). A copy engine moves 388-395 GB/s a direction where SM stores
 // reach 361-368 (../shared/anchors.md), so the question is whether a pipeline of copy-engine
 // pulls, a local SM reduction and copy-engine pushes, chunk by chunk, keeps both directions of
-// the link busy enough to beat that. This program answers it before anything goes into the
-// crate: one process, peer access, plain CUDA runtime; no NVSHMEM.
+// the link busy enough to beat that. On 2 x H100 (2026-11-27) they did not (321 GB/s at best
+// against the SM two-shot's 330 at 128 MiB: every chunk's cross-stream event costs about 15 us),
+// so the push variants ask the other question: the SM two-shot loads half of what crosses each
+// direction; do SM stores alone (each GPU stores the peer's share of its input straight into the
+// peer's output, which is free until the sum lands there, then stores the sum) get closer to the
+// store ceiling? One process, peer access, plain CUDA runtime; no NVSHMEM.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 tools/probes/ce_two_shot.cu -o /tmp/ce_two_shot
-//   /tmp/ce_two_shot [ITERS]          (default 20 timed calls a point, after 2 warm-up calls)
+//   nvcc -O3 -std=c++17 -arch=sm_90 tools/probes/two_shot.cu -o /tmp/two_shot
+//   /tmp/two_shot [ITERS [VARIANTS]]   (default 20 timed calls a point, after 2 warm-up calls;
+//                                       VARIANTS a comma-separated list of names, default all)
 //
 // Variants, for GPU i of 2 (its half H_i of the buffer is the block it reduces):
 //   sm-two-shot  one kernel a GPU: load H_i from both GPUs, store the sum to both (the plain
@@ -20,6 +26,18 @@
 //   ce-reduce-scatter  the same without the push (dst is H_i's sum, N/2 bytes);
 //   ce-reduce    GPU 0 (the root) pulls the whole of GPU 1's buffer chunk by chunk and adds;
 //                GPU 1 does nothing but take part in the start and end.
+//   sm-reduce-scatter, sm-reduce  the SM loads of this crate's direct kernels: H_i of the peer's
+//                input loaded and added to the own into dst; the root loads all of GPU 1's.
+//   push-all-reduce  one kernel a GPU, block b of G owning part b of each half, in `chunks`
+//                pieces: store the peer's half of the own input into the peer's dst (out of
+//                place, that region of the peer's output is free until its sum lands there),
+//                raise the peer's flag for the piece; then per piece wait for the own flag, add
+//                the own input to what the peer stored in dst, store the sum to both dsts.
+//                Every byte that crosses the link is a store.
+//   push-reduce-scatter  the same into the peer's dst (its block), then a local add.
+//   push-reduce  GPU 1 stores its whole input into the root's dst piece by piece, flagged; the
+//                root adds its own input in place as the pieces arrive.
+// For the push variants `chunks` is the pieces a block's part is cut into (flags a block).
 // Each call starts when both GPUs have finished the previous one (cross-device event waits:
 // a barrier) and ends when both have finished this one, as a library call would.
 //
@@ -32,6 +50,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                                  \
@@ -73,11 +92,134 @@ static void add(cudaStream_t s, float *dst, const float *a, const float *b, size
     CK(cudaGetLastError());
 }
 
-enum Variant { SM_TWO_SHOT, CE_ALL_REDUCE, CE_REDUCE_SCATTER, CE_REDUCE };
-static const char *NAMES[] = {"sm-two-shot", "ce-all-reduce", "ce-reduce-scatter", "ce-reduce"};
+// The SM loads of the rooted reduce and reduce-scatter: dst = own + peer's, n vectors.
+__global__ void pull_add_kernel(float4 *dst, const float4 *own, const float4 *peer, size_t n) {
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n;
+         j += (size_t)gridDim.x * blockDim.x) {
+        const float4 x = own[j], y = peer[j];
+        dst[j] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+    }
+}
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_release(unsigned *p, unsigned v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Piece k of block b's part of a range of n vectors cut into G parts of `pieces` pieces.
+struct Piece {
+    size_t lo, hi;
+};
+__device__ __forceinline__ Piece piece(size_t n, int pieces, int k) {
+    const size_t part = (n + gridDim.x - 1) / gridDim.x, at = blockIdx.x * part;
+    const size_t end = min(n, at + part), step = (part + pieces - 1) / pieces;
+    const size_t lo = min(end, at + k * step);
+    return {lo, min(end, lo + step)};
+}
+
+__device__ __forceinline__ void copy_piece(float4 *to, const float4 *from, Piece p) {
+    for (size_t j = p.lo + threadIdx.x; j < p.hi; j += blockDim.x) to[j] = from[j];
+}
+
+// Raises flag (b, k) on the peer once every thread of the block has stored its part.
+__device__ __forceinline__ void raise(unsigned *peer_flags, int pieces, int k, unsigned epoch) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        st_release(peer_flags + blockIdx.x * pieces + k, epoch);
+    }
+}
+
+// Waits until the peer raised flag (b, k) for this epoch; a bound ends it (and says so) rather
+// than hang the probe.
+__device__ __forceinline__ void await(const unsigned *flags, int pieces, int k, unsigned epoch,
+                                      int *err) {
+    if (threadIdx.x == 0) {
+        long spins = 0;
+        while (ld_acquire(flags + blockIdx.x * pieces + k) != epoch)
+            if (++spins > (1L << 28)) {
+                atomicExch(err, 1);
+                break;
+            }
+    }
+    __syncthreads();
+}
+
+// push-all-reduce and push-reduce-scatter (both = 1: the sum also goes to the peer's dst).
+// Vectors of the own half start at mine, of the peer's at theirs; in the peer's dst the
+// pushed input lands at `into` + the peer half's offset (all-reduce: the same as in the own
+// buffer; reduce-scatter: 0, the peer's dst is one block).
+__global__ void push_two_shot_kernel(float4 *dst, float4 *peer_dst, const float4 *src,
+                                     size_t half, size_t mine, size_t theirs, size_t mine_dst,
+                                     size_t theirs_dst, int both, unsigned *flags,
+                                     unsigned *peer_flags, unsigned epoch, int pieces, int *err) {
+    for (int k = 0; k < pieces; ++k) {
+        const Piece p = piece(half, pieces, k);
+        copy_piece(peer_dst + theirs_dst, src + theirs, p);
+        raise(peer_flags, pieces, k, epoch);
+    }
+    for (int k = 0; k < pieces; ++k) {
+        await(flags, pieces, k, epoch, err);
+        const Piece p = piece(half, pieces, k);
+        for (size_t j = p.lo + threadIdx.x; j < p.hi; j += blockDim.x) {
+            const float4 x = src[mine + j], y = dst[mine_dst + j];
+            const float4 s = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+            dst[mine_dst + j] = s;
+            if (both) peer_dst[mine_dst + j] = s;
+        }
+    }
+}
+
+// push-reduce: the non-root stores its input into the root's dst; the root adds in place.
+__global__ void push_reduce_kernel(float4 *dst, float4 *peer_dst, const float4 *src, size_t n,
+                                   int root, unsigned *flags, unsigned *peer_flags,
+                                   unsigned epoch, int pieces, int *err) {
+    for (int k = 0; k < pieces; ++k) {
+        const Piece p = piece(n, pieces, k);
+        if (!root) {
+            copy_piece(peer_dst, src, p);
+            raise(peer_flags, pieces, k, epoch);
+            continue;
+        }
+        await(flags, pieces, k, epoch, err);
+        for (size_t j = p.lo + threadIdx.x; j < p.hi; j += blockDim.x) {
+            const float4 x = src[j], y = dst[j];
+            dst[j] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+        }
+    }
+}
+
+enum Variant {
+    SM_TWO_SHOT,
+    CE_ALL_REDUCE,
+    CE_REDUCE_SCATTER,
+    CE_REDUCE,
+    SM_REDUCE_SCATTER,
+    SM_REDUCE,
+    PUSH_ALL_REDUCE,
+    PUSH_REDUCE_SCATTER,
+    PUSH_REDUCE,
+    VARIANTS
+};
+static const char *NAMES[] = {"sm-two-shot",    "ce-all-reduce",      "ce-reduce-scatter",
+                              "ce-reduce",      "sm-reduce-scatter",  "sm-reduce",
+                              "push-all-reduce", "push-reduce-scatter", "push-reduce"};
+static bool is_push(Variant v) { return v >= PUSH_ALL_REDUCE; }
+static bool scatters(Variant v) {
+    return v == CE_REDUCE_SCATTER || v == SM_REDUCE_SCATTER || v == PUSH_REDUCE_SCATTER;
+}
+static bool rooted(Variant v) { return v == CE_REDUCE || v == SM_REDUCE || v == PUSH_REDUCE; }
+static int g_grid = 128; // the push kernels' blocks: this crate's direct kernels' most
 
 struct Gpu {
     float *src, *dst, *scratch;
+    unsigned *flags; // the push variants': G x MAX_CHUNKS, raised by the peer
+    int *err;        // set by a wait that reached its bound
     cudaStream_t main, pull, sum, push;
     cudaEvent_t start, done, t0, t1;
     std::vector<cudaEvent_t> pulled, summed, pushed;
@@ -86,7 +228,10 @@ struct Gpu {
 static const int MAX_CHUNKS = 64;
 
 // Queues one call of `v` on both GPUs: N floats a GPU, in `chunks` chunks of each GPU's work.
+static unsigned g_epoch = 0; // the push variants' flag value for this call
+
 static void call(Gpu *g, Variant v, size_t N, int chunks) {
+    ++g_epoch;
     // The barrier at the start: each GPU waits for the other's end of the previous call.
     for (int i = 0; i < 2; ++i) {
         CK(cudaSetDevice(i));
@@ -107,7 +252,30 @@ static void call(Gpu *g, Variant v, size_t N, int chunks) {
             CK(cudaGetLastError());
             continue;
         }
-        if (v == CE_REDUCE && i == 1) continue; // the root does the whole of it
+        if (v == SM_REDUCE_SCATTER || (v == SM_REDUCE && i == 0)) {
+            const size_t n = (v == SM_REDUCE ? N : half) / 4, at = v == SM_REDUCE ? 0 : off;
+            const unsigned grid = (unsigned)std::min<size_t>((n + 511) / 512, (size_t)2 * g_sms);
+            pull_add_kernel<<<grid, 512, 0, me.main>>>((float4 *)me.dst, (const float4 *)(me.src + at),
+                                                       (const float4 *)(peer.src + at), n);
+            CK(cudaGetLastError());
+            continue;
+        }
+        if (is_push(v)) {
+            const size_t h4 = half / 4, mine = i * h4, theirs = (1 - i) * h4;
+            const bool rs = v == PUSH_REDUCE_SCATTER;
+            if (v == PUSH_REDUCE)
+                push_reduce_kernel<<<g_grid, 512, 0, me.main>>>(
+                    (float4 *)me.dst, (float4 *)peer.dst, (const float4 *)me.src, N / 4, i == 0,
+                    me.flags, peer.flags, g_epoch, chunks, me.err);
+            else
+                push_two_shot_kernel<<<g_grid, 512, 0, me.main>>>(
+                    (float4 *)me.dst, (float4 *)peer.dst, (const float4 *)me.src, h4, mine,
+                    theirs, rs ? 0 : mine, rs ? 0 : theirs, !rs, me.flags, peer.flags, g_epoch,
+                    chunks, me.err);
+            CK(cudaGetLastError());
+            continue;
+        }
+        if (v == SM_REDUCE || (v == CE_REDUCE && i == 1)) continue; // the root does it all
         const size_t work = v == CE_REDUCE ? N : half, base = v == CE_REDUCE ? 0 : off;
         const size_t chunk = work / chunks;
         CK(cudaStreamWaitEvent(me.pull, me.start, 0));
@@ -151,10 +319,16 @@ static bool check(Gpu *g, Variant v, size_t N) {
         CK(cudaDeviceSynchronize());
     }
     for (int i = 0; i < 2; ++i) {
-        if (v == CE_REDUCE && i == 1) continue;
+        if (rooted(v) && i == 1) continue;
         CK(cudaSetDevice(i));
-        const size_t len = v == CE_REDUCE_SCATTER ? N / 2 : N;
-        const size_t from = v == CE_REDUCE_SCATTER ? i * (N / 2) : 0;
+        int err = 0;
+        CK(cudaMemcpy(&err, g[i].err, sizeof err, cudaMemcpyDeviceToHost));
+        if (err) {
+            fprintf(stderr, "%s: GPU %d: a flag wait reached its bound\n", NAMES[v], i);
+            return false;
+        }
+        const size_t len = scatters(v) ? N / 2 : N;
+        const size_t from = scatters(v) ? i * (N / 2) : 0;
         CK(cudaMemcpy(host.data(), g[i].dst, len * 4, cudaMemcpyDeviceToHost));
         for (size_t j = 0; j < len; ++j) {
             const float want = in(0, from + j) + in(1, from + j);
@@ -170,6 +344,8 @@ static bool check(Gpu *g, Variant v, size_t N) {
 
 int main(int argc, char **argv) {
     const int iters = argc > 1 ? atoi(argv[1]) : 20;
+    const std::string only = argc > 2 && argv[2][0] ? std::string(",") + argv[2] + "," : "";
+    if (const char *grid = getenv("PROBE_GRID")) g_grid = std::min(1024, atoi(grid));
     int devices = 0;
     CK(cudaGetDeviceCount(&devices));
     if (devices < 2) {
@@ -189,6 +365,10 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&g[i].src, max_n * 4));
         CK(cudaMalloc(&g[i].dst, max_n * 4));
         CK(cudaMalloc(&g[i].scratch, max_n * 4));
+        CK(cudaMalloc(&g[i].flags, 1024 * MAX_CHUNKS * sizeof(unsigned)));
+        CK(cudaMemset(g[i].flags, 0, 1024 * MAX_CHUNKS * sizeof(unsigned)));
+        CK(cudaMalloc(&g[i].err, sizeof(int)));
+        CK(cudaMemset(g[i].err, 0, sizeof(int)));
         std::vector<float> h(max_n);
         for (size_t j = 0; j < max_n; ++j) h[j] = in(i, j);
         CK(cudaMemcpy(g[i].src, h.data(), max_n * 4, cudaMemcpyHostToDevice));
@@ -210,9 +390,13 @@ int main(int argc, char **argv) {
     int wrong = 0;
     for (size_t mib : {16, 64, 128, 256}) {
         const size_t N = mib << 20 >> 2;
-        for (Variant v : {SM_TWO_SHOT, CE_ALL_REDUCE, CE_REDUCE_SCATTER, CE_REDUCE}) {
+        for (int vi = 0; vi < VARIANTS; ++vi) {
+            const Variant v = (Variant)vi;
+            if (!only.empty() && only.find(std::string(",") + NAMES[v] + ",") == std::string::npos)
+                continue;
             for (int chunks : {1, 2, 4, 8, 16, 32}) {
-                if (v == SM_TWO_SHOT && chunks > 1) break;
+                if ((v == SM_TWO_SHOT || v == SM_REDUCE_SCATTER || v == SM_REDUCE) && chunks > 1)
+                    break;
                 for (int i = 0; i < 2; ++i) { // NaN everywhere, so nothing left over passes
                     CK(cudaSetDevice(i));
                     CK(cudaMemset(g[i].dst, 0xff, N * 4));
@@ -233,7 +417,7 @@ int main(int argc, char **argv) {
                 float ms = 0;
                 CK(cudaEventElapsedTime(&ms, g[0].t0, g[0].t1));
                 const double us = 1e3 * ms / iters, bytes = (double)N * 4;
-                const double bus = (v == CE_REDUCE_SCATTER ? bytes / 2 : bytes) / (us * 1e3);
+                const double bus = (scatters(v) ? bytes / 2 : bytes) / (us * 1e3);
                 printf("probe: %-18s %4zu MiB chunks %2d: %9.1f us, busbw %6.1f GB/s, %s\n",
                        NAMES[v], mib, chunks, us, bus, ok ? "ok" : "WRONG");
                 fflush(stdout);
