@@ -1018,18 +1018,62 @@ perfgraphsplit() {
   done
   pack perf-graph
 }
-# The graph-mode hang of a fresh nvshmem-perf process whose first collective is alltoall: the
-# same after a barrier, then alltoall alone with each implementation apart (which one hangs).
+# The graph-mode hang of nvshmem-perf (issue 31): a fresh job now and then never gets past its
+# first point in CUDA-graph mode (alltoall with three implementations; on 2026-11-27 also this
+# crate alone with NVSHMEM's all-reduce forced). HANG_TRIES fresh jobs (default 8) of one
+# graph-mode point (HANG_ARGS, default all_reduce at 4 KiB, nvshmem-rs with NVSHMEM's algorithm
+# forced) for each variant of HANG_VARIANTS (default: as is; NCCL_GRAPH_REGISTER=0;
+# NVSHMEM_DISABLE_NCCL=1; raw NVSHMEM alone; NCCL alone), each job given HANG_TIMEOUT seconds
+# (default 20). A job still running then has every thread's host stack of each of its
+# processes written to the log (gdb or cuda-gdb in batch mode, else the kernel's wchan), and is
+# killed. Last, per variant, how many jobs hung.
 graphhang() {
-  local impl dir="$final/perf-graph"
+  local v tries=${HANG_TRIES:-8} k log pid dbg hung report=()
   perf_env 4G
-  mkdir -p "$dir"
-  CASE_TIMEOUT=45 perf_case perf-graph-barrier-then-alltoall barrier,alltoall -b 8 -e 256M -f 2 -n 20 -w 3 --reps 3 \
-    -c 0 -G 1 --no-progress --json "$dir/alltoall-after-barrier.jsonl"
-  for impl in nccl nvshmem nvshmem-rs; do
-    CASE_TIMEOUT=30 perf_case hang-alltoall-graph-$impl alltoall -b 8 -e 8 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress --impl $impl
+  if dryrun; then say graphhang "${HANG_VARIANTS:-asis noreg nonccl raw nccl}" "$tries"; return 0; fi
+  dbg=$(command -v gdb || command -v cuda-gdb || echo /usr/local/cuda/bin/cuda-gdb)
+  [ -x "$dbg" ] || dbg=""
+  echo "graphhang: stacks by ${dbg:-/proc wchan only}"
+  # shellcheck disable=SC2206
+  local args=(${HANG_ARGS:-all_reduce -b 4K -e 4K -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress})
+  for v in ${HANG_VARIANTS:-asis noreg nonccl raw nccl}; do
+    hung=0
+    for k in $(seq 1 "$tries"); do
+      log="$out/graphhang-$v-$k.log"
+      (
+        case $v in
+          noreg) export NCCL_GRAPH_REGISTER=0 ;;
+          nonccl) export NVSHMEM_DISABLE_NCCL=1 ;;
+        esac
+        case $v in
+          raw) set -- --impl nvshmem ;;
+          nccl) set -- --impl nccl ;;
+          *) set -- --impl nvshmem-rs --algo all_reduce=nvshmem,reduce_scatter=nvshmem,broadcast=nvshmem,fcollect=nvshmem,alltoall=nvshmem ;;
+        esac
+        exec bash -c '"$@"' bash mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE .gpu/bin/nvshmem-perf "${args[@]}" "$@"
+      ) >"$log" 2>&1 &
+      pid=$!
+      local t=0
+      while kill -0 "$pid" 2>/dev/null && [ $t -lt "${HANG_TIMEOUT:-20}" ]; do sleep 1; t=$((t + 1)); done
+      if kill -0 "$pid" 2>/dev/null; then
+        hung=$((hung + 1))
+        echo "==== hung after ${t}s: stacks ====" >>"$log"
+        for p in $(pgrep -f "\.gpu/bin/nvshmem-perf"); do
+          echo "---- pid $p: $(tr '\0' ' ' </proc/"$p"/cmdline | cut -c1-120)" >>"$log"
+          for w in /proc/"$p"/task/*; do echo "  task ${w##*/} $(cat "$w"/comm) wchan=$(cat "$w"/wchan 2>/dev/null)"; done >>"$log"
+          [ -n "$dbg" ] && timeout 60 "$dbg" -p "$p" -batch -ex "thread apply all bt 25" >>"$log" 2>&1 </dev/null
+        done
+        pkill -9 -f "\.gpu/bin/nvshmem-perf"; pkill -9 -f "mpirun.*nvshmem-perf"
+        wait "$pid" 2>/dev/null
+        sleep 2
+      else
+        wait "$pid"; echo "exit $?" >>"$log"
+      fi
+    done
+    report+=("graphhang $v: $hung of $tries fresh jobs hung")
+    summary+=("$(printf '%-44s %-10s' "graphhang-$v" "hung $hung/$tries")")
   done
-  pack perf-graph
+  printf '%s\n' "${report[@]}"
 }
 
 # 3 PEs on 2 GPUs (two PEs on GPU 0, one on GPU 1) under MPS: NVSHMEM 3.4.5's init never
@@ -1305,7 +1349,7 @@ cepoints() {
 
 # Every algorithm forced beside the automatic choice, one run per mode (issue 31: "the automatic
 # choice takes the fastest algorithm at every size"): the data collectives (SWEEP_COLLS),
-# SWEEP_SIZES (default 4 KiB to 256 MiB by 2) in SWEEP_MODES (default graph; stream is checked),
+# SWEEP_SIZES (default 4 KiB to 256 MiB by 2), SWEEP_ITERS (default -n 20 -w 3) in SWEEP_MODES (default graph; stream is checked),
 # f32 sum out of place on 2 PEs. First the automatic choice with raw NVSHMEM and NCCL, one job a
 # collective (a three-implementation graph job has hung at its first point now and then:
 # docs/performance.md, "Where it is slower"; SWEEP_TIMEOUT each, default 60 s), then this crate
@@ -1324,7 +1368,7 @@ sweep() {
     [ce]=broadcast,fcollect,alltoall,gather,scatter [nvshmem]=$colls)
   for mode in ${SWEEP_MODES:-graph}; do
     # shellcheck disable=SC2206
-    local args=(${SWEEP_SIZES:--b 4K -e 256M -f 2} -d f32 -n 20 -w 3 --reps 3 ${mode_flags[$mode]} --no-progress)
+    local args=(${SWEEP_SIZES:--b 4K -e 256M -f 2} -d f32 ${SWEEP_ITERS:--n 20 -w 3} --reps 3 ${mode_flags[$mode]} --no-progress)
     for c in ${colls//,/ }; do
       CASE_TIMEOUT=${SWEEP_TIMEOUT:-60} perf_case sweep-$mode-auto-$c "$c" "${args[@]}" --json "$dir/$mode-auto-$c.jsonl"
     done

@@ -150,6 +150,8 @@ const _: () = assert!(DIRECT_MAX_GRID as usize <= crate::channel::FP_BLOCKS);
 pub(crate) fn direct_grid(call: &Call) -> u32 {
     let (n, bytes) = (call.n().max(1), call.block_bytes());
     let moved = match call.coll {
+        // On 2 PEs the root of a reduce loads all of the peer's input (direct.cu).
+        Collective::Reduce if n == 2 => bytes,
         Collective::AllReduce | Collective::Reduce => bytes / n,
         Collective::ReduceScatter | Collective::Broadcast => bytes,
         _ => bytes * (n - 1).max(1),
@@ -320,7 +322,47 @@ pub(super) fn flag_barrier(call: &Call, fence: bool) -> Launch {
 
 #[cfg(test)]
 mod tests {
-    use super::{ll_blocks, ll_shape};
+    use super::{direct_grid, ll_blocks, ll_shape};
+    use crate::collective::algo::tests::{call, team, team_fitting};
+    use crate::collective::Collective;
+    use crate::{DataType, ReduceOp};
+
+    #[test]
+    fn the_direct_launch_rule_of_direct_cu() {
+        let grid = |n: usize, coll: Collective, count: usize| {
+            let t = team(n, 0, true);
+            direct_grid(&call(
+                &t,
+                coll,
+                DataType::F32,
+                ReduceOp::Sum,
+                count,
+                false,
+                0,
+            ))
+        };
+        // A block per 16 KiB this PE moves: an all-reduce's share is 1/n of the input...
+        assert_eq!(grid(2, Collective::AllReduce, 64 << 10), 8);
+        assert_eq!(grid(4, Collective::AllReduce, 64 << 10), 4);
+        // ...and a rooted reduce's on 3 PEs or more (two-shot), but on 2 PEs the root loads
+        // the whole of the peer's input.
+        assert_eq!(grid(4, Collective::Reduce, 64 << 10), 4);
+        assert_eq!(grid(2, Collective::Reduce, 64 << 10), 16);
+        assert_eq!(grid(2, Collective::Reduce, 1), 1);
+        // At most 128 blocks, and at most what every member keeps resident.
+        assert_eq!(grid(2, Collective::Reduce, 64 << 20), 128);
+        let few = team_fitting(2, 1, true, 5);
+        let c = call(
+            &few,
+            Collective::Reduce,
+            DataType::F32,
+            ReduceOp::Sum,
+            1 << 20,
+            false,
+            0,
+        );
+        assert_eq!(direct_grid(&c), 5);
+    }
 
     #[test]
     fn the_ll_launch_rule_of_ll_cu() {
