@@ -194,6 +194,39 @@ __global__ void push_reduce_kernel(float4 *dst, float4 *peer_dst, const float4 *
     }
 }
 
+// The loop shapes of this crate's direct kernels (direct.cu: 512 threads, at most 128 blocks,
+// each thread loading U vectors before it stores them) against others, for the one-way moves
+// that run slowly there at 32-64 MiB (2 x H200, 2026-11-27: a broadcast, gather or 2-PE
+// rooted reduce of 32 MiB took about 195 us, of 16 MiB 54). A tile is U x the grid's threads
+// vectors; strided (BLOCKED false, direct.cu's): vector u of a thread is u x the grid's
+// threads away from its first; blocked: each block takes U x 512 consecutive vectors.
+// dst = a + b when b is given (the 2-PE reduce's root: a its own input, b the peer's), else a.
+template <int U, bool BLOCKED>
+__global__ void shape_kernel(float4 *dst, const float4 *a, const float4 *b, size_t n) {
+    const size_t T = blockDim.x, G = gridDim.x * T;
+    for (size_t t0 = 0; t0 < n; t0 += U * G) {
+        float4 x[U], y[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const size_t i = BLOCKED ? t0 + blockIdx.x * U * T + u * T + threadIdx.x
+                                     : t0 + u * G + blockIdx.x * T + threadIdx.x;
+            if (i < n) {
+                x[u] = a[i];
+                if (b) y[u] = b[i];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const size_t i = BLOCKED ? t0 + blockIdx.x * U * T + u * T + threadIdx.x
+                                     : t0 + u * G + blockIdx.x * T + threadIdx.x;
+            if (i < n)
+                dst[i] = b ? make_float4(x[u].x + y[u].x, x[u].y + y[u].y, x[u].z + y[u].z,
+                                         x[u].w + y[u].w)
+                           : x[u];
+        }
+    }
+}
+
 enum Variant {
     SM_TWO_SHOT,
     CE_ALL_REDUCE,
@@ -204,16 +237,32 @@ enum Variant {
     PUSH_ALL_REDUCE,
     PUSH_REDUCE_SCATTER,
     PUSH_REDUCE,
+    SHAPE_REDUCE, // the 2-PE rooted reduce's root loading the peer's input (shape below)
+    SHAPE_PUSH,   // GPU 0 storing its input into GPU 1's dst (a broadcast)
+    SHAPE_PULL,   // GPU 1 loading GPU 0's input into its dst
     VARIANTS
 };
 static const char *NAMES[] = {"sm-two-shot",    "ce-all-reduce",      "ce-reduce-scatter",
                               "ce-reduce",      "sm-reduce-scatter",  "sm-reduce",
-                              "push-all-reduce", "push-reduce-scatter", "push-reduce"};
+                              "push-all-reduce", "push-reduce-scatter", "push-reduce",
+                              "shape-reduce",    "shape-push",          "shape-pull"};
 static bool is_push(Variant v) { return v >= PUSH_ALL_REDUCE; }
 static bool scatters(Variant v) {
     return v == CE_REDUCE_SCATTER || v == SM_REDUCE_SCATTER || v == PUSH_REDUCE_SCATTER;
 }
-static bool rooted(Variant v) { return v == CE_REDUCE || v == SM_REDUCE || v == PUSH_REDUCE; }
+static bool rooted(Variant v) {
+    return v == CE_REDUCE || v == SM_REDUCE || v == PUSH_REDUCE || v == SHAPE_REDUCE;
+}
+static bool copies(Variant v) { return v == SHAPE_PUSH || v == SHAPE_PULL; }
+static bool shaped(Variant v) { return v >= SHAPE_REDUCE; }
+// The shape variants' loop: `chunks` 0..7 = unroll (4, 8) x (strided, blocked) x grid (128,
+// 2 per SM).
+static const char *shape_name(int c) {
+    static char buf[64];
+    snprintf(buf, sizeof buf, "U%d %s grid %s", c & 1 ? 8 : 4, c & 2 ? "blocked" : "strided",
+             c & 4 ? "2/SM" : "128");
+    return buf;
+}
 static int g_grid = 128; // the push kernels' blocks: this crate's direct kernels' most
 
 struct Gpu {
@@ -257,6 +306,23 @@ static void call(Gpu *g, Variant v, size_t N, int chunks) {
             const unsigned grid = (unsigned)std::min<size_t>((n + 511) / 512, (size_t)2 * g_sms);
             pull_add_kernel<<<grid, 512, 0, me.main>>>((float4 *)me.dst, (const float4 *)(me.src + at),
                                                        (const float4 *)(peer.src + at), n);
+            CK(cudaGetLastError());
+            continue;
+        }
+        if (shaped(v)) {
+            // Who works: the root (GPU 0) for the reduce and the push, GPU 1 for the pull.
+            if ((v == SHAPE_PULL) != (i == 1)) continue;
+            const size_t n = N / 4;
+            float4 *to = (float4 *)(v == SHAPE_PUSH ? peer.dst : me.dst);
+            const float4 *a = (const float4 *)(v == SHAPE_PULL ? peer.src : me.src);
+            const float4 *b = v == SHAPE_REDUCE ? (const float4 *)peer.src : nullptr;
+            const unsigned grid = chunks & 4 ? 2 * g_sms : 128;
+            switch (chunks & 3) {
+            case 0: shape_kernel<4, false><<<grid, 512, 0, me.main>>>(to, a, b, n); break;
+            case 1: shape_kernel<8, false><<<grid, 512, 0, me.main>>>(to, a, b, n); break;
+            case 2: shape_kernel<4, true><<<grid, 512, 0, me.main>>>(to, a, b, n); break;
+            default: shape_kernel<8, true><<<grid, 512, 0, me.main>>>(to, a, b, n); break;
+            }
             CK(cudaGetLastError());
             continue;
         }
@@ -319,7 +385,7 @@ static bool check(Gpu *g, Variant v, size_t N) {
         CK(cudaDeviceSynchronize());
     }
     for (int i = 0; i < 2; ++i) {
-        if (rooted(v) && i == 1) continue;
+        if ((rooted(v) && i == 1) || (copies(v) && i == 0)) continue;
         CK(cudaSetDevice(i));
         int err = 0;
         CK(cudaMemcpy(&err, g[i].err, sizeof err, cudaMemcpyDeviceToHost));
@@ -331,7 +397,7 @@ static bool check(Gpu *g, Variant v, size_t N) {
         const size_t from = scatters(v) ? i * (N / 2) : 0;
         CK(cudaMemcpy(host.data(), g[i].dst, len * 4, cudaMemcpyDeviceToHost));
         for (size_t j = 0; j < len; ++j) {
-            const float want = in(0, from + j) + in(1, from + j);
+            const float want = copies(v) ? in(0, j) : in(0, from + j) + in(1, from + j);
             if (host[j] != want) {
                 fprintf(stderr, "%s: GPU %d element %zu is %g, want %g\n", NAMES[v], i, j, host[j],
                         want);
@@ -388,15 +454,18 @@ int main(int argc, char **argv) {
         CK(cudaEventRecord(g[i].done, g[i].main));
     }
     int wrong = 0;
-    for (size_t mib : {16, 64, 128, 256}) {
+    for (size_t mib : {16, 32, 64, 128, 256}) {
         const size_t N = mib << 20 >> 2;
         for (int vi = 0; vi < VARIANTS; ++vi) {
             const Variant v = (Variant)vi;
             if (!only.empty() && only.find(std::string(",") + NAMES[v] + ",") == std::string::npos)
                 continue;
-            for (int chunks : {1, 2, 4, 8, 16, 32}) {
-                if ((v == SM_TWO_SHOT || v == SM_REDUCE_SCATTER || v == SM_REDUCE) && chunks > 1)
-                    break;
+            // One launch shape: 1; pipelines: their chunks; the loop shapes: all eight.
+            const bool single = v == SM_TWO_SHOT || v == SM_REDUCE_SCATTER || v == SM_REDUCE;
+            const std::vector<int> points = shaped(v) ? std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}
+                                            : single  ? std::vector<int>{1}
+                                                      : std::vector<int>{1, 2, 4, 8, 16, 32};
+            for (int chunks : points) {
                 for (int i = 0; i < 2; ++i) { // NaN everywhere, so nothing left over passes
                     CK(cudaSetDevice(i));
                     CK(cudaMemset(g[i].dst, 0xff, N * 4));
@@ -418,8 +487,11 @@ int main(int argc, char **argv) {
                 CK(cudaEventElapsedTime(&ms, g[0].t0, g[0].t1));
                 const double us = 1e3 * ms / iters, bytes = (double)N * 4;
                 const double bus = (scatters(v) ? bytes / 2 : bytes) / (us * 1e3);
-                printf("probe: %-18s %4zu MiB chunks %2d: %9.1f us, busbw %6.1f GB/s, %s\n",
-                       NAMES[v], mib, chunks, us, bus, ok ? "ok" : "WRONG");
+                char what[64];
+                if (shaped(v)) snprintf(what, sizeof what, "%s", shape_name(chunks));
+                else snprintf(what, sizeof what, "chunks %2d", chunks);
+                printf("probe: %-18s %4zu MiB %s: %9.1f us, busbw %6.1f GB/s, %s\n", NAMES[v],
+                       mib, what, us, bus, ok ? "ok" : "WRONG");
                 fflush(stdout);
             }
         }
