@@ -15,8 +15,7 @@
 // most the blocks every member keeps resident (PROTOCOL.md, "Residency"):
 //
 //     W = bytes each PE moves over its links:
-//         all_reduce, reduce (n > 2):    count * size / n      (this PE's share)
-//         reduce (n == 2):               count * size          (the root loads it all)
+//         all_reduce, reduce:            count * size / n      (this PE's share)
 //         reduce_scatter:                count * size          (one block)
 //         broadcast:                     bytes
 //         fcollect, alltoall, gather,
@@ -30,19 +29,16 @@
 //   NVR_D_INFLIGHT   16-byte vectors each thread loads before its first store (default 8)
 //   NVR_D_BCAST      broadcast: 0 push when n == 2 else pull-and-forward (default), 1 push,
 //                    2 pull, 3 pull-and-forward
-//   NVR_D_REDUCE     rooted reduce from 3 PEs: 0 two-shot (default), 1 the root pulls
-//                    everything (on 2 PEs the root always pulls)
+//   NVR_D_REDUCE     rooted reduce: 0 two-shot (default), 1 the root pulls everything
 //
 // Algorithms, and what crosses each link per direction for n PEs (S = nccl-tests' bytes):
 //   all_reduce      two-shot: PE i loads share i (S/n) from every member, combines in team
 //                   order, stores the result to every member; (n-1)/n S loaded plus (n-1)/n S
 //                   stored per PE, both directions.
 //   reduce_scatter  PE i loads its block from every member; (n-1)/n S loaded per PE.
-//   reduce          n == 2: the root loads the peer's whole src (S into the root, loads
-//                   only). n > 2, two-shot to the root (default): as all_reduce but results
-//                   stored to the root only; the root's link carries (n-1)/n S in + (n-1)/n S
-//                   stored by peers. NVR_D_REDUCE 1: the root loads everything at any n
-//                   ((n-1) S into the root).
+//   reduce          two-shot to the root (default): as all_reduce but results stored to the
+//                   root only; the root's link carries (n-1)/n S in + (n-1)/n S stored by
+//                   peers. NVR_D_REDUCE 1: the root loads everything ((n-1) S into the root).
 //   broadcast       n == 2: the root stores to the peer (S one way). n > 2: pull-and-forward,
 //                   non-root r loads share r of the root's src once and stores it to every
 //                   non-root, so the root's link carries S once (not (n-1) S).
@@ -330,7 +326,7 @@ __device__ void nvr_d_reduce_scatter(const nvr_team &t, const NVR_T *src, NVR_T 
 }
 
 // Rooted reduce. Two-shot: every PE reduces its share and stores it into the root's dst only.
-// Pull (2 PEs, or NVR_D_REDUCE == 1): the root reduces everything alone.
+// Pull (NVR_D_REDUCE == 1): the root reduces everything alone.
 template <int NMAX>
 __device__ void nvr_d_reduce(const nvr_team &t, int root, const NVR_T *src, NVR_T *dst,
                              nvr_d_u64 count, NVR_ACC sc, bool pull) {
@@ -389,12 +385,13 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     if (!nvr_d_root_ok(t, root))
         return;
     const unsigned all = nvr_all_peers(t);
-    // On 2 PEs the root's inbound link carries the peer's whole input either way; loads alone
-    // run it at the link's rate where the two-shot's mix of the root's loads, the peer's loads
-    // of the root's half and the peer's stores does not (tools/probes/README.md: 356-364 GB/s
-    // against 295-333 at 128-256 MiB, 2 x H200). From 3 PEs the two-shot brings only S into
-    // the root, pull (n - 1) S.
-    const bool pull = NVR_D_REDUCE == 1 || t.n == 2;
+    // Pull is not the default even on 2 PEs, where either brings S into the root: in
+    // nvshmem-perf on 2 x H200 (2026-11-27) it took 426 / 786 us at 128 / 256 MiB against the
+    // two-shot's 458 / 819, but 193 / 245 at 32 / 64 MiB against 104 / 199 (a plain loads-only
+    // loop over cudaMalloc'd peer memory, tools/probes/two_shot.cu, ran 98 / 205 / 385 / 744 at
+    // 32 / 64 / 128 / 256 MiB, whatever its loop shape: docs/performance.md, "Where it is
+    // slower"). From 3 PEs the two-shot brings only S into the root, pull (n - 1) S.
+    const bool pull = NVR_D_REDUCE == 1;
     // Two-shot: everyone loads from everyone; pull: only the root loads, from everyone.
     const unsigned touch = pull ? (t.me == root ? all : 0u) : all;
     const unsigned touched_by = pull ? (t.me == root ? 0u : 1u << root) : all;

@@ -6,8 +6,9 @@
 //! reductions (`nvlink_lamport`, float all-reduce, reduce-scatter and reduce only) for blocks
 //! in [`Row::lamport`], the direct kernels (`nvlink_direct`) for blocks in [`Row::direct`], the
 //! copy engines (`nvlink_ce`, data movement only) for blocks in [`Row::ce`]. Where two hold at
-//! once the registry's order decides (LL, then Lamport or the copy engines, then the direct
-//! kernels); where none holds, NVSHMEM's own collectives (or, for
+//! once the registry's order decides (Lamport, then LL, then the copy engines, then the direct
+//! kernels: a float reduction in Lamport's band takes it even where LL's limit, which every
+//! other type keeps, reaches further); where none holds, NVSHMEM's own collectives (or, for
 //! gather and scatter, which NVSHMEM lacks, `rooted_get`) run. Every row says what it rests
 //! on ([`Basis`]): the `nvshmem-perf` runs that measured it and their figures, or, where
 //! nothing was measured, why its values are a safe default. `docs/performance.md` has the
@@ -166,6 +167,16 @@ const LLWIDE_RUN: &str = "mpirun -np 2 nvshmem-perf fcollect,broadcast,alltoall,
                           -G 0), then --impl nvshmem-rs --algo <each>=nvlink_ll, then \
                           =nvlink_direct (2 x H200, 2026-11-27, commit bc9aa5e)";
 
+/// The run of the reductions' LL-Lamport crossovers (issue 31): every algorithm forced beside
+/// the automatic choice of then (LL to 32 KiB blocks, Lamport above), raw NVSHMEM and NCCL, one
+/// job each, graph mode (`scripts/gpu-check.sh run sweep` with `SWEEP_COLLS=all_reduce,
+/// reduce_scatter,reduce SWEEP_SIZES="-b 8 -e 128K -f 2" SWEEP_ITERS="-n 200 -w 20"`). Sizes
+/// in the figures are whole calls (a reduce-scatter's block is half).
+const SWEEP_RUN: &str = "mpirun -np 2 nvshmem-perf <each> -d f32 -b 8 -e 128K -f 2 -n 200 -w \
+                         20 --reps 3 -c 0 -G 1, then --impl nvshmem-rs --algo \
+                         <each>=nvlink_ll|nvlink_lamport|nvlink_direct|nvshmem (2 x H200, \
+                         2026-11-27, commit 11cd890's library)";
+
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
     launch and one flag exchange; each PE moves (n - 1) blocks in or out, so the limit keeps \
@@ -182,13 +193,16 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 32 * KIB,
-        lamport: RangeInclusive::new(32 * KIB + 1, 2 * MIB),
+        lamport: RangeInclusive::new(KIB + 1, 2 * MIB),
         direct: above(256 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, MIDBAND_RUN],
-            figures: "LL 32 KiB: 5.7 against NVSHMEM 7.1, NCCL 7.1; direct 128 KiB: 7.5 \
+            runs: &[GRAPH_RUN, MIDBAND_RUN, SWEEP_RUN],
+            figures: "SWEEP (graph, f32): LL 8 B: 2.73 against Lamport 2.96, NCCL 5.71; 1 KiB: \
+                      2.85 against Lamport 3.06; 2 KiB: 3.41 against Lamport 3.35; 16 KiB: \
+                      3.73 against Lamport 3.39; 32 KiB: 3.85 against 3.41 (LL stays to 32 \
+                      KiB for the types Lamport does not serve). Before: LL 32 KiB: 5.7 against NVSHMEM 7.1, NCCL 7.1; direct 128 KiB: 7.5 \
                       against 7.3, 7.3; 512 KiB: 8.9 against 9.8, 9.8; 128 MiB: 399.6 against \
                       456.3, 472.2 (336 GB/s); Lamport (graph, f32) 64 KiB: 4.55 against NVSHMEM 6.83, NCCL 6.82; 1 MiB: 7.27 against \
                       13.21, 13.04; 2 MiB: 11.27 against direct 12.91, NCCL 27.9",
@@ -199,13 +213,16 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 16 * KIB,
-        lamport: RangeInclusive::new(16 * KIB + 1, MIB),
+        lamport: RangeInclusive::new(KIB + 1, 2 * MIB),
         direct: above(256 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, MIDBAND_RUN],
-            figures: "LL 16 KiB: 5.7 against NVSHMEM 6.1, NCCL 6.0; direct 64 KiB: 6.6 \
+            runs: &[GRAPH_RUN, MIDBAND_RUN, SWEEP_RUN],
+            figures: "SWEEP (graph, f32; call sizes): LL 2 KiB: 2.93 against Lamport 3.10; 4 \
+                      KiB: 3.43 against Lamport 3.40; 32 KiB: 3.62 against 3.46; Lamport 4 MiB \
+                      (the default sweep, -n 20): 11.90 against direct 14.05, NCCL 23.38. \
+                      Before: LL 16 KiB: 5.7 against NVSHMEM 6.1, NCCL 6.0; direct 64 KiB: 6.6 \
                       against 6.3, 6.3; 256 KiB: 7.9 against 7.7, 7.6; 1 MiB: 10.1 against \
                       14.1, 14.1; 64 MiB: 209.2 against 283.1, 281.6; Lamport (graph, f32; call sizes) 64 KiB: 4.41 against NVSHMEM 5.95, NCCL 5.95; 2 MiB: \
                       7.16 against 14.08, 14.0",
@@ -274,14 +291,15 @@ pub(crate) static ROWS: &[Row] = &[
         coll: Collective::Reduce,
         pes: 2..=2,
         arch: Some(Arch::SM90),
-        ll: 32 * KIB,
-        lamport: RangeInclusive::new(32 * KIB + 1, 2 * MIB),
+        ll: 64 * KIB,
+        lamport: RangeInclusive::new(64 * KIB + 1, 2 * MIB),
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, POINTS_RUN, MIDBAND_RUN],
-            figures: "LL 32 KiB: 4.0 against NCCL 5.4; NVSHMEM has no rooted reduce, and its \
+            runs: &[GRAPH_RUN, POINTS_RUN, MIDBAND_RUN, SWEEP_RUN],
+            figures: "SWEEP (graph, f32): LL 32 KiB: 3.12 against Lamport 3.36, NCCL 5.08; 64 \
+                      KiB: 3.17 against 3.37; 128 KiB: 3.75 against 3.39. Before: LL 32 KiB: 4.0 against NCCL 5.4; NVSHMEM has no rooted reduce, and its \
                       path here (an all-reduce into the scratch) is slower at every size: \
                       8 B 12.10 against the automatic choice's 4.58, 128 MiB 537.6 against \
                       457.0 (stream; graph 6.29 against 1.61, 516.8 against 470.2). NCCL's \
@@ -603,6 +621,8 @@ mod tests {
                 // Widened since by LLWIDE_RUN (issue 31: LL over up to 32 blocks).
                 Collective::Fcollect | Collective::Alltoall => 256 << 10,
                 Collective::Broadcast | Collective::Gather | Collective::Scatter => 512 << 10,
+                // Widened since by SWEEP_RUN (LL beat Lamport to 64 KiB).
+                Collective::Reduce => 64 << 10,
                 _ => 32 << 10,
             };
         let ce = match coll {
@@ -733,8 +753,21 @@ mod tests {
     fn two_pe_sm90_choices_name_the_measured_algorithms() {
         let f32_sum =
             |coll, x| decide(coll, 2, Some(Arch::SM90), DataType::F32, ReduceOp::Sum, x).3;
-        assert_eq!(f32_sum(Collective::AllReduce, 32 * KIB), "nvlink_ll");
+        assert_eq!(f32_sum(Collective::AllReduce, KIB), "nvlink_ll");
+        assert_eq!(f32_sum(Collective::AllReduce, KIB + 4), "nvlink_lamport");
+        assert_eq!(f32_sum(Collective::AllReduce, 32 * KIB), "nvlink_lamport");
         assert_eq!(f32_sum(Collective::AllReduce, 48 * KIB), "nvlink_lamport");
+        // The types Lamport does not serve keep LL to LL's own limit.
+        let i32_sum =
+            |coll, x| decide(coll, 2, Some(Arch::SM90), DataType::I32, ReduceOp::Sum, x).3;
+        assert_eq!(i32_sum(Collective::AllReduce, 32 * KIB), "nvlink_ll");
+        assert_eq!(i32_sum(Collective::ReduceScatter, 16 * KIB), "nvlink_ll");
+        assert_eq!(
+            f32_sum(Collective::ReduceScatter, 16 * KIB),
+            "nvlink_lamport"
+        );
+        assert_eq!(f32_sum(Collective::Reduce, 64 * KIB), "nvlink_ll");
+        assert_eq!(f32_sum(Collective::Reduce, 64 * KIB + 4), "nvlink_lamport");
         assert_eq!(f32_sum(Collective::AllReduce, 64 * KIB), "nvlink_lamport");
         assert_eq!(f32_sum(Collective::AllReduce, MIB), "nvlink_lamport");
         assert_eq!(f32_sum(Collective::AllReduce, 2 * MIB), "nvlink_lamport");
@@ -751,9 +784,9 @@ mod tests {
         assert_eq!(f32_sum(Collective::Reduce, 256 * MIB), "nvlink_direct");
     }
 
-    /// The Lamport band: float reductions past LL up to 2 MiB (1 MiB for reduce-scatter
-    /// blocks) on 2-PE sm_90 only; integers, f64 (which the algorithm refuses), other team
-    /// sizes and unknown architectures never prefer it.
+    /// The Lamport band: float reductions past 1 KiB blocks (64 KiB for the rooted reduce, where
+    /// LL stays faster) up to 2 MiB on 2-PE sm_90 only; integers, f64 (which the algorithm
+    /// refuses), other team sizes and unknown architectures never prefer it.
     #[test]
     fn lamport_is_preferred_for_float_reductions_of_the_mid_band_on_two_pe_sm90_only() {
         for r in ROWS.iter().filter(|r| !r.lamport.is_empty()) {
@@ -772,7 +805,12 @@ mod tests {
                 DataType::F16,
                 DataType::F8E5M2,
             ] {
-                for x in [33 * KIB, 64 * KIB, 256 * KIB, MIB] {
+                let from = if coll == Collective::Reduce {
+                    64 * KIB
+                } else {
+                    KIB
+                };
+                for x in [from + 4, 2 * from, 256 * KIB, MIB, 2 * MIB] {
                     assert_eq!(
                         choice(coll, 2, sm90, dtype, x),
                         "nvlink_lamport",
@@ -780,7 +818,7 @@ mod tests {
                     );
                 }
                 assert_ne!(choice(coll, 2, sm90, dtype, 4 * MIB), "nvlink_lamport");
-                assert_ne!(choice(coll, 2, sm90, dtype, 16 * KIB), "nvlink_lamport");
+                assert_ne!(choice(coll, 2, sm90, dtype, from), "nvlink_lamport");
                 assert_ne!(choice(coll, 4, sm90, dtype, 256 * KIB), "nvlink_lamport");
                 assert_ne!(choice(coll, 2, None, dtype, 256 * KIB), "nvlink_lamport");
             }

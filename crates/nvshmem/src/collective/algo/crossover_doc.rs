@@ -158,7 +158,7 @@ fn sizes_and_bands_read_as_words() {
     assert_eq!(table.lines().count(), crossover::ROWS.len() + 6);
     assert_eq!(band(&(64 << 10..=1 << 20)), "64 KiB to 1 MiB");
     assert!(table.contains(
-        "| all_reduce | 2 | sm_90 | 32 KiB | past 32 KiB, up to 2 MiB | past 256 KiB | never | measured |"
+        "| all_reduce | 2 | sm_90 | 32 KiB | past 1 KiB, up to 2 MiB | past 256 KiB | never | measured |"
     ));
     let doc = format!("a\n{BEGIN}\nold\n{END}\nb\n");
     assert_eq!(splice(&doc, &table).unwrap(), format!("a\n{table}\nb\n"));

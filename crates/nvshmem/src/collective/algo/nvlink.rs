@@ -150,8 +150,6 @@ const _: () = assert!(DIRECT_MAX_GRID as usize <= crate::channel::FP_BLOCKS);
 pub(crate) fn direct_grid(call: &Call) -> u32 {
     let (n, bytes) = (call.n().max(1), call.block_bytes());
     let moved = match call.coll {
-        // On 2 PEs the root of a reduce loads all of the peer's input (direct.cu).
-        Collective::Reduce if n == 2 => bytes,
         Collective::AllReduce | Collective::Reduce => bytes / n,
         Collective::ReduceScatter | Collective::Broadcast => bytes,
         _ => bytes * (n - 1).max(1),
@@ -344,11 +342,12 @@ mod tests {
         // A block per 16 KiB this PE moves: an all-reduce's share is 1/n of the input...
         assert_eq!(grid(2, Collective::AllReduce, 64 << 10), 8);
         assert_eq!(grid(4, Collective::AllReduce, 64 << 10), 4);
-        // ...and a rooted reduce's on 3 PEs or more (two-shot), but on 2 PEs the root loads
-        // the whole of the peer's input.
+        // ...and so is a rooted reduce's (a two-shot to the root); a reduce-scatter moves a
+        // block.
         assert_eq!(grid(4, Collective::Reduce, 64 << 10), 4);
-        assert_eq!(grid(2, Collective::Reduce, 64 << 10), 16);
+        assert_eq!(grid(2, Collective::Reduce, 64 << 10), 8);
         assert_eq!(grid(2, Collective::Reduce, 1), 1);
+        assert_eq!(grid(2, Collective::ReduceScatter, 64 << 10), 16);
         // At most 128 blocks, and at most what every member keeps resident.
         assert_eq!(grid(2, Collective::Reduce, 64 << 20), 128);
         let few = team_fitting(2, 1, true, 5);

@@ -1980,7 +1980,8 @@ fn the_room_does_not_change_choices_that_fit() {
     for me in [0, 1] {
         let t = team(2, me, true);
         for (count, want) in [
-            (8 << 10, "nvlink_ll"),
+            (256, "nvlink_ll"),
+            (8 << 10, "nvlink_lamport"),
             (12 << 10, "nvlink_lamport"),
             (16 << 10, "nvlink_lamport"),
             (1 << 20, "nvlink_direct"),
