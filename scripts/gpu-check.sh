@@ -1018,15 +1018,16 @@ perfgraphsplit() {
   done
   pack perf-graph
 }
-# The graph-mode hang of nvshmem-perf (issue 31): a fresh job now and then never gets past its
-# first point in CUDA-graph mode (alltoall with three implementations; on 2026-11-27 also this
-# crate alone with NVSHMEM's all-reduce forced). HANG_TRIES fresh jobs (default 8) of one
-# graph-mode point (HANG_ARGS, default all_reduce at 4 KiB, nvshmem-rs with NVSHMEM's algorithm
-# forced) for each variant of HANG_VARIANTS (default: as is; NCCL_GRAPH_REGISTER=0;
-# NVSHMEM_DISABLE_NCCL=1; raw NVSHMEM alone; NCCL alone), each job given HANG_TIMEOUT seconds
-# (default 20). A job still running then has every thread's host stack of each of its
-# processes written to the log (gdb or cuda-gdb in batch mode, else the kernel's wchan), and is
-# killed. Last, per variant, how many jobs hung.
+# The graph-mode hang of nvshmem-perf (issue 31): a fresh job now and then never ends in
+# CUDA-graph mode. Seen 2026-11-27 in every job that ran NVSHMEM's alltoall over 4 KiB-256 MiB
+# (three implementations; this crate alone with NVSHMEM's algorithms forced; raw NVSHMEM's
+# alltoall alone), never in 24 jobs of a 4 KiB all-reduce. HANG_TRIES fresh jobs (default 8)
+# of HANG_ARGS (default that alltoall run) for each variant of HANG_VARIANTS (default: as is,
+# i.e. nvshmem-rs with NVSHMEM's algorithms forced; NCCL_GRAPH_REGISTER=0; NVSHMEM_DISABLE_NCCL=1;
+# raw NVSHMEM alone; NCCL alone), each job given HANG_TIMEOUT seconds (default 20). A job still
+# running then has the threads' wait channels and host stacks of each PE written to its log
+# (gdb or cuda-gdb in batch mode, 20 s at most), and is killed. Last, per variant, how many
+# jobs hung.
 graphhang() {
   local v tries=${HANG_TRIES:-8} k log pid dbg hung report=()
   perf_env 4G
@@ -1035,7 +1036,7 @@ graphhang() {
   [ -x "$dbg" ] || dbg=""
   echo "graphhang: stacks by ${dbg:-/proc wchan only}"
   # shellcheck disable=SC2206
-  local args=(${HANG_ARGS:-all_reduce -b 4K -e 4K -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress})
+  local args=(${HANG_ARGS:-alltoall -b 4K -e 256M -f 2 -d f32 -n 20 -w 3 --reps 3 -c 0 -G 1 --no-progress})
   for v in ${HANG_VARIANTS:-asis noreg nonccl raw nccl}; do
     hung=0
     for k in $(seq 1 "$tries"); do
@@ -1058,10 +1059,12 @@ graphhang() {
       if kill -0 "$pid" 2>/dev/null; then
         hung=$((hung + 1))
         echo "==== hung after ${t}s: stacks ====" >>"$log"
-        for p in $(pgrep -f "\.gpu/bin/nvshmem-perf"); do
+        # The PEs only (not the launcher, whose cmdline names them too); the debugger gets a
+        # hard limit (a cuda-gdb attached to a process in a hung kernel has ignored TERM).
+        for p in $(pgrep -x nvshmem-perf); do
           echo "---- pid $p: $(tr '\0' ' ' </proc/"$p"/cmdline | cut -c1-120)" >>"$log"
           for w in /proc/"$p"/task/*; do echo "  task ${w##*/} $(cat "$w"/comm) wchan=$(cat "$w"/wchan 2>/dev/null)"; done >>"$log"
-          [ -n "$dbg" ] && timeout 60 "$dbg" -p "$p" -batch -ex "thread apply all bt 25" >>"$log" 2>&1 </dev/null
+          [ -n "$dbg" ] && timeout -k 5 20 "$dbg" -p "$p" -batch -ex "thread apply all bt 25" >>"$log" 2>&1 </dev/null
         done
         pkill -9 -f "\.gpu/bin/nvshmem-perf"; pkill -9 -f "mpirun.*nvshmem-perf"
         wait "$pid" 2>/dev/null
