@@ -441,11 +441,99 @@ static void strided_stress(uint32_t &c, int rounds, int fresh, bool world, bool 
     nvshmem_free(wsrc);
 }
 
+// Waits for the stream, at most `secs` seconds: a hang then says where it is and ends the job
+// (MPI_Abort) rather than wait for ever.
+static void sync_within(const char *what, size_t bytes, int secs) {
+    const double end = MPI_Wtime() + secs;
+    cudaError_t e;
+    while ((e = cudaStreamQuery(g_stream)) == cudaErrorNotReady) {
+        if (MPI_Wtime() > end) {
+            printf("repro: PE %d: HUNG in %s at %zu B a PE (stream not done after %d s)\n",
+                   g_me, what, bytes, secs);
+            fflush(stdout);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    CUDA(e);
+}
+
+// The graph-mode hang of nvshmem-perf (docs/performance.md, "Where it is slower"): NVSHMEM's
+// alltoall captured into CUDA graphs, point after point, as nvshmem-perf -G 1 times it: for each
+// size (4 KiB to 256 MiB a call, by 2), allocate input and output on the symmetric heap, three
+// calls on the stream, capture 20 calls into one graph and 1 into another (relaxed capture mode,
+// as nvshmem-rs's Runtime::capture), launch the first 3 times and the second 20 times, each
+// launch after nvshmemx_barrier_all_on_stream and a stream synchronisation, destroy both
+// graphs, free both buffers. `keep`: allocate once, at the largest size, instead (whether
+// reusing heap addresses across points matters). Prints a line per size; a stream not done
+// within 30 s prints where and aborts the job.
+static void graph_alltoall(bool keep) {
+    const size_t most = 256u << 20;
+    char *src = nullptr, *dst = nullptr;
+    if (keep) {
+        src = (char *)nvshmem_malloc(most);
+        dst = (char *)nvshmem_malloc(most);
+    }
+    for (size_t call = 4096; call <= most; call *= 2) {
+        const size_t per = call / g_n; // bytes to each PE
+        if (!keep) {
+            src = (char *)nvshmem_malloc(call);
+            dst = (char *)nvshmem_malloc(call);
+        }
+        if (!src || !dst) {
+            fprintf(stderr, "PE %d: nvshmem_malloc(%zu) failed\n", g_me, call);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        CUDA(cudaMemset(src, 1, call));
+        CUDA(cudaMemset(dst, 0, call));
+        CUDA(cudaDeviceSynchronize());
+        for (int w = 0; w < 3; ++w) NV(nvshmemx_alltoallmem_on_stream(NVSHMEM_TEAM_WORLD, dst, src, per, g_stream));
+        sync_within("the warm-up calls", per, 30);
+        cudaGraph_t g[2];
+        cudaGraphExec_t x[2];
+        const int calls[2] = {20, 1};
+        for (int k = 0; k < 2; ++k) {
+            CUDA(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeRelaxed));
+            for (int i = 0; i < calls[k]; ++i)
+                NV(nvshmemx_alltoallmem_on_stream(NVSHMEM_TEAM_WORLD, dst, src, per, g_stream));
+            CUDA(cudaStreamEndCapture(g_stream, &g[k]));
+            CUDA(cudaGraphInstantiate(&x[k], g[k], 0));
+            CUDA(cudaGraphUpload(x[k], g_stream));
+        }
+        for (int r = 0; r < 3; ++r) {
+            nvshmemx_barrier_all_on_stream(g_stream);
+            sync_within("the barrier before a launch", per, 30);
+            CUDA(cudaGraphLaunch(x[0], g_stream));
+            sync_within("a launch of the 20-call graph", per, 30);
+        }
+        nvshmemx_barrier_all_on_stream(g_stream);
+        for (int i = 0; i < 20; ++i) CUDA(cudaGraphLaunch(x[1], g_stream));
+        sync_within("the launches of the 1-call graph", per, 30);
+        for (int k = 0; k < 2; ++k) {
+            CUDA(cudaGraphExecDestroy(x[k]));
+            CUDA(cudaGraphDestroy(g[k]));
+        }
+        if (!keep) {
+            nvshmem_free(dst);
+            nvshmem_free(src);
+        }
+        if (g_me == 0) {
+            printf("repro: graph alltoall %s, %zu B a call: done\n", keep ? "(buffers kept)" : "(buffers per size)", call);
+            fflush(stdout);
+        }
+    }
+    if (keep) {
+        nvshmem_free(dst);
+        nvshmem_free(src);
+    }
+    if (g_me == 0) printf("repro: graph alltoall %s: every size done, no hang\n", keep ? "(buffers kept)" : "(buffers per size)");
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
     MPI_Comm_size(MPI_COMM_WORLD, &g_n);
-    // Which cases: a comma-separated list of rs, ar, fc, bc (default all).
+    // Which cases: a comma-separated list of rs, ar, fc, bc, teams, strided, stress (default
+    // all of these), graph_alltoall or graph_alltoall_keep (only when named).
     const char *only = getenv("REPRO_CASES");
     auto want = [&](const char *k) { return !only || strstr(only, k) != nullptr; };
 
@@ -503,6 +591,8 @@ int main(int argc, char **argv) {
         broadcast(c++, (64 << 20) / 4, g_n - 1, 3);
         c += 3;
     }
+    // Opt-in only (it may hang by design): REPRO_CASES=graph_alltoall, or graph_alltoall_keep.
+    if (only && strstr(only, "graph_alltoall")) graph_alltoall(strstr(only, "graph_alltoall_keep") != nullptr);
     if (want("teams")) teams(c);
     if (want("strided")) strided(c);
     if (want("stress")) {
