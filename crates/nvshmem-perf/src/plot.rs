@@ -507,12 +507,21 @@ const USUAL_ORDER: [&str; 3] = ["nvshmem-rs", "nvshmem", "nccl"];
     bin_name = "nvshmem-perf plot",
     about = "Draw the results of earlier runs (their --json files) as SVG and PNG, without a GPU",
     after_help = "Each FILE.jsonl gives DIR/FILE.svg and DIR/FILE.png: one chart per \
-collective, busbw and time against size, a line per implementation."
+collective, busbw and time against size, a line per implementation. With --into NAME, every \
+file goes into the one pair DIR/NAME.svg and DIR/NAME.png (e.g. runs with an algorithm forced \
+beside the automatic choice: `nvshmem-perf plot --into sweep auto.jsonl ll=ll.jsonl \
+direct=direct.jsonl`)."
 )]
 pub struct PlotArgs {
-    /// JSON-lines result files, as written by `--json`.
-    #[arg(value_name = "FILE.jsonl", required = true)]
-    pub files: Vec<PathBuf>,
+    /// JSON-lines result files, as written by `--json`; NAME=FILE draws that file's
+    /// implementations as NAME:IMPL (to tell runs of the same implementation apart).
+    #[arg(value_name = "[NAME=]FILE.jsonl", required = true)]
+    pub files: Vec<String>,
+
+    /// Draw every file into one pair of plots, DIR/NAME.svg and DIR/NAME.png (DIR: --out, or
+    /// the first file's folder).
+    #[arg(long = "into", value_name = "NAME")]
+    pub into: Option<String>,
 
     /// Folder for the plots (created if missing); default: beside each file.
     #[arg(short = 'o', long = "out", value_name = "DIR")]
@@ -539,25 +548,57 @@ fn plot_files(args: &PlotArgs) -> Result<()> {
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    for file in &args.files {
-        let points = read_jsonl(file)?;
-        let stem = file
-            .file_stem()
-            .ok_or_else(|| anyhow!("{}: no file name", file.display()))?;
+    let mut together = Vec::new();
+    for spec in &args.files {
+        let (name, path) = crate::summary::named(spec);
+        let file = Path::new(path);
+        let mut points = read_jsonl(file)?;
+        if !name.is_empty() {
+            for p in &mut points {
+                p.implementation = format!("{name}:{}", p.implementation);
+            }
+        }
         let dir = match &args.out {
             Some(d) => d.clone(),
             None => file.parent().map(Path::to_path_buf).unwrap_or_default(),
         };
-        let (svg_path, png_path) = paths(&dir.join(stem).with_extension("svg"));
-        write(&points, &USUAL_ORDER, args.ceiling, &svg_path, &png_path)?;
-        println!(
-            "{}: {} rows -> {}, {}",
-            file.display(),
-            points.len(),
-            svg_path.display(),
-            png_path.display()
-        );
+        if args.into.is_some() {
+            together.push((dir, points));
+            continue;
+        }
+        let stem = file
+            .file_stem()
+            .ok_or_else(|| anyhow!("{}: no file name", file.display()))?;
+        draw(
+            &points,
+            args.ceiling,
+            &dir.join(stem),
+            &file.display().to_string(),
+        )?;
     }
+    if let Some(into) = &args.into {
+        let dir = together.first().map(|(d, _)| d.clone()).unwrap_or_default();
+        let points: Vec<Point> = together.into_iter().flat_map(|(_, p)| p).collect();
+        draw(
+            &points,
+            args.ceiling,
+            &dir.join(into),
+            &format!("{} files", args.files.len()),
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes `base`.svg and `base`.png of `points` and says so (`what`: where they came from).
+fn draw(points: &[Point], ceiling: f64, base: &Path, what: &str) -> Result<()> {
+    let (svg_path, png_path) = paths(&base.with_extension("svg"));
+    write(points, &USUAL_ORDER, ceiling, &svg_path, &png_path)?;
+    println!(
+        "{what}: {} rows -> {}, {}",
+        points.len(),
+        svg_path.display(),
+        png_path.display()
+    );
     Ok(())
 }
 
@@ -684,6 +725,35 @@ mod tests {
             svg(&read, &impls, 361.0).unwrap()
         );
         assert!(std::fs::metadata(out.join("run.png")).unwrap().len() > 0);
+    }
+
+    /// Named files draw their implementations as NAME:IMPL, and --into puts every file into
+    /// one pair of plots.
+    #[test]
+    fn named_files_plot_into_one_chart_set() {
+        let dir = TempDir::new("into");
+        let auto = dir.0.join("auto.jsonl");
+        let forced = dir.0.join("ll.jsonl");
+        write_json(&rows(), std::fs::File::create(&auto).unwrap()).unwrap();
+        write_json(
+            &[row("nvshmem-rs", 1 << 10, 3.0)],
+            std::fs::File::create(&forced).unwrap(),
+        )
+        .unwrap();
+        let args = PlotArgs::try_parse_from([
+            "plot",
+            "--into",
+            "sweep",
+            auto.to_str().unwrap(),
+            &format!("ll={}", forced.to_str().unwrap()),
+        ])
+        .unwrap();
+        plot_files(&args).unwrap();
+        let texts = texts(&std::fs::read_to_string(dir.0.join("sweep.svg")).unwrap());
+        assert!(texts.iter().any(|t| t == "ll:nvshmem-rs"), "{texts:?}");
+        assert!(texts.iter().any(|t| t == "nccl"));
+        assert!(dir.0.join("sweep.png").exists());
+        assert!(!dir.0.join("auto.svg").exists() && !dir.0.join("ll.svg").exists());
     }
 
     /// A wrong row (the in-place fcollect of 2026-11 at 614 GB/s, far above the link) is

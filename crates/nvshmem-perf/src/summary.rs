@@ -52,13 +52,18 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     status
 }
 
-/// `[NAME=]FILE` read: its name ("" without one) and rows.
-fn read_one(spec: &str) -> Result<(String, Vec<Row>)> {
-    // A path may hold `=` itself: only a name without `/` before it counts as one.
-    let (name, path) = match spec.split_once('=') {
+/// `[NAME=]FILE` split into its name ("" without one) and path. A path may hold `=` itself:
+/// only a name without `/` before it counts as one. (`summarize` and `plot` read files so.)
+pub fn named(spec: &str) -> (String, &str) {
+    match spec.split_once('=') {
         Some((n, p)) if !n.is_empty() && !n.contains('/') => (n.to_string(), p),
         _ => (String::new(), spec),
-    };
+    }
+}
+
+/// `[NAME=]FILE` read: its name ("" without one) and rows.
+fn read_one(spec: &str) -> Result<(String, Vec<Row>)> {
+    let (name, path) = named(spec);
     let text =
         std::fs::read_to_string(Path::new(path)).with_context(|| format!("reading {path}"))?;
     let rows = text

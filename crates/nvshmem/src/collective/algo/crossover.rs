@@ -175,7 +175,8 @@ const LLWIDE_RUN: &str = "mpirun -np 2 nvshmem-perf fcollect,broadcast,alltoall,
 const SWEEP_RUN: &str = "mpirun -np 2 nvshmem-perf <each> -d f32 -b 8 -e 128K -f 2 -n 200 -w \
                          20 --reps 3 -c 0 -G 1, then --impl nvshmem-rs --algo \
                          <each>=nvlink_ll|nvlink_lamport|nvlink_direct|nvshmem (2 x H200, \
-                         2026-11-27, commit 11cd890's library)";
+                         2026-11-27, commit ae1f03f; the same to 256 KiB with this table, \
+                         commit 042fe47: docs/perf/sweep-2026-11-27/small)";
 
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
