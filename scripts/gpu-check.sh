@@ -753,11 +753,13 @@ repro() {
 # NVSHMEM), 16-256 MiB, checked: SM loads (as this crate's direct kernels), SM stores only
 # (push) and copy engines, before a design goes into the crate. PROBE_ITERS timed calls a point
 # (default 20); PROBE_VARIANTS a comma-separated list of the probe's variants (default all);
-# PROBE_GRID the push kernels' blocks (default 128). Needs 2 GPUs; passes when nothing was wrong.
+# PROBE_GRID the push kernels' blocks (default 128); PROBE_ALLOC=vmm the buffers by cuMemCreate
+# and cuMemMap as NVSHMEM's heap (PROBE_GRANULARITY rounds them up). Needs 2 GPUs; passes when
+# nothing was wrong.
 twoshotprobe() {
   local bin=/tmp/two_shot nvcc
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  case_ twoshotprobe-build pass "$nvcc" -O3 -std=c++17 -arch=sm_90 tools/probes/two_shot.cu -o "$bin"
+  case_ twoshotprobe-build pass "$nvcc" -O3 -std=c++17 -arch=sm_90 tools/probes/two_shot.cu -o "$bin" -lcuda
   [ -x "$bin" ] || return 0
   CASE_TIMEOUT=${PROBE_TIMEOUT:-240} case_ twoshotprobe pass:"probe: done, 0 wrong" "$bin" "${PROBE_ITERS:-20}" "${PROBE_VARIANTS:-}"
   grep -h '^probe:' "$out/twoshotprobe.log"

@@ -45,11 +45,13 @@
 // nccl-tests' bus bandwidth for 2 ranks (all-reduce: size / time; reduce-scatter: size / time
 // / 2, size being the whole input; reduce: size / time). Inputs are small integers, so every
 // sum is exact and each point's result is checked element by element once before timing.
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -84,6 +86,54 @@ __global__ void two_shot_kernel(float4 *d_own, float4 *d_peer, const float4 *a_o
 }
 
 static int g_sms = 132;
+
+#define CU(x)                                                                                  \
+    do {                                                                                       \
+        CUresult r_ = (x);                                                                     \
+        if (r_ != CUDA_SUCCESS) {                                                              \
+            const char *m_ = nullptr;                                                          \
+            cuGetErrorString(r_, &m_);                                                         \
+            fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, m_ ? m_ : "?", __FILE__, __LINE__);  \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+// PROBE_ALLOC=vmm: the buffers from the driver's virtual memory calls, as NVSHMEM builds its
+// symmetric heap (cuMemCreate, cuMemAddressReserve, cuMemMap, then read-write access for both
+// GPUs), instead of cudaMalloc and peer access: whether the 32-64 MiB one-way moves that are
+// slow on NVSHMEM's heap and not here (tools/probes/README.md) are slow on such memory.
+// PROBE_GRANULARITY (bytes, default the driver's recommended) rounds each allocation up, as
+// NVSHMEM_CUMEM_GRANULARITY does for the heap's chunks.
+static bool g_vmm = false;
+
+static void *alloc(int dev, size_t bytes) {
+    if (!g_vmm) {
+        void *p = nullptr;
+        CK(cudaMalloc(&p, bytes));
+        return p;
+    }
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    size_t gran = 0;
+    CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    if (const char *g = getenv("PROBE_GRANULARITY")) gran = std::max(gran, (size_t)atoll(g));
+    const size_t size = (bytes + gran - 1) / gran * gran;
+    CUmemGenericAllocationHandle h;
+    CU(cuMemCreate(&h, size, &prop, 0));
+    CUdeviceptr p = 0;
+    CU(cuMemAddressReserve(&p, size, gran, 0, 0));
+    CU(cuMemMap(p, size, 0, h, 0));
+    CUmemAccessDesc access[2] = {};
+    for (int d = 0; d < 2; ++d) {
+        access[d].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access[d].location.id = d;
+        access[d].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    CU(cuMemSetAccess(p, size, access, 2));
+    return (void *)p;
+}
 
 static void add(cudaStream_t s, float *dst, const float *a, const float *b, size_t floats) {
     const size_t n = floats / 4;
@@ -412,6 +462,7 @@ int main(int argc, char **argv) {
     const int iters = argc > 1 ? atoi(argv[1]) : 20;
     const std::string only = argc > 2 && argv[2][0] ? std::string(",") + argv[2] + "," : "";
     if (const char *grid = getenv("PROBE_GRID")) g_grid = std::min(1024, atoi(grid));
+    g_vmm = getenv("PROBE_ALLOC") && strcmp(getenv("PROBE_ALLOC"), "vmm") == 0;
     int devices = 0;
     CK(cudaGetDeviceCount(&devices));
     if (devices < 2) {
@@ -421,16 +472,16 @@ int main(int argc, char **argv) {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     g_sms = prop.multiProcessorCount;
-    printf("probe: %s x 2, %d SMs, %d copy engines (asyncEngineCount)\n", prop.name, g_sms,
-           prop.asyncEngineCount);
+    printf("probe: %s x 2, %d SMs, %d copy engines (asyncEngineCount), buffers by %s\n",
+           prop.name, g_sms, prop.asyncEngineCount, g_vmm ? "cuMemCreate/cuMemMap" : "cudaMalloc");
     const size_t max_n = (size_t)256 << 20 >> 2; // 256 MiB of f32
     Gpu g[2];
     for (int i = 0; i < 2; ++i) {
         CK(cudaSetDevice(i));
         CK(cudaDeviceEnablePeerAccess(1 - i, 0));
-        CK(cudaMalloc(&g[i].src, max_n * 4));
-        CK(cudaMalloc(&g[i].dst, max_n * 4));
-        CK(cudaMalloc(&g[i].scratch, max_n * 4));
+        g[i].src = (float *)alloc(i, max_n * 4);
+        g[i].dst = (float *)alloc(i, max_n * 4);
+        g[i].scratch = (float *)alloc(i, max_n * 4);
         CK(cudaMalloc(&g[i].flags, 1024 * MAX_CHUNKS * sizeof(unsigned)));
         CK(cudaMemset(g[i].flags, 0, 1024 * MAX_CHUNKS * sizeof(unsigned)));
         CK(cudaMalloc(&g[i].err, sizeof(int)));
