@@ -321,23 +321,13 @@ pub(super) fn flag_barrier(call: &Call, fence: bool) -> Launch {
 #[cfg(test)]
 mod tests {
     use super::{direct_grid, ll_blocks, ll_shape};
-    use crate::collective::algo::tests::{call, team, team_fitting};
+    use crate::collective::algo::tests::{f32_sum, team, team_fitting};
     use crate::collective::Collective;
-    use crate::{DataType, ReduceOp};
 
     #[test]
     fn the_direct_launch_rule_of_direct_cu() {
         let grid = |n: usize, coll: Collective, count: usize| {
-            let t = team(n, 0, true);
-            direct_grid(&call(
-                &t,
-                coll,
-                DataType::F32,
-                ReduceOp::Sum,
-                count,
-                false,
-                0,
-            ))
+            direct_grid(&f32_sum(&team(n, 0, true), coll, count))
         };
         // A block per 16 KiB this PE moves: an all-reduce's share is 1/n of the input...
         assert_eq!(grid(2, Collective::AllReduce, 64 << 10), 8);
@@ -351,16 +341,7 @@ mod tests {
         // At most 128 blocks, and at most what every member keeps resident.
         assert_eq!(grid(2, Collective::Reduce, 64 << 20), 128);
         let few = team_fitting(2, 1, true, 5);
-        let c = call(
-            &few,
-            Collective::Reduce,
-            DataType::F32,
-            ReduceOp::Sum,
-            1 << 20,
-            false,
-            0,
-        );
-        assert_eq!(direct_grid(&c), 5);
+        assert_eq!(direct_grid(&f32_sum(&few, Collective::Reduce, 1 << 20)), 5);
     }
 
     #[test]

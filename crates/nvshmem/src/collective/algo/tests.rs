@@ -774,6 +774,11 @@ fn gather_and_scatter_address_each_members_own_block() {
     assert_eq!(gets, [(DST, DST, 10), (DST + 10, DST + 10, 12)]);
 }
 
+/// An f32 sum of `count` elements a part, out of place, root 0: the call most tests need.
+pub(crate) fn f32_sum(team: &TeamShape, coll: Collective, count: usize) -> Call<'_> {
+    call(team, coll, DataType::F32, ReduceOp::Sum, count, false, 0)
+}
+
 /// `c` with a channel, as a team that can use the NVLink kernels has, on the architecture the
 /// crossovers were measured on (sm_90).
 pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
@@ -1577,15 +1582,7 @@ fn other_algorithms_can_still_be_forced_on_one_pe() {
     ] {
         let a = registry(coll).iter().find(|a| a.name() == name).unwrap();
         let count = if coll == Collective::Barrier { 0 } else { 2 };
-        let c = with_channel(call(
-            &t,
-            coll,
-            DataType::F32,
-            ReduceOp::Sum,
-            count,
-            false,
-            0,
-        ));
+        let c = with_channel(f32_sum(&t, coll, count));
         assert_eq!(choose(&c, Some(*a)).unwrap().name(), name);
     }
 }
