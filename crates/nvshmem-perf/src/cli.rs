@@ -157,7 +157,8 @@ pub struct Args {
     #[arg(long = "nccl-lib", value_name = "PATH")]
     pub nccl_lib: Option<std::path::PathBuf>,
 
-    /// Write one JSON object per result line to this file.
+    /// Write one JSON object per result line to this file, each as its point ends (a run that
+    /// never ends leaves the points it finished).
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
 

@@ -3,7 +3,11 @@
 //! FILE.jsonl --out DIR` draws saved results again, without a GPU; `nvshmem-perf device` times
 //! device-initiated puts (kernels that call NVSHMEM themselves) beside an nvcc-built reference;
 //! `nvshmem-perf summarize [NAME=]FILE.jsonl...` prints saved results side by side, a line a point.
-use std::{fs::File, io::BufWriter, process::ExitCode};
+use std::{
+    fs::File,
+    io::{BufWriter, Write},
+    process::ExitCode,
+};
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -227,6 +231,14 @@ fn run(args: &Args, plan: &Plan) -> Result<Outcome> {
         cpu_time: args.cpu_time,
         check: args.check,
     };
+    // The JSON lines are written as each point ends (the lead PE's), so that a run that never
+    // ends (the graph-mode hang of docs/performance.md) leaves the points it finished.
+    let mut journal = match (&args.json, lead) {
+        (Some(p), true) => Some(BufWriter::new(
+            File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        _ => None,
+    };
     let mut rows = Vec::new();
     for spec in &specs {
         for slot in slots.iter_mut() {
@@ -266,6 +278,10 @@ fn run(args: &Args, plan: &Plan) -> Result<Outcome> {
                     },
                 },
             };
+            if let Some(j) = journal.as_mut() {
+                report::write_json(std::slice::from_ref(&row), &mut *j)?;
+                j.flush()?;
+            }
             rows.push(row);
         }
     }
@@ -455,9 +471,7 @@ fn write_outputs(args: &Args, plan: &Plan, rows: &[Row]) -> Result<()> {
             File::create(p).with_context(|| format!("creating {}", p.display()))?,
         ))
     };
-    if let Some(p) = &args.json {
-        report::write_json(rows, create(p)?)?;
-    }
+    // (The JSON lines were written as the points ended.)
     if let Some(p) = &args.csv {
         report::write_csv(rows, create(p)?)?;
     }
