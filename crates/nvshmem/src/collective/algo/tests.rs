@@ -112,15 +112,7 @@ fn all_reduce(dst: u64, src: u64, dtype: DataType, op: ReduceOp, count: usize) -
 #[test]
 fn reductions_nvshmem_has_run_as_one_call() {
     let t = team(2, 1, true);
-    let c = call(
-        &t,
-        Collective::AllReduce,
-        DataType::F32,
-        ReduceOp::Sum,
-        100,
-        false,
-        0,
-    );
+    let c = f32_sum(&t, Collective::AllReduce, 100);
     assert_eq!(
         plan(&c),
         (
@@ -1345,15 +1337,7 @@ fn launches_fit_the_blocks_every_member_keeps_resident() {
         for me in 0..4 {
             let t = team_fitting(4, me, true, max_blocks);
             // 64 MiB a PE: the direct kernels' rule alone would take 128 blocks.
-            let c = with_channel(call(
-                &t,
-                Collective::AllReduce,
-                DataType::F32,
-                ReduceOp::Sum,
-                16 << 20,
-                false,
-                0,
-            ));
+            let c = with_channel(f32_sum(&t, Collective::AllReduce, 16 << 20));
             // Planned by the direct kernels whatever the automatic choice (at 4 PEs, NVSHMEM's
             // path for this size: crossover.rs).
             assert!(nvlink::Direct.refuses(&c).is_none());
@@ -1362,15 +1346,7 @@ fn launches_fit_the_blocks_every_member_keeps_resident() {
             let (_, grid) = grid_of(&steps);
             assert_eq!(grid, max_blocks.min(128), "max_blocks {max_blocks}");
             // 24 KiB a PE: LL with up to 6 blocks, if that many fit.
-            let c = with_channel(call(
-                &t,
-                Collective::AllReduce,
-                DataType::F32,
-                ReduceOp::Sum,
-                6 << 10,
-                false,
-                0,
-            ));
+            let c = with_channel(f32_sum(&t, Collective::AllReduce, 6 << 10));
             // 4 PEs: 16 blocks a sender (channel::ll_blocks) of 16 KiB payload each.
             let fits = (max_blocks as usize).min(16) * (32 << 10) / 2 >= 24 << 10;
             assert_eq!(
@@ -1521,15 +1497,7 @@ fn every_registry_tries_local_first_and_local_takes_no_other_team() {
     }
     // A multi-PE call no algorithm accepts names the others' reasons, not local's.
     let t = team(2, 0, false);
-    let c = call(
-        &t,
-        Collective::Gather,
-        DataType::F32,
-        ReduceOp::Sum,
-        4,
-        false,
-        0,
-    );
+    let c = f32_sum(&t, Collective::Gather, 4);
     let e = choose(&c, Some(&nvshmem::Native)).unwrap_err().to_string();
     assert!(e.contains("NVSHMEM has no gather"), "{e}");
 }
@@ -1539,15 +1507,7 @@ fn every_registry_tries_local_first_and_local_takes_no_other_team() {
 #[test]
 fn other_algorithms_can_still_be_forced_on_one_pe() {
     let t = team(1, 0, true);
-    let c = with_channel(call(
-        &t,
-        Collective::AllReduce,
-        DataType::F32,
-        ReduceOp::Sum,
-        2,
-        false,
-        0,
-    ));
+    let c = with_channel(f32_sum(&t, Collective::AllReduce, 2));
     assert_eq!(plan(&c).0, "local");
     let forced = ForcedTable::default();
     forced
@@ -1617,15 +1577,7 @@ fn a_team_made_by_team_init_queues_nvshmem_collectives_only_as_a_last_resort() {
             }
         }
         // Forced onto NVSHMEM's path, the call is refused, saying why.
-        let c = with_channel(call(
-            &t,
-            Collective::AllReduce,
-            DataType::F32,
-            ReduceOp::Sum,
-            64,
-            false,
-            0,
-        ));
+        let c = with_channel(f32_sum(&t, Collective::AllReduce, 64));
         let forced = registry(Collective::AllReduce)
             .iter()
             .find(|a| a.name() == "nvshmem")
@@ -1653,15 +1605,7 @@ fn a_team_made_by_team_init_queues_nvshmem_collectives_only_as_a_last_resort() {
         );
         // The same team as NVSHMEM made it by a split takes NVSHMEM's path for large calls.
         t.nvshmem_collectives = true;
-        let c = with_channel(call(
-            &t,
-            Collective::AllReduce,
-            DataType::F32,
-            ReduceOp::Sum,
-            1 << 22,
-            false,
-            0,
-        ));
+        let c = with_channel(f32_sum(&t, Collective::AllReduce, 1 << 22));
         assert_eq!(
             choose(&c, None).map(|a| a.name()).ok(),
             Some("nvshmem"),
@@ -1697,28 +1641,12 @@ fn members_sharing_a_gpu_take_this_crates_kernels_where_one_accepts() {
             }
         }
         // Without a channel only NVSHMEM's path is left: it still runs.
-        let c = call(
-            &t,
-            Collective::AllReduce,
-            DataType::F32,
-            ReduceOp::Sum,
-            1 << 24,
-            false,
-            0,
-        );
+        let c = f32_sum(&t, Collective::AllReduce, 1 << 24);
         assert_eq!(choose(&c, None).map(|a| a.name()).ok(), Some("nvshmem"));
     }
     // Members on GPUs of their own keep the measured choice (NVSHMEM's path at 4 PEs, 64 MiB).
     let t = team(4, 1, true);
-    let c = with_channel(call(
-        &t,
-        Collective::ReduceScatter,
-        DataType::F32,
-        ReduceOp::Sum,
-        1 << 24,
-        false,
-        0,
-    ));
+    let c = with_channel(f32_sum(&t, Collective::ReduceScatter, 1 << 24));
     assert_eq!(choose(&c, None).map(|a| a.name()).ok(), Some("nvshmem"));
 }
 
@@ -1747,39 +1675,15 @@ fn nvlink_launches_carry_the_calls_fingerprint() {
         (Collective::Broadcast, 64),
         (Collective::Barrier, 0),
     ] {
-        let c = with_channel(call(
-            &t,
-            coll,
-            DataType::F32,
-            ReduceOp::Sum,
-            count,
-            false,
-            0,
-        ));
+        let c = with_channel(f32_sum(&t, coll, count));
         let want = Fingerprint::of(&c, 0x1234_5678);
         assert_eq!(fp_of(&c), want.0, "{coll} {count}: {want}");
         assert_eq!(want.tag(), 0x1234_5678);
         if count > 0 {
-            let longer = with_channel(call(
-                &t,
-                coll,
-                DataType::F32,
-                ReduceOp::Sum,
-                count + 1,
-                false,
-                0,
-            ));
+            let longer = with_channel(f32_sum(&t, coll, count + 1));
             assert_ne!(fp_of(&longer), want.0, "{coll} {count}");
         }
-        let mut off = with_channel(call(
-            &t,
-            coll,
-            DataType::F32,
-            ReduceOp::Sum,
-            count,
-            false,
-            0,
-        ));
+        let mut off = with_channel(f32_sum(&t, coll, count));
         if let Some(d) = off.descriptor.as_mut() {
             d.check = 0;
         }
@@ -1795,15 +1699,7 @@ fn checking_nvshmem_calls_puts_the_fingerprinted_sync_first() {
     use super::fingerprint::Fingerprint;
     let t = team(2, 0, true);
     for level in [1, 2] {
-        let mut c = with_channel(call(
-            &t,
-            Collective::AllReduce,
-            DataType::F32,
-            ReduceOp::Sum,
-            1 << 16,
-            false,
-            0,
-        ));
+        let mut c = with_channel(f32_sum(&t, Collective::AllReduce, 1 << 16));
         if let Some(d) = c.descriptor.as_mut() {
             d.check = level;
         }
@@ -1983,15 +1879,7 @@ fn the_room_does_not_change_choices_that_fit() {
             (16 << 10, "nvlink_lamport"),
             (1 << 20, "nvlink_direct"),
         ] {
-            let mut c = with_channel(call(
-                &t,
-                Collective::AllReduce,
-                DataType::F32,
-                ReduceOp::Sum,
-                count,
-                false,
-                0,
-            ));
+            let mut c = with_channel(f32_sum(&t, Collective::AllReduce, count));
             for room in [0, usize::MAX] {
                 c.room = room;
                 let (a, decided) = choice(&c, None).unwrap();
@@ -2110,15 +1998,7 @@ fn forced_ll_carries_the_copies_up_to_512_kib_a_pair() {
         for me in [0, 1] {
             let t = team(2, me, true);
             for x in [64 << 10, 128 << 10, 256 << 10, 512 << 10] {
-                let c = with_channel(call(
-                    &t,
-                    coll,
-                    DataType::F32,
-                    ReduceOp::Sum,
-                    x / 4,
-                    false,
-                    0,
-                ));
+                let c = with_channel(f32_sum(&t, coll, x / 4));
                 let a = choose(&c, Some(&nvlink::Ll)).unwrap_or_else(|e| panic!("{coll} {x}: {e}"));
                 let mut steps = Vec::new();
                 a.plan(&c, &mut steps);
