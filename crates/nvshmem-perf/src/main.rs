@@ -3,11 +3,7 @@
 //! FILE.jsonl --out DIR` draws saved results again, without a GPU; `nvshmem-perf device` times
 //! device-initiated puts (kernels that call NVSHMEM themselves) beside an nvcc-built reference;
 //! `nvshmem-perf summarize [NAME=]FILE.jsonl...` prints saved results side by side, a line a point.
-use std::{
-    fs::File,
-    io::{BufWriter, Write},
-    process::ExitCode,
-};
+use std::{fs::File, io::BufWriter, process::ExitCode};
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -234,9 +230,9 @@ fn run(args: &Args, plan: &Plan) -> Result<Outcome> {
     // The JSON lines are written as each point ends (the lead PE's), so that a run that never
     // ends (the graph-mode hang of docs/performance.md) leaves the points it finished.
     let mut journal = match (&args.json, lead) {
-        (Some(p), true) => Some(BufWriter::new(
-            File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
+        (Some(p), true) => {
+            Some(report::Journal::create(p).with_context(|| format!("creating {}", p.display()))?)
+        }
         _ => None,
     };
     let mut rows = Vec::new();
@@ -279,8 +275,7 @@ fn run(args: &Args, plan: &Plan) -> Result<Outcome> {
                 },
             };
             if let Some(j) = journal.as_mut() {
-                report::write_json(std::slice::from_ref(&row), &mut *j)?;
-                j.flush()?;
+                j.push(&row)?;
             }
             rows.push(row);
         }

@@ -145,6 +145,23 @@ pub fn write_json(rows: &[Row], mut w: impl Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// JSON lines written as the rows come, each flushed at once: a run that never ends leaves
+/// the points it finished (`--json`).
+pub struct Journal(std::io::BufWriter<std::fs::File>);
+
+impl Journal {
+    /// Creates (or empties) the file at `path`.
+    pub fn create(path: &std::path::Path) -> std::io::Result<Self> {
+        Ok(Self(std::io::BufWriter::new(std::fs::File::create(path)?)))
+    }
+
+    /// Appends `row` as one JSON line and flushes it to the file.
+    pub fn push(&mut self, row: &Row) -> std::io::Result<()> {
+        write_json(std::slice::from_ref(row), &mut self.0)?;
+        self.0.flush()
+    }
+}
+
 /// Writes rows as CSV with a header.
 pub fn write_csv(rows: &[Row], w: impl Write) -> csv::Result<()> {
     let mut c = csv::Writer::from_writer(w);
@@ -599,6 +616,25 @@ pub(crate) mod tests {
         let mut unchecked = row("nccl", 8, 1.0);
         unchecked.wrong = -1;
         assert!(wrong_rows(&[skipped, unchecked, right]).is_empty());
+    }
+
+    #[test]
+    fn a_journal_holds_each_row_as_soon_as_it_is_pushed() {
+        let path =
+            std::env::temp_dir().join(format!("nvshmem-perf-journal-{}.jsonl", std::process::id()));
+        let rows = [row("nvshmem-rs", 8, 2.5), row("nccl", 8, 5.5)];
+        let mut j = Journal::create(&path).unwrap();
+        j.push(&rows[0]).unwrap();
+        // Before the next row (and with the journal still open), the first is in the file.
+        let mut first = Vec::new();
+        write_json(&rows[..1], &mut first).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), first);
+        j.push(&rows[1]).unwrap();
+        drop(j);
+        let mut both = Vec::new();
+        write_json(&rows, &mut both).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), both);
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
