@@ -6,9 +6,10 @@
 //! reductions (`nvlink_lamport`, float all-reduce, reduce-scatter and reduce only) for blocks
 //! in [`Row::lamport`], the direct kernels (`nvlink_direct`) for blocks in [`Row::direct`], the
 //! copy engines (`nvlink_ce`, data movement only) for blocks in [`Row::ce`]. Where two hold at
-//! once the registry's order decides (Lamport, then LL, then the copy engines, then the direct
-//! kernels: a float reduction in Lamport's band takes it even where LL's limit, which every
-//! other type keeps, reaches further); where none holds, NVSHMEM's own collectives (or, for
+//! once the registry's order decides (LL, then Lamport or the copy engines, then the direct
+//! kernels), except that LL gives way to Lamport for a float reduction in Lamport's band that
+//! the Lamport kernel accepts, even within LL's limit (which every other type keeps); where
+//! none holds, NVSHMEM's own collectives (or, for
 //! gather and scatter, which NVSHMEM lacks, `rooted_get`) run. Every row says what it rests
 //! on ([`Basis`]): the `nvshmem-perf` runs that measured it and their figures, or, where
 //! nothing was measured, why its values are a safe default. `docs/performance.md` has the
@@ -653,8 +654,13 @@ mod tests {
             .iter()
             .filter(|a| a.refuses(c).is_none())
             .collect();
+        // Since SWEEP_RUN, LL gives way to the Lamport kernel where that prefers and accepts
+        // the call (nvlink.rs, `Ll::prefers`).
+        let lamport_takes = accepting
+            .iter()
+            .any(|a| a.name() == "nvlink_lamport" && a.prefers(c));
         let preferred = accepting.iter().find(|a| match a.name() {
-            "nvlink_ll" => ll,
+            "nvlink_ll" => ll && !lamport_takes,
             "nvlink_ce" => ce,
             // An in-place or premul_sum call that NVSHMEM could only take by staging it
             // through the scratch goes to the direct kernels since (nvshmem.rs, `stages`).

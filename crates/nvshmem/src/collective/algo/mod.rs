@@ -96,13 +96,10 @@ pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
     use peer::{PeerCopy, PeerKernel};
     use rooted::RootedGet;
     match coll {
-        // Lamport before LL: for the float types it serves, its band starts where it beats
-        // LL (1 KiB blocks for all-reduce on 2 x H200), while every other type keeps LL up to
-        // LL's own limit.
         Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter => &[
             &Local,
-            &Lamport,
             &Ll,
+            &Lamport,
             &Direct,
             &Native,
             &SumThenDiv,

@@ -128,7 +128,12 @@ impl Algorithm for Ll {
     }
 
     fn prefers(&self, call: &Call) -> bool {
+        // A float reduction in the Lamport band goes to the Lamport kernel, where it accepts
+        // the call, even within LL's limit (which every other type keeps): it was faster from
+        // 2 KiB blocks (crossover.rs, SWEEP_RUN). The registry keeps LL first, so that where
+        // nothing prefers a call the fallback order is as before.
         call.block_bytes() <= ll_crossover(call)
+            && !(crossover::lamport(call) && super::lamport::Lamport.refuses(call).is_none())
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {

@@ -2031,3 +2031,40 @@ fn forced_ll_carries_the_copies_up_to_512_kib_a_pair() {
         }
     }
 }
+
+/// LL gives way to the Lamport kernel only where that prefers and accepts the call: a float
+/// reduction in Lamport's band on a 2-PE sm_90 team (shared GPU or not), not an integer one,
+/// not where the runtime has no Lamport buffers; and where nothing prefers a call (a shared
+/// GPU's team of 4, past LL's limit) the fallback is LL, as before Lamport's band moved down.
+#[test]
+fn ll_gives_way_to_lamport_only_where_lamport_takes_the_call() {
+    let chosen = |c: &Call| choose(c, None).unwrap().name();
+    for shares_gpu in [false, true] {
+        let mut t = team(2, 0, true);
+        t.shares_gpu = shares_gpu;
+        let c = with_channel(f32_sum(&t, Collective::AllReduce, 4 << 10));
+        assert_eq!(chosen(&c), "nvlink_lamport", "shares_gpu {shares_gpu}");
+        let i = with_channel(call(
+            &t,
+            Collective::AllReduce,
+            DataType::I32,
+            ReduceOp::Sum,
+            4 << 10,
+            false,
+            0,
+        ));
+        assert_eq!(chosen(&i), "nvlink_ll");
+        let mut none = with_channel(f32_sum(&t, Collective::AllReduce, 4 << 10));
+        none.descriptor.as_mut().unwrap().lam_bytes = 0;
+        assert_eq!(chosen(&none), "nvlink_ll");
+        // 1 KiB blocks stay LL's.
+        assert_eq!(
+            chosen(&with_channel(f32_sum(&t, Collective::AllReduce, 256))),
+            "nvlink_ll"
+        );
+    }
+    let mut t = team(4, 0, true);
+    t.shares_gpu = true;
+    let c = with_channel(f32_sum(&t, Collective::AllReduce, 4 << 10));
+    assert_eq!(chosen(&c), "nvlink_ll");
+}
