@@ -941,11 +941,12 @@ soak() {
 perf_env() {
   export NCCL_HOME=${NCCL_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl} NVSHMEM_SYMMETRIC_SIZE=$1 NVSHMEM_RS_TIMEOUT=${NVSHMEM_RS_TIMEOUT:-30s}
 }
-# perf_case NAME ARGS...: case NAME, nvshmem-perf ARGS as 2 PEs under mpirun, passed NCCL_HOME
-# and NVSHMEM_SYMMETRIC_SIZE (CASE_TIMEOUT and the like from the caller's prefix).
+# perf_case NAME ARGS...: case NAME, nvshmem-perf ARGS as PERF_NP PEs (default 2) under mpirun,
+# passed NCCL_HOME and NVSHMEM_SYMMETRIC_SIZE (CASE_TIMEOUT and the like from the caller's
+# prefix).
 perf_case() {
   local n=$1; shift
-  case_ "$n" pass mpi 2 -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE .gpu/bin/nvshmem-perf "$@"
+  case_ "$n" pass mpi "${PERF_NP:-2}" -x NCCL_HOME -x NVSHMEM_SYMMETRIC_SIZE .gpu/bin/nvshmem-perf "$@"
 }
 # nvshmem-perf's flags for stream mode (results checked) and graph mode (unchecked), word-split
 # where used.
@@ -1355,7 +1356,8 @@ cepoints() {
 # Every algorithm forced beside the automatic choice, one run per mode (issue 31: "the automatic
 # choice takes the fastest algorithm at every size"): the data collectives (SWEEP_COLLS),
 # SWEEP_SIZES (default 4 KiB to 256 MiB by 2), SWEEP_ITERS (default -n 20 -w 3) in SWEEP_MODES (default graph; stream is checked),
-# f32 sum out of place on 2 PEs. First the automatic choice with raw NVSHMEM and NCCL, one job a
+# f32 sum out of place on SWEEP_PES PEs (default 2; 4 on a 4-GPU machine measures what the
+# conservative rows of crossover.rs only reason about). First the automatic choice with raw NVSHMEM and NCCL, one job a
 # collective, then this crate alone with each algorithm forced on every collective that has it
 # (ll, lamport, direct, ce, nvshmem: gather and scatter take rooted_get); SWEEP_TIMEOUT each
 # (default 60 s). A job that does not end (NVSHMEM's alltoall in a graph has hung every time:
@@ -1370,9 +1372,9 @@ cepoints() {
 # BASE-noreg.jsonl as case NAME-noreg.
 sweep_job() {
   local name=$1 base=$2; shift 2
-  CASE_TIMEOUT=${SWEEP_TIMEOUT:-60} perf_case "$name" "$@" --json "$base.jsonl"
+  PERF_NP=${SWEEP_PES:-2} CASE_TIMEOUT=${SWEEP_TIMEOUT:-60} perf_case "$name" "$@" --json "$base.jsonl"
   dryrun || grep -q "Out of bounds" "$out/$name.log" && return 0
-  NCCL_GRAPH_REGISTER=0 CASE_TIMEOUT=${SWEEP_TIMEOUT:-60} perf_case "$name-noreg" "$@" --json "$base-noreg.jsonl"
+  PERF_NP=${SWEEP_PES:-2} NCCL_GRAPH_REGISTER=0 CASE_TIMEOUT=${SWEEP_TIMEOUT:-60} perf_case "$name-noreg" "$@" --json "$base-noreg.jsonl"
 }
 sweep() {
   local dir="$final/sweep" mode c v list cl algo colls py
