@@ -548,7 +548,8 @@ fn plot_files(args: &PlotArgs) -> Result<()> {
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let mut together = Vec::new();
+    // With --into: every file's points, and the folder of the first.
+    let (mut together, mut together_dir) = (Vec::new(), None);
     for spec in &args.files {
         let (name, path) = crate::summary::named(spec);
         let file = Path::new(path);
@@ -563,7 +564,8 @@ fn plot_files(args: &PlotArgs) -> Result<()> {
             None => file.parent().map(Path::to_path_buf).unwrap_or_default(),
         };
         if args.into.is_some() {
-            together.push((dir, points));
+            together_dir.get_or_insert(dir);
+            together.extend(points);
             continue;
         }
         let stem = file
@@ -577,12 +579,10 @@ fn plot_files(args: &PlotArgs) -> Result<()> {
         )?;
     }
     if let Some(into) = &args.into {
-        let dir = together.first().map(|(d, _)| d.clone()).unwrap_or_default();
-        let points: Vec<Point> = together.into_iter().flat_map(|(_, p)| p).collect();
         draw(
-            &points,
+            &together,
             args.ceiling,
-            &dir.join(into),
+            &together_dir.unwrap_or_default().join(into),
             &format!("{} files", args.files.len()),
         )?;
     }

@@ -39,8 +39,8 @@ const BYTES_PER_BLOCK: usize = 2 << 10;
 /// The launch rule of `lamport.cu` for `x` payload bytes per (sender, receiver) pair on a team
 /// whose members keep `max_blocks` blocks resident: one block per [`BYTES_PER_BLOCK`], at most
 /// [`MAX_GRID`] and `max_blocks`; a thread per vector of the block (a multiple of 32, at most
-/// 512, which then loop: 1 MiB over 128 blocks is one vector a thread) and the control warp, which moves no data (`lamport.cu`, "CONTROL
-/// WARP"). The same grid on every member.
+/// 512, which then loop: 1 MiB over 128 blocks is one vector a thread) and the control warp,
+/// which moves no data (`lamport.cu`, "CONTROL WARP"). The same grid on every member.
 pub(crate) fn shape(x: usize, max_blocks: u32) -> (u32, u32) {
     let most = (max_blocks as usize).clamp(1, MAX_GRID);
     let grid = x.div_ceil(BYTES_PER_BLOCK).clamp(1, most);

@@ -132,8 +132,9 @@ impl Algorithm for Ll {
         // the call, even within LL's limit (which every other type keeps): it was faster from
         // 2 KiB blocks (crossover.rs, SWEEP_RUN). The registry keeps LL first, so that where
         // nothing prefers a call the fallback order is as before.
+        let lamport = super::lamport::Lamport;
         call.block_bytes() <= ll_crossover(call)
-            && !(crossover::lamport(call) && super::lamport::Lamport.refuses(call).is_none())
+            && !(lamport.prefers(call) && lamport.refuses(call).is_none())
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
