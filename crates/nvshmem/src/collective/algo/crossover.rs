@@ -15,8 +15,9 @@
 //! nothing was measured, why its values are a safe default. `docs/performance.md` has the
 //! measurements in full ("Crossovers").
 //!
-//! What has been measured: teams of 2 PEs on 2 x H200 (sm_90). Everything else takes the
-//! *conservative rows* ([`ROWS`], `arch: None`), chosen so that a wrong guess costs little:
+//! What has been measured: teams of 2 PEs on 2 x H200 and of 4 PEs on 4 x H200 (sm_90, one PE
+//! a GPU). Everything else takes the *conservative rows* ([`ROWS`], `arch: None`), chosen so
+//! that a wrong guess costs little:
 //! - LL only for payloads small enough that each PE's LL traffic, `(n - 1)` blocks in or out,
 //!   stays within what won on 2 PEs (LL's cost there is the launch and one flag exchange,
 //!   which do not grow with the payload);
@@ -29,8 +30,12 @@
 //!   16-bit integer reductions (NVSHMEM 3.4.5 runs them at about 2 GB/s);
 //! - NVSHMEM's path for everything else, the copy engines never (their gain on 2 PEs was
 //!   4-8 % past 16-64 MiB blocks, and with more peers each PE's copies share its links), and
-//!   the Lamport reductions never (measured on 2 PEs only; with more peers each PE's stores
-//!   and its buffers' slots are split `n - 1` ways).
+//!   the Lamport reductions never (measured on 2 and 4 PEs only; with more peers each PE's
+//!   stores and its buffers' slots are split `n - 1` ways).
+//!
+//! On 4 x H200 the conservative rows left much on the table (NVSHMEM's path, which is NCCL's,
+//! took 10.1-11.3 µs for float all-reduces of 16-256 KiB where Lamport took 4.6-6.1), which is
+//! why 4 PEs have rows of their own; 3 and 5-8 PEs keep the conservative ones until measured.
 //!
 //! An unknown architecture (any but sm_90, or none known) takes the conservative rows at every
 //! team size, 2 PEs included, rather than the sm_90 ones: the crossovers are ratios of costs
@@ -178,6 +183,18 @@ const SWEEP_RUN: &str = "mpirun -np 2 nvshmem-perf <each> -d f32 -b 8 -e 128K -f
                          <each>=nvlink_ll|nvlink_lamport|nvlink_direct|nvshmem (2 x H200, \
                          2026-11-27, commit ae1f03f; the same to 256 KiB with this table, \
                          commit 042fe47: docs/perf/sweep-2026-11-27/small)";
+
+/// The run of the 4-PE rows (issue 31: what 4 GPUs take, measured rather than reasoned): every
+/// algorithm forced beside the automatic choice of then (the conservative rows), raw NVSHMEM
+/// and NCCL, one job each, graph mode, one PE a GPU (`scripts/gpu-check.sh run sweep` with
+/// `SWEEP_PES=4`, then the reductions again from 8 B with `-n 200`). Sizes in the figures are
+/// whole calls: a reduce-scatter's, fcollect's, alltoall's, gather's or scatter's block is a
+/// quarter.
+const FOUR_PE_RUN: &str = "mpirun -np 4 nvshmem-perf <each> -d f32 -b 4K -e 256M -f 2 -n 20 -w 3 \
+                           --reps 3 -G 1, then --impl nvshmem-rs --algo \
+                           <each>=nvlink_ll|nvlink_lamport|nvlink_direct|nvlink_ce|nvshmem; the \
+                           reductions -b 8 -e 256K -n 200 -w 20 (4 x H200, 2026-11-27, commit \
+                           f599047: docs/perf/sweep-4pe-2026-11-27)";
 
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
@@ -345,6 +362,146 @@ pub(crate) static ROWS: &[Row] = &[
                       stream); direct 16 MiB: 53.3 against NCCL 58.5; copy engines 32 MiB: \
                       102.5 against NCCL 108.3, direct 226.0; 128 MiB: 356.9 against NCCL \
                       385.5",
+        },
+    },
+    // Measured: 4 PEs, sm_90 (one PE a GPU; FOUR_PE_RUN, whole-call sizes in the figures).
+    Row {
+        coll: Collective::AllReduce,
+        pes: 4..=4,
+        arch: Some(Arch::SM90),
+        ll: 64 * KIB,
+        lamport: up_to(256 * KIB),
+        direct: RangeInclusive::new(64 * KIB + 1, 16 * MIB),
+        direct_where_nvshmem_lacks: true,
+        ce: NEVER,
+        basis: Basis::Measured {
+            runs: &[FOUR_PE_RUN],
+            figures: "Lamport 8 B: 3.13 against LL 3.66, NCCL 7.84; 16 KiB: 4.58 against LL \
+                      5.31, NVSHMEM 10.07; 256 KiB: 6.11 against direct 8.90, NVSHMEM 10.85; \
+                      512 KiB: 10.31 against direct 10.10. LL (the types Lamport does not \
+                      serve) 64 KiB: 6.61 against direct 8.44; 128 KiB: 10.05 against direct \
+                      8.57. Direct 1 MiB: 12.16 against NVSHMEM 16.88; 16 MiB: 89.72 against \
+                      97.19; 32 MiB: 171.99 against 172.61 (level); 128 MiB: 645.55 against \
+                      612.59",
+        },
+    },
+    Row {
+        coll: Collective::ReduceScatter,
+        pes: 4..=4,
+        arch: Some(Arch::SM90),
+        ll: 64 * KIB,
+        lamport: up_to(512 * KIB),
+        direct: above(64 * KIB),
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Measured {
+            runs: &[FOUR_PE_RUN],
+            figures: "Lamport 64 B: 3.28 against LL 3.57, NCCL 6.55; 64 KiB: 4.60 against LL \
+                      5.46, NVSHMEM 7.64; 2 MiB: 10.01 against direct 12.29, NVSHMEM 16.52. LL \
+                      256 KiB: 6.91 against direct 7.41; 512 KiB: 11.40 against direct 8.62. \
+                      Direct 4 MiB: 17.55 against NVSHMEM 33.59; 256 MiB: 630.84 against \
+                      657.87, NCCL 659.11",
+        },
+    },
+    Row {
+        coll: Collective::Fcollect,
+        pes: 4..=4,
+        arch: Some(Arch::SM90),
+        ll: 64 * KIB,
+        lamport: NEVER,
+        direct: above(64 * KIB),
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Measured {
+            runs: &[FOUR_PE_RUN],
+            figures: "LL 256 KiB: 6.50 against direct 8.02, NVSHMEM 8.81; 512 KiB: 10.08 \
+                      against direct 8.79. Direct 4 MiB: 21.28 against NVSHMEM 34.16; 256 MiB: \
+                      586.84 against 605.46, NCCL 659.66, copy engines 1049.29",
+        },
+    },
+    Row {
+        coll: Collective::Alltoall,
+        pes: 4..=4,
+        arch: Some(Arch::SM90),
+        ll: 64 * KIB,
+        lamport: NEVER,
+        direct: ALWAYS,
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Measured {
+            runs: &[FOUR_PE_RUN],
+            figures: "LL 256 KiB: 6.84 against direct 7.76, NVSHMEM 8.54; 512 KiB: 10.87 \
+                      against direct 8.32. Direct 2 MiB: 12.59 against NVSHMEM 20.59; 256 MiB: \
+                      587.79 against 657.74, NCCL 656.96, copy engines 1048.50",
+        },
+    },
+    Row {
+        coll: Collective::Broadcast,
+        pes: 4..=4,
+        arch: Some(Arch::SM90),
+        ll: 128 * KIB,
+        lamport: NEVER,
+        direct: RangeInclusive::new(MIB + 1, 8 * MIB),
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Measured {
+            runs: &[FOUR_PE_RUN],
+            figures: "LL 128 KiB: 6.14 against NVSHMEM 7.19; 256 KiB: 9.70 against 7.31. \
+                      NVSHMEM 1 MiB: 11.45 against direct 12.43. Direct 2 MiB: 15.94 against \
+                      NVSHMEM 28.72, NCCL 19.00; 8 MiB: 42.98 against 61.45, NCCL 36.83. \
+                      NVSHMEM 16 MiB: 87.37 against direct 219.08, copy engines 153.52",
+        },
+    },
+    Row {
+        coll: Collective::Reduce,
+        pes: 4..=4,
+        arch: Some(Arch::SM90),
+        ll: 32 * KIB,
+        lamport: RangeInclusive::new(32 * KIB + 1, 512 * KIB),
+        direct: ALWAYS,
+        direct_where_nvshmem_lacks: false,
+        ce: NEVER,
+        basis: Basis::Measured {
+            runs: &[FOUR_PE_RUN],
+            figures: "LL 32 KiB: 3.72 against Lamport 4.51, NCCL 6.33; Lamport 64 KiB: 4.54 \
+                      against LL 5.31; 512 KiB: 6.82 against direct 9.30, NCCL 8.49. Direct 1 \
+                      MiB: 11.74 against NVSHMEM 17.83; 32 MiB: 151.35 against 188.95; 128 \
+                      MiB: 658.23 against 666.09 (64 MiB: 407.62 against 349.47); NCCL's \
+                      reduce, not an algorithm here, 389.78 at 128 MiB",
+        },
+    },
+    Row {
+        coll: Collective::Gather,
+        pes: 4..=4,
+        arch: Some(Arch::SM90),
+        ll: 128 * KIB,
+        lamport: NEVER,
+        direct: up_to(4 * MIB),
+        direct_where_nvshmem_lacks: false,
+        ce: above(4 * MIB),
+        basis: Basis::Measured {
+            runs: &[FOUR_PE_RUN],
+            figures: "LL 512 KiB: 8.20 against direct 8.47, NCCL 7.79; 1 MiB: 13.61 against \
+                      direct 9.63. Direct 16 MiB: 42.11 against NCCL 40.30. Copy engines 32 \
+                      MiB: 79.37 against direct 216.56, NCCL 72.08; 128 MiB: 271.72 against \
+                      rooted_get 301.12, NCCL 270.92",
+        },
+    },
+    Row {
+        coll: Collective::Scatter,
+        pes: 4..=4,
+        arch: Some(Arch::SM90),
+        ll: 128 * KIB,
+        lamport: NEVER,
+        direct: up_to(4 * MIB),
+        direct_where_nvshmem_lacks: false,
+        ce: above(4 * MIB),
+        basis: Basis::Measured {
+            runs: &[FOUR_PE_RUN],
+            figures: "LL 512 KiB: 7.01 against direct 8.53, NCCL 7.81; 1 MiB: 11.81 against \
+                      direct 9.70. Direct 16 MiB: 43.29 against NCCL 43.01. Copy engines 32 \
+                      MiB: 90.72 against direct 215.61, NCCL 78.49; 128 MiB: 286.20 against \
+                      rooted_get 278.95, NCCL 284.66",
         },
     },
     // Conservative: any architecture, any team size not measured above (1 to 8 PEs, the
@@ -791,13 +948,86 @@ mod tests {
         assert_eq!(f32_sum(Collective::Reduce, 256 * MIB), "nvlink_direct");
     }
 
+    /// The 4-PE sm_90 rows (FOUR_PE_RUN): the fastest algorithm measured at each size, in
+    /// call sizes as `nvshmem-perf` gives them (a chunked collective's block is a quarter).
+    #[test]
+    fn four_pe_sm90_choices_name_the_measured_algorithms() {
+        let pick = |coll, dtype, call: usize| {
+            let block = match coll {
+                Collective::AllReduce | Collective::Reduce | Collective::Broadcast => call,
+                _ => call / 4,
+            };
+            decide(coll, 4, Some(Arch::SM90), dtype, ReduceOp::Sum, block).3
+        };
+        let f32 = |coll, call| pick(coll, DataType::F32, call);
+        let i32 = |coll, call| pick(coll, DataType::I32, call);
+        use Collective::*;
+        for (coll, call, want) in [
+            (AllReduce, 8, "nvlink_lamport"),
+            (AllReduce, 256 * KIB, "nvlink_lamport"),
+            (AllReduce, 512 * KIB, "nvlink_direct"),
+            (AllReduce, 16 * MIB, "nvlink_direct"),
+            (AllReduce, 32 * MIB, "nvshmem"),
+            (ReduceScatter, 64, "nvlink_lamport"),
+            (ReduceScatter, 2 * MIB, "nvlink_lamport"),
+            (ReduceScatter, 4 * MIB, "nvlink_direct"),
+            (ReduceScatter, 256 * MIB, "nvlink_direct"),
+            (Reduce, 32 * KIB, "nvlink_ll"),
+            (Reduce, 64 * KIB, "nvlink_lamport"),
+            (Reduce, 512 * KIB, "nvlink_lamport"),
+            (Reduce, MIB, "nvlink_direct"),
+            (Fcollect, 256 * KIB, "nvlink_ll"),
+            (Fcollect, 512 * KIB, "nvlink_direct"),
+            (Fcollect, 256 * MIB, "nvlink_direct"),
+            (Alltoall, 256 * KIB, "nvlink_ll"),
+            (Alltoall, 512 * KIB, "nvlink_direct"),
+            (Alltoall, 256 * MIB, "nvlink_direct"),
+            (Broadcast, 128 * KIB, "nvlink_ll"),
+            (Broadcast, 256 * KIB, "nvshmem"),
+            (Broadcast, MIB, "nvshmem"),
+            (Broadcast, 2 * MIB, "nvlink_direct"),
+            (Broadcast, 8 * MIB, "nvlink_direct"),
+            (Broadcast, 16 * MIB, "nvshmem"),
+            (Gather, 512 * KIB, "nvlink_ll"),
+            (Gather, MIB, "nvlink_direct"),
+            (Gather, 16 * MIB, "nvlink_direct"),
+            (Gather, 32 * MIB, "nvlink_ce"),
+            (Scatter, 512 * KIB, "nvlink_ll"),
+            (Scatter, 16 * MIB, "nvlink_direct"),
+            (Scatter, 256 * MIB, "nvlink_ce"),
+        ] {
+            assert_eq!(f32(coll, call), want, "{coll} f32 {call} B");
+        }
+        // The types Lamport does not serve: LL to 64 KiB, the direct kernels past it, and
+        // NVSHMEM's path past 16 MiB where it has the reduction, the direct kernels where not.
+        assert_eq!(i32(AllReduce, 64 * KIB), "nvlink_ll");
+        assert_eq!(i32(AllReduce, 128 * KIB), "nvlink_direct");
+        assert_eq!(i32(AllReduce, 32 * MIB), "nvshmem");
+        assert_eq!(i32(ReduceScatter, 256 * KIB), "nvlink_ll");
+        assert_eq!(i32(ReduceScatter, 512 * KIB), "nvlink_direct");
+        assert_eq!(i32(Reduce, 64 * KIB), "nvlink_direct");
+        assert_eq!(
+            decide(
+                AllReduce,
+                4,
+                Some(Arch::SM90),
+                DataType::F8E4M3,
+                ReduceOp::Sum,
+                32 * MIB
+            )
+            .3,
+            "nvlink_direct"
+        );
+    }
+
     /// The Lamport band: float reductions past 1 KiB blocks (64 KiB for the rooted reduce, where
     /// LL stays faster) up to 2 MiB on 2-PE sm_90 only; integers, f64 (which the algorithm
     /// refuses), other team sizes and unknown architectures never prefer it.
     #[test]
     fn lamport_is_preferred_for_float_reductions_of_the_mid_band_on_two_pe_sm90_only() {
         for r in ROWS.iter().filter(|r| !r.lamport.is_empty()) {
-            assert!(r.coll.reduces() && r.pes == (2..=2) && r.arch == Some(Arch::SM90));
+            assert!(r.coll.reduces() && r.arch == Some(Arch::SM90));
+            assert!(r.pes == (2..=2) || r.pes == (4..=4), "{:?}", r.pes);
         }
         let choice = |coll, n, arch, dtype, x| decide(coll, n, arch, dtype, ReduceOp::Sum, x).3;
         let sm90 = Some(Arch::SM90);
@@ -826,7 +1056,8 @@ mod tests {
                 }
                 assert_ne!(choice(coll, 2, sm90, dtype, 4 * MIB), "nvlink_lamport");
                 assert_ne!(choice(coll, 2, sm90, dtype, from), "nvlink_lamport");
-                assert_ne!(choice(coll, 4, sm90, dtype, 256 * KIB), "nvlink_lamport");
+                assert_ne!(choice(coll, 3, sm90, dtype, 256 * KIB), "nvlink_lamport");
+                assert_ne!(choice(coll, 8, sm90, dtype, 256 * KIB), "nvlink_lamport");
                 assert_ne!(choice(coll, 2, None, dtype, 256 * KIB), "nvlink_lamport");
             }
             for dtype in [DataType::F64, DataType::I32, DataType::U8] {
@@ -884,14 +1115,18 @@ mod tests {
             match &r.basis {
                 Basis::Measured { runs, figures } => {
                     assert_eq!(r.arch, Some(Arch::SM90), "{:?}", r.coll);
-                    assert_eq!(r.pes, 2..=2, "{:?}", r.coll);
+                    assert_eq!(r.pes.start(), r.pes.end(), "{:?}", r.coll);
+                    let n = r.pes.start();
                     assert!(!runs.is_empty() && !figures.is_empty());
                     for run in *runs {
-                        assert!(run.starts_with("mpirun -np 2 nvshmem-perf "), "{run}");
                         assert!(
-                            run.contains("2 x H200, 2026-11-23, commit ")
-                                || run.contains("2 x H200, 2026-11-26, commit ")
-                                || run.contains("2 x H200, 2026-11-27, commit "),
+                            run.starts_with(&format!("mpirun -np {n} nvshmem-perf ")),
+                            "{run}"
+                        );
+                        assert!(
+                            ["2026-11-23", "2026-11-26", "2026-11-27"]
+                                .iter()
+                                .any(|day| run.contains(&format!("{n} x H200, {day}, commit "))),
                             "{run}"
                         );
                     }
@@ -921,7 +1156,7 @@ mod tests {
         }
     }
 
-    /// Teams of 3 to 8 PEs and unknown architectures: LL for small payloads, NVSHMEM's path
+    /// Teams of 3 and 5 to 8 PEs and unknown architectures: LL for small payloads, NVSHMEM's path
     /// above, the direct kernels only for the rooted reduce, gather and scatter up to 16 MiB,
     /// and reductions NVSHMEM lacks; never the copy engines.
     #[test]
@@ -932,7 +1167,8 @@ mod tests {
         });
         for (n, arch) in [
             (3, Some(Arch::SM90)),
-            (4, Some(Arch::SM90)),
+            (4, None),
+            (5, Some(Arch::SM90)),
             (8, Some(Arch::SM90)),
             (2, None),
             (2, other),

@@ -1304,9 +1304,10 @@ fn in_place_reductions_take_the_nvlink_kernels_where_they_can() {
         (Collective::ReduceScatter, ReduceOp::Xor, true),
         (Collective::Fcollect, ReduceOp::Sum, true),
     ] {
-        for me in 0..4 {
-            // 64 KiB a PE: past LL's crossover, short of the direct kernels' own range.
-            let t = team(4, me, true);
+        for me in 0..3 {
+            // 64 KiB a PE: past LL's crossover, short of the direct kernels' own range (3 PEs
+            // take the conservative rows, where the direct kernels have none).
+            let t = team(3, me, true);
             let c = with_channel(call(&t, coll, DataType::I32, op, 16 << 10, in_place, 0));
             let chosen = choose(&c, None).unwrap().name();
             assert_eq!(chosen, "nvlink_direct", "{coll} {op} in place {in_place}");
@@ -1315,7 +1316,7 @@ fn in_place_reductions_take_the_nvlink_kernels_where_they_can() {
                 let c = with_channel(call(&t, coll, DataType::I32, op, 16 << 10, false, 0));
                 assert_eq!(choose(&c, None).unwrap().name(), "nvshmem", "{coll} {op}");
             }
-            let t = team(4, me, false);
+            let t = team(3, me, false);
             let c = call(&t, coll, DataType::I32, op, 16 << 10, in_place, 0);
             let a = choose(&c, None).unwrap();
             assert!(a.scratch(&c) > 0, "{coll} {op}: {}", a.name());
@@ -1603,9 +1604,10 @@ fn a_team_made_by_team_init_queues_nvshmem_collectives_only_as_a_last_resort() {
             Some("nvshmem"),
             "{n} PEs"
         );
-        // The same team as NVSHMEM made it by a split takes NVSHMEM's path for large calls.
+        // The same team as NVSHMEM made it by a split takes NVSHMEM's path for large calls
+        // (128 MiB: past the direct kernels' band of the 4-PE sm_90 row too).
         t.nvshmem_collectives = true;
-        let c = with_channel(f32_sum(&t, Collective::AllReduce, 1 << 22));
+        let c = with_channel(f32_sum(&t, Collective::AllReduce, 1 << 25));
         assert_eq!(
             choose(&c, None).map(|a| a.name()).ok(),
             Some("nvshmem"),
@@ -1644,8 +1646,8 @@ fn members_sharing_a_gpu_take_this_crates_kernels_where_one_accepts() {
         let c = f32_sum(&t, Collective::AllReduce, 1 << 24);
         assert_eq!(choose(&c, None).map(|a| a.name()).ok(), Some("nvshmem"));
     }
-    // Members on GPUs of their own keep the measured choice (NVSHMEM's path at 4 PEs, 64 MiB).
-    let t = team(4, 1, true);
+    // Members on GPUs of their own keep the table's choice (NVSHMEM's path at 3 PEs, 64 MiB).
+    let t = team(3, 1, true);
     let c = with_channel(f32_sum(&t, Collective::ReduceScatter, 1 << 24));
     assert_eq!(choose(&c, None).map(|a| a.name()).ok(), Some("nvshmem"));
 }
@@ -2063,7 +2065,9 @@ fn ll_gives_way_to_lamport_only_where_lamport_takes_the_call() {
             "nvlink_ll"
         );
     }
-    let mut t = team(4, 0, true);
+    // Where nothing prefers the call (16 KiB on 3 PEs, past the conservative LL limit), a team
+    // sharing a GPU falls back to the first of its own kernels that accepts it: LL.
+    let mut t = team(3, 0, true);
     t.shares_gpu = true;
     let c = with_channel(f32_sum(&t, Collective::AllReduce, 4 << 10));
     assert_eq!(chosen(&c), "nvlink_ll");
