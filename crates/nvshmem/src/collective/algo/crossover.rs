@@ -27,7 +27,9 @@
 //!   to 16 MiB blocks (NVSHMEM has none: `rooted_get` was about 5 times slower at 8 B),
 //!   reductions NVSHMEM cannot compute itself (fp8, `avg`, `premul_sum`; its wrappers need
 //!   scratch for some, and `peer_kernel` loads every member's whole input) and, in every row,
-//!   16-bit integer reductions (NVSHMEM 3.4.5 runs them at about 2 GB/s);
+//!   16-bit integer reductions (NVSHMEM 3.4.5 runs them at about 2 GB/s), and alltoall at
+//!   every size past LL (NVSHMEM's alltoall was slower at every size measured on 2 and 4 PEs,
+//!   and hangs inside CUDA graphs at large sizes: `ALLTOALL_ASSUMED`);
 //! - NVSHMEM's path for everything else, the copy engines never (their gain on 2 PEs was
 //!   4-8 % past 16-64 MiB blocks, and with more peers each PE's copies share its links), and
 //!   the Lamport reductions never (measured on 2 and 4 PEs only; with more peers each PE's
@@ -201,6 +203,14 @@ const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's c
     launch and one flag exchange; each PE moves (n - 1) blocks in or out, so the limit keeps \
     (n - 1) x limit within the 2-PE sm_90 limit, where LL was 1.05-1.7 times faster than \
     NVSHMEM and NCCL";
+
+/// Why the conservative rows take the direct kernels for alltoall past LL.
+const ALLTOALL_ASSUMED: &str = "not measured on this architecture or team size. LL as \
+    LL_ASSUMED says, then the direct kernels at every size rather than NVSHMEM's alltoall: they \
+    were faster at every size measured on 2 and 4 PEs (4 PEs, 256 MiB: 587.8 against 657.7), \
+    and NVSHMEM 3.4.5's alltoall, which it hands to NCCL, hung inside CUDA graphs at 128 MiB a \
+    PE with NCCL 2.28.3 and 2.28.9 (tools/nvshmem-repro, REPRO_CASES=graph_alltoall; not with \
+    NCCL_GRAPH_REGISTER=0 or NVSHMEM_DISABLE_NCCL=1)";
 
 /// The table: the measured rows first, then the conservative ones. A call's row is the first
 /// of its collective that serves its team size and architecture, so a measured row wins over
@@ -578,10 +588,10 @@ pub(crate) static ROWS: &[Row] = &[
         arch: None,
         ll: 8 * KIB,
         lamport: NEVER,
-        direct: NEVER,
+        direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
-        basis: Basis::Assumed(LL_ASSUMED),
+        basis: Basis::Assumed(ALLTOALL_ASSUMED),
     },
     Row {
         coll: Collective::Alltoall,
@@ -589,10 +599,10 @@ pub(crate) static ROWS: &[Row] = &[
         arch: None,
         ll: 4 * KIB,
         lamport: NEVER,
-        direct: NEVER,
+        direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
-        basis: Basis::Assumed(LL_ASSUMED),
+        basis: Basis::Assumed(ALLTOALL_ASSUMED),
     },
     Row {
         coll: Collective::Broadcast,
@@ -1157,8 +1167,8 @@ mod tests {
     }
 
     /// Teams of 3 and 5 to 8 PEs and unknown architectures: LL for small payloads, NVSHMEM's path
-    /// above, the direct kernels only for the rooted reduce, gather and scatter up to 16 MiB,
-    /// and reductions NVSHMEM lacks; never the copy engines.
+    /// above, the direct kernels only for alltoall, the rooted reduce, gather and scatter up to
+    /// 16 MiB, and reductions NVSHMEM lacks; never the copy engines.
     #[test]
     fn unmeasured_teams_and_architectures_choose_conservatively() {
         let other = Some(Arch {
@@ -1181,9 +1191,16 @@ mod tests {
             assert_eq!(f32_sum(Collective::AllReduce, 128 * MIB).3, "nvshmem");
             assert_eq!(f32_sum(Collective::Fcollect, small / 2).3, "nvlink_ll");
             assert_eq!(f32_sum(Collective::Fcollect, small).3, "nvshmem");
-            for coll in [Collective::Broadcast, Collective::Alltoall] {
-                assert_eq!(f32_sum(coll, MIB).3, "nvshmem", "{coll} n={n}");
-                assert_eq!(f32_sum(coll, 256 * MIB).3, "nvshmem", "{coll} n={n}");
+            assert_eq!(f32_sum(Collective::Broadcast, MIB).3, "nvshmem", "n={n}");
+            assert_eq!(
+                f32_sum(Collective::Broadcast, 256 * MIB).3,
+                "nvshmem",
+                "n={n}"
+            );
+            // Alltoall never runs NVSHMEM's (ALLTOALL_ASSUMED): LL, then the direct kernels.
+            assert_eq!(f32_sum(Collective::Alltoall, small / 2).3, "nvlink_ll");
+            for x in [small * 2, MIB, 256 * MIB] {
+                assert_eq!(f32_sum(Collective::Alltoall, x).3, "nvlink_direct", "n={n}");
             }
             assert_eq!(f32_sum(Collective::Reduce, 256 * MIB).3, "nvlink_direct");
             for coll in [Collective::Gather, Collective::Scatter] {
