@@ -528,12 +528,102 @@ static void graph_alltoall(bool keep) {
     if (g_me == 0) printf("repro: graph alltoall %s: every size done, no hang\n", keep ? "(buffers kept)" : "(buffers per size)");
 }
 
+// What the collectives matrix saw once with 3 PEs on 3 GPUs (2026-11-27, one PE a GPU):
+// NVSHMEM's int64 `and` reduce-scatter of 1001 elements a block, on a duplicate of the world
+// made by split_strided, wrong in element 0 on PE 0 (0 where -1 & 5 & 7 = 5 was due), not seen
+// again in four reruns. NVSHMEM runs bitwise reductions in its own kernels (NCCL has none).
+// Here that call many times, as the matrix makes it: inputs and poisoned outputs copied on the
+// stream, an on-stream barrier, the call, another barrier, a synchronize, every element of the
+// block checked; rounds alternate and, or, xor and int32, int64, so each call finds the
+// team's scratch holding the last call's other data. One line: rounds, wrong rounds, the first.
+template <typename T>
+static bool bitwise_rs_round(uint32_t c, nvshmem_team_t team, int op, size_t count, T *src,
+                             T *dst, std::string &first) {
+    const int n = g_n;
+    auto elem = [&](int p, size_t k, size_t i) {
+        const uint64_t hi = val(c, p, k, i), lo = val(c + 7777, p, k, i);
+        return (T)(sizeof(T) == 8 ? (hi << 33) ^ lo ^ (uint64_t)(p % 2 ? 0 : -1) : hi ^ lo);
+    };
+    std::vector<T> in(n * count), poison(count);
+    for (int k = 0; k < n; ++k)
+        for (size_t i = 0; i < count; ++i) in[k * count + i] = elem(g_me, k, i);
+    memset(poison.data(), 0x5a, count * sizeof(T));
+    CUDA(cudaMemcpyAsync(src, in.data(), in.size() * sizeof(T), cudaMemcpyHostToDevice, g_stream));
+    CUDA(cudaMemcpyAsync(dst, poison.data(), count * sizeof(T), cudaMemcpyHostToDevice, g_stream));
+    nvshmemx_barrier_all_on_stream(g_stream);
+    int rc;
+    if (sizeof(T) == 8) {
+        auto d = (int64_t *)dst;
+        auto s = (const int64_t *)src;
+        rc = op == 0 ? nvshmemx_int64_and_reducescatter_on_stream(team, d, s, count, g_stream)
+           : op == 1 ? nvshmemx_int64_or_reducescatter_on_stream(team, d, s, count, g_stream)
+                     : nvshmemx_int64_xor_reducescatter_on_stream(team, d, s, count, g_stream);
+    } else {
+        auto d = (int32_t *)dst;
+        auto s = (const int32_t *)src;
+        rc = op == 0 ? nvshmemx_int32_and_reducescatter_on_stream(team, d, s, count, g_stream)
+           : op == 1 ? nvshmemx_int32_or_reducescatter_on_stream(team, d, s, count, g_stream)
+                     : nvshmemx_int32_xor_reducescatter_on_stream(team, d, s, count, g_stream);
+    }
+    NV(rc);
+    nvshmemx_barrier_all_on_stream(g_stream);
+    CUDA(cudaStreamSynchronize(g_stream));
+    std::vector<T> got(count);
+    CUDA(cudaMemcpy(got.data(), dst, count * sizeof(T), cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (size_t i = 0; i < count; ++i) {
+        T want = elem(0, g_me, i);
+        for (int p = 1; p < n; ++p) {
+            const T x = elem(p, g_me, i);
+            want = op == 0 ? (T)(want & x) : op == 1 ? (T)(want | x) : (T)(want ^ x);
+        }
+        if (got[i] != want && bad++ == 0 && first.empty()) {
+            char line[200];
+            snprintf(line, sizeof line, "PE %d, %s %s, element %zu: %lld, want %lld", g_me,
+                     sizeof(T) == 8 ? "int64" : "int32", op == 0 ? "and" : op == 1 ? "or" : "xor",
+                     i, (long long)got[i], (long long)want);
+            first = line;
+        }
+    }
+    return bad == 0;
+}
+
+static void bitwise_rs(uint32_t &c, int rounds) {
+    const size_t count = 1001;
+    nvshmem_team_t team = NVSHMEM_TEAM_INVALID;
+    NV(nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 1, g_n, nullptr, 0, &team));
+    void *src = nvshmem_malloc(g_n * count * 8), *dst = nvshmem_malloc(count * 8);
+    long wrong = 0;
+    std::string first;
+    for (int r = 0; r < rounds; ++r) {
+        const int op = r % 3;
+        const bool ok = (r / 3) % 2 ? bitwise_rs_round<int64_t>(c++, team, op, count, (int64_t *)src, (int64_t *)dst, first)
+                                    : bitwise_rs_round<int32_t>(c++, team, op, count, (int32_t *)src, (int32_t *)dst, first);
+        if (!ok) {
+            ++wrong;
+            printf("repro: PE %d: bitwise reduce-scatter round %d wrong: %s\n", g_me, r, first.c_str());
+            fflush(stdout);
+        }
+    }
+    long all = 0;
+    MPI_Reduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    ++g_cases;
+    if (all) ++g_wrong_cases;
+    if (g_me == 0)
+        printf("repro: bitwise reduce-scatter on a split duplicate of the world, %d rounds, n=%d: "
+               "%ld wrong PE results\n", rounds, g_n, all);
+    line_up();
+    nvshmem_free(dst);
+    nvshmem_free(src);
+    nvshmem_team_destroy(team);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
     MPI_Comm_size(MPI_COMM_WORLD, &g_n);
     // Which cases: a comma-separated list of rs, ar, fc, bc, teams, strided, stress (default
-    // all of these), graph_alltoall or graph_alltoall_keep (only when named).
+    // all of these), bitwise, graph_alltoall or graph_alltoall_keep (only when named).
     const char *only = getenv("REPRO_CASES");
     auto want = [&](const char *k) { return !only || strstr(only, k) != nullptr; };
 
@@ -590,6 +680,11 @@ int main(int argc, char **argv) {
         broadcast(c++, (1 << 20) / 4, 0, 2);
         broadcast(c++, (64 << 20) / 4, g_n - 1, 3);
         c += 3;
+    }
+    // Opt-in only: REPRO_CASES=bitwise (REPRO_ROUNDS rounds, default 300).
+    if (only && strstr(only, "bitwise")) {
+        const char *r = getenv("REPRO_ROUNDS");
+        bitwise_rs(c, r ? atoi(r) : 300);
     }
     // Opt-in only (it may hang by design): REPRO_CASES=graph_alltoall, or graph_alltoall_keep.
     if (only && strstr(only, "graph_alltoall")) graph_alltoall(strstr(only, "graph_alltoall_keep") != nullptr);
