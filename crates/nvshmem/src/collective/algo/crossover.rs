@@ -451,15 +451,18 @@ pub(crate) static ROWS: &[Row] = &[
         arch: Some(Arch::SM90),
         ll: 128 * KIB,
         lamport: NEVER,
-        direct: RangeInclusive::new(MIB + 1, 8 * MIB),
+        direct: RangeInclusive::new(MIB + 1, 4 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
             runs: &[FOUR_PE_RUN],
             figures: "LL 128 KiB: 6.14 against NVSHMEM 7.19; 256 KiB: 9.70 against 7.31. \
                       NVSHMEM 1 MiB: 11.45 against direct 12.43. Direct 2 MiB: 15.94 against \
-                      NVSHMEM 28.72, NCCL 19.00; 8 MiB: 42.98 against 61.45, NCCL 36.83. \
-                      NVSHMEM 16 MiB: 87.37 against direct 219.08, copy engines 153.52",
+                      NVSHMEM 28.72 (19.06 with NCCL_GRAPH_REGISTER=0), NCCL 19.00; 4 MiB: \
+                      23.49 against 39.72 (24.68). NVSHMEM 8 MiB: 36.56 with \
+                      NCCL_GRAPH_REGISTER=0 (61.45 without) against direct 42.98, so past 4 \
+                      MiB NVSHMEM's, whose graph registration alone made it slower; 16 MiB: \
+                      60.61 (87.37) against direct 219.08, copy engines 153.52",
         },
     },
     Row {
@@ -996,7 +999,8 @@ mod tests {
             (Broadcast, 256 * KIB, "nvshmem"),
             (Broadcast, MIB, "nvshmem"),
             (Broadcast, 2 * MIB, "nvlink_direct"),
-            (Broadcast, 8 * MIB, "nvlink_direct"),
+            (Broadcast, 4 * MIB, "nvlink_direct"),
+            (Broadcast, 8 * MIB, "nvshmem"),
             (Broadcast, 16 * MIB, "nvshmem"),
             (Gather, 512 * KIB, "nvlink_ll"),
             (Gather, MIB, "nvlink_direct"),
