@@ -1419,7 +1419,8 @@ wrong = 0
 for mode in modes:
     pts, slow = {}, []
     for f in sorted(d.glob(f"{mode}-*.jsonl")):
-        v = f.stem[len(mode) + 1:]
+        # A job rerun with NCCL_GRAPH_REGISTER=0 (sweep_job) counts as its variant.
+        v = f.stem[len(mode) + 1:].removesuffix("-noreg")
         for r in rows(f):
             key = (r["collective"], r["bytes"])
             ok = r["status"] == "ok" and isinstance(r.get("time_us"), (int, float))
@@ -1430,12 +1431,13 @@ for mode in modes:
             if not ok:
                 continue
             imp = r["implementation"]
-            name = imp if imp != "nvshmem-rs" else "auto" if v.startswith("auto") else v
+            # This crate with NVSHMEM's algorithm forced is "nvshmem-algo", apart from raw NVSHMEM.
+            name = imp if imp != "nvshmem-rs" else "auto" if v.startswith("auto") else "nvshmem-algo" if v == "nvshmem" else v
             pts.setdefault(key, {})[name] = (r["time_us"], r.get("algo", "-").replace("nvlink_", ""))
     print(f"== sweep {mode}, f32 sum out of place, us a call: auto (its algorithm), the fastest forced, nccl, nvshmem")
     for (c, b) in sorted(pts):
         p = pts[(c, b)]
-        forced = {k: t for k, (t, _) in p.items() if k in ("ll", "lamport", "direct", "ce", "nvshmem")}
+        forced = {k: t for k, (t, _) in p.items() if k in ("ll", "lamport", "direct", "ce", "nvshmem-algo")}
         best = min(forced, key=forced.get) if forced else None
         a = p.get("auto")
         cells = [f"{c:<15}{size(b):>6}"]
