@@ -103,6 +103,13 @@ macro_rules! define_reduce_ops {
                     && match self { $(ReduceOp::$v { .. } => define_reduce_ops!(@class dtype $($class)?),)* }
             }
 
+            /// Whether the operator is bitwise (`and`, `or`, `xor`): those not defined for
+            /// floating point. NCCL has none of them, so NVSHMEM computes them in its own
+            /// kernels on every team.
+            pub(crate) const fn is_bitwise(self) -> bool {
+                !self.applies_to(ElementKind::Float)
+            }
+
             /// The kernels' `NVR_OP_*` define of the operator (`kernels/ops.cuh`).
             pub(crate) const fn define(self) -> &'static str {
                 match self { $(ReduceOp::$v { .. } => concat!("NVR_OP_", stringify!($def)),)* }

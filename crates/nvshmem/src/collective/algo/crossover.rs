@@ -27,7 +27,8 @@
 //!   to 16 MiB blocks (NVSHMEM has none: `rooted_get` was about 5 times slower at 8 B),
 //!   reductions NVSHMEM cannot compute itself (fp8, `avg`, `premul_sum`; its wrappers need
 //!   scratch for some, and `peer_kernel` loads every member's whole input) and, in every row,
-//!   16-bit integer reductions (NVSHMEM 3.4.5 runs them at about 2 GB/s), and alltoall at
+//!   16-bit integer and bitwise reductions (NVSHMEM 3.4.5 runs the first at about 2 GB/s, and
+//!   both in its own kernels, where one wrong bitwise result was seen), and alltoall at
 //!   every size past LL (NVSHMEM's alltoall was slower at every size measured on 2 and 4 PEs,
 //!   and hangs inside CUDA graphs at large sizes: `ALLTOALL_ASSUMED`);
 //! - NVSHMEM's path for everything else, the copy engines never (their gain on 2 PEs was
@@ -739,8 +740,14 @@ pub(super) fn ll_limit(call: &Call) -> usize {
 pub(super) fn direct(call: &Call) -> bool {
     // In every row: NVSHMEM 3.4.5's own 16-bit integer reductions run at about 2 GB/s
     // (an i16 all-reduce of 128 MiB took 84 ms on 2 x H200), the direct kernels as fast as
-    // f16's (399.6 µs, 336 GB/s): docs/performance.md, "16-bit integers".
-    if call.is_reduction() && matches!(call.dtype, DataType::I16 | DataType::U16) {
+    // f16's (399.6 µs, 336 GB/s): docs/performance.md, "16-bit integers". And the bitwise
+    // reductions, which NVSHMEM computes in its own kernels (NCCL has none): the one wrong
+    // result of its path seen on separate GPUs was one (an int64 `and` reduce-scatter on 3 x
+    // H200, 2026-11-27, not seen again in four reruns; tools/nvshmem-repro's `bitwise` case
+    // repeats it), and its one-shot reduce-scatter pushes into one shared scratch per team.
+    if call.is_reduction()
+        && (matches!(call.dtype, DataType::I16 | DataType::U16) || call.op.is_bitwise())
+    {
         return true;
     }
     row(call).is_some_and(|r| {
@@ -782,7 +789,12 @@ mod tests {
     /// The 2-PE preferences as `nvlink.rs` and `ce.rs` wrote them before this table, kept
     /// verbatim as the record the measured rows must reproduce: (LL, copy engines, direct)
     /// for a block of `x` bytes.
-    fn before_the_table(coll: Collective, dtype: DataType, x: usize) -> (bool, bool, bool) {
+    fn before_the_table(
+        coll: Collective,
+        dtype: DataType,
+        op: ReduceOp,
+        x: usize,
+    ) -> (bool, bool, bool) {
         let reduction = matches!(
             coll,
             Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
@@ -802,7 +814,9 @@ mod tests {
             Collective::Fcollect | Collective::Alltoall => x > 64 << 20,
             _ => false,
         };
+        // Widened since: bitwise reductions take the direct kernels past LL on every row.
         let direct = (reduction && matches!(dtype, DataType::I16 | DataType::U16))
+            || (reduction && matches!(op, ReduceOp::And | ReduceOp::Or | ReduceOp::Xor))
             || match coll {
                 Collective::AllReduce | Collective::ReduceScatter | Collective::Fcollect => {
                     x > 256 << 10
@@ -819,7 +833,7 @@ mod tests {
     /// algorithm of the registry that accepts and prefers the call, else the first that
     /// accepts.
     fn chosen_before_the_table(c: &Call) -> &'static str {
-        let (ll, ce, direct) = before_the_table(c.coll, c.dtype, c.block_bytes());
+        let (ll, ce, direct) = before_the_table(c.coll, c.dtype, c.op, c.block_bytes());
         let accepting: Vec<_> = registry(c.coll)
             .iter()
             .filter(|a| a.refuses(c).is_none())
@@ -911,7 +925,7 @@ mod tests {
                             // Where the registry's order does not hide it, each preference
                             // is the same too (gather and scatter's direct band now ends
                             // where the copy engines take over, at 16 MiB, not 32).
-                            let (ll, ce, direct_before) = before_the_table(coll, dtype, x);
+                            let (ll, ce, direct_before) = before_the_table(coll, dtype, op, x);
                             assert_eq!(x <= ll_limit(&c), ll, "{coll} {x} B");
                             assert_eq!(copy_engines(&c), ce, "{coll} {x} B");
                             if !ce {
@@ -1240,6 +1254,53 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Bitwise reductions, which NVSHMEM computes in its own kernels rather than NCCL's, take
+    /// the direct kernels past LL on every row; the same call by `sum` keeps NVSHMEM's path
+    /// where the row gives it one.
+    #[test]
+    fn bitwise_reductions_never_take_nvshmems_path_on_a_peer_mapped_team() {
+        let sm90 = Some(Arch::SM90);
+        for (n, arch) in [(2, sm90), (3, sm90), (4, sm90), (8, sm90), (3, None)] {
+            for coll in [
+                Collective::AllReduce,
+                Collective::ReduceScatter,
+                Collective::Reduce,
+            ] {
+                for op in [ReduceOp::And, ReduceOp::Or, ReduceOp::Xor] {
+                    for dtype in [DataType::I32, DataType::U64, DataType::U8] {
+                        for x in [64 * KIB, 128 * KIB, 64 * MIB] {
+                            let chosen = decide(coll, n, arch, dtype, op, x).3;
+                            assert!(
+                                chosen == "nvlink_direct" || chosen == "nvlink_ll",
+                                "{coll} {dtype} {op} {x} B on {n} PEs took {chosen}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let sum = decide(
+            Collective::AllReduce,
+            3,
+            sm90,
+            DataType::I32,
+            ReduceOp::Sum,
+            MIB,
+        )
+        .3;
+        assert_eq!(sum, "nvshmem");
+        let xor = decide(
+            Collective::AllReduce,
+            3,
+            sm90,
+            DataType::I32,
+            ReduceOp::Xor,
+            MIB,
+        )
+        .3;
+        assert_eq!(xor, "nvlink_direct");
     }
 
     /// Barrier and sync have no crossover: the flag barrier on every team it accepts but
