@@ -1357,10 +1357,11 @@ cepoints() {
 # Every algorithm forced beside the automatic choice, one run per mode (issue 31: "the automatic
 # choice takes the fastest algorithm at every size"): the data collectives (SWEEP_COLLS),
 # SWEEP_SIZES (default 4 KiB to 256 MiB by 2), SWEEP_ITERS (default -n 20 -w 3) in SWEEP_MODES (default graph; stream is checked),
-# f32 sum out of place on SWEEP_PES PEs (default 2; 4 on a 4-GPU machine measures what the
-# conservative rows of crossover.rs only reason about). First the automatic choice with raw NVSHMEM and NCCL, one job a
+# f32 sum out of place on SWEEP_PES PEs (default 2; 4 on a 4-GPU machine measured the 4-PE rows
+# of crossover.rs). First the automatic choice with raw NVSHMEM and NCCL, one job a
 # collective, then this crate alone with each algorithm forced on every collective that has it
-# (ll, lamport, direct, ce, nvshmem: gather and scatter take rooted_get); SWEEP_TIMEOUT each
+# (SWEEP_VARIANTS, default "ll lamport direct ce nvshmem"; gather and scatter's nvshmem is
+# rooted_get; SWEEP_VARIANTS="" times the automatic choice alone); SWEEP_TIMEOUT each
 # (default 60 s). A job that does not end (NVSHMEM's alltoall in a graph has hung every time:
 # docs/performance.md, "Where it is slower") keeps the points it finished and runs once more
 # with NCCL_GRAPH_REGISTER=0 (its file -noreg.jsonl, whose rows stand in for the first's).
@@ -1391,7 +1392,7 @@ sweep() {
     for c in ${colls//,/ }; do
       sweep_job sweep-$mode-auto-$c "$dir/$mode-auto-$c" "$c" "${args[@]}"
     done
-    for v in ll lamport direct ce nvshmem; do
+    for v in ${SWEEP_VARIANTS-ll lamport direct ce nvshmem}; do
       list="" cl=""
       for c in ${colls//,/ }; do
         [[ ",${has[$v]}," == *",$c,"* ]] || continue
