@@ -31,8 +31,8 @@ pub(crate) fn ll_crossover(call: &Call) -> usize {
 
 /// Whether the automatic choice takes the direct kernels for `call` (past LL's range): the
 /// crossover table's band for its collective, team size and architecture, and 16-bit integer
-/// reductions always. Elsewhere NVSHMEM's collectives (NCCL's inside) or, for gather and
-/// scatter, the copy engines or `rooted_get` run.
+/// and bitwise reductions always. Elsewhere NVSHMEM's collectives (NCCL's inside) or, for
+/// gather and scatter, the copy engines or `rooted_get` run.
 fn direct_preferred(call: &Call) -> bool {
     crossover::direct(call)
 }
