@@ -815,8 +815,9 @@ mod tests {
             _ => false,
         };
         // Widened since: bitwise reductions take the direct kernels past LL on every row.
-        let direct = (reduction && matches!(dtype, DataType::I16 | DataType::U16))
-            || (reduction && matches!(op, ReduceOp::And | ReduceOp::Or | ReduceOp::Xor))
+        let direct = (reduction
+            && (matches!(dtype, DataType::I16 | DataType::U16)
+                || matches!(op, ReduceOp::And | ReduceOp::Or | ReduceOp::Xor)))
             || match coll {
                 Collective::AllReduce | Collective::ReduceScatter | Collective::Fcollect => {
                     x > 256 << 10
