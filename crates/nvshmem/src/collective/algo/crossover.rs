@@ -1049,11 +1049,12 @@ mod tests {
         );
     }
 
-    /// The Lamport band: float reductions past 1 KiB blocks (64 KiB for the rooted reduce, where
-    /// LL stays faster) up to 2 MiB on 2-PE sm_90 only; integers, f64 (which the algorithm
-    /// refuses), other team sizes and unknown architectures never prefer it.
+    /// The Lamport band on 2-PE sm_90 teams: float reductions past 1 KiB blocks (64 KiB for the
+    /// rooted reduce, where LL stays faster) up to 2 MiB; 4-PE sm_90 teams have a band of their
+    /// own (`four_pe_sm90_choices_name_the_measured_algorithms`); integers, f64 (which the
+    /// algorithm refuses), other team sizes and unknown architectures never prefer it.
     #[test]
-    fn lamport_is_preferred_for_float_reductions_of_the_mid_band_on_two_pe_sm90_only() {
+    fn lamport_is_preferred_for_float_reductions_of_the_mid_band_on_measured_sm90_teams_only() {
         for r in ROWS.iter().filter(|r| !r.lamport.is_empty()) {
             assert!(r.coll.reduces() && r.arch == Some(Arch::SM90));
             assert!(r.pes == (2..=2) || r.pes == (4..=4), "{:?}", r.pes);
