@@ -401,19 +401,22 @@ fn compare<T: Element>(
     n: usize,
     threads: usize,
 ) -> anyhow::Result<()> {
-    if let Some(i) = first_wrong(got, &want, n, threads) {
-        let k = roundings::<T>(n);
-        let w = want(i);
-        bail!(
-            "{what}: element {i} is {} (bytes {:?}), expected {} (within {}; of {})",
-            got[i].to_f64(),
-            bytemuck::bytes_of(&got[i]),
-            w.value,
-            testing::allowed_error(T::DTYPE, k, w.magnitude),
-            got.len()
-        );
+    match first_wrong(got, &want, n, threads) {
+        Some(i) => bail!("{}", mismatch(what, got, i, want(i), n)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// What `compare` says of element `i` of `got`, which is not `w`.
+fn mismatch<T: Element>(what: &str, got: &[T], i: usize, w: Reference, n: usize) -> String {
+    format!(
+        "{what}: element {i} is {} (bytes {:?}), expected {} (within {}; of {})",
+        got[i].to_f64(),
+        bytemuck::bytes_of(&got[i]),
+        w.value,
+        testing::allowed_error(T::DTYPE, roundings::<T>(n), w.magnitude),
+        got.len()
+    )
 }
 
 /// The reference's rounding allowance for `T` over `n` members.
@@ -737,13 +740,10 @@ fn check<T: Element>(
                 |val| testing::reduce(op, n, val),
             )
         };
-        if let Err(e) = compare::<T>("result", region, want, n, threads) {
+        if let Some(i) = first_wrong::<T>(region, want, n, threads) {
             // Where the wrong value may have come from, for a failure seen once.
-            let why = first_wrong::<T>(region, want, n, threads).map(|i| {
-                let at = result.start + i;
-                explain(&layout, &inputs, r, i, back.before.get(at))
-            });
-            bail!("{e}{}", why.map(|w| format!("; {w}")).unwrap_or_default());
+            let why = explain(&layout, &inputs, r, i, back.before.get(result.start + i));
+            bail!("{}; {why}", mismatch("result", region, i, want(i), n));
         }
     }
     if let Some(src_after) = &back.src_after {

@@ -976,16 +976,30 @@ mod tests {
         assert_eq!(f32_sum(Collective::Reduce, 256 * MIB), "nvlink_direct");
     }
 
+    /// The block (one PE's part, [`Call::block_bytes`]) of a call of `bytes` on `n` PEs as
+    /// `nvshmem-perf` sizes calls (nccl-tests' size): the whole buffer for all-reduce, reduce and
+    /// broadcast, an `n`-th of it for the chunked collectives.
+    fn block_of(coll: Collective, bytes: usize, n: usize) -> usize {
+        match coll {
+            Collective::AllReduce | Collective::Reduce | Collective::Broadcast => bytes,
+            _ => bytes / n,
+        }
+    }
+
     /// The 4-PE sm_90 rows (FOUR_PE_RUN): the fastest algorithm measured at each size, in
     /// call sizes as `nvshmem-perf` gives them (a chunked collective's block is a quarter).
     #[test]
     fn four_pe_sm90_choices_name_the_measured_algorithms() {
         let pick = |coll, dtype, call: usize| {
-            let block = match coll {
-                Collective::AllReduce | Collective::Reduce | Collective::Broadcast => call,
-                _ => call / 4,
-            };
-            decide(coll, 4, Some(Arch::SM90), dtype, ReduceOp::Sum, block).3
+            decide(
+                coll,
+                4,
+                Some(Arch::SM90),
+                dtype,
+                ReduceOp::Sum,
+                block_of(coll, call, 4),
+            )
+            .3
         };
         let f32 = |coll, call| pick(coll, DataType::F32, call);
         let i32 = |coll, call| pick(coll, DataType::I32, call);
@@ -1105,15 +1119,12 @@ mod tests {
                 }
             }
             for ((name, count), times) in &timed {
-                let coll = *DATA.iter().find(|c| c.name() == name).unwrap();
-                let block = match coll {
-                    Collective::AllReduce | Collective::Reduce | Collective::Broadcast => count * 4,
-                    _ => count / n * 4,
-                };
+                let coll: Collective = name.parse().unwrap();
+                let bytes = count * 4;
+                let block = block_of(coll, bytes, n);
                 if block == 0 {
                     continue;
                 }
-                let bytes = count * 4;
                 let chosen = decide(
                     coll,
                     n,

@@ -2043,7 +2043,7 @@ fn forced_ll_carries_the_copies_up_to_512_kib_a_pair() {
 /// LL gives way to the Lamport kernel only where that prefers and accepts the call: a float
 /// reduction in Lamport's band on a 2-PE sm_90 team (shared GPU or not), not an integer one,
 /// not where the runtime has no Lamport buffers; and where nothing prefers a call (a shared
-/// GPU's team of 4, past LL's limit) the fallback is LL, as before Lamport's band moved down.
+/// GPU's team of 3, past LL's limit) the fallback is LL, as before Lamport's band moved down.
 #[test]
 fn ll_gives_way_to_lamport_only_where_lamport_takes_the_call() {
     let chosen = |c: &Call| choose(c, None).unwrap().name();
