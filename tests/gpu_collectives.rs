@@ -23,6 +23,10 @@ use nvshmem::{
 /// world team, each operation with its first operator, out of place.
 const BIG: usize = 64 << 20;
 const MEDIUM: usize = 1 << 20;
+/// The size class `near_ll`: about 100 KiB a PE block, under what LL carries a pair at every
+/// team size to 8 (128 KiB), not a multiple of 16 bytes, so that forced LL moves many packets
+/// a thread in several batches with a short tail.
+const NEAR_LL: usize = 3;
 
 #[test]
 #[ignore = "needs NVIDIA GPUs and NVSHMEM: run scripts/gpu-check.sh on a GPU machine"]
@@ -85,7 +89,7 @@ fn gpu_collectives() {
         if me == 0 && !medium {
             println!("collectives matrix: team {tname} skips the 1 MiB size (MATRIX_MEDIUM_TEAMS)");
         }
-        for bytes in [0usize, 1, 2, MEDIUM]
+        for bytes in [0usize, 1, 2, NEAR_LL, MEDIUM]
             .into_iter()
             .filter(|b| medium || *b != MEDIUM)
             .filter(|&b| only.class(b))
@@ -187,8 +191,9 @@ fn gpu_collectives() {
 }
 
 /// Which size classes and element types the matrix runs: `MATRIX_CLASSES` (comma-separated,
-/// of `one`, `odd`, `unaligned`, `medium` and `big`: 1 element, an odd count, a count whose
-/// bytes are not a multiple of 16, 1 MiB and 64 MiB a PE) and `MATRIX_TYPES` (type names, as
+/// of `one`, `odd`, `unaligned`, `near_ll`, `medium` and `big`: 1 element, an odd count, a
+/// count whose bytes are not a multiple of 16, about 100 KiB (`NEAR_LL`), 1 MiB and 64 MiB a
+/// PE) and `MATRIX_TYPES` (type names, as
 /// `f32,bf16,u8`); each unset means all. They fit a run of many PEs into a short lease (e.g.
 /// `MATRIX_CLASSES=one,odd,unaligned` at 8 PEs) and are the same on every PE.
 struct Selection {
@@ -215,6 +220,7 @@ impl Selection {
             0 => "one",
             1 => "odd",
             2 => "unaligned",
+            NEAR_LL => "near_ll",
             BIG => "big",
             _ => "medium",
         };
@@ -231,7 +237,7 @@ impl Selection {
 }
 
 /// The element counts for a size class: 0 means 1 element, 1 an odd count, 2 a count whose
-/// bytes are not a multiple of 16, anything else that many bytes.
+/// bytes are not a multiple of 16, `NEAR_LL` about 100 KiB, anything else that many bytes.
 fn counts<T: Element>(class: usize) -> Vec<usize> {
     let size = std::mem::size_of::<T>();
     match class {
@@ -241,6 +247,8 @@ fn counts<T: Element>(class: usize) -> Vec<usize> {
             .map(|k| 13 + k)
             .find(|c| !(c * size).is_multiple_of(16))
             .unwrap()],
+        // 102,412 bytes, or the count just under it: 8-byte types 102,408 (6,400.5 times 16).
+        NEAR_LL => vec![(100 * 1024 + 12) / size],
         bytes => vec![bytes / size],
     }
 }

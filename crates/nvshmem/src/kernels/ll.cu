@@ -143,28 +143,65 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x)
 
 // ---- moving packets -------------------------------------------------------------------------
 
+// Packets a thread keeps in flight. A thread's packets are otherwise one dependent round trip
+// each (a sender's load, then the store that needs it; a receiver's poll, then its next poll),
+// so LL time grew with the packets a thread carries (docs/performance.md, "The mid band"):
+// each loop below issues the loads or polls of NVR_LL_BATCH packets before it uses any.
+#ifndef NVR_LL_BATCH
+#define NVR_LL_BATCH 8
+#endif
+
+// Loads the payloads of packets i, i + step, ... (NVR_LL_BATCH of them, those below c.p1) of
+// a buffer of c.x bytes, all issued before any is used.
+__device__ __forceinline__ void nvr_ll_load_batch(const nvr_ll_ctx &c, nvr_u64 i, nvr_u64 step,
+                                                  const nvr_byte *src, nvr_u64 *v) {
+#pragma unroll
+    for (int m = 0; m < NVR_LL_BATCH; ++m) {
+        const nvr_u64 im = i + (nvr_u64)m * step;
+        v[m] = im < c.p1 ? nvr_ld8(src + 8 * im, nvr_ll_nb(c.x, im)) : 0;
+    }
+}
+
 // Sends this thread's packets of `src` (x bytes) to team PE k: packets p0 + q, p0 + q + step,
 // ... Before the first store it makes sure k has arrived at the run before e, so k is done
-// reading this parity's region (its run two before e). The first payload is loaded before that check, so the two
-// loads overlap. Does nothing for k == me or k outside the team.
+// reading this parity's region (its run two before e). The first payloads are loaded before
+// that check, so the loads overlap. Does nothing for k == me or k outside the team.
 __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx &c, int k,
                                             nvr_u64 q, nvr_u64 step, const nvr_byte *src) {
     if (k < 0 || k >= t.n || k == t.me) return true;
     nvr_u64 i = c.p0 + q;
     if (i >= c.p1) return true;
-    nvr_u64 v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
+    nvr_u64 v[NVR_LL_BATCH];
+    nvr_ll_load_batch(c, i, step, src, v);
     const unsigned int *flag = nvr_arrive_word(t, c.b, k);
     const unsigned int seen = nvr_ld_acquire(flag);
     if (!nvr_wait_flag_seen(t, flag, seen, nvr_prev_epoch(c.e), k, c.e, NVR_WAIT_ARRIVE))
         return false;
     char *r = nvr_peer(t, nvr_ll_region(t, c.e, t.me, c.b), k);
     for (;;) {
-        nvr_ll_store(r + NVR_LL_PACKET * (i - c.p0), v, c.e);
-        i += step;
+#pragma unroll
+        for (int m = 0; m < NVR_LL_BATCH; ++m) {
+            const nvr_u64 im = i + (nvr_u64)m * step;
+            if (im < c.p1) nvr_ll_store(r + NVR_LL_PACKET * (im - c.p0), v[m], c.e);
+        }
+        i += (nvr_u64)NVR_LL_BATCH * step;
         if (i >= c.p1) break;
-        v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
+        nvr_ll_load_batch(c, i, step, src, v);
     }
     return true;
+}
+
+// Polls packets i, i + step, ... (NVR_LL_BATCH of them, those below c.p1) of region r once,
+// all issued before any is looked at: got[m] says whether packet m's flags were e (its payload
+// in v[m]). Packets past c.p1 count as got.
+__device__ __forceinline__ void nvr_ll_poll_batch(const nvr_ll_ctx &c, const char *r, nvr_u64 i,
+                                                  nvr_u64 step, nvr_u64 *v, bool *got) {
+#pragma unroll
+    for (int m = 0; m < NVR_LL_BATCH; ++m) {
+        const nvr_u64 im = i + (nvr_u64)m * step;
+        v[m] = 0;
+        got[m] = im >= c.p1 || nvr_ll_poll(r + NVR_LL_PACKET * (im - c.p0), c.e, v[m]);
+    }
 }
 
 // Receives this thread's packets from team PE k into dst (x bytes). Does nothing for k == me
@@ -173,10 +210,18 @@ __device__ __forceinline__ bool nvr_ll_recv(const nvr_team &t, const nvr_ll_ctx 
                                             nvr_u64 q, nvr_u64 step, nvr_byte *dst) {
     if (k < 0 || k >= t.n || k == t.me) return true;
     const char *r = nvr_ll_region(t, c.e, k, c.b);
-    for (nvr_u64 i = c.p0 + q; i < c.p1; i += step) {
-        nvr_u64 v;
-        if (!nvr_ll_wait(t, r + NVR_LL_PACKET * (i - c.p0), c.e, k, v)) return false;
-        nvr_st8(dst + 8 * i, v, nvr_ll_nb(c.x, i));
+    for (nvr_u64 i = c.p0 + q; i < c.p1; i += (nvr_u64)NVR_LL_BATCH * step) {
+        nvr_u64 v[NVR_LL_BATCH];
+        bool got[NVR_LL_BATCH];
+        nvr_ll_poll_batch(c, r, i, step, v, got);
+#pragma unroll
+        for (int m = 0; m < NVR_LL_BATCH; ++m) {
+            const nvr_u64 im = i + (nvr_u64)m * step;
+            if (im >= c.p1) break;
+            if (!got[m] && !nvr_ll_wait(t, r + NVR_LL_PACKET * (im - c.p0), c.e, k, v[m]))
+                return false;
+            nvr_st8(dst + 8 * im, v[m], nvr_ll_nb(c.x, im));
+        }
     }
     return true;
 }
@@ -185,9 +230,14 @@ __device__ __forceinline__ bool nvr_ll_recv(const nvr_team &t, const nvr_ll_ctx 
 __device__ __forceinline__ void nvr_ll_copy(const nvr_ll_ctx &c, nvr_u64 q, nvr_u64 step,
                                             const nvr_byte *src, nvr_byte *dst) {
     if (src == dst) return;
-    for (nvr_u64 i = c.p0 + q; i < c.p1; i += step) {
-        const unsigned int nb = nvr_ll_nb(c.x, i);
-        nvr_st8(dst + 8 * i, nvr_ld8(src + 8 * i, nb), nb);
+    for (nvr_u64 i = c.p0 + q; i < c.p1; i += (nvr_u64)NVR_LL_BATCH * step) {
+        nvr_u64 v[NVR_LL_BATCH];
+        nvr_ll_load_batch(c, i, step, src, v);
+#pragma unroll
+        for (int m = 0; m < NVR_LL_BATCH; ++m) {
+            const nvr_u64 im = i + (nvr_u64)m * step;
+            if (im < c.p1) nvr_st8(dst + 8 * im, v[m], nvr_ll_nb(c.x, im));
+        }
     }
 }
 
@@ -258,26 +308,40 @@ __device__ __forceinline__ nvr_u64 nvr_group_reduce(nvr_u64 v, int G, int n, NVR
 
 // The receiving half of a reduction: for each of this block's packets, lane k of its group
 // takes team PE k's payload (its own from `own` when k == me, else from the LL region) and the
-// group's lane 0 stores the combination into dst. Rounds are warp-uniform (shuffles); after a
-// failed wait a lane skips its remaining waits, and a warp with a failed lane stores nothing.
+// group's lane 0 stores the combination into dst. Each lane polls the packets of NVR_LL_BATCH
+// rounds at once (nvr_ll_send's note), then the rounds go one by one. Rounds are warp-uniform
+// (shuffles); after a failed wait a lane skips its remaining waits, and a warp with a failed
+// lane stores nothing.
 __device__ __forceinline__ bool nvr_ll_reduce_recv(const nvr_team &t, const nvr_ll_ctx &c,
                                                    const nvr_lanes &l, const nvr_byte *own,
                                                    nvr_byte *dst, NVR_ACC s, bool ok) {
     const char *r = nvr_ll_region(t, c.e, l.k, c.b);
-    for (nvr_u64 base = c.p0; base < c.p1; base += l.groups) {
-        const nvr_u64 i = base + l.q;
-        const bool live = i < c.p1;
-        const unsigned int nb = live ? nvr_ll_nb(c.x, i) : 0u;
-        nvr_u64 v = 0;
-        if (live && l.k < t.n) {
-            if (l.k == t.me) {
-                v = nvr_ld8(own + 8 * i, nb);
-            } else if (ok) {
-                ok = nvr_ll_wait(t, r + NVR_LL_PACKET * (i - c.p0), c.e, l.k, v);
+    const bool remote = l.k < t.n && l.k != t.me;
+    for (nvr_u64 base = c.p0; base < c.p1; base += (nvr_u64)NVR_LL_BATCH * l.groups) {
+        const nvr_u64 i0 = base + l.q;
+        nvr_u64 v[NVR_LL_BATCH];
+        bool got[NVR_LL_BATCH];
+        if (remote && ok) {
+            nvr_ll_poll_batch(c, r, i0, l.groups, v, got);
+        } else {
+#pragma unroll
+            for (int m = 0; m < NVR_LL_BATCH; ++m) {
+                const nvr_u64 i = i0 + (nvr_u64)m * l.groups;
+                got[m] = true;
+                v[m] = l.k == t.me && i < c.p1 ? nvr_ld8(own + 8 * i, nvr_ll_nb(c.x, i)) : 0;
             }
         }
-        const nvr_u64 out = nvr_group_reduce(v, l.G, t.n, s);
-        if (__all_sync(0xffffffffu, ok) && live && l.k == 0) nvr_st8(dst + 8 * i, out, nb);
+#pragma unroll
+        for (int m = 0; m < NVR_LL_BATCH; ++m) {
+            if (base + (nvr_u64)m * l.groups >= c.p1) break; // warp-uniform
+            const nvr_u64 i = i0 + (nvr_u64)m * l.groups;
+            const bool live = i < c.p1;
+            if (live && ok && !got[m])
+                ok = nvr_ll_wait(t, r + NVR_LL_PACKET * (i - c.p0), c.e, l.k, v[m]);
+            const nvr_u64 out = nvr_group_reduce(v[m], l.G, t.n, s);
+            if (__all_sync(0xffffffffu, ok) && live && l.k == 0)
+                nvr_st8(dst + 8 * i, out, nvr_ll_nb(c.x, i));
+        }
     }
     return ok;
 }
