@@ -231,31 +231,38 @@ __device__ __forceinline__ void nvr_fp_publish(const nvr_team &t, unsigned int e
 __device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const unsigned int *flag,
                                                     unsigned int e, int j);
 
+// What nvr_wait does every 256 polls, out of line: every wait site would otherwise carry it,
+// and the size of the kernels costs every call (ll.cu, NVR_LL_BATCH). `start` is when the
+// clock started (0: not yet); returns the new start (non-zero) to go on waiting, or 0 once the
+// wait has failed (recorded).
+__device__ __noinline__ nvr_u64 nvr_wait_slow(const nvr_team &t, int peer, unsigned int e,
+                                             unsigned int what, nvr_u64 start) {
+    // A peer that made another call may never send what this wait wants: its fingerprint
+    // says so (Fingerprints), and ends the wait with a mismatch rather than a timeout.
+    if (t.check != 0 && !nvr_fp_scan(t, e)) return 0;
+    if (*t.abort != 0) {
+        nvr_fail_at(t.status, NVR_FAIL_ABORT, peer, e, what, t.chan);
+        return 0;
+    }
+    if (t.timeout_ns == 0) return 1;
+    const nvr_u64 now = nvr_globaltimer();
+    if (start == 0) return now != 0 ? now : 1;
+    if (now - start >= t.timeout_ns) {
+        nvr_fail_at(t.status, NVR_FAIL_TIMEOUT, peer, e, what, t.chan);
+        return 0;
+    }
+    return start;
+}
+
 template <class Ready>
 __device__ __forceinline__ bool nvr_wait(const nvr_team &t, Ready ready, int peer, unsigned int e,
                                          unsigned int what) {
     unsigned int polls = 0;
-    bool started = false;
     nvr_u64 start = 0;
     while (!ready()) {
         if ((++polls & 255u) != 0) continue;
-        // A peer that made another call may never send what this wait wants: its fingerprint
-        // says so (Fingerprints), and ends the wait with a mismatch rather than a timeout.
-        if (t.check != 0 && !nvr_fp_scan(t, e)) return false;
-        if (*t.abort != 0) {
-            nvr_fail_at(t.status, NVR_FAIL_ABORT, peer, e, what, t.chan);
-            return false;
-        }
-        if (t.timeout_ns != 0) {
-            const nvr_u64 now = nvr_globaltimer();
-            if (!started) {
-                started = true;
-                start = now;
-            } else if (now - start >= t.timeout_ns) {
-                nvr_fail_at(t.status, NVR_FAIL_TIMEOUT, peer, e, what, t.chan);
-                return false;
-            }
-        }
+        start = nvr_wait_slow(t, peer, e, what, start);
+        if (start == 0) return false;
     }
     return true;
 }

@@ -143,22 +143,36 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x)
 
 // ---- moving packets -------------------------------------------------------------------------
 
-// Packets a thread keeps in flight. A thread's packets are otherwise one dependent round trip
-// each (a sender's load, then the store that needs it; a receiver's poll, then its next poll),
-// so LL time grew with the packets a thread carries (docs/performance.md, "The mid band"):
-// each loop below issues the loads or polls of NVR_LL_BATCH packets before it uses any.
+// Packets a thread keeps in flight, in the rooted copies. A thread's packets are otherwise one
+// dependent round trip each (a sender's load, then the store that needs it; a receiver's poll,
+// then its next poll), so LL time grew with the packets a thread carries. Where a block's
+// packets are whole and the buffer 8-aligned (every packet one 8-byte word), a batched step
+// issues the loads or polls of B packets before it uses any; other buffers go one packet at a
+// time, and so does a batch with a packet not yet arrived (waited for one by one, the next
+// batch batched again). The batched body is plain loads and stores, without a wait of its own:
+// unrolled copies of the waits made the kernels five times larger and every call slower.
+// Measured on 2 x H200 (2026-11-27, docs/performance.md "The mid band"): batches of 4 took
+// gather 1 MiB from 7.4 to 6.0 us, scatter from 6.6 to 5.4, broadcast 512 KiB from 5.8 to
+// 5.2, but made fcollect and alltoall (every thread both sends and receives) up to 0.8 us
+// slower; so broadcast, gather and scatter batch (NVR_LL_BATCH), fcollect and alltoall do not
+// (B = 1 compiles to the one-at-a-time loop alone).
 #ifndef NVR_LL_BATCH
-#define NVR_LL_BATCH 8
+#define NVR_LL_BATCH 4
 #endif
 
-// Loads the payloads of packets i, i + step, ... (NVR_LL_BATCH of them, those below c.p1) of
-// a buffer of c.x bytes, all issued before any is used.
-__device__ __forceinline__ void nvr_ll_load_batch(const nvr_ll_ctx &c, nvr_u64 i, nvr_u64 step,
-                                                  const nvr_byte *src, nvr_u64 *v) {
+// Whether this block's packets of a buffer at p are whole 8-byte words (the batched path).
+__device__ __forceinline__ bool nvr_ll_words(const nvr_ll_ctx &c, const void *p) {
+    return ((nvr_u64)p & 7u) == 0 && 8 * c.p1 <= c.x;
+}
+
+// Loads words i, i + step, ... (B of them, those below c.p1) of w, all issued before any is used.
+template <int B>
+__device__ __forceinline__ void nvr_ll_load_words(const nvr_ll_ctx &c, const nvr_u64 *w,
+                                                  nvr_u64 i, nvr_u64 step, nvr_u64 *v) {
 #pragma unroll
-    for (int m = 0; m < NVR_LL_BATCH; ++m) {
+    for (int m = 0; m < B; ++m) {
         const nvr_u64 im = i + (nvr_u64)m * step;
-        v[m] = im < c.p1 ? nvr_ld8(src + 8 * im, nvr_ll_nb(c.x, im)) : 0;
+        v[m] = im < c.p1 ? w[im] : 0;
     }
 }
 
@@ -166,78 +180,114 @@ __device__ __forceinline__ void nvr_ll_load_batch(const nvr_ll_ctx &c, nvr_u64 i
 // ... Before the first store it makes sure k has arrived at the run before e, so k is done
 // reading this parity's region (its run two before e). The first payloads are loaded before
 // that check, so the loads overlap. Does nothing for k == me or k outside the team.
+template <int B>
 __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx &c, int k,
                                             nvr_u64 q, nvr_u64 step, const nvr_byte *src) {
     if (k < 0 || k >= t.n || k == t.me) return true;
     nvr_u64 i = c.p0 + q;
     if (i >= c.p1) return true;
-    nvr_u64 v[NVR_LL_BATCH];
-    nvr_ll_load_batch(c, i, step, src, v);
     const unsigned int *flag = nvr_arrive_word(t, c.b, k);
+    char *r = nvr_peer(t, nvr_ll_region(t, c.e, t.me, c.b), k);
+    if (B > 1 && nvr_ll_words(c, src)) {
+        const nvr_u64 *w = (const nvr_u64 *)src;
+        nvr_u64 v[B];
+        nvr_ll_load_words<B>(c, w, i, step, v);
+        const unsigned int seen = nvr_ld_acquire(flag);
+        if (!nvr_wait_flag_seen(t, flag, seen, nvr_prev_epoch(c.e), k, c.e, NVR_WAIT_ARRIVE))
+            return false;
+        for (;;) {
+#pragma unroll
+            for (int m = 0; m < B; ++m) {
+                const nvr_u64 im = i + (nvr_u64)m * step;
+                if (im < c.p1) nvr_ll_store(r + NVR_LL_PACKET * (im - c.p0), v[m], c.e);
+            }
+            i += (nvr_u64)B * step;
+            if (i >= c.p1) return true;
+            nvr_ll_load_words<B>(c, w, i, step, v);
+        }
+    }
+    nvr_u64 v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
     const unsigned int seen = nvr_ld_acquire(flag);
     if (!nvr_wait_flag_seen(t, flag, seen, nvr_prev_epoch(c.e), k, c.e, NVR_WAIT_ARRIVE))
         return false;
-    char *r = nvr_peer(t, nvr_ll_region(t, c.e, t.me, c.b), k);
     for (;;) {
-#pragma unroll
-        for (int m = 0; m < NVR_LL_BATCH; ++m) {
-            const nvr_u64 im = i + (nvr_u64)m * step;
-            if (im < c.p1) nvr_ll_store(r + NVR_LL_PACKET * (im - c.p0), v[m], c.e);
-        }
-        i += (nvr_u64)NVR_LL_BATCH * step;
+        nvr_ll_store(r + NVR_LL_PACKET * (i - c.p0), v, c.e);
+        i += step;
         if (i >= c.p1) break;
-        nvr_ll_load_batch(c, i, step, src, v);
+        v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
     }
     return true;
 }
 
-// Polls packets i, i + step, ... (NVR_LL_BATCH of them, those below c.p1) of region r once,
-// all issued before any is looked at: got[m] says whether packet m's flags were e (its payload
-// in v[m]). Packets past c.p1 count as got.
-__device__ __forceinline__ void nvr_ll_poll_batch(const nvr_ll_ctx &c, const char *r, nvr_u64 i,
-                                                  nvr_u64 step, nvr_u64 *v, bool *got) {
-#pragma unroll
-    for (int m = 0; m < NVR_LL_BATCH; ++m) {
-        const nvr_u64 im = i + (nvr_u64)m * step;
-        v[m] = 0;
-        got[m] = im >= c.p1 || nvr_ll_poll(r + NVR_LL_PACKET * (im - c.p0), c.e, v[m]);
-    }
-}
-
 // Receives this thread's packets from team PE k into dst (x bytes). Does nothing for k == me
 // or k outside the team.
+template <int B>
 __device__ __forceinline__ bool nvr_ll_recv(const nvr_team &t, const nvr_ll_ctx &c, int k,
                                             nvr_u64 q, nvr_u64 step, nvr_byte *dst) {
     if (k < 0 || k >= t.n || k == t.me) return true;
     const char *r = nvr_ll_region(t, c.e, k, c.b);
-    for (nvr_u64 i = c.p0 + q; i < c.p1; i += (nvr_u64)NVR_LL_BATCH * step) {
-        nvr_u64 v[NVR_LL_BATCH];
-        bool got[NVR_LL_BATCH];
-        nvr_ll_poll_batch(c, r, i, step, v, got);
+    nvr_u64 i = c.p0 + q;
+    if (B > 1 && nvr_ll_words(c, dst)) {
+        nvr_u64 *w = (nvr_u64 *)dst;
+        for (; i < c.p1; i += (nvr_u64)B * step) {
+            nvr_u64 v[B];
+            bool all = true;
 #pragma unroll
-        for (int m = 0; m < NVR_LL_BATCH; ++m) {
-            const nvr_u64 im = i + (nvr_u64)m * step;
-            if (im >= c.p1) break;
-            if (!got[m] && !nvr_ll_wait(t, r + NVR_LL_PACKET * (im - c.p0), c.e, k, v[m]))
-                return false;
-            nvr_st8(dst + 8 * im, v[m], nvr_ll_nb(c.x, im));
+            for (int m = 0; m < B; ++m) {
+                const nvr_u64 im = i + (nvr_u64)m * step;
+                v[m] = 0;
+                all &= im >= c.p1 || nvr_ll_poll(r + NVR_LL_PACKET * (im - c.p0), c.e, v[m]);
+            }
+            if (all) {
+#pragma unroll
+                for (int m = 0; m < B; ++m) {
+                    const nvr_u64 im = i + (nvr_u64)m * step;
+                    if (im < c.p1) w[im] = v[m];
+                }
+                continue;
+            }
+            // Not all there yet: this batch one packet at a time (polled again).
+#pragma unroll 1
+            for (int m = 0; m < B; ++m) {
+                const nvr_u64 im = i + (nvr_u64)m * step;
+                if (im >= c.p1) break;
+                nvr_u64 u;
+                if (!nvr_ll_wait(t, r + NVR_LL_PACKET * (im - c.p0), c.e, k, u)) return false;
+                w[im] = u;
+            }
         }
+        return true;
+    }
+    for (; i < c.p1; i += step) {
+        nvr_u64 v;
+        if (!nvr_ll_wait(t, r + NVR_LL_PACKET * (i - c.p0), c.e, k, v)) return false;
+        nvr_st8(dst + 8 * i, v, nvr_ll_nb(c.x, i));
     }
     return true;
 }
 
 // Copies this thread's packets of src to dst locally (nothing when they are the same buffer).
+template <int B>
 __device__ __forceinline__ void nvr_ll_copy(const nvr_ll_ctx &c, nvr_u64 q, nvr_u64 step,
                                             const nvr_byte *src, nvr_byte *dst) {
     if (src == dst) return;
-    for (nvr_u64 i = c.p0 + q; i < c.p1; i += (nvr_u64)NVR_LL_BATCH * step) {
-        nvr_u64 v[NVR_LL_BATCH];
-        nvr_ll_load_batch(c, i, step, src, v);
+    nvr_u64 i = c.p0 + q;
+    if (B > 1 && nvr_ll_words(c, src) && nvr_ll_words(c, dst)) {
+        nvr_u64 *d = (nvr_u64 *)dst;
+        for (; i < c.p1; i += (nvr_u64)B * step) {
+            nvr_u64 v[B];
+            nvr_ll_load_words<B>(c, (const nvr_u64 *)src, i, step, v);
 #pragma unroll
-        for (int m = 0; m < NVR_LL_BATCH; ++m) {
-            const nvr_u64 im = i + (nvr_u64)m * step;
-            if (im < c.p1) nvr_st8(dst + 8 * im, v[m], nvr_ll_nb(c.x, im));
+            for (int m = 0; m < B; ++m) {
+                const nvr_u64 im = i + (nvr_u64)m * step;
+                if (im < c.p1) d[im] = v[m];
+            }
         }
+        return;
+    }
+    for (; i < c.p1; i += step) {
+        const unsigned int nb = nvr_ll_nb(c.x, i);
+        nvr_st8(dst + 8 * i, nvr_ld8(src + 8 * i, nb), nb);
     }
 }
 
@@ -308,40 +358,26 @@ __device__ __forceinline__ nvr_u64 nvr_group_reduce(nvr_u64 v, int G, int n, NVR
 
 // The receiving half of a reduction: for each of this block's packets, lane k of its group
 // takes team PE k's payload (its own from `own` when k == me, else from the LL region) and the
-// group's lane 0 stores the combination into dst. Each lane polls the packets of NVR_LL_BATCH
-// rounds at once (nvr_ll_send's note), then the rounds go one by one. Rounds are warp-uniform
-// (shuffles); after a failed wait a lane skips its remaining waits, and a warp with a failed
-// lane stores nothing.
+// group's lane 0 stores the combination into dst. Rounds are warp-uniform (shuffles); after a
+// failed wait a lane skips its remaining waits, and a warp with a failed lane stores nothing.
 __device__ __forceinline__ bool nvr_ll_reduce_recv(const nvr_team &t, const nvr_ll_ctx &c,
                                                    const nvr_lanes &l, const nvr_byte *own,
                                                    nvr_byte *dst, NVR_ACC s, bool ok) {
     const char *r = nvr_ll_region(t, c.e, l.k, c.b);
-    const bool remote = l.k < t.n && l.k != t.me;
-    for (nvr_u64 base = c.p0; base < c.p1; base += (nvr_u64)NVR_LL_BATCH * l.groups) {
-        const nvr_u64 i0 = base + l.q;
-        nvr_u64 v[NVR_LL_BATCH];
-        bool got[NVR_LL_BATCH];
-        if (remote && ok) {
-            nvr_ll_poll_batch(c, r, i0, l.groups, v, got);
-        } else {
-#pragma unroll
-            for (int m = 0; m < NVR_LL_BATCH; ++m) {
-                const nvr_u64 i = i0 + (nvr_u64)m * l.groups;
-                got[m] = true;
-                v[m] = l.k == t.me && i < c.p1 ? nvr_ld8(own + 8 * i, nvr_ll_nb(c.x, i)) : 0;
+    for (nvr_u64 base = c.p0; base < c.p1; base += l.groups) {
+        const nvr_u64 i = base + l.q;
+        const bool live = i < c.p1;
+        const unsigned int nb = live ? nvr_ll_nb(c.x, i) : 0u;
+        nvr_u64 v = 0;
+        if (live && l.k < t.n) {
+            if (l.k == t.me) {
+                v = nvr_ld8(own + 8 * i, nb);
+            } else if (ok) {
+                ok = nvr_ll_wait(t, r + NVR_LL_PACKET * (i - c.p0), c.e, l.k, v);
             }
         }
-#pragma unroll
-        for (int m = 0; m < NVR_LL_BATCH; ++m) {
-            if (base + (nvr_u64)m * l.groups >= c.p1) break; // warp-uniform
-            const nvr_u64 i = i0 + (nvr_u64)m * l.groups;
-            const bool live = i < c.p1;
-            if (live && ok && !got[m])
-                ok = nvr_ll_wait(t, r + NVR_LL_PACKET * (i - c.p0), c.e, l.k, v[m]);
-            const nvr_u64 out = nvr_group_reduce(v[m], l.G, t.n, s);
-            if (__all_sync(0xffffffffu, ok) && live && l.k == 0)
-                nvr_st8(dst + 8 * i, out, nvr_ll_nb(c.x, i));
-        }
+        const nvr_u64 out = nvr_group_reduce(v, l.G, t.n, s);
+        if (__all_sync(0xffffffffu, ok) && live && l.k == 0) nvr_st8(dst + 8 * i, out, nb);
     }
     return ok;
 }
@@ -357,7 +393,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
-    bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
     ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, ok);
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
@@ -377,7 +413,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
         const nvr_lanes l = nvr_ll_lanes(t.n);
         ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, true);
     } else {
-        ok = nvr_ll_send(t, c, root, threadIdx.x, blockDim.x, s);
+        ok = nvr_ll_send<1>(t, c, root, threadIdx.x, blockDim.x, s);
     }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
@@ -393,7 +429,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
-    bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * x);
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * x);
     ok = nvr_ll_reduce_recv(t, c, l, s + (nvr_u64)t.me * x, (nvr_byte *)dst, (NVR_ACC)scale, ok);
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
@@ -414,10 +450,10 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     bool ok;
     if (t.me == root) {
         const nvr_lanes l = nvr_ll_lanes(t.n);
-        ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
-        if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d);
+        ok = nvr_ll_send<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, s);
+        if (l.k == t.me) nvr_ll_copy<NVR_LL_BATCH>(c, l.q, l.groups, s, d);
     } else {
-        ok = nvr_ll_recv(t, c, root, threadIdx.x, blockDim.x, d);
+        ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, root, threadIdx.x, blockDim.x, d);
     }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
@@ -433,9 +469,9 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
-    bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s);
-    if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
-    if (ok) ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
+    if (l.k == t.me) nvr_ll_copy<1>(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
+    if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
@@ -450,12 +486,12 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
-    bool ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
     if (l.k == t.me) {
         const nvr_u64 o = (nvr_u64)t.me * bytes;
-        nvr_ll_copy(c, l.q, l.groups, s + o, d + o);
+        nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
     }
-    if (ok) ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
@@ -472,10 +508,11 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     bool ok;
     if (t.me == root) {
         const nvr_lanes l = nvr_ll_lanes(t.n);
-        if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
-        ok = nvr_ll_recv(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+        if (l.k == t.me)
+            nvr_ll_copy<NVR_LL_BATCH>(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
+        ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     } else {
-        ok = nvr_ll_send(t, c, root, threadIdx.x, blockDim.x, s);
+        ok = nvr_ll_send<NVR_LL_BATCH>(t, c, root, threadIdx.x, blockDim.x, s);
     }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
@@ -493,10 +530,11 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     bool ok;
     if (t.me == root) {
         const nvr_lanes l = nvr_ll_lanes(t.n);
-        ok = nvr_ll_send(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
-        if (l.k == t.me) nvr_ll_copy(c, l.q, l.groups, s + (nvr_u64)t.me * bytes, d);
+        ok = nvr_ll_send<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
+        if (l.k == t.me)
+            nvr_ll_copy<NVR_LL_BATCH>(c, l.q, l.groups, s + (nvr_u64)t.me * bytes, d);
     } else {
-        ok = nvr_ll_recv(t, c, root, threadIdx.x, blockDim.x, d);
+        ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, root, threadIdx.x, blockDim.x, d);
     }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
