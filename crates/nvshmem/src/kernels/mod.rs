@@ -1079,8 +1079,12 @@ mod tests {
         println!("{} kernels in the cache for {arch}", KernelKey::all().len());
     }
 
+    /// The most PTX an LL module may compile to (bytes, compute_90, NVRTC 13.0): the largest
+    /// is the copies' (`ll`), 229,757 bytes at 6a67b05.
+    const LL_PTX_MOST: usize = 320_000;
+
     /// The CI check: every kernel instantiation compiles with NVRTC for compute_90, no GPU
-    /// needed. Ignored by default because it needs libnvrtc and the CUDA headers;
+    /// needed, and no LL module grows past [`LL_PTX_MOST`]. Ignored by default because it needs libnvrtc and the CUDA headers;
     /// `scripts/check-kernels.sh` installs both from PyPI and runs it.
     #[test]
     #[ignore = "needs NVRTC 13 and the CUDA headers: run scripts/check-kernels.sh"]
@@ -1095,6 +1099,19 @@ mod tests {
             let text = ptx.to_src();
             for f in key.functions() {
                 assert!(text.contains(f), "{}: PTX lacks {f}", key.name());
+            }
+            // An LL call's time grows with its kernel's size: 4adb6f0 unrolled every wait of
+            // the LL copies 8 times, their PTX went from 253 KB to 970 KB (machine code 210 KB
+            // to 994 KB) and every call slowed by 0.5-2.6 us on 2 x H200, even of one packet a
+            // thread (docs/performance.md, "LL packets in flight"). Now 230 KB at most.
+            if matches!(key, KernelKey::Nvlink(NvlinkSource::Ll, _)) {
+                assert!(
+                    text.len() <= LL_PTX_MOST,
+                    "{}: {} bytes of PTX, more than {LL_PTX_MOST}: a larger LL kernel is a \
+                     slower one; measure it before raising the bound",
+                    key.name(),
+                    text.len()
+                );
             }
         });
         assert!(
