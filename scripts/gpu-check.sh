@@ -20,6 +20,9 @@
 #                                         as .gpu-nvshmem/nvshmem-VERSION.tar.xz (git-ignored;
 #                                         3.8.0: 63 MB unpacked, 41.4 MB by xz -9e, a few
 #                                         minutes; the wheel is kept in .nvshmem-cache/)
+#   scripts/gpu-check.sh stage-old [NAME=]REV...
+#                                         on a build machine, after `stage`: nvshmem-perf of
+#                                         older commits into .gpu/old/ for `latency` (below)
 #   scripts/gpu-check.sh run [SUITES...]  on the GPU machine (no Rust there): runs the staged
 #                                         programs with 1 and 2 PEs under every launcher that can
 #                                         start there (mpirun, nvshmem-run, Hydra, none) and prints
@@ -244,6 +247,35 @@ PY
   du -sh "$tmp/nvshmem" | sed 's/\t.*/ unpacked/'
   rm -rf "$tmp"
   ls -l ".gpu-nvshmem/nvshmem-$v.tar.xz"
+}
+
+# nvshmem-perf of older commits beside this build, for `latency` (the same calls of each build
+# in one job after another, on one machine): for every REV, a git worktree of it (under
+# ${TMPDIR:-/tmp}) builds nvshmem-perf in release mode with this checkout's target folder (so
+# only the workspace's crates compile, about 30 s each), and the stripped program goes to
+# .gpu/old/nvshmem-perf-NAME (NAME: the short commit, or NAME=REV to name it; about 4.3 MB
+# each, within the carry). Run it after `stage`, which empties .gpu.
+stage_old() {
+  local spec name rev tree root=$PWD
+  [ $# -gt 0 ] || { echo "stage-old: name at least one commit (REV or NAME=REV)" >&2; return 1; }
+  . scripts/setup.sh
+  mkdir -p .gpu/old
+  for spec in "$@"; do
+    rev=${spec#*=}
+    name=$(git rev-parse --short "$rev") || return 1
+    [ "$spec" = "$rev" ] || name=${spec%%=*}
+    tree=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-old.XXXXXX")
+    git worktree add -q --detach "$tree" "$rev" || return 1
+    (cd "$tree" && CARGO_TARGET_DIR=$root/target cargo build -q --release -p nvshmem-perf) || {
+      git worktree remove --force "$tree"
+      return 1
+    }
+    strip -o ".gpu/old/nvshmem-perf-$name" target/release/nvshmem-perf
+    git worktree remove --force "$tree"
+    ls -l ".gpu/old/nvshmem-perf-$name"
+  done
+  # target/release/nvshmem-perf is now the last old build's: rebuild this checkout's.
+  cargo build -q --release -p nvshmem-perf
 }
 
 # Hydra, MPICH's process manager, which NVSHMEM ships as `nvshmrun`: the GPU machine has none and
@@ -1111,7 +1143,7 @@ spread() {
 }
 # The 8-byte latency of older builds beside this one, interleaved, in a CUDA graph (issue 31:
 # 2.31 us at 2001dcc, 2.61 at 1c95bf1 on 4 x H200, 2026-11-26): every nvshmem-perf under
-# .gpu/old/ (builds of older commits, copied there by hand, named nvshmem-perf-COMMIT), then
+# .gpu/old/ (builds of older commits: `stage-old REV...`, named nvshmem-perf-COMMIT), then
 # .gpu/bin/nvshmem-perf with the call check on and off, LATENCY_ROUNDS times (default 2).
 # LATENCY_ARGS replaces the nvshmem-perf arguments (sizes, collectives; `--impl nvshmem-rs` is
 # added), e.g. the mid band's Lamport calls; LATENCY_NCCL=1 adds one NCCL run of them a round.
@@ -1523,6 +1555,7 @@ case "$mode" in
   stage-hydra) set -e; stage_hydra ;;
   stage-small) GPU_BINS=${GPU_BINS:-$SMALL_BINS} stage ;;
   stage-nvshmem) set -e; stage_nvshmem "$@" ;;
+  stage-old) set -e; stage_old "$@" ;;
   run)
     nvidia-smi -L | tee "$out/gpus.txt"
     nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
@@ -1551,5 +1584,5 @@ case "$mode" in
     fi
     [ $failures -eq 0 ]
     ;;
-  *) sed -n '2,33p' "$0"; exit 2 ;;
+  *) sed -n '2,/^# Another NVSHMEM/p' "$0" | sed '$d'; exit 2 ;;
 esac
