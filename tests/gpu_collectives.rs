@@ -193,8 +193,7 @@ fn gpu_collectives() {
 /// Which size classes and element types the matrix runs: `MATRIX_CLASSES` (comma-separated,
 /// of `one`, `odd`, `unaligned`, `near_ll`, `medium` and `big`: 1 element, an odd count, a
 /// count whose bytes are not a multiple of 16, about 100 KiB (`NEAR_LL`), 1 MiB and 64 MiB a
-/// PE) and `MATRIX_TYPES` (type names, as
-/// `f32,bf16,u8`); each unset means all. They fit a run of many PEs into a short lease (e.g.
+/// PE) and `MATRIX_TYPES` (type names, as `f32,bf16,u8`); each unset means all. They fit a run of many PEs into a short lease (e.g.
 /// `MATRIX_CLASSES=one,odd,unaligned` at 8 PEs) and are the same on every PE.
 struct Selection {
     classes: Option<Vec<String>>,

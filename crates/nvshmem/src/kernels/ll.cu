@@ -151,11 +151,11 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x)
 // time, and so does a batch with a packet not yet arrived (waited for one by one, the next
 // batch batched again). The batched body is plain loads and stores, without a wait of its own:
 // unrolled copies of the waits made the kernels five times larger and every call slower.
-// Measured on 2 x H200 (2026-11-27, docs/performance.md "The mid band"): batches of 4 took
-// gather 1 MiB from 7.4 to 6.0 us, scatter from 6.6 to 5.4, broadcast 512 KiB from 5.8 to
-// 5.2, but made fcollect and alltoall (every thread both sends and receives) up to 0.8 us
-// slower; so broadcast, gather and scatter batch (NVR_LL_BATCH), fcollect and alltoall do not
-// (B = 1 compiles to the one-at-a-time loop alone).
+// Measured on 2 PEs, H200 (2026-11-27, docs/performance.md "LL packets in flight"): batches
+// of 4 took gather 1 MiB from 7.4 to 5.2 us, scatter from 6.5 to 5.3, broadcast 512 KiB from
+// 5.7 to 5.2; batched alike, fcollect and alltoall (every thread both sends and receives) were
+// up to 0.8 us slower at 1 MiB. So broadcast, gather and scatter batch (NVR_LL_BATCH), and
+// fcollect, alltoall and the reductions do not (B = 1 compiles to the one-at-a-time loop alone).
 #ifndef NVR_LL_BATCH
 #define NVR_LL_BATCH 4
 #endif

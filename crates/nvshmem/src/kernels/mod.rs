@@ -1084,8 +1084,9 @@ mod tests {
     const LL_PTX_MOST: usize = 320_000;
 
     /// The CI check: every kernel instantiation compiles with NVRTC for compute_90, no GPU
-    /// needed, and no LL module grows past [`LL_PTX_MOST`]. Ignored by default because it needs libnvrtc and the CUDA headers;
-    /// `scripts/check-kernels.sh` installs both from PyPI and runs it.
+    /// needed, and no LL module grows past [`LL_PTX_MOST`]. Ignored by default because it
+    /// needs libnvrtc and the CUDA headers; `scripts/check-kernels.sh` installs both from PyPI
+    /// and runs it.
     #[test]
     #[ignore = "needs NVRTC 13 and the CUDA headers: run scripts/check-kernels.sh"]
     fn every_kernel_compiles_with_nvrtc() {

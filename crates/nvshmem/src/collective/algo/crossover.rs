@@ -240,11 +240,12 @@ pub(crate) static ROWS: &[Row] = &[
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, MIDBAND_RUN, SWEEP_RUN],
             figures: "SWEEP (graph, f32): LL 8 B: 2.73 against Lamport 2.96, NCCL 5.71; 1 KiB: \
-                      2.85 against Lamport 3.06; 2 KiB: 3.41 against Lamport 3.35; 16 KiB: \
-                      3.73 against Lamport 3.39; 32 KiB: 3.85 against 3.41 (LL stays to 32 \
-                      KiB for the types Lamport does not serve). Before: LL 32 KiB: 5.7 against NVSHMEM 7.1, NCCL 7.1; direct 128 KiB: 7.5 \
-                      against 7.3, 7.3; 512 KiB: 8.9 against 9.8, 9.8; 128 MiB: 399.6 against \
-                      456.3, 472.2 (336 GB/s); Lamport (graph, f32) 64 KiB: 4.55 against NVSHMEM 6.83, NCCL 6.82; 1 MiB: 7.27 against \
+                      2.85 against Lamport 3.06; 2 KiB: 3.41 against Lamport 3.35; 16 KiB: 3.73 \
+                      against Lamport 3.39; 32 KiB: 3.85 against 3.41 (LL stays to 32 KiB for \
+                      the types Lamport does not serve). Before: LL 32 KiB: 5.7 against NVSHMEM \
+                      7.1, NCCL 7.1; direct 128 KiB: 7.5 against 7.3, 7.3; 512 KiB: 8.9 against \
+                      9.8, 9.8; 128 MiB: 399.6 against 456.3, 472.2 (336 GB/s); Lamport (graph, \
+                      f32) 64 KiB: 4.55 against NVSHMEM 6.83, NCCL 6.82; 1 MiB: 7.27 against \
                       13.21, 13.04; 2 MiB: 11.27 against direct 12.91, NCCL 27.9",
         },
     },
@@ -263,9 +264,10 @@ pub(crate) static ROWS: &[Row] = &[
                       KiB: 3.43 against Lamport 3.40; 32 KiB: 3.62 against 3.46; Lamport 4 MiB \
                       (the default sweep, -n 20): 11.90 against direct 14.05, NCCL 23.38. \
                       Before: LL 16 KiB: 5.7 against NVSHMEM 6.1, NCCL 6.0; direct 64 KiB: 6.6 \
-                      against 6.3, 6.3; 256 KiB: 7.9 against 7.7, 7.6; 1 MiB: 10.1 against \
-                      14.1, 14.1; 64 MiB: 209.2 against 283.1, 281.6; Lamport (graph, f32; call sizes) 64 KiB: 4.41 against NVSHMEM 5.95, NCCL 5.95; 2 MiB: \
-                      7.16 against 14.08, 14.0",
+                      against 6.3, 6.3; 256 KiB: 7.9 against 7.7, 7.6; 1 MiB: 10.1 against 14.1, \
+                      14.1; 64 MiB: 209.2 against 283.1, 281.6; Lamport (graph, f32; call sizes) \
+                      64 KiB: 4.41 against NVSHMEM 5.95, NCCL 5.95; 2 MiB: 7.16 against 14.08, \
+                      14.0",
         },
     },
     Row {
@@ -299,11 +301,11 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(64 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.72 against direct 6.59, \
-                      NVSHMEM 7.78, NCCL 7.82; 512 KiB: 6.18 against direct 7.08; 1 MiB: 9.83 \
-                      against direct 8.00. Before: LL 16 KiB: 5.1 against NVSHMEM 8.0, NCCL 7.9; direct 64 KiB: 6.7 \
-                      against 8.1, 8.0; 64 MiB: 191.9 against 203.1, 250.2; copy engines \
-                      64 MiB: 193.0 against direct 194.2 (level); 128 MiB: 364.8 against \
+            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.72 against direct 6.59, NVSHMEM \
+                      7.78, NCCL 7.82; 512 KiB: 6.18 against direct 7.08; 1 MiB: 9.83 against \
+                      direct 8.00. Before: LL 16 KiB: 5.1 against NVSHMEM 8.0, NCCL 7.9; direct \
+                      64 KiB: 6.7 against 8.1, 8.0; 64 MiB: 191.9 against 203.1, 250.2; copy \
+                      engines 64 MiB: 193.0 against direct 194.2 (level); 128 MiB: 364.8 against \
                       direct 378.6, NCCL 472.6",
         },
     },
@@ -318,13 +320,13 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(16 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (graph): LL 64 KiB: 2.91 against NVSHMEM 5.92, NCCL 5.96; \
-                      512 KiB: 5.76 against 8.06, 8.11, direct 8.59 (LL carries 512 KiB a PE \
-                      at most). Before: LL 32 KiB: 3.7 against NVSHMEM 6.1, NCCL 6.1; direct 128 KiB: 7.0 \
-                      against 6.2, 6.1; 512 KiB: 7.9 against 8.3, 8.5; 2 MiB: 13.0 against \
-                      21.9, 19.1; 32 MiB: 189.4 against 117.3, 113.3; copy engines 16 MiB: \
-                      58.3 against direct 53.9; 32 MiB: 101.7 against direct 110.7, NCCL \
-                      111.9; 128 MiB: 355.0 against NVSHMEM 385.6, NCCL 388.6 (378 GB/s)",
+            figures: "LLWIDE (graph): LL 64 KiB: 2.91 against NVSHMEM 5.92, NCCL 5.96; 512 KiB: \
+                      5.76 against 8.06, 8.11, direct 8.59 (LL carries 512 KiB a PE at most). \
+                      Before: LL 32 KiB: 3.7 against NVSHMEM 6.1, NCCL 6.1; direct 128 KiB: 7.0 \
+                      against 6.2, 6.1; 512 KiB: 7.9 against 8.3, 8.5; 2 MiB: 13.0 against 21.9, \
+                      19.1; 32 MiB: 189.4 against 117.3, 113.3; copy engines 16 MiB: 58.3 \
+                      against direct 53.9; 32 MiB: 101.7 against direct 110.7, NCCL 111.9; 128 \
+                      MiB: 355.0 against NVSHMEM 385.6, NCCL 388.6 (378 GB/s)",
         },
     },
     Row {
@@ -339,14 +341,14 @@ pub(crate) static ROWS: &[Row] = &[
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, POINTS_RUN, MIDBAND_RUN, SWEEP_RUN],
             figures: "SWEEP (graph, f32): LL 32 KiB: 3.12 against Lamport 3.36, NCCL 5.08; 64 \
-                      KiB: 3.17 against 3.37; 128 KiB: 3.75 against 3.39. Before: LL 32 KiB: 4.0 against NCCL 5.4; NVSHMEM has no rooted reduce, and its \
-                      path here (an all-reduce into the scratch) is slower at every size: \
-                      8 B 12.10 against the automatic choice's 4.58, 128 MiB 537.6 against \
-                      457.0 (stream; graph 6.29 against 1.61, 516.8 against 470.2). NCCL's \
-                      reduce, not an algorithm here, is faster at 128 KiB (5.8 against 7.3) \
-                      and 128 MiB (377.8 against 460.6); Lamport (graph, f32) 64 KiB: 3.96 against NCCL 5.29; 1 MiB: \
-                      5.40 against 10.45; 2 MiB (forced): 8.12 against direct 12.77, NCCL \
-                      16.40",
+                      KiB: 3.17 against 3.37; 128 KiB: 3.75 against 3.39. Before: LL 32 KiB: 4.0 \
+                      against NCCL 5.4; NVSHMEM has no rooted reduce, and its path here (an \
+                      all-reduce into the scratch) is slower at every size: 8 B 12.10 against \
+                      the automatic choice's 4.58, 128 MiB 537.6 against 457.0 (stream; graph \
+                      6.29 against 1.61, 516.8 against 470.2). NCCL's reduce, not an algorithm \
+                      here, is faster at 128 KiB (5.8 against 7.3) and 128 MiB (377.8 against \
+                      460.6); Lamport (graph, f32) 64 KiB: 3.96 against NCCL 5.29; 1 MiB: 5.40 \
+                      against 10.45; 2 MiB (forced): 8.12 against direct 12.77, NCCL 16.40",
         },
     },
     Row {
@@ -360,11 +362,12 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(16 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.07 against NCCL 6.23, \
-                      direct 6.90; 1 MiB: 7.47 against NCCL 9.01, direct 8.36. Before: LL 16 KiB: 3.8 against NCCL 6.5 (rooted_get 8 B: 16.84 against 3.60, \
-                      stream); direct 16 MiB: 52.9 against NCCL 56.3; copy engines 32 MiB: \
-                      100.8 against NCCL 104.5, direct 203.2 (the direct kernels' unexplained \
-                      dip at 32 MiB blocks); 128 MiB: 355.5 against NCCL 380.7",
+            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.07 against NCCL 6.23, direct \
+                      6.90; 1 MiB: 7.47 against NCCL 9.01, direct 8.36. Before: LL 16 KiB: 3.8 \
+                      against NCCL 6.5 (rooted_get 8 B: 16.84 against 3.60, stream); direct 16 \
+                      MiB: 52.9 against NCCL 56.3; copy engines 32 MiB: 100.8 against NCCL \
+                      104.5, direct 203.2 (the direct kernels' unexplained dip at 32 MiB \
+                      blocks); 128 MiB: 355.5 against NCCL 380.7",
         },
     },
     Row {
@@ -378,11 +381,11 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(16 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 2.93 against NCCL 5.96, \
-                      direct 6.93; 1 MiB: 6.55 against NCCL 8.41, direct 8.37. Before: LL 16 KiB: 3.8 against NCCL 6.2 (rooted_get 8 B: 17.98 against 3.56, \
-                      stream); direct 16 MiB: 53.3 against NCCL 58.5; copy engines 32 MiB: \
-                      102.5 against NCCL 108.3, direct 226.0; 128 MiB: 356.9 against NCCL \
-                      385.5",
+            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 2.93 against NCCL 5.96, direct \
+                      6.93; 1 MiB: 6.55 against NCCL 8.41, direct 8.37. Before: LL 16 KiB: 3.8 \
+                      against NCCL 6.2 (rooted_get 8 B: 17.98 against 3.56, stream); direct 16 \
+                      MiB: 53.3 against NCCL 58.5; copy engines 32 MiB: 102.5 against NCCL \
+                      108.3, direct 226.0; 128 MiB: 356.9 against NCCL 385.5",
         },
     },
     // Measured: 4 PEs, sm_90 (one PE a GPU; FOUR_PE_RUN, whole-call sizes in the figures).
@@ -507,9 +510,9 @@ pub(crate) static ROWS: &[Row] = &[
             runs: &[FOUR_PE_RUN, ROOTED_RUN],
             figures: "ROOTED: LL 512 KiB: 4.57 against direct 8.20, NCCL 7.30; 1 MiB (LL's \
                       limit, 256 KiB blocks): 6.36 against direct 9.34, NCCL 9.09 (FOUR_PE, \
-                      before LL's batches: 13.61 against direct 9.63). Direct 16 MiB: 42.11 against NCCL 40.30. Copy engines 32 \
-                      MiB: 79.37 against direct 216.56, NCCL 72.08; 128 MiB: 271.72 against \
-                      rooted_get 301.12, NCCL 270.92",
+                      before LL's batches: 13.61 against direct 9.63). Direct 16 MiB: 42.11 \
+                      against NCCL 40.30. Copy engines 32 MiB: 79.37 against direct 216.56, NCCL \
+                      72.08; 128 MiB: 271.72 against rooted_get 301.12, NCCL 270.92",
         },
     },
     Row {
@@ -525,9 +528,9 @@ pub(crate) static ROWS: &[Row] = &[
             runs: &[FOUR_PE_RUN, ROOTED_RUN],
             figures: "ROOTED: LL 512 KiB: 4.47 against direct 8.39, NCCL 7.77; 1 MiB (LL's \
                       limit, 256 KiB blocks): 7.49 against direct 9.47, NCCL 9.89 (FOUR_PE, \
-                      before LL's batches: 11.81 against direct 9.70). Direct 16 MiB: 43.29 against NCCL 43.01. Copy engines 32 \
-                      MiB: 90.72 against direct 215.61, NCCL 78.49; 128 MiB: 286.20 against \
-                      rooted_get 278.95, NCCL 284.66",
+                      before LL's batches: 11.81 against direct 9.70). Direct 16 MiB: 43.29 \
+                      against NCCL 43.01. Copy engines 32 MiB: 90.72 against direct 215.61, NCCL \
+                      78.49; 128 MiB: 286.20 against rooted_get 278.95, NCCL 284.66",
         },
     },
     // Conservative: any architecture, any team size not measured above (1 to 8 PEs, the
