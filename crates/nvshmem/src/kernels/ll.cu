@@ -306,35 +306,24 @@ __device__ __forceinline__ nvr_lanes nvr_ll_lanes(int n) {
     return l;
 }
 
-// fcollect's and alltoall's place for a thread: whole warps either send (even warps: lane
-// group k < G of G lanes sends to team PE k, or copies this PE's own part when k == me) or
-// receive (odd warps: from team PE k), so a PE's sends and receives run on different warps at
-// once, each a one-way stream that keeps NVR_LL_BATCH packets in flight as the rooted copies
-// do. (A thread that sent and then received, batching both, was slower at 1 MiB than one
-// packet at a time; roles split within a warp diverge, and a warp's polling lanes then held
-// back its sending ones: 1 MiB took 15 us.) A block of one warp does both, sending first.
+// fcollect's and alltoall's place for a thread: groups of 2G lanes, lane k < G sending to team
+// PE k (or copying this PE's own part when k == me), lane G + k receiving from team PE k. So a
+// PE's sends and its receives run on different threads at once, each a one-way stream that
+// keeps NVR_LL_BATCH packets in flight as the rooted copies do (a thread that sent and then
+// received, batching both, was slower at 1 MiB than one packet at a time).
 struct nvr_roles {
     int k;
-    bool send, recv;
+    bool recv;
     nvr_u64 q, groups;
 };
 
 __device__ __forceinline__ nvr_roles nvr_ll_roles(int n) {
     const unsigned int G = (unsigned int)nvr_ll_group(n);
-    const unsigned int W = blockDim.x / 32u, w = threadIdx.x / 32u, lane = threadIdx.x & 31u;
     nvr_roles r;
-    r.k = (int)(lane & (G - 1));
-    if (W < 2) {
-        r.send = r.recv = true;
-        r.q = threadIdx.x / G;
-        r.groups = blockDim.x / G;
-        return r;
-    }
-    r.recv = (w & 1u) != 0;
-    r.send = !r.recv;
-    const unsigned int warps = r.recv ? W / 2 : (W + 1) / 2; // this role's warps
-    r.q = ((w / 2) * 32u + lane) / G;
-    r.groups = warps * 32u / G;
+    r.k = (int)(threadIdx.x & (G - 1));
+    r.recv = (threadIdx.x & G) != 0;
+    r.q = threadIdx.x / (2 * G);
+    r.groups = blockDim.x / (2 * G);
     return r;
 }
 
@@ -502,14 +491,13 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok = true;
-    if (l.send) {
-        if (l.k == t.me)
-            nvr_ll_copy<NVR_LL_BATCH>(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
-        else
-            ok = nvr_ll_send<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, s);
-    }
-    if (l.recv && ok)
+    if (l.recv) {
         ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    } else if (l.k == t.me) {
+        nvr_ll_copy<NVR_LL_BATCH>(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
+    } else {
+        ok = nvr_ll_send<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, s);
+    }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
@@ -525,15 +513,14 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok = true;
-    if (l.send) {
-        const nvr_u64 o = (nvr_u64)l.k * bytes;
-        if (l.k == t.me)
-            nvr_ll_copy<NVR_LL_BATCH>(c, l.q, l.groups, s + o, d + o);
-        else
-            ok = nvr_ll_send<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, s + o);
-    }
-    if (l.recv && ok)
+    if (l.recv) {
         ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    } else if (l.k == t.me) {
+        const nvr_u64 o = (nvr_u64)t.me * bytes;
+        nvr_ll_copy<NVR_LL_BATCH>(c, l.q, l.groups, s + o, d + o);
+    } else {
+        ok = nvr_ll_send<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
+    }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
