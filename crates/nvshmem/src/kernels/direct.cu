@@ -29,8 +29,7 @@
 //   NVR_D_INFLIGHT   16-byte vectors each thread loads before its first store (default 8)
 //   NVR_D_BCAST      broadcast: 0 push when n == 2 else pull-and-forward (default), 1 push,
 //                    2 pull, 3 pull-and-forward
-//   NVR_D_REDUCE     rooted reduce: 0 two-shot (default), 1 the root pulls everything, 2 on
-//                    2 PEs the non-root reduces everything into the root's dst
+//   NVR_D_REDUCE     rooted reduce: 0 two-shot (default), 1 the root pulls everything
 //
 // Algorithms, and what crosses each link per direction for n PEs (S = nccl-tests' bytes):
 //   all_reduce      two-shot: PE i loads share i (S/n) from every member, combines in team
@@ -326,12 +325,11 @@ __device__ void nvr_d_reduce_scatter(const nvr_team &t, const NVR_T *src, NVR_T 
     nvr_d_reduce_job<NMAX>(s, t.n, d, 1, count, 0, 1, sc);
 }
 
-// Rooted reduce. Two-shot (solo < 0): every PE reduces its share and stores it into the root's
-// dst only. Otherwise team PE `solo` reduces everything alone (NVR_D_REDUCE 1: the root, by
-// loads; 2: on 2 PEs the other PE, loading the root's src and storing into the root's dst).
+// Rooted reduce. Two-shot: every PE reduces its share and stores it into the root's dst only.
+// Pull (NVR_D_REDUCE == 1): the root reduces everything alone.
 template <int NMAX>
 __device__ void nvr_d_reduce(const nvr_team &t, int root, const NVR_T *src, NVR_T *dst,
-                             nvr_d_u64 count, NVR_ACC sc, int solo) {
+                             nvr_d_u64 count, NVR_ACC sc, bool pull) {
     const char *s[NMAX];
     char *d[NMAX];
 #pragma unroll
@@ -339,8 +337,8 @@ __device__ void nvr_d_reduce(const nvr_team &t, int root, const NVR_T *src, NVR_
         s[j] = (const char *)src + (j < t.n ? t.off[j] : 0);
         d[j] = (char *)dst + t.off[root];
     }
-    if (solo >= 0) {
-        if (t.me == solo)
+    if (pull) {
+        if (t.me == root)
             nvr_d_reduce_job<NMAX>(s, t.n, d, 1, count, 0, 1, sc);
     } else {
         nvr_d_reduce_job<NMAX>(s, t.n, d, 1, count, t.me, t.n, sc);
@@ -393,14 +391,14 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     // loop over cudaMalloc'd peer memory, tools/probes/two_shot.cu, ran 98 / 205 / 385 / 744 at
     // 32 / 64 / 128 / 256 MiB, whatever its loop shape: docs/performance.md, "Where it is
     // slower"). From 3 PEs the two-shot brings only S into the root, pull (n - 1) S.
-    const int solo = NVR_D_REDUCE == 1 ? root : NVR_D_REDUCE == 2 && t.n == 2 ? 1 - root : -1;
-    // Two-shot: everyone loads from everyone; solo: only `solo` touches the others' buffers.
-    const unsigned touch = solo < 0 ? all : t.me == solo ? all : 0u;
-    const unsigned touched_by = solo < 0 ? all : t.me == solo ? 0u : 1u << solo;
+    const bool pull = NVR_D_REDUCE == 1;
+    // Two-shot: everyone loads from everyone; pull: only the root loads, from everyone.
+    const unsigned touch = pull ? (t.me == root ? all : 0u) : all;
+    const unsigned touched_by = pull ? (t.me == root ? 0u : 1u << root) : all;
     unsigned e;
     if (!nvr_d_enter(t, touch, &e))
         return;
-    NVR_D_DISPATCH(nvr_d_reduce, t, root, src, dst, count, (NVR_ACC)scale, solo);
+    NVR_D_DISPATCH(nvr_d_reduce, t, root, src, dst, count, (NVR_ACC)scale, pull);
     nvr_d_exit(t, e, touch, touched_by);
 }
 

@@ -306,27 +306,6 @@ __device__ __forceinline__ nvr_lanes nvr_ll_lanes(int n) {
     return l;
 }
 
-// fcollect's and alltoall's place for a thread: groups of 2G lanes, lane k < G sending to team
-// PE k (or copying this PE's own part when k == me), lane G + k receiving from team PE k. So a
-// PE's sends and its receives run on different threads at once, each a one-way stream that
-// keeps NVR_LL_BATCH packets in flight as the rooted copies do (a thread that sent and then
-// received, batching both, was slower at 1 MiB than one packet at a time).
-struct nvr_roles {
-    int k;
-    bool recv;
-    nvr_u64 q, groups;
-};
-
-__device__ __forceinline__ nvr_roles nvr_ll_roles(int n) {
-    const unsigned int G = (unsigned int)nvr_ll_group(n);
-    nvr_roles r;
-    r.k = (int)(threadIdx.x & (G - 1));
-    r.recv = (threadIdx.x & G) != 0;
-    r.q = threadIdx.x / (2 * G);
-    r.groups = blockDim.x / (2 * G);
-    return r;
-}
-
 #ifdef NVR_OP
 // ---- reductions -----------------------------------------------------------------------------
 
@@ -487,17 +466,12 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
-    const nvr_roles l = nvr_ll_roles(t.n);
+    const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
-    bool ok = true;
-    if (l.recv) {
-        ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    } else if (l.k == t.me) {
-        nvr_ll_copy<NVR_LL_BATCH>(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
-    } else {
-        ok = nvr_ll_send<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, s);
-    }
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
+    if (l.k == t.me) nvr_ll_copy<1>(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
+    if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
@@ -509,18 +483,15 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
-    const nvr_roles l = nvr_ll_roles(t.n);
+    const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
-    bool ok = true;
-    if (l.recv) {
-        ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    } else if (l.k == t.me) {
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
+    if (l.k == t.me) {
         const nvr_u64 o = (nvr_u64)t.me * bytes;
-        nvr_ll_copy<NVR_LL_BATCH>(c, l.q, l.groups, s + o, d + o);
-    } else {
-        ok = nvr_ll_send<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
+        nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
     }
+    if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 

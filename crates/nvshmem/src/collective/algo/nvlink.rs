@@ -75,10 +75,8 @@ pub(crate) fn ll_blocks(n: usize, max_blocks: u32) -> usize {
 const LL_BYTES_PER_BLOCK: usize = 2 << 10;
 
 /// The LL launch rule of `ll.cu` for `x` payload bytes per (sender, receiver) pair and a team
-/// of `n` whose members keep `max_blocks` blocks resident: (grid, block). `two_way`: fcollect
-/// and alltoall, whose threads each either send or receive (`nvr_ll_roles`), so a packet has
-/// twice the lanes.
-pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32, two_way: bool) -> (u32, u32) {
+/// of `n` whose members keep `max_blocks` blocks resident: (grid, block).
+pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32) -> (u32, u32) {
     let grid = x
         .div_ceil(LL_BYTES_PER_BLOCK)
         .clamp(1, ll_blocks(n, max_blocks));
@@ -88,7 +86,7 @@ pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32, two_way: bool) -> (u
         2 => 2,
         3 | 4 => 4,
         _ => 8,
-    } * if two_way { 2 } else { 1 };
+    };
     let block = ((packets_per_block * lanes).next_multiple_of(32) + 32).min(512);
     (grid as u32, block as u32)
 }
@@ -140,8 +138,7 @@ impl Algorithm for Ll {
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
-        let two_way = matches!(call.coll, Collective::Fcollect | Collective::Alltoall);
-        let (grid, block) = ll_shape(call.block_bytes(), call.n(), call.team.max_blocks, two_way);
+        let (grid, block) = ll_shape(call.block_bytes(), call.n(), call.team.max_blocks);
         steps.push(launch(call, NvlinkSource::Ll, grid, block));
     }
 }
@@ -356,28 +353,23 @@ mod tests {
     #[test]
     fn the_ll_launch_rule_of_ll_cu() {
         // 8 bytes, 2 PEs: one packet, two lanes: one warp plus the flag warp.
-        assert_eq!(ll_shape(8, 2, 128, false), (1, 64));
-        assert_eq!(ll_shape(2048, 2, 128, false), (1, 512));
-        assert_eq!(ll_shape(4096, 2, 128, false), (2, 512));
-        assert_eq!(ll_shape(4097, 8, 128, false), (3, 512));
-        assert_eq!(ll_shape(32 << 10, 2, 128, false), (16, 512));
-        assert_eq!(ll_shape(0, 1, 128, false), (1, 32));
+        assert_eq!(ll_shape(8, 2, 128), (1, 64));
+        assert_eq!(ll_shape(2048, 2, 128), (1, 512));
+        assert_eq!(ll_shape(4096, 2, 128), (2, 512));
+        assert_eq!(ll_shape(4097, 8, 128), (3, 512));
+        assert_eq!(ll_shape(32 << 10, 2, 128), (16, 512));
+        assert_eq!(ll_shape(0, 1, 128), (1, 32));
         // One block per 2 KiB up to the blocks a sender has: 32 for 2 PEs (issue 31; 8 for
         // every team before), 16 for 4, 8 for 8.
-        assert_eq!(ll_shape((32 << 10) + 8, 2, 128, false), (17, 512));
-        assert_eq!(ll_shape(64 << 10, 2, 128, false), (32, 512));
-        assert_eq!(ll_shape(512 << 10, 2, 128, false), (32, 512));
-        assert_eq!(ll_shape(64 << 10, 4, 128, false), (16, 512));
-        assert_eq!(ll_shape(64 << 10, 3, 128, false), (21, 512));
-        assert_eq!(ll_shape(64 << 10, 8, 128, false), (8, 512));
+        assert_eq!(ll_shape((32 << 10) + 8, 2, 128), (17, 512));
+        assert_eq!(ll_shape(64 << 10, 2, 128), (32, 512));
+        assert_eq!(ll_shape(512 << 10, 2, 128), (32, 512));
+        assert_eq!(ll_shape(64 << 10, 4, 128), (16, 512));
+        assert_eq!(ll_shape(64 << 10, 3, 128), (21, 512));
+        assert_eq!(ll_shape(64 << 10, 8, 128), (8, 512));
         // Where members keep fewer blocks resident, fewer blocks carry more packets each.
-        assert_eq!(ll_shape(64 << 10, 2, 4, false), (4, 512));
-        assert_eq!(ll_shape(64 << 10, 2, 0, false), (1, 512));
-        // fcollect and alltoall: a sending and a receiving lane per team PE and packet.
-        assert_eq!(ll_shape(8, 2, 128, true), (1, 64));
-        assert_eq!(ll_shape(1024, 2, 128, false), (1, 288));
-        assert_eq!(ll_shape(1024, 2, 128, true), (1, 512));
-        assert_eq!(ll_shape(8, 8, 128, true), (1, 64));
+        assert_eq!(ll_shape(64 << 10, 2, 4), (4, 512));
+        assert_eq!(ll_shape(64 << 10, 2, 0), (1, 512));
     }
 
     /// Every payload LL accepts fits its regions under the launch rule: `ppb * 16 <=
@@ -391,13 +383,8 @@ mod tests {
                 let cap = ll_blocks(n, max_blocks) * ll_bytes / 2;
                 let mut xs: Vec<usize> = (0..=20).map(|p| 1usize << p).collect();
                 xs.extend([cap - 1, cap, (32 << 10) + 1, 3 << 14]);
-                let two_ways = [false, true];
-                for (x, two_way) in xs
-                    .into_iter()
-                    .filter(|&x| x <= cap)
-                    .zip(two_ways.iter().cycle())
-                {
-                    let (grid, block) = ll_shape(x, n, max_blocks, *two_way);
+                for x in xs.into_iter().filter(|&x| x <= cap) {
+                    let (grid, block) = ll_shape(x, n, max_blocks);
                     let ppb = x.div_ceil(8).div_ceil(grid as usize);
                     assert!(ppb * 16 <= ll_bytes, "n {n} mb {max_blocks} x {x}");
                     assert!(x <= grid as usize * (ll_bytes / 2), "n {n} x {x}");
