@@ -180,15 +180,20 @@ __device__ __forceinline__ void nvr_ll_load_words(const nvr_ll_ctx &c, const nvr
 // ... Before the first store it makes sure k has arrived at the run before e, so k is done
 // reading this parity's region (its run two before e). The first payloads are loaded before
 // that check, so the loads overlap. Does nothing for k == me or k outside the team.
+// With `cd` it also copies the same packets locally into cd: from `cs`, or (cs null) the
+// packet sent, so that a thread's local copy rides on its sends' loads and stores (fcollect,
+// alltoall) instead of being a lane's chain of its own; one packet at a time then.
 template <int B>
 __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx &c, int k,
-                                            nvr_u64 q, nvr_u64 step, const nvr_byte *src) {
+                                            nvr_u64 q, nvr_u64 step, const nvr_byte *src,
+                                            const nvr_byte *cs = nullptr,
+                                            nvr_byte *cd = nullptr) {
     if (k < 0 || k >= t.n || k == t.me) return true;
     nvr_u64 i = c.p0 + q;
     if (i >= c.p1) return true;
     const unsigned int *flag = nvr_arrive_word(t, c.b, k);
     char *r = nvr_peer(t, nvr_ll_region(t, c.e, t.me, c.b), k);
-    if (B > 1 && nvr_ll_words(c, src)) {
+    if (B > 1 && cd == nullptr && nvr_ll_words(c, src)) {
         const nvr_u64 *w = (const nvr_u64 *)src;
         nvr_u64 v[B];
         nvr_ll_load_words<B>(c, w, i, step, v);
@@ -207,14 +212,17 @@ __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx 
         }
     }
     nvr_u64 v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
+    nvr_u64 u = cd != nullptr && cs != nullptr ? nvr_ld8(cs + 8 * i, nvr_ll_nb(c.x, i)) : v;
     const unsigned int seen = nvr_ld_acquire(flag);
     if (!nvr_wait_flag_seen(t, flag, seen, nvr_prev_epoch(c.e), k, c.e, NVR_WAIT_ARRIVE))
         return false;
     for (;;) {
         nvr_ll_store(r + NVR_LL_PACKET * (i - c.p0), v, c.e);
+        if (cd != nullptr) nvr_st8(cd + 8 * i, u, nvr_ll_nb(c.x, i));
         i += step;
         if (i >= c.p1) break;
         v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
+        u = cd != nullptr && cs != nullptr ? nvr_ld8(cs + 8 * i, nvr_ll_nb(c.x, i)) : v;
     }
     return true;
 }
@@ -301,6 +309,21 @@ __device__ __forceinline__ nvr_lanes nvr_ll_lanes(int n) {
     nvr_lanes l;
     l.G = nvr_ll_group(n);
     l.k = (int)(threadIdx.x & (unsigned int)(l.G - 1));
+    l.q = threadIdx.x / (unsigned int)l.G;
+    l.groups = blockDim.x / (unsigned int)l.G;
+    return l;
+}
+
+// fcollect's and alltoall's lanes: only peers get one, G = n - 1 rounded up to 1, 2, 4 or 8,
+// lane j handling team PE (me + 1 + j) % n (none, k = -1, past n - 2); lane 0 also makes this
+// PE's own copy as it sends. (Lane k = me making the copy alone left half the threads of a
+// 2-PE team idle but for it, and each peer lane twice the packets to send and receive: a
+// 256 KiB fcollect took 4.30 us.)
+__device__ __forceinline__ nvr_lanes nvr_ll_peer_lanes(const nvr_team &t) {
+    nvr_lanes l;
+    l.G = nvr_ll_group(t.n - 1);
+    const int j = (int)(threadIdx.x & (unsigned int)(l.G - 1));
+    l.k = j < t.n - 1 ? (t.me + 1 + j) % t.n : -1;
     l.q = threadIdx.x / (unsigned int)l.G;
     l.groups = blockDim.x / (unsigned int)l.G;
     return l;
@@ -466,12 +489,19 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
-    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_lanes l = nvr_ll_peer_lanes(t);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
-    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
-    if (l.k == t.me) nvr_ll_copy<1>(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
-    if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    nvr_byte *own = d + (nvr_u64)t.me * bytes;
+    // Lane 0's copy (none in place: src is this PE's block of dst).
+    nvr_byte *cd = (threadIdx.x & (unsigned int)(l.G - 1)) == 0 && own != s ? own : nullptr;
+    bool ok = true;
+    if (l.k >= 0) {
+        ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s, nullptr, cd);
+        if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    } else if (cd != nullptr && t.n == 1) {
+        nvr_ll_copy<1>(c, l.q, l.groups, s, cd);
+    }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
@@ -483,15 +513,20 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
-    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_lanes l = nvr_ll_peer_lanes(t);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
-    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
-    if (l.k == t.me) {
-        const nvr_u64 o = (nvr_u64)t.me * bytes;
+    const nvr_u64 o = (nvr_u64)t.me * bytes;
+    // Lane 0 copies this PE's own block as it sends (alltoall never runs in place).
+    const bool copies = (threadIdx.x & (unsigned int)(l.G - 1)) == 0;
+    bool ok = true;
+    if (l.k >= 0) {
+        ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes, s + o,
+                            copies ? d + o : nullptr);
+        if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    } else if (copies && t.n == 1) {
         nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
     }
-    if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 

@@ -75,13 +75,15 @@ pub(crate) fn ll_blocks(n: usize, max_blocks: u32) -> usize {
 const LL_BYTES_PER_BLOCK: usize = 2 << 10;
 
 /// The LL launch rule of `ll.cu` for `x` payload bytes per (sender, receiver) pair and a team
-/// of `n` whose members keep `max_blocks` blocks resident: (grid, block).
-pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32) -> (u32, u32) {
+/// of `n` whose members keep `max_blocks` blocks resident: (grid, block). `peer_lanes`:
+/// fcollect and alltoall, whose packets have a lane for each peer only (`nvr_ll_peer_lanes`),
+/// the others one for each member.
+pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32, peer_lanes: bool) -> (u32, u32) {
     let grid = x
         .div_ceil(LL_BYTES_PER_BLOCK)
         .clamp(1, ll_blocks(n, max_blocks));
     let packets_per_block = x.div_ceil(8).div_ceil(grid);
-    let lanes = match n {
+    let lanes = match if peer_lanes { n.saturating_sub(1) } else { n } {
         0 | 1 => 1,
         2 => 2,
         3 | 4 => 4,
@@ -138,7 +140,13 @@ impl Algorithm for Ll {
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
-        let (grid, block) = ll_shape(call.block_bytes(), call.n(), call.team.max_blocks);
+        let peer_lanes = matches!(call.coll, Collective::Fcollect | Collective::Alltoall);
+        let (grid, block) = ll_shape(
+            call.block_bytes(),
+            call.n(),
+            call.team.max_blocks,
+            peer_lanes,
+        );
         steps.push(launch(call, NvlinkSource::Ll, grid, block));
     }
 }
@@ -353,23 +361,29 @@ mod tests {
     #[test]
     fn the_ll_launch_rule_of_ll_cu() {
         // 8 bytes, 2 PEs: one packet, two lanes: one warp plus the flag warp.
-        assert_eq!(ll_shape(8, 2, 128), (1, 64));
-        assert_eq!(ll_shape(2048, 2, 128), (1, 512));
-        assert_eq!(ll_shape(4096, 2, 128), (2, 512));
-        assert_eq!(ll_shape(4097, 8, 128), (3, 512));
-        assert_eq!(ll_shape(32 << 10, 2, 128), (16, 512));
-        assert_eq!(ll_shape(0, 1, 128), (1, 32));
+        assert_eq!(ll_shape(8, 2, 128, false), (1, 64));
+        assert_eq!(ll_shape(2048, 2, 128, false), (1, 512));
+        assert_eq!(ll_shape(4096, 2, 128, false), (2, 512));
+        assert_eq!(ll_shape(4097, 8, 128, false), (3, 512));
+        assert_eq!(ll_shape(32 << 10, 2, 128, false), (16, 512));
+        assert_eq!(ll_shape(0, 1, 128, false), (1, 32));
         // One block per 2 KiB up to the blocks a sender has: 32 for 2 PEs (issue 31; 8 for
         // every team before), 16 for 4, 8 for 8.
-        assert_eq!(ll_shape((32 << 10) + 8, 2, 128), (17, 512));
-        assert_eq!(ll_shape(64 << 10, 2, 128), (32, 512));
-        assert_eq!(ll_shape(512 << 10, 2, 128), (32, 512));
-        assert_eq!(ll_shape(64 << 10, 4, 128), (16, 512));
-        assert_eq!(ll_shape(64 << 10, 3, 128), (21, 512));
-        assert_eq!(ll_shape(64 << 10, 8, 128), (8, 512));
+        assert_eq!(ll_shape((32 << 10) + 8, 2, 128, false), (17, 512));
+        assert_eq!(ll_shape(64 << 10, 2, 128, false), (32, 512));
+        assert_eq!(ll_shape(512 << 10, 2, 128, false), (32, 512));
+        assert_eq!(ll_shape(64 << 10, 4, 128, false), (16, 512));
+        assert_eq!(ll_shape(64 << 10, 3, 128, false), (21, 512));
+        assert_eq!(ll_shape(64 << 10, 8, 128, false), (8, 512));
         // Where members keep fewer blocks resident, fewer blocks carry more packets each.
-        assert_eq!(ll_shape(64 << 10, 2, 4), (4, 512));
-        assert_eq!(ll_shape(64 << 10, 2, 0), (1, 512));
+        assert_eq!(ll_shape(64 << 10, 2, 4, false), (4, 512));
+        assert_eq!(ll_shape(64 << 10, 2, 0, false), (1, 512));
+        // fcollect and alltoall: a lane a peer. 2 PEs: one packet, one lane.
+        assert_eq!(ll_shape(8, 2, 128, true), (1, 64));
+        assert_eq!(ll_shape(1024, 2, 128, false), (1, 288));
+        assert_eq!(ll_shape(1024, 2, 128, true), (1, 160));
+        assert_eq!(ll_shape(1024, 5, 128, true), (1, 512));
+        assert_eq!(ll_shape(1024, 4, 128, true), (1, 512));
     }
 
     /// Every payload LL accepts fits its regions under the launch rule: `ppb * 16 <=
@@ -383,8 +397,12 @@ mod tests {
                 let cap = ll_blocks(n, max_blocks) * ll_bytes / 2;
                 let mut xs: Vec<usize> = (0..=20).map(|p| 1usize << p).collect();
                 xs.extend([cap - 1, cap, (32 << 10) + 1, 3 << 14]);
-                for x in xs.into_iter().filter(|&x| x <= cap) {
-                    let (grid, block) = ll_shape(x, n, max_blocks);
+                for (x, peer_lanes) in xs
+                    .into_iter()
+                    .filter(|&x| x <= cap)
+                    .zip([false, true].iter().cycle())
+                {
+                    let (grid, block) = ll_shape(x, n, max_blocks, *peer_lanes);
                     let ppb = x.div_ceil(8).div_ceil(grid as usize);
                     assert!(ppb * 16 <= ll_bytes, "n {n} mb {max_blocks} x {x}");
                     assert!(x <= grid as usize * (ll_bytes / 2), "n {n} x {x}");
