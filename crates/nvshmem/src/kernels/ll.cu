@@ -498,7 +498,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     bool ok = true;
     if (l.k >= 0) {
         ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s, nullptr, cd);
-        if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+        if (ok) ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     } else if (cd != nullptr && t.n == 1) {
         nvr_ll_copy<1>(c, l.q, l.groups, s, cd);
     }
@@ -523,7 +523,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     if (l.k >= 0) {
         ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes, s + o,
                             copies ? d + o : nullptr);
-        if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+        if (ok) ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     } else if (copies && t.n == 1) {
         nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
     }
