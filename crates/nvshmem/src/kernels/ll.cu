@@ -23,7 +23,8 @@
 // (G = the team size rounded up to 1, 2, 4 or 8), lane k of the group handling team PE k, so
 // the packets to and from all peers move in parallel and a reduction combines the group's lanes
 // with warp shuffles in team order; a PE that talks to one peer only (non-roots of rooted
-// collectives) gives each thread its own packets.
+// collectives) gives each thread its own packets. fcollect and alltoall give lanes to the peers
+// only (G = n - 1 rounded up, nvr_ll_peer_lanes), lane 0 making this PE's own copy as it sends.
 //
 // LAUNCH RULE (the host computes it, `collective/algo/nvlink.rs` `ll_shape`; grid must be equal
 // on every member, the block size is free but this is the one intended):
@@ -33,7 +34,7 @@
 //   gmax = min(nvr_ll_blocks(n), max_blocks)  (32 for 2 PEs ... 8 for 8; Residency)
 //   grid = min(gmax, max(1, ceil(x / 2048)))  (2 KiB a block until gmax)
 //   ppb  = ceil(ceil(x / 8) / grid)                      (packets per block)
-//   G    = 1, 2, 4, 8 for n = 1, 2, 3-4, 5-8
+//   G    = 1, 2, 4, 8 for n = 1, 2, 3-4, 5-8 (fcollect, alltoall: for n - 1 = 0-1, 2, 3-4, 5-7)
 //   block = min(512, roundup32(ppb * G) + 32)           (one extra warp for the flag stores)
 //   barrier: grid 1, block 32.
 // LIMITS: ll_bytes a multiple of 16 and at least 8192;
@@ -154,8 +155,10 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x)
 // Measured on 2 PEs, H200 (2026-11-27, docs/performance.md "LL packets in flight"): batches
 // of 4 took gather 1 MiB from 7.4 to 5.2 us, scatter from 6.5 to 5.3, broadcast 512 KiB from
 // 5.7 to 5.2; batched alike, fcollect and alltoall (every thread both sends and receives) were
-// up to 0.8 us slower at 1 MiB. So broadcast, gather and scatter batch (NVR_LL_BATCH), and
-// fcollect, alltoall and the reductions do not (B = 1 compiles to the one-at-a-time loop alone).
+// up to 0.8 us slower at 1 MiB. So broadcast, gather and scatter batch (NVR_LL_BATCH); fcollect
+// and alltoall batch their receives only, since their lanes went to the peers alone (1 MiB 9.0
+// to 6.7 us; batched receives 0.03-0.12 us faster than single from 4 KiB, 2026-11-27); the
+// reductions do not (B = 1 compiles to the one-at-a-time loop alone).
 #ifndef NVR_LL_BATCH
 #define NVR_LL_BATCH 4
 #endif
