@@ -274,8 +274,9 @@ pub(crate) static ROWS: &[Row] = &[
         coll: Collective::Fcollect,
         pes: 2..=2,
         arch: Some(Arch::SM90),
-        ll: 256 * KIB,
+        ll: 512 * KIB,
         lamport: NEVER,
+        // From 256 KiB, where LL cannot carry it (fewer resident blocks), the direct kernels.
         direct: above(256 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
@@ -294,7 +295,7 @@ pub(crate) static ROWS: &[Row] = &[
         coll: Collective::Alltoall,
         pes: 2..=2,
         arch: Some(Arch::SM90),
-        ll: 256 * KIB,
+        ll: 512 * KIB,
         lamport: NEVER,
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
@@ -817,9 +818,13 @@ mod tests {
         let ll = x
             <= match coll {
                 Collective::ReduceScatter => 16 << 10,
-                // Widened since by LLWIDE_RUN (issue 31: LL over up to 32 blocks).
-                Collective::Fcollect | Collective::Alltoall => 256 << 10,
-                Collective::Broadcast | Collective::Gather | Collective::Scatter => 512 << 10,
+                // Widened since by LLWIDE_RUN (issue 31: LL over up to 32 blocks), then to
+                // LL's limit by PEER_LANES_RUN.
+                Collective::Fcollect
+                | Collective::Alltoall
+                | Collective::Broadcast
+                | Collective::Gather
+                | Collective::Scatter => 512 << 10,
                 // Widened since by SWEEP_RUN (LL beat Lamport to 64 KiB).
                 Collective::Reduce => 64 << 10,
                 _ => 32 << 10,
@@ -1095,7 +1100,14 @@ mod tests {
         // is timed in its automatic job)
         type Sweep = (usize, &'static str, &'static [(&'static str, usize)], bool);
         let sweeps: [Sweep; 6] = [
-            (2, "sweep-2026-11-27/full", &[], false),
+            // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
+            // (timed again in PEER_LANES_RUN's sweep).
+            (
+                2,
+                "sweep-2026-11-27/full",
+                &[("fcollect", MIB), ("alltoall", MIB)],
+                false,
+            ),
             (2, "sweep-2026-11-27/small", &[], false),
             // Direct 407.6 against NVSHMEM's 357.2 where direct wins at 32 and 128 MiB; the
             // copy engines 90.7 against rooted_get's 84.7 where they win at 64 MiB; LL's
