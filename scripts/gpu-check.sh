@@ -1146,23 +1146,24 @@ spread() {
 # .gpu/old/ (builds of older commits: `stage-old REV...`, named nvshmem-perf-COMMIT), then
 # .gpu/bin/nvshmem-perf with the call check on and off, LATENCY_ROUNDS times (default 2).
 # LATENCY_ARGS replaces the nvshmem-perf arguments (sizes, collectives; `--impl nvshmem-rs` is
-# added), e.g. the mid band's Lamport calls; LATENCY_NCCL=1 adds one NCCL run of them a round.
+# added), e.g. the mid band's Lamport calls; LATENCY_NCCL=1 adds one NCCL run of them a round;
+# LATENCY_PES (default 2) is the PEs of every job.
 latency() {
   # shellcheck disable=SC2206
   local args=(${LATENCY_ARGS:-all_reduce,barrier,sync -b 8 -e 8 -n 500 -w 50 --reps 5 -c 0 -G 1 --no-progress})
   local ours=("${args[@]}" --impl nvshmem-rs)
-  local r b name
+  local r b name np=${LATENCY_PES:-2}
   for r in $(seq "${LATENCY_ROUNDS:-2}"); do
     for b in .gpu/old/nvshmem-perf*; do
       [ -x "$b" ] || continue
       name=${b##*/}
-      CASE_TIMEOUT=60 case_ latency-${name#nvshmem-perf-}-round$r pass mpi 2 "$b" "${ours[@]}"
+      CASE_TIMEOUT=60 case_ latency-${name#nvshmem-perf-}-round$r pass mpi "$np" "$b" "${ours[@]}"
     done
-    CASE_TIMEOUT=60 case_ latency-new-round$r pass mpi 2 .gpu/bin/nvshmem-perf "${ours[@]}"
-    CASE_TIMEOUT=60 NVSHMEM_RS_CHECK_CALLS=0 case_ latency-new-nocheck-round$r pass mpi 2 .gpu/bin/nvshmem-perf "${ours[@]}"
+    CASE_TIMEOUT=60 case_ latency-new-round$r pass mpi "$np" .gpu/bin/nvshmem-perf "${ours[@]}"
+    CASE_TIMEOUT=60 NVSHMEM_RS_CHECK_CALLS=0 case_ latency-new-nocheck-round$r pass mpi "$np" .gpu/bin/nvshmem-perf "${ours[@]}"
     if [ "${LATENCY_NCCL:-0}" = 1 ]; then
       export NCCL_HOME=${NCCL_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl}
-      CASE_TIMEOUT=60 case_ latency-nccl-round$r pass mpi 2 -x NCCL_HOME .gpu/bin/nvshmem-perf \
+      CASE_TIMEOUT=60 case_ latency-nccl-round$r pass mpi "$np" -x NCCL_HOME .gpu/bin/nvshmem-perf \
         "${args[@]}" --impl nccl
     fi
   done

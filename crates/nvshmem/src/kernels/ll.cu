@@ -23,8 +23,9 @@
 // (G = the team size rounded up to 1, 2, 4 or 8), lane k of the group handling team PE k, so
 // the packets to and from all peers move in parallel and a reduction combines the group's lanes
 // with warp shuffles in team order; a PE that talks to one peer only (non-roots of rooted
-// collectives) gives each thread its own packets. fcollect and alltoall give lanes to the peers
-// only (G = n - 1 rounded up, nvr_ll_peer_lanes), lane 0 making this PE's own copy as it sends.
+// collectives) gives each thread its own packets. fcollect and alltoall on 2, 3 and 5 PEs give
+// lanes to the peers only (G = n - 1 rounded up, nvr_ll_copy_lanes), lane 0 making this PE's
+// own copy as it sends.
 //
 // LAUNCH RULE (the host computes it, `collective/algo/nvlink.rs` `ll_shape`; grid must be equal
 // on every member, the block size is free but this is the one intended):
@@ -156,9 +157,9 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x)
 // of 4 took gather 1 MiB from 7.4 to 5.2 us, scatter from 6.5 to 5.3, broadcast 512 KiB from
 // 5.7 to 5.2; batched alike, fcollect and alltoall (every thread both sends and receives) were
 // up to 0.8 us slower at 1 MiB. So broadcast, gather and scatter batch (NVR_LL_BATCH); fcollect
-// and alltoall batch their receives only, since their lanes went to the peers alone (1 MiB 9.0
-// to 6.7 us; batched receives 0.03-0.12 us faster than single from 4 KiB, 2026-11-27); the
-// reductions do not (B = 1 compiles to the one-at-a-time loop alone).
+// and alltoall batch their receives where their lanes go to the peers alone (nvr_ll_copy_lanes:
+// 0.03-0.12 us faster than one at a time from 4 KiB on 2 PEs, 2026-11-27); the reductions do
+// not (B = 1 compiles to the one-at-a-time loop alone).
 #ifndef NVR_LL_BATCH
 #define NVR_LL_BATCH 4
 #endif
@@ -317,19 +318,30 @@ __device__ __forceinline__ nvr_lanes nvr_ll_lanes(int n) {
     return l;
 }
 
-// fcollect's and alltoall's lanes: only peers get one, G = n - 1 rounded up to 1, 2, 4 or 8,
-// lane j handling team PE (me + 1 + j) % n (none, k = -1, past n - 2); lane 0 also makes this
-// PE's own copy as it sends. (Lane k = me making the copy alone left half the threads of a
-// 2-PE team idle but for it, and each peer lane twice the packets to send and receive: a
-// 256 KiB fcollect took 4.30 us.)
-__device__ __forceinline__ nvr_lanes nvr_ll_peer_lanes(const nvr_team &t) {
+// fcollect's and alltoall's lanes. Where n - 1 rounds up to a smaller group than n (n = 2, 3,
+// 5) only the peers get a lane (`peers`): G = n - 1 rounded up, lane j handling team PE
+// (me + 1 + j) % n (none, k = -1, past n - 2), lane 0 also making this PE's own copy from its
+// sends' loads. A 2-PE team then has every thread send and receive its own packets instead of
+// half the threads doing that for twice the packets and the other half copying (fcollect
+// 1 MiB 9.03 -> 6.67 us, 64 KiB 3.50 -> 3.12; 2 x H200, 2026-11-27). Elsewhere as
+// nvr_ll_lanes, lane k = me making the copy alone: with 4 PEs the peer layout (lane 3 idle,
+// lane 0 copying too) was 0.15-0.5 us slower up to 256 KiB (4 x H200).
+__device__ __forceinline__ nvr_lanes nvr_ll_copy_lanes(const nvr_team &t, bool &peers) {
+    const int G = nvr_ll_group(t.n - 1);
+    peers = G < nvr_ll_group(t.n);
+    if (!peers) return nvr_ll_lanes(t.n);
     nvr_lanes l;
-    l.G = nvr_ll_group(t.n - 1);
-    const int j = (int)(threadIdx.x & (unsigned int)(l.G - 1));
+    l.G = G;
+    const int j = (int)(threadIdx.x & (unsigned int)(G - 1));
     l.k = j < t.n - 1 ? (t.me + 1 + j) % t.n : -1;
-    l.q = threadIdx.x / (unsigned int)l.G;
-    l.groups = blockDim.x / (unsigned int)l.G;
+    l.q = threadIdx.x / (unsigned int)G;
+    l.groups = blockDim.x / (unsigned int)G;
     return l;
+}
+
+// Lane 0 of a group in the peer layout.
+__device__ __forceinline__ bool nvr_ll_first_lane(const nvr_lanes &l) {
+    return (threadIdx.x & (unsigned int)(l.G - 1)) == 0;
 }
 
 #ifdef NVR_OP
@@ -492,18 +504,21 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
-    const nvr_lanes l = nvr_ll_peer_lanes(t);
+    bool peers;
+    const nvr_lanes l = nvr_ll_copy_lanes(t, peers);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
-    nvr_byte *own = d + (nvr_u64)t.me * bytes;
-    // Lane 0's copy (none in place: src is this PE's block of dst).
-    nvr_byte *cd = (threadIdx.x & (unsigned int)(l.G - 1)) == 0 && own != s ? own : nullptr;
+    nvr_byte *own = d + (nvr_u64)t.me * bytes; // == s in place: no copy then
     bool ok = true;
-    if (l.k >= 0) {
+    if (l.k == t.me) {
+        nvr_ll_copy<1>(c, l.q, l.groups, s, own);
+    } else if (peers) {
+        nvr_byte *cd = nvr_ll_first_lane(l) && own != s ? own : nullptr;
         ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s, nullptr, cd);
         if (ok) ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    } else if (cd != nullptr && t.n == 1) {
-        nvr_ll_copy<1>(c, l.q, l.groups, s, cd);
+    } else {
+        ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
+        if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
@@ -516,19 +531,21 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
-    const nvr_lanes l = nvr_ll_peer_lanes(t);
+    bool peers;
+    const nvr_lanes l = nvr_ll_copy_lanes(t, peers);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
-    const nvr_u64 o = (nvr_u64)t.me * bytes;
-    // Lane 0 copies this PE's own block as it sends (alltoall never runs in place).
-    const bool copies = (threadIdx.x & (unsigned int)(l.G - 1)) == 0;
+    const nvr_u64 o = (nvr_u64)t.me * bytes; // never in place (alltoall)
     bool ok = true;
-    if (l.k >= 0) {
-        ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes, s + o,
-                            copies ? d + o : nullptr);
-        if (ok) ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    } else if (copies && t.n == 1) {
+    if (l.k == t.me) {
         nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
+    } else if (peers) {
+        ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes, s + o,
+                            nvr_ll_first_lane(l) ? d + o : nullptr);
+        if (ok) ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    } else {
+        ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
+        if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
     }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }

@@ -76,8 +76,8 @@ const LL_BYTES_PER_BLOCK: usize = 2 << 10;
 
 /// The LL launch rule of `ll.cu` for `x` payload bytes per (sender, receiver) pair and a team
 /// of `n` whose members keep `max_blocks` blocks resident: (grid, block). `peer_lanes`:
-/// fcollect and alltoall, whose packets have a lane for each peer only (`nvr_ll_peer_lanes`),
-/// the others one for each member.
+/// fcollect and alltoall, whose packets have lanes for `n - 1` (`nvr_ll_copy_lanes`: a lane a
+/// peer where that rounds up to fewer lanes than `n`, on 2, 3 and 5 PEs), the others `n`.
 pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32, peer_lanes: bool) -> (u32, u32) {
     let grid = x
         .div_ceil(LL_BYTES_PER_BLOCK)
