@@ -23,9 +23,9 @@
 // (G = the team size rounded up to 1, 2, 4 or 8), lane k of the group handling team PE k, so
 // the packets to and from all peers move in parallel and a reduction combines the group's lanes
 // with warp shuffles in team order; a PE that talks to one peer only (non-roots of rooted
-// collectives) gives each thread its own packets. fcollect and alltoall on 2, 3 and 5 PEs give
-// lanes to the peers only (G = n - 1 rounded up, nvr_ll_copy_lanes), lane 0 making this PE's
-// own copy as it sends.
+// collectives) gives each thread its own packets. nvr_ll_fcollect_peers and
+// nvr_ll_alltoall_peers give lanes to the peers only (G = n - 1 rounded up, nvr_ll_peer_lanes),
+// lane 0 making this PE's own copy as it sends.
 //
 // LAUNCH RULE (the host computes it, `collective/algo/nvlink.rs` `ll_shape`; grid must be equal
 // on every member, the block size is free but this is the one intended):
@@ -35,7 +35,7 @@
 //   gmax = min(nvr_ll_blocks(n), max_blocks)  (32 for 2 PEs ... 8 for 8; Residency)
 //   grid = min(gmax, max(1, ceil(x / 2048)))  (2 KiB a block until gmax)
 //   ppb  = ceil(ceil(x / 8) / grid)                      (packets per block)
-//   G    = 1, 2, 4, 8 for n = 1, 2, 3-4, 5-8 (fcollect, alltoall: for n - 1 = 0-1, 2, 3-4, 5-7)
+//   G    = 1, 2, 4, 8 for n = 1, 2, 3-4, 5-8 (the _peers kernels: for n - 1 = 0-1, 2, 3-4, 5-7)
 //   block = min(512, roundup32(ppb * G) + 32)           (one extra warp for the flag stores)
 //   barrier: grid 1, block 32.
 // LIMITS: ll_bytes a multiple of 16 and at least 8192;
@@ -157,9 +157,9 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x)
 // of 4 took gather 1 MiB from 7.4 to 5.2 us, scatter from 6.5 to 5.3, broadcast 512 KiB from
 // 5.7 to 5.2; batched alike, fcollect and alltoall (every thread both sends and receives) were
 // up to 0.8 us slower at 1 MiB. So broadcast, gather and scatter batch (NVR_LL_BATCH); fcollect
-// and alltoall batch their receives where their lanes go to the peers alone (nvr_ll_copy_lanes:
-// 0.03-0.12 us faster than one at a time from 4 KiB on 2 PEs, 2026-11-27); the reductions do
-// not (B = 1 compiles to the one-at-a-time loop alone).
+// and alltoall batch their receives in their peer-lane kernels (nvr_ll_peer_lanes: 0.03-0.12
+// us faster than one at a time from 4 KiB on 2 PEs, 2026-11-27); the reductions do not (B = 1
+// compiles to the one-at-a-time loop alone).
 #ifndef NVR_LL_BATCH
 #define NVR_LL_BATCH 4
 #endif
@@ -318,24 +318,22 @@ __device__ __forceinline__ nvr_lanes nvr_ll_lanes(int n) {
     return l;
 }
 
-// fcollect's and alltoall's lanes. Where n - 1 rounds up to a smaller group than n (n = 2, 3,
-// 5) only the peers get a lane (`peers`): G = n - 1 rounded up, lane j handling team PE
-// (me + 1 + j) % n (none, k = -1, past n - 2), lane 0 also making this PE's own copy from its
-// sends' loads. A 2-PE team then has every thread send and receive its own packets instead of
-// half the threads doing that for twice the packets and the other half copying (fcollect
-// 1 MiB 9.03 -> 6.67 us, 64 KiB 3.50 -> 3.12; 2 x H200, 2026-11-27). Elsewhere as
-// nvr_ll_lanes, lane k = me making the copy alone: with 4 PEs the peer layout (lane 3 idle,
-// lane 0 copying too) was 0.15-0.5 us slower up to 256 KiB (4 x H200).
-__device__ __forceinline__ nvr_lanes nvr_ll_copy_lanes(const nvr_team &t, bool &peers) {
-    const int G = nvr_ll_group(t.n - 1);
-    peers = G < nvr_ll_group(t.n);
-    if (!peers) return nvr_ll_lanes(t.n);
+// The lanes of nvr_ll_fcollect_peers and nvr_ll_alltoall_peers: only the peers get one, G =
+// n - 1 rounded up to 1, 2, 4 or 8, lane j handling team PE (me + 1 + j) % n (none, k = -1,
+// past n - 2), lane 0 also making this PE's own copy from its sends' loads. Where n - 1 rounds
+// up to fewer lanes than n (2, 3, 5 PEs) every thread then sends and receives its own packets
+// instead of half the threads doing that for twice the packets while the others copy (2 PEs:
+// fcollect 1 MiB 9.07 -> 6.69 us, 64 KiB 3.50 -> 3.15; 3 PEs, 4 KiB 4.46 -> 3.60; 2 x and
+// 3 x H200, 2026-11-27). Their own kernels, since the plain ones carry none of this code: in
+// one kernel with both layouts, 4 PEs (plain layout) were 0.3-0.6 us slower up to 256 KiB and
+// 2 PEs' small calls up to 0.3 (the size of a kernel costs every call, NVR_LL_BATCH).
+__device__ __forceinline__ nvr_lanes nvr_ll_peer_lanes(const nvr_team &t) {
     nvr_lanes l;
-    l.G = G;
-    const int j = (int)(threadIdx.x & (unsigned int)(G - 1));
+    l.G = nvr_ll_group(t.n - 1);
+    const int j = (int)(threadIdx.x & (unsigned int)(l.G - 1));
     l.k = j < t.n - 1 ? (t.me + 1 + j) % t.n : -1;
-    l.q = threadIdx.x / (unsigned int)G;
-    l.groups = blockDim.x / (unsigned int)G;
+    l.q = threadIdx.x / (unsigned int)l.G;
+    l.groups = blockDim.x / (unsigned int)l.G;
     return l;
 }
 
@@ -504,21 +502,35 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
-    bool peers;
-    const nvr_lanes l = nvr_ll_copy_lanes(t, peers);
+    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_byte *s = (const nvr_byte *)src;
+    nvr_byte *d = (nvr_byte *)dst;
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
+    if (l.k == t.me) nvr_ll_copy<1>(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
+    if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+}
+
+// fcollect with the peer lanes (nvr_ll_peer_lanes): the host takes it on 2, 3 and 5 PEs for
+// blocks past 1 KiB (collective/algo/nvlink.rs, `ll_peer_lanes`); right on any team.
+extern "C" __global__ void __launch_bounds__(512, 1)
+    nvr_ll_fcollect_peers(const __grid_constant__ nvr_team t, const void *src, void *dst,
+                          unsigned long long bytes) {
+    nvr_launch_begin();
+    if (!nvr_ll_check(t, bytes, 0)) return;
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
+    const nvr_lanes l = nvr_ll_peer_lanes(t);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     nvr_byte *own = d + (nvr_u64)t.me * bytes; // == s in place: no copy then
     bool ok = true;
-    if (l.k == t.me) {
-        nvr_ll_copy<1>(c, l.q, l.groups, s, own);
-    } else if (peers) {
+    if (l.k >= 0) {
         nvr_byte *cd = nvr_ll_first_lane(l) && own != s ? own : nullptr;
         ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s, nullptr, cd);
         if (ok) ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    } else {
-        ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
-        if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    } else if (t.n == 1 && own != s) {
+        nvr_ll_copy<1>(c, l.q, l.groups, s, own);
     }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
@@ -531,21 +543,37 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     if (!nvr_ll_check(t, bytes, 0)) return;
     const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
     nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
-    bool peers;
-    const nvr_lanes l = nvr_ll_copy_lanes(t, peers);
+    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_byte *s = (const nvr_byte *)src;
+    nvr_byte *d = (nvr_byte *)dst;
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
+    if (l.k == t.me) {
+        const nvr_u64 o = (nvr_u64)t.me * bytes;
+        nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
+    }
+    if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+}
+
+// alltoall with the peer lanes, as nvr_ll_fcollect_peers.
+extern "C" __global__ void __launch_bounds__(512, 1)
+    nvr_ll_alltoall_peers(const __grid_constant__ nvr_team t, const void *src, void *dst,
+                          unsigned long long bytes) {
+    nvr_launch_begin();
+    if (!nvr_ll_check(t, bytes, 0)) return;
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
+    const nvr_lanes l = nvr_ll_peer_lanes(t);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     const nvr_u64 o = (nvr_u64)t.me * bytes; // never in place (alltoall)
     bool ok = true;
-    if (l.k == t.me) {
-        nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
-    } else if (peers) {
+    if (l.k >= 0) {
         ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes, s + o,
                             nvr_ll_first_lane(l) ? d + o : nullptr);
         if (ok) ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    } else {
-        ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
-        if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    } else if (t.n == 1) {
+        nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
     }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }

@@ -197,7 +197,9 @@ impl NvlinkSource {
             (NvlinkSource::Ll, false) => &[
                 "nvr_ll_broadcast",
                 "nvr_ll_fcollect",
+                "nvr_ll_fcollect_peers",
                 "nvr_ll_alltoall",
+                "nvr_ll_alltoall_peers",
                 "nvr_ll_gather",
                 "nvr_ll_scatter",
                 "nvr_barrier",

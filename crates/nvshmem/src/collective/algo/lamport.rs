@@ -119,6 +119,7 @@ impl Algorithm for Lamport {
         steps.push(kernel_step(
             call,
             NvlinkSource::Lamport,
+            call.coll.name(),
             team,
             grid,
             block,

@@ -74,21 +74,41 @@ pub(crate) fn ll_blocks(n: usize, max_blocks: u32) -> usize {
 /// 32 KiB a pair with one block per 4 KiB and 3.73 at 64 KiB with one per 2 KiB).
 const LL_BYTES_PER_BLOCK: usize = 2 << 10;
 
+/// Lanes an LL packet has for `m` team PEs (`nvr_ll_group`): `m` rounded up to 1, 2, 4 or 8.
+fn ll_lanes(m: usize) -> usize {
+    match m {
+        0 | 1 => 1,
+        2 => 2,
+        3 | 4 => 4,
+        _ => 8,
+    }
+}
+
+/// Blocks past this many bytes take the peer-lane kernels (below 2 KiB blocks the plain ones
+/// were as fast or faster: 2 PEs, a 1 KiB call (512 B blocks), fcollect 2.44 against 2.56 µs,
+/// alltoall 2.47 against 2.79; from a 4 KiB call (2 KiB blocks) the peer lanes were faster,
+/// 2.74 against 3.22 and 3.01 against 3.20; 3 PEs alike; 2 x and 3 x H200, 2026-11-27).
+const PEER_LANES_PAST: usize = 1 << 10;
+
+/// Whether an LL fcollect or alltoall takes its peer-lane kernel (`nvr_ll_<coll>_peers`: a lane
+/// for each peer, none for this PE's own copy): where the peers round up to fewer lanes than
+/// the members (2, 3 and 5 PEs), so each thread carries fewer packets, for blocks past
+/// [`PEER_LANES_PAST`]. (On 4 PEs the lanes would be as many, and the peer kernel was slower.)
+pub(crate) fn ll_peer_lanes(coll: Collective, x: usize, n: usize) -> bool {
+    matches!(coll, Collective::Fcollect | Collective::Alltoall)
+        && ll_lanes(n.saturating_sub(1)) < ll_lanes(n)
+        && x > PEER_LANES_PAST
+}
+
 /// The LL launch rule of `ll.cu` for `x` payload bytes per (sender, receiver) pair and a team
-/// of `n` whose members keep `max_blocks` blocks resident: (grid, block). `peer_lanes`:
-/// fcollect and alltoall, whose packets have lanes for `n - 1` (`nvr_ll_copy_lanes`: a lane a
-/// peer where that rounds up to fewer lanes than `n`, on 2, 3 and 5 PEs), the others `n`.
+/// of `n` whose members keep `max_blocks` blocks resident: (grid, block). `peer_lanes`: the
+/// peer-lane kernels' (lanes for `n - 1` PEs, not `n`: [`ll_peer_lanes`]).
 pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32, peer_lanes: bool) -> (u32, u32) {
     let grid = x
         .div_ceil(LL_BYTES_PER_BLOCK)
         .clamp(1, ll_blocks(n, max_blocks));
     let packets_per_block = x.div_ceil(8).div_ceil(grid);
-    let lanes = match if peer_lanes { n.saturating_sub(1) } else { n } {
-        0 | 1 => 1,
-        2 => 2,
-        3 | 4 => 4,
-        _ => 8,
-    };
+    let lanes = ll_lanes(if peer_lanes { n.saturating_sub(1) } else { n });
     let block = ((packets_per_block * lanes).next_multiple_of(32) + 32).min(512);
     (grid as u32, block as u32)
 }
@@ -140,14 +160,19 @@ impl Algorithm for Ll {
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
-        let peer_lanes = matches!(call.coll, Collective::Fcollect | Collective::Alltoall);
+        let peer_lanes = ll_peer_lanes(call.coll, call.block_bytes(), call.n());
         let (grid, block) = ll_shape(
             call.block_bytes(),
             call.n(),
             call.team.max_blocks,
             peer_lanes,
         );
-        steps.push(launch(call, NvlinkSource::Ll, grid, block));
+        let kernel = match (call.coll, peer_lanes) {
+            (Collective::Fcollect, true) => "fcollect_peers",
+            (Collective::Alltoall, true) => "alltoall_peers",
+            (coll, _) => coll.name(),
+        };
+        steps.push(launch(call, NvlinkSource::Ll, kernel, grid, block));
     }
 }
 
@@ -188,7 +213,14 @@ impl Algorithm for Direct {
     }
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
-        steps.push(launch(call, NvlinkSource::Direct, direct_grid(call), 512));
+        let grid = direct_grid(call);
+        steps.push(launch(
+            call,
+            NvlinkSource::Direct,
+            call.coll.name(),
+            grid,
+            512,
+        ));
     }
 }
 
@@ -208,7 +240,9 @@ fn kernel_view<'a>(call: &'a Call) -> Result<&'a TeamDescriptor, String> {
 
 /// The one launch of an accepted call: `file`'s kernel for the collective, named alike in both
 /// files (`nvr_<file>_<collective>`), with the arguments of `kernels/PROTOCOL.md`.
-fn launch(call: &Call, file: NvlinkSource, grid: u32, block: u32) -> Step {
+/// The launch of `file`'s kernel `nvr_<file>_<kernel>` (`kernel`: the collective's name, or
+/// a variant's) for `call`.
+fn launch(call: &Call, file: NvlinkSource, kernel: &str, grid: u32, block: u32) -> Step {
     let team = fingerprinted(call);
     let root = Some(call.root as i32);
     let move_ = |root| moving(root, call.src.ptr, call.dst.ptr, call.block_bytes());
@@ -219,14 +253,16 @@ fn launch(call: &Call, file: NvlinkSource, grid: u32, block: u32) -> Step {
         Collective::Fcollect | Collective::Alltoall => move_(None),
         Collective::Barrier | Collective::Sync => unreachable!("refused"),
     };
-    kernel_step(call, file, team, grid, block, args)
+    kernel_step(call, file, kernel, team, grid, block, args)
 }
 
-/// The launch of `file`'s kernel for `call` over `team` (the call's fingerprinted
-/// descriptor) with `args`: the one place an NVLink kernel's step is built.
+/// The launch of `file`'s kernel `kernel` (the collective's name, or a variant's) for `call`
+/// over `team` (the call's fingerprinted descriptor) with `args`: the one place an NVLink
+/// kernel's step is built.
 pub(super) fn kernel_step(
     call: &Call,
     file: NvlinkSource,
+    kernel: &str,
     team: TeamDescriptor,
     grid: u32,
     block: u32,
@@ -236,7 +272,7 @@ pub(super) fn kernel_step(
     Step::Kernel(Launch::Nvlink(NvlinkLaunch {
         key: KernelKey::Nvlink(file, reduction),
         function: file
-            .function(call.coll.name(), reduction.is_some())
+            .function(kernel, reduction.is_some())
             .expect("each file has a kernel for every collective it accepts"),
         grid,
         block,
@@ -356,6 +392,27 @@ mod tests {
         assert_eq!(grid(2, Collective::Reduce, 64 << 20), 128);
         let few = team_fitting(2, 1, true, 5);
         assert_eq!(direct_grid(&f32_sum(&few, Collective::Reduce, 1 << 20)), 5);
+    }
+
+    #[test]
+    fn fcollect_and_alltoall_take_the_peer_lanes_where_they_are_fewer() {
+        use super::ll_peer_lanes;
+        for coll in [Collective::Fcollect, Collective::Alltoall] {
+            for n in 1..=8 {
+                // 2, 3 and 5 PEs: n - 1 rounds up to fewer lanes than n.
+                let fewer = matches!(n, 2 | 3 | 5);
+                assert!(!ll_peer_lanes(coll, 1 << 10, n), "{coll} {n}");
+                assert_eq!(ll_peer_lanes(coll, (1 << 10) + 1, n), fewer, "{coll} {n}");
+                assert_eq!(ll_peer_lanes(coll, 512 << 10, n), fewer, "{coll} {n}");
+            }
+        }
+        for coll in [
+            Collective::Broadcast,
+            Collective::Gather,
+            Collective::AllReduce,
+        ] {
+            assert!(!ll_peer_lanes(coll, 64 << 10, 2), "{coll}");
+        }
     }
 
     #[test]

@@ -2012,11 +2012,13 @@ fn forced_ll_carries_the_copies_up_to_512_kib_a_pair() {
                 a.plan(&c, &mut steps);
                 match &steps[..] {
                     [Step::Kernel(Launch::Nvlink(l))] => {
-                        assert_eq!(l.function, format!("nvr_ll_{}", coll.name()));
-                        // fcollect and alltoall: a lane a peer, so a 64 KiB block's 256
-                        // packets a block take 256 threads and the flag warp.
+                        // fcollect and alltoall: their peer-lane kernels, a lane a peer, so
+                        // a 64 KiB block's 256 packets a block take 256 threads and the flag
+                        // warp.
                         let peer_lanes =
                             matches!(coll, Collective::Fcollect | Collective::Alltoall);
+                        let kernel = if peer_lanes { "_peers" } else { "" };
+                        assert_eq!(l.function, format!("nvr_ll_{}{kernel}", coll.name()));
                         let block = if peer_lanes && x == 64 << 10 {
                             288
                         } else {
