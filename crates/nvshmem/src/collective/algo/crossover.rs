@@ -176,6 +176,13 @@ const LLWIDE_RUN: &str = "mpirun -np 2 nvshmem-perf fcollect,broadcast,alltoall,
                           -G 0), then --impl nvshmem-rs --algo <each>=nvlink_ll, then \
                           =nvlink_direct (2 x H200, 2026-11-27, commit bc9aa5e)";
 
+/// The run that took 2-PE fcollect and alltoall on LL to its limit once their LL kernels gave
+/// each peer a lane and no lane to the PE's own copy (`nvr_ll_fcollect_peers`).
+const PEER_LANES_RUN: &str = "mpirun -np 2 nvshmem-perf fcollect,alltoall -d f32 -b 4K -e 2M -f \
+                              2 -n 100 -w 10 --reps 3 -c 0 -G 1, then --impl nvshmem-rs --algo \
+                              <each>=nvlink_ll|nvlink_direct (2 x H200, 2026-11-27, commit \
+                              c3ed3c1, two GPUs of four: docs/perf/peerlanes-2026-11-27)";
+
 /// The run of the reductions' LL-Lamport crossovers (issue 31): every algorithm forced beside
 /// the automatic choice of then (LL to 32 KiB blocks, Lamport above), raw NVSHMEM and NCCL, one
 /// job each, graph mode (`scripts/gpu-check.sh run sweep` with `SWEEP_COLLS=all_reduce,
@@ -281,10 +288,12 @@ pub(crate) static ROWS: &[Row] = &[
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.73 against NVSHMEM 6.31, \
-                      NCCL 6.32, direct 6.75; 512 KiB: 5.85 against 7.85, 7.91, 7.29; 1 MiB: \
-                      9.12 against direct 8.19. Before: \
+            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, PEER_LANES_RUN],
+            figures: "PEER_LANES (whole calls, graph): LL 1 MiB: 6.62 against direct 8.09, \
+                      NCCL 10.39, NVSHMEM 10.36; 512 KiB: 4.84 against direct 7.21; 2 MiB: \
+                      direct 10.43 (past LL). LLWIDE (before the peer lanes): LL 128 KiB: 3.73 \
+                      against NVSHMEM 6.31, NCCL 6.32, direct 6.75; 512 KiB: 5.85 against 7.85, \
+                      7.91, 7.29; 1 MiB: 9.12 against direct 8.19. Before: \
                       LL 16 KiB: 5.1 against NVSHMEM 6.3, NCCL 6.3; direct 64 KiB: 6.8 \
                       against 6.4, 6.5; 256 KiB: 7.2 against 8.1, 8.1; 1 MiB: 10.2 against \
                       16.0, 16.3; copy engines 64 MiB: 192.0 against direct 194.3 (level); \
@@ -301,8 +310,10 @@ pub(crate) static ROWS: &[Row] = &[
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.72 against direct 6.59, NVSHMEM \
+            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, PEER_LANES_RUN],
+            figures: "PEER_LANES (whole calls, graph): LL 1 MiB: 6.73 against direct 7.91, \
+                      NCCL 12.32, NVSHMEM 12.33; 512 KiB: 5.06 against direct 7.06. LLWIDE \
+                      (before the peer lanes): LL 128 KiB: 3.72 against direct 6.59, NVSHMEM \
                       7.78, NCCL 7.82; 512 KiB: 6.18 against direct 7.08; 1 MiB: 9.83 against \
                       direct 8.00. Before: LL 16 KiB: 5.1 against NVSHMEM 8.0, NCCL 7.9; direct \
                       64 KiB: 6.7 against 8.1, 8.0; 64 MiB: 191.9 against 203.1, 250.2; copy \
@@ -1099,7 +1110,7 @@ mod tests {
         // sweep forced LL and the direct kernels only, and its choice of NVSHMEM's broadcast
         // is timed in its automatic job)
         type Sweep = (usize, &'static str, &'static [(&'static str, usize)], bool);
-        let sweeps: [Sweep; 6] = [
+        let sweeps: [Sweep; 7] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep).
             (
@@ -1126,6 +1137,7 @@ mod tests {
             ),
             (4, "sweep-4pe-2026-11-27/small", &[], false),
             (2, "rooted-2026-11-27/2pe", &[], true),
+            (2, "peerlanes-2026-11-27/2pe", &[], true),
             (4, "rooted-2026-11-27/4pe", &[], true),
         ];
         let mut checked = 0;

@@ -84,10 +84,12 @@ fn ll_lanes(m: usize) -> usize {
     }
 }
 
-/// Blocks past this many bytes take the peer-lane kernels (below 2 KiB blocks the plain ones
-/// were as fast or faster: 2 PEs, a 1 KiB call (512 B blocks), fcollect 2.44 against 2.56 µs,
-/// alltoall 2.47 against 2.79; from a 4 KiB call (2 KiB blocks) the peer lanes were faster,
-/// 2.74 against 3.22 and 3.01 against 3.20; 3 PEs alike; 2 x and 3 x H200, 2026-11-27).
+/// Blocks past this many bytes take the peer-lane kernels. Below, the plain ones were as fast
+/// or faster (2 PEs, a 1 KiB call, 512 B blocks: fcollect 2.44 against the peer layout's 2.56
+/// µs, alltoall 2.47 against 2.79, timed in a build that held both layouts in one kernel);
+/// from 4 KiB calls (2 KiB blocks) the peer lanes were faster: 2.70 against 3.19 and 2.90
+/// against 3.21 (3 PEs: 3.61 against 4.52, 4.21 against 4.66; 2 x and 3 x H200, 2026-11-27,
+/// `docs/perf/peerlanes-2026-11-27`).
 const PEER_LANES_PAST: usize = 1 << 10;
 
 /// Whether an LL fcollect or alltoall takes its peer-lane kernel (`nvr_ll_<coll>_peers`: a lane
