@@ -324,9 +324,10 @@ __device__ __forceinline__ nvr_lanes nvr_ll_lanes(int n) {
 // up to fewer lanes than n (2, 3, 5 PEs) every thread then sends and receives its own packets
 // instead of half the threads doing that for twice the packets while the others copy (2 PEs:
 // fcollect 1 MiB 9.00 -> 6.67 us, 64 KiB 3.51 -> 3.15; 3 PEs, 4 KiB 4.52 -> 3.61; 2 x and
-// 3 x H200, 2026-11-27, docs/perf/peerlanes-2026-11-27). Their own kernels, since the plain ones carry none of this code: in
-// one kernel with both layouts, 4 PEs (plain layout) were 0.3-0.6 us slower up to 256 KiB and
-// 2 PEs' small calls up to 0.3 (the size of a kernel costs every call, NVR_LL_BATCH).
+// 3 x H200, 2026-11-27, docs/perf/peerlanes-2026-11-27). They are kernels of their own, so
+// that the plain ones carry none of this code: with both layouts in one kernel, 4 PEs (plain
+// layout) were 0.3-0.6 us slower up to 256 KiB and 2 PEs' small calls up to 0.3 (the size of
+// a kernel costs every call, NVR_LL_BATCH).
 __device__ __forceinline__ nvr_lanes nvr_ll_peer_lanes(const nvr_team &t) {
     nvr_lanes l;
     l.G = nvr_ll_group(t.n - 1);
