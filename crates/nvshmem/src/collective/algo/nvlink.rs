@@ -240,10 +240,9 @@ fn kernel_view<'a>(call: &'a Call) -> Result<&'a TeamDescriptor, String> {
     Ok(team)
 }
 
-/// The one launch of an accepted call: `file`'s kernel for the collective, named alike in both
-/// files (`nvr_<file>_<collective>`), with the arguments of `kernels/PROTOCOL.md`.
-/// The launch of `file`'s kernel `nvr_<file>_<kernel>` (`kernel`: the collective's name, or
-/// a variant's) for `call`.
+/// The one launch of an accepted call: `file`'s kernel `nvr_<file>_<kernel>` (`kernel`: the
+/// collective's name, named alike in both files, or a variant's such as `fcollect_peers`),
+/// with the arguments of `kernels/PROTOCOL.md`.
 fn launch(call: &Call, file: NvlinkSource, kernel: &str, grid: u32, block: u32) -> Step {
     let team = fingerprinted(call);
     let root = Some(call.root as i32);
