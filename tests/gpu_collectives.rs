@@ -194,10 +194,13 @@ fn gpu_collectives() {
 /// of `one`, `odd`, `unaligned`, `near_ll`, `medium` and `big`: 1 element, an odd count, a
 /// count whose bytes are not a multiple of 16, about 100 KiB (`NEAR_LL`), 1 MiB and 64 MiB a
 /// PE) and `MATRIX_TYPES` (type names, as `f32,bf16,u8`); each unset means all. They fit a run of many PEs into a short lease (e.g.
-/// `MATRIX_CLASSES=one,odd,unaligned` at 8 PEs) and are the same on every PE.
+/// `MATRIX_CLASSES=one,odd,unaligned` at 8 PEs) and are the same on every PE. With
+/// `MATRIX_FORCE=each`, `MATRIX_ALGOS` (algorithm names, as `nvshmem,nvlink_ll`) limits the
+/// algorithms forced, so that a wrong result can be tied to the calls made before it.
 struct Selection {
     classes: Option<Vec<String>>,
     types: Option<Vec<String>>,
+    algos: Option<Vec<String>>,
 }
 
 impl Selection {
@@ -210,7 +213,14 @@ impl Selection {
         Selection {
             classes: list("MATRIX_CLASSES"),
             types: list("MATRIX_TYPES"),
+            algos: list("MATRIX_ALGOS"),
         }
+    }
+
+    fn algo(&self, name: &str) -> bool {
+        self.algos
+            .as_ref()
+            .is_none_or(|l| l.iter().any(|a| a == name))
     }
 
     /// Whether the size class `bytes` (as `counts` takes it, or `BIG`) runs.
@@ -523,7 +533,12 @@ fn matrix<T: Element>(ctx: &Ctx, cases: &mut usize) -> anyhow::Result<()> {
     let each = std::env::var("MATRIX_FORCE").is_ok_and(|v| v == "each") && !ctx.big;
     for (ci, coll) in common::data_collectives().into_iter().enumerate() {
         let algos: Vec<Option<&str>> = if each {
-            coll.algorithms().into_iter().map(Some).collect()
+            let only = Selection::from_env();
+            coll.algorithms()
+                .into_iter()
+                .filter(|a| only.algo(a))
+                .map(Some)
+                .collect()
         } else {
             vec![None]
         };

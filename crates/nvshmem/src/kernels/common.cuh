@@ -159,6 +159,10 @@ __device__ __forceinline__ void nvr_fence_sc_sys() {
     asm volatile("fence.sc.sys;" ::: "memory");
 }
 
+__device__ __forceinline__ void nvr_fence_acq_rel_sys() {
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
 __device__ __forceinline__ nvr_u64 nvr_globaltimer() {
     nvr_u64 v;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
@@ -351,16 +355,27 @@ __device__ __forceinline__ void nvr_arrive_signal(unsigned int *w, unsigned int 
 }
 
 // Arrive: store e into arrive[b][me] of every peer, ordered as `order` says, and publish this
-// call's fingerprint beside it (Fingerprints): before an ordered arrival, so a peer that has
-// seen the flag finds it at its first look; after a relaxed (LL) one, so the flag leaves
-// first (its readers check the fingerprint only at the block's end).
+// call's fingerprint beside it (Fingerprints). An ordered arrival is a fence, the packets, then
+// a relaxed store of e (the fence and that store are a release pattern): the packets leave
+// before the flag, so a peer that has seen the flag finds them at its first look, and the fence
+// waits only for this PE's earlier writes, not for the packets' stores to reach the peer (a
+// release store after them would: one NVLink round trip on every direct call). A relaxed (LL)
+// arrival stores the flag first, so it leaves first (its readers check the fingerprint only at
+// the block's end).
 __device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e,
                                            int order = NVR_ARRIVE_RELEASE) {
     const int j = nvr_flag_peer(t);
     if (j < 0) return;
-    if (order != NVR_ARRIVE_RELAXED) nvr_fp_publish(t, e);
-    nvr_arrive_signal(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e, order, false);
-    if (order == NVR_ARRIVE_RELAXED) nvr_fp_publish(t, e);
+    unsigned int *w = nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j);
+    if (order == NVR_ARRIVE_RELAXED) {
+        nvr_st_relaxed(w, e);
+        nvr_fp_publish(t, e);
+        return;
+    }
+    if (order == NVR_ARRIVE_FENCE) nvr_fence_sc_sys();
+    else nvr_fence_acq_rel_sys();
+    nvr_fp_publish(t, e);
+    nvr_st_relaxed(w, e);
 }
 
 // Arrive before knowing the epoch: add 1 to arrive[b][me] of every peer, so the flag can
@@ -400,13 +415,15 @@ __device__ __forceinline__ bool nvr_wait_arrivals(const nvr_team &t, unsigned in
 
 // Depart (direct algorithms): after every thread of the block has made its last access to
 // peers' buffers, the flag lanes store e into depart[b][me] of every peer in `peers` with a
-// system-scope release. Contains a block barrier; every thread must call it.
+// system-scope release (fence.sc.sys, which also orders the block's stores that the barrier
+// made this thread's, then a relaxed store: one fence, not a second one in a release store).
+// Contains a block barrier; every thread must call it.
 __device__ __forceinline__ void nvr_depart(const nvr_team &t, unsigned int e, unsigned int peers) {
     __syncthreads();
     const int j = nvr_flag_peer(t);
     if (j < 0 || !((peers >> j) & 1u)) return;
-    __threadfence_system();
-    nvr_st_release(nvr_peer(t, nvr_depart_word(t, blockIdx.x, t.me), j), e);
+    nvr_fence_sc_sys();
+    nvr_st_relaxed(nvr_peer(t, nvr_depart_word(t, blockIdx.x, t.me), j), e);
 }
 
 // Quiescence (PROTOCOL.md): before block b of run e ends, it has seen every store its peers

@@ -639,16 +639,9 @@ extern "C" __global__ void __launch_bounds__(32)
         // Checked barrier (Fingerprints): a peer that sees the arrival then polls for the
         // fingerprint, so the packets must leave before the arrival, not an epoch load after
         // it. The epoch's load is issued first and completes under the fence (which waits for
-        // this PE's earlier writes anyway); then the packets, then the arrival: a store of e,
-        // relaxed, as the fence already orders everything before it.
+        // this PE's earlier writes anyway); then nvr_arrive's fence, packets, relaxed store.
         const unsigned int e = nvr_begin(t);
-        const int j = nvr_flag_peer(t);
-        if (j >= 0) {
-            nvr_fence_sc_sys();
-            nvr_fp_publish(t, e);
-            nvr_arrive_signal(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e,
-                              NVR_ARRIVE_RELAXED, false);
-        }
+        nvr_arrive(t, e, NVR_ARRIVE_FENCE);
         nvr_end(t, e, nvr_wait_arrivals(t, e, e, nvr_all_peers(t)));
         return;
     }
