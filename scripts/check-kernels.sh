@@ -27,6 +27,7 @@ status=0
 for home in ${NVSHMEM_RS_DEVICE_HOMES:-$NVSHMEM_HOME}; do
   version=$(sed -n 's/^#define NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION \([0-9]*\).*/\2/p' "$home/include/non_abi/nvshmem_version.h" | paste -sd.)
   echo "check-kernels: device-initiated kernels against NVSHMEM $version ($home)" >&2
+  # shellcheck disable=SC2046 # one test name a word
   NVSHMEM_HOME=$home NVSHMEM_RS_KERNEL_CACHE=off cargo test --workspace -- --ignored --exact $(device_kernel_tests) --nocapture || status=1
 done
 exit $status

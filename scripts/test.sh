@@ -16,7 +16,7 @@
 # reports fails the clippy check, as `cargo clippy --workspace --all-targets -- -D warnings`
 # would. Every step runs with the same environment and features, so none rebuilds a crate.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 passed=0 failed=0 skipped=0
 failures=()

@@ -118,7 +118,8 @@ pub(crate) struct TeamShape {
     /// MPS). NVSHMEM's own kernels do not keep to the blocks a member keeps resident, and at
     /// 4 PEs on one H100 its 64 MiB-a-block reduce-scatter never finished (2026-11-24): the
     /// automatic choice then takes this crate's kernels, which do, wherever one accepts the
-    /// call.
+    /// call. NVSHMEM's reductions there lost a member's input (8 PEs on 2 x H200 under MPS,
+    /// 2026-11-27): forcing one is refused (`collective::algo`, `refusal`).
     pub(crate) shares_gpu: bool,
     /// Whether this PE is the whole job (a world of one PE): then no RMA can be outstanding
     /// but on this PE's own streams, in their order, and a one-PE barrier has nothing to

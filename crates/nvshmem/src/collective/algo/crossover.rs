@@ -1110,7 +1110,7 @@ mod tests {
         // sweep forced LL and the direct kernels only, and its choice of NVSHMEM's broadcast
         // is timed in its automatic job)
         type Sweep = (usize, &'static str, &'static [(&'static str, usize)], bool);
-        let sweeps: [Sweep; 7] = [
+        let sweeps: [Sweep; 8] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep).
             (
@@ -1138,6 +1138,9 @@ mod tests {
             (4, "sweep-4pe-2026-11-27/small", &[], false),
             (2, "rooted-2026-11-27/2pe", &[], true),
             (2, "peerlanes-2026-11-27/2pe", &[], true),
+            // The direct kernels with one fence less at entry and exit (3e4b6ca), 256 KiB to
+            // 8 MiB calls.
+            (2, "direct-2026-11-27/2pe", &[], true),
             (4, "rooted-2026-11-27/4pe", &[], true),
         ];
         let mut checked = 0;
@@ -1190,9 +1193,17 @@ mod tests {
                 )
                 .3;
                 let best = times.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
-                let Some(&(_, mine)) = times.iter().find(|t| t.0 == chosen) else {
-                    panic!("{dir}: {name} {bytes} B: {chosen} was not timed ({times:?})");
-                };
+                // The chosen algorithm's best time: where the automatic job and a forced one
+                // both timed it, the two differ by the jobs' jitter, not by a choice.
+                let mine = times
+                    .iter()
+                    .filter(|t| t.0 == chosen)
+                    .map(|t| t.1)
+                    .fold(f64::INFINITY, f64::min);
+                assert!(
+                    mine.is_finite(),
+                    "{dir}: {name} {bytes} B: {chosen} was not timed ({times:?})"
+                );
                 let fast_enough = mine <= 1.05 * best || mine - best <= 0.2;
                 let excused = exceptions.contains(&(name.as_str(), bytes));
                 assert!(

@@ -203,23 +203,39 @@ pub(crate) fn choice(
     })
 }
 
-/// Why `alg`, forced, cannot run `call`: its own refusal, or, on a team NVSHMEM made with
-/// nvshmemx_team_init ([`TeamShape::nvshmem_collectives`]), a plan that would queue one of
-/// NVSHMEM's collectives (the automatic choice only puts those last). A pure function of what
-/// every member passes alike, as [`Algorithm::refuses`].
+/// Why `alg`, forced, cannot run `call`: its own refusal, or a plan that would queue one of
+/// NVSHMEM's collectives where NVSHMEM gave wrong results (the automatic choice only puts
+/// those last): on a team NVSHMEM made with nvshmemx_team_init
+/// ([`TeamShape::nvshmem_collectives`]), and NVSHMEM's reductions where members share a GPU
+/// ([`TeamShape::shares_gpu`]). A pure function of what every member passes alike, as
+/// [`Algorithm::refuses`].
 fn refusal(alg: &dyn Algorithm, call: &Call) -> Option<String> {
     if let Some(why) = alg.refuses(call) {
         return Some(why);
     }
-    if call.team.nvshmem_collectives {
-        return None;
+    if !call.team.nvshmem_collectives && queues_nvshmem_collectives(alg, call) {
+        return Some(
+            "it queues NVSHMEM collectives, which do not run on a team made by \
+             nvshmemx_team_init (a list of PEs that is not an increasing progression): NVSHMEM \
+             3.4.5 gave wrong results there"
+                .to_string(),
+        );
     }
-    queues_nvshmem_collectives(alg, call).then(|| {
-        "it queues NVSHMEM collectives, which do not run on a team made by nvshmemx_team_init \
-         (a list of PEs that is not an increasing progression): NVSHMEM 3.4.5 gave wrong \
-         results there"
-            .to_string()
-    })
+    // Where members share a GPU NVSHMEM cannot hand a call to NCCL and runs its own kernels.
+    // Its all-reduce there lost a member's input in the first or last element (8 PEs on 2 x
+    // H200 under MPS, the team of the even PEs, 1001 f32, after calls of this crate's
+    // kernels on the team: 8 of 13 runs of the collectives matrix on 2026-11-27, with this
+    // crate's barrier before it or NVSHMEM's, with programmatic dependent launch on or off),
+    // so a forced NVSHMEM reduction is refused there rather than risked.
+    if call.team.shares_gpu && call.coll.reduces() && queues_nvshmem_collectives(alg, call) {
+        return Some(
+            "it queues NVSHMEM reductions, and where members share a GPU NVSHMEM 3.4.5 runs \
+             its own reduction kernels, which gave wrong results there (a member's input \
+             missing)"
+                .to_string(),
+        );
+    }
+    None
 }
 
 /// Whether `alg`'s plan for `call` (which it accepts) queues one of NVSHMEM's collectives. The

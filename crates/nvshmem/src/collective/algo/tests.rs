@@ -1623,6 +1623,56 @@ fn a_team_made_by_team_init_queues_nvshmem_collectives_only_as_a_last_resort() {
 }
 
 #[test]
+fn nvshmem_reductions_forced_where_members_share_a_gpu_are_refused() {
+    for n in [2usize, 4, 8] {
+        let mut t = team(n, 1, true);
+        t.shares_gpu = true;
+        for coll in [
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::Reduce,
+        ] {
+            for name in ["nvshmem", "sum_then_div", "scale_then_sum"] {
+                let Some(forced) = registry(coll).iter().find(|a| a.name() == name).copied() else {
+                    continue;
+                };
+                let op = match name {
+                    "sum_then_div" => ReduceOp::Avg,
+                    "scale_then_sum" => ReduceOp::PreMulSum(0.5),
+                    _ => ReduceOp::Sum,
+                };
+                let c = with_channel(call(&t, coll, DataType::F32, op, 1001, false, 0));
+                match choose(&c, Some(forced)) {
+                    Err(Error::AlgorithmRefused { reason, .. }) => {
+                        assert!(reason.contains("share a GPU"), "{reason}")
+                    }
+                    other => panic!("{name} forced, {coll} at {n} PEs sharing a GPU: {other:?}"),
+                }
+                // Members on GPUs of their own: NVSHMEM hands the call to NCCL; accepted.
+                let own = team(n, 1, true);
+                let c = with_channel(call(&own, coll, DataType::F32, op, 1001, false, 0));
+                assert_eq!(choose(&c, Some(forced)).map(|a| a.name()).ok(), Some(name));
+            }
+        }
+        // NVSHMEM's data movement is not refused there.
+        let forced = registry(Collective::Fcollect)
+            .iter()
+            .find(|a| a.name() == "nvshmem")
+            .copied();
+        let c = with_channel(call(
+            &t,
+            Collective::Fcollect,
+            DataType::U8,
+            ReduceOp::Sum,
+            4096,
+            false,
+            0,
+        ));
+        assert_eq!(choose(&c, forced).map(|a| a.name()).ok(), Some("nvshmem"));
+    }
+}
+
+#[test]
 fn members_sharing_a_gpu_take_this_crates_kernels_where_one_accepts() {
     for n in [2usize, 3, 4, 8] {
         let mut t = team(n, 1, true);
