@@ -336,24 +336,6 @@ __device__ __forceinline__ int nvr_flag_peer(const nvr_team &t) {
 #define NVR_ARRIVE_RELAXED 2 // no ordering: LL kernels, whose arrival only tells a writer that
                              // this PE has finished reading its packets of two runs ago
 
-// The flag lanes' part of an arrival on peer j's word w = arrive[b][me]: a store of e, or
-// (add) adding 1, which needs no epoch and leaves the same value there, since every run of a
-// block arrives once at every peer (arrive follows the runs: PROTOCOL.md). Across the wrap an
-// add leaves NVR_EPOCH_LAST + 1, not 1: the run that wraps stores its epoch after the add
-// (nvr_arrive_wrap).
-__device__ __forceinline__ void nvr_arrive_signal(unsigned int *w, unsigned int e, int order,
-                                                  bool add) {
-    if (order == NVR_ARRIVE_FENCE) nvr_fence_sc_sys();
-    const bool release = order == NVR_ARRIVE_RELEASE;
-    if (add) {
-        if (release) nvr_red_add_release(w, 1u);
-        else nvr_red_add_relaxed(w, 1u);
-    } else {
-        if (release) nvr_st_release(w, e);
-        else nvr_st_relaxed(w, e);
-    }
-}
-
 // Arrive: store e into arrive[b][me] of every peer, ordered as `order` says, and publish this
 // call's fingerprint beside it (Fingerprints). An ordered arrival is a fence, the packets, then
 // a relaxed store of e (the fence and that store are a release pattern): the packets leave
@@ -378,12 +360,18 @@ __device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e,
     nvr_st_relaxed(w, e);
 }
 
-// Arrive before knowing the epoch: add 1 to arrive[b][me] of every peer, so the flag can
-// travel while the epoch is read. Follow it with nvr_arrive_wrap once the epoch is known.
+// Arrive before knowing the epoch: add 1 to arrive[b][me] of every peer (`order`: release or
+// fence, as nvr_arrive's), so the flag can travel while the epoch is read. An add needs no
+// epoch and leaves the same value as a store of e, since every run of a block arrives once at
+// every peer (arrive follows the runs: PROTOCOL.md); across the wrap it leaves
+// NVR_EPOCH_LAST + 1, not 1, so follow it with nvr_arrive_wrap once the epoch is known.
 __device__ __forceinline__ void nvr_arrive_add(const nvr_team &t, int order) {
     const int j = nvr_flag_peer(t);
     if (j < 0) return;
-    nvr_arrive_signal(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), 0u, order, true);
+    unsigned int *w = nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j);
+    if (order == NVR_ARRIVE_FENCE) nvr_fence_sc_sys();
+    if (order == NVR_ARRIVE_RELEASE) nvr_red_add_release(w, 1u);
+    else nvr_red_add_relaxed(w, 1u);
 }
 
 // After nvr_arrive_add, in the run of epoch e: the run that wraps (e == 1 after
