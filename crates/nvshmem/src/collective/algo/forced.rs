@@ -129,7 +129,11 @@ impl Runtime {
     /// [`Collective::algorithms`]), or restores the automatic choice with `None` or
     /// `Some("auto")`. Takes effect for calls made after it; make it on every PE alike, at the
     /// same point of the program. A forced algorithm that cannot run a call makes that call
-    /// fail with [`Error::AlgorithmRefused`]. An unknown name is [`Error::InvalidArgument`].
+    /// fail with [`Error::AlgorithmRefused`], the reason named; so do the algorithms that queue
+    /// NVSHMEM's collectives where NVSHMEM 3.4.5 gave wrong results: any of them on a team made
+    /// by `nvshmemx_team_init` (a list of PEs that is not an increasing progression), and its
+    /// reductions on a team whose members share a GPU (several PEs a GPU under MPS). An
+    /// unknown name is [`Error::InvalidArgument`].
     ///
     /// ```no_run
     /// use nvshmem::collective::Collective;
