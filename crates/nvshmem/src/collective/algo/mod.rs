@@ -224,7 +224,7 @@ fn refusal(alg: &dyn Algorithm, call: &Call) -> Option<String> {
     // Where members share a GPU NVSHMEM cannot hand a call to NCCL and runs its own kernels.
     // Its all-reduce there lost a member's input in the first or last element (8 PEs on 2 x
     // H200 under MPS, the team of the even PEs, 1001 f32, after calls of this crate's
-    // kernels on the team: 8 of 13 runs of the collectives matrix on 2026-11-27, with this
+    // kernels on the team: 8 of 12 runs of the collectives matrix on 2026-11-27, with this
     // crate's barrier before it or NVSHMEM's, with programmatic dependent launch on or off),
     // so a forced NVSHMEM reduction is refused there rather than risked.
     if call.team.shares_gpu && call.coll.reduces() && queues_nvshmem_collectives(alg, call) {
