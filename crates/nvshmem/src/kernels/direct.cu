@@ -101,7 +101,7 @@ __device__ __forceinline__ bool nvr_d_root_ok(const nvr_team &t, int root) {
 }
 
 // Every thread of the block calls this after its last access to peers' buffers: depart to the
-// peers touched (a block barrier, then fence.sc.sys and a release store per peer), wait until
+// peers touched (a block barrier, then fence.sc.sys and a relaxed store per peer), wait until
 // every peer that touches this PE has departed, and until every peer has arrived (those it
 // touches were waited for at entry; the others' arrival stores must have landed before the
 // block ends: quiescence, PROTOCOL.md), advance the epoch. Once every block has passed it, no

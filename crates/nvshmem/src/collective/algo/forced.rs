@@ -132,8 +132,8 @@ impl Runtime {
     /// fail with [`Error::AlgorithmRefused`], the reason named; so do the algorithms that queue
     /// NVSHMEM's collectives where NVSHMEM 3.4.5 gave wrong results: any of them on a team made
     /// by `nvshmemx_team_init` (a list of PEs that is not an increasing progression), and its
-    /// reductions on a team whose members share a GPU (several PEs a GPU under MPS). An
-    /// unknown name is [`Error::InvalidArgument`].
+    /// reductions on a team some member of which shares its GPU with other PEs (several PEs a
+    /// GPU under MPS). An unknown name is [`Error::InvalidArgument`].
     ///
     /// ```no_run
     /// use nvshmem::collective::Collective;

@@ -206,9 +206,9 @@ pub(crate) fn choice(
 /// Why `alg`, forced, cannot run `call`: its own refusal, or a plan that would queue one of
 /// NVSHMEM's collectives where NVSHMEM gave wrong results (the automatic choice only puts
 /// those last): on a team NVSHMEM made with nvshmemx_team_init
-/// ([`TeamShape::nvshmem_collectives`]), and NVSHMEM's reductions where members share a GPU
-/// ([`TeamShape::shares_gpu`]). A pure function of what every member passes alike, as
-/// [`Algorithm::refuses`].
+/// ([`TeamShape::nvshmem_collectives`]), and NVSHMEM's reductions where some member's GPU is
+/// used by other PEs too ([`TeamShape::shares_gpu`]). A pure function of what every member
+/// passes alike, as [`Algorithm::refuses`].
 fn refusal(alg: &dyn Algorithm, call: &Call) -> Option<String> {
     if let Some(why) = alg.refuses(call) {
         return Some(why);
@@ -221,37 +221,52 @@ fn refusal(alg: &dyn Algorithm, call: &Call) -> Option<String> {
                 .to_string(),
         );
     }
-    // Where members share a GPU NVSHMEM cannot hand a call to NCCL and runs its own kernels.
-    // Its all-reduce there lost a member's input in the first or last element (8 PEs on 2 x
-    // H200 under MPS, the team of the even PEs, 1001 f32, after calls of this crate's
-    // kernels on the team: 8 of 12 runs of the collectives matrix on 2026-11-27, with this
-    // crate's barrier before it or NVSHMEM's, with programmatic dependent launch on or off),
-    // so a forced NVSHMEM reduction is refused there rather than risked.
-    if call.team.shares_gpu && call.coll.reduces() && queues_nvshmem_collectives(alg, call) {
+    // Where PEs share a GPU NVSHMEM cannot hand a call to NCCL and runs its own kernels. Its
+    // all-reduce there lost a member's input in the first or last element (8 PEs on 2 x H200
+    // under MPS, the team of the even PEs, 1001 f32, after calls of this crate's kernels on
+    // the team: 8 of 12 runs of the collectives matrix on 2026-11-27, with this crate's
+    // barrier before it or NVSHMEM's, with programmatic dependent launch on or off; right in
+    // 3 of 3 with only NVSHMEM's algorithms forced, so an interaction with the calls before it
+    // is not ruled out). A forced NVSHMEM reduction is refused there rather than risked.
+    if call.team.shares_gpu && queues_nvshmem_reductions(alg, call) {
         return Some(
-            "it queues NVSHMEM reductions, and where members share a GPU NVSHMEM 3.4.5 runs \
-             its own reduction kernels, which gave wrong results there (a member's input \
-             missing)"
+            "it queues NVSHMEM reductions, and where PEs share a GPU NVSHMEM 3.4.5 runs its own \
+             reduction kernels, which gave wrong results there (a member's input missing; \
+             cause not found)"
                 .to_string(),
         );
     }
     None
 }
 
-/// Whether `alg`'s plan for `call` (which it accepts) queues one of NVSHMEM's collectives. The
-/// plan is data: made on a copy with a stand-in scratch address, only to be looked at. An
-/// empty call queues nothing.
+/// Whether `alg`'s plan for `call` (which it accepts) queues one of NVSHMEM's collectives.
 fn queues_nvshmem_collectives(alg: &dyn Algorithm, call: &Call) -> bool {
+    planned_steps(alg, call)
+        .iter()
+        .any(Step::uses_nvshmem_collectives)
+}
+
+/// Whether `alg`'s plan for `call` queues one of NVSHMEM's reductions (not merely its
+/// barriers, as `peer_kernel`'s plan does around this crate's kernel).
+fn queues_nvshmem_reductions(alg: &dyn Algorithm, call: &Call) -> bool {
+    planned_steps(alg, call)
+        .iter()
+        .any(|s| matches!(s, Step::Reduce { .. }))
+}
+
+/// `alg`'s plan for `call` (which it accepts), as data: made on a copy with a stand-in
+/// scratch address, only to be looked at. An empty call queues nothing.
+fn planned_steps(alg: &dyn Algorithm, call: &Call) -> Vec<Step> {
+    let mut steps = Vec::new();
     if call.is_empty() {
-        return false;
+        return steps;
     }
     let mut probe = call.clone();
     if alg.scratch(call) > 0 && probe.scratch == 0 {
         probe.scratch = 1 << 48;
     }
-    let mut steps = Vec::new();
     alg.plan(&probe, &mut steps);
-    steps.iter().any(Step::uses_nvshmem_collectives)
+    steps
 }
 
 impl ReduceOp {

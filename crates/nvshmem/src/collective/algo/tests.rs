@@ -1633,9 +1633,11 @@ fn nvshmem_reductions_forced_where_members_share_a_gpu_are_refused() {
             Collective::Reduce,
         ] {
             for name in ["nvshmem", "sum_then_div", "scale_then_sum"] {
-                let Some(forced) = registry(coll).iter().find(|a| a.name() == name).copied() else {
-                    continue;
-                };
+                let forced = registry(coll)
+                    .iter()
+                    .find(|a| a.name() == name)
+                    .copied()
+                    .expect("every reduction has NVSHMEM's algorithms");
                 let op = match name {
                     "sum_then_div" => ReduceOp::Avg,
                     "scale_then_sum" => ReduceOp::PreMulSum(0.5),
@@ -1652,6 +1654,21 @@ fn nvshmem_reductions_forced_where_members_share_a_gpu_are_refused() {
                 let own = team(n, 1, true);
                 let c = with_channel(call(&own, coll, DataType::F32, op, 1001, false, 0));
                 assert_eq!(choose(&c, Some(forced)).map(|a| a.name()).ok(), Some(name));
+            }
+            // This crate's reductions are not refused there, peer_kernel's included (it queues
+            // NVSHMEM's barriers around its kernel, not its reductions).
+            for name in ["peer_kernel", "nvlink_direct"] {
+                let forced = registry(coll)
+                    .iter()
+                    .find(|a| a.name() == name)
+                    .copied()
+                    .expect("every reduction has these algorithms");
+                let c = with_channel(call(&t, coll, DataType::F32, ReduceOp::Sum, 1001, false, 0));
+                assert_eq!(
+                    choose(&c, Some(forced)).map(|a| a.name()).ok(),
+                    Some(name),
+                    "{name} forced, {coll} at {n} PEs sharing a GPU"
+                );
             }
         }
         // NVSHMEM's data movement is not refused there.
