@@ -231,7 +231,7 @@ __device__ __forceinline__ void nvr_fail(unsigned int *status, unsigned int code
 // wait lasts at least timeout_ns). On abort or timeout it records the failure and returns
 // false; the caller then skips its remaining waits and the block exits at nvr_end.
 __device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e);
-__device__ __forceinline__ void nvr_fp_publish(const nvr_team &t, unsigned int e);
+__device__ __forceinline__ void nvr_fp_publish_to(const nvr_team &t, unsigned int e, int j);
 __device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const unsigned int *flag,
                                                     unsigned int e, int j);
 
@@ -328,40 +328,26 @@ __device__ __forceinline__ int nvr_flag_peer(const nvr_team &t) {
     return (j >= 0 && j < t.n && j != t.me) ? j : -1;
 }
 
-// How an arrival is ordered before the peers see it (PROTOCOL.md, "Arrive and depart").
+// How an ordered arrival (nvr_arrive_ordered) is ordered before the peers see it
+// (PROTOCOL.md, "Arrive and depart"). LL kernels arrive relaxed (nvr_arrive).
 #define NVR_ARRIVE_RELEASE 0 // system-scope release: direct kernels (peers then use this PE's
                              // buffers) and sync
 #define NVR_ARRIVE_FENCE 1   // fence.sc.sys first: barrier's meaning (this PE's earlier writes,
                              // RMA included, are visible system-wide before any peer passes)
-#define NVR_ARRIVE_RELAXED 2 // no ordering: LL kernels, whose arrival only tells a writer that
-                             // this PE has finished reading its packets of two runs ago
 
-// Arrive: store e into arrive[b][me] of every peer, ordered as `order` says, and publish this
-// call's fingerprint beside it (Fingerprints). An ordered arrival is a fence, the packets, then
-// a relaxed store of e (the fence and that store are a release pattern): the packets leave
-// before the flag, so a peer that has seen the flag finds them at its first look, and the fence
-// waits only for this PE's earlier writes, not for the packets' stores to reach the peer (a
-// release store after them would: one NVLink round trip on every direct call). A relaxed (LL)
-// arrival stores the flag first, so it leaves first (its readers check the fingerprint only at
-// the block's end).
-__device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e,
-                                           int order = NVR_ARRIVE_RELEASE) {
+// Relaxed arrival (LL and Lamport kernels, whose arrival only tells a writer that this PE has
+// finished reading its packets of two runs ago): the flag lanes store e into arrive[b][me] of
+// every peer, then publish this call's fingerprint beside it (Fingerprints); the flag leaves
+// first (its readers check the fingerprint only at the block's end).
+__device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e) {
     const int j = nvr_flag_peer(t);
     if (j < 0) return;
-    unsigned int *w = nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j);
-    if (order == NVR_ARRIVE_RELAXED) {
-        nvr_st_relaxed(w, e);
-        nvr_fp_publish(t, e);
-        return;
-    }
-    if (order == NVR_ARRIVE_FENCE) nvr_fence_sc_sys();
-    else nvr_fence_acq_rel_sys();
-    nvr_fp_publish(t, e);
-    nvr_st_relaxed(w, e);
+    nvr_st_relaxed(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e);
+    nvr_fp_publish_to(t, e, j);
 }
 
 // Arrive before knowing the epoch: add 1 to arrive[b][me] of every peer (`order`: release or
-// fence, as nvr_arrive's), so the flag can travel while the epoch is read. An add needs no
+// fence), so the flag can travel while the epoch is read. An add needs no
 // epoch and leaves the same value as a store of e, since every run of a block arrives once at
 // every peer (arrive follows the runs: PROTOCOL.md); across the wrap it leaves
 // NVR_EPOCH_LAST + 1, not 1, so follow it with nvr_arrive_wrap once the epoch is known.
@@ -384,6 +370,25 @@ __device__ __forceinline__ void nvr_arrive_wrap(const nvr_team &t, unsigned int 
     const int j = nvr_flag_peer(t);
     if (j < 0 || e != 1u) return;
     nvr_st_release(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e);
+}
+
+// Ordered arrival (direct kernels, barrier, sync), as `order` says; returns this run's epoch.
+// The flag lanes (the last warp) fence and add 1 (nvr_arrive_add), which needs no epoch; every
+// thread reads the epoch meanwhile; the first warp's lanes publish the fingerprint packets. A
+// fence holds back only its own warp's memory operations, so the epoch's load and the packets
+// travel while the flag lanes' fence drains, and a peer, which waits for the flag and the
+// packets together (nvr_fp_wait_arrival), sees both after about one fence and one NVLink
+// crossing. (Each after the other, the fence waited for the epoch's load or the packets waited
+// for the fence: the check cost a barrier 0.47 us, docs/performance.md.) The packets need no
+// ordering against the flag: they carry their own epoch. A block of one warp still works, its
+// packets then following the fence. Every thread must call it.
+__device__ __forceinline__ unsigned int nvr_arrive_ordered(const nvr_team &t, int order) {
+    nvr_arrive_add(t, order);
+    const unsigned int e = nvr_begin(t);
+    nvr_arrive_wrap(t, e);
+    const int j = (int)threadIdx.x;
+    if (j < 32 && j < t.n && j != t.me) nvr_fp_publish_to(t, e, j);
+    return e;
 }
 
 // Waits (by the flag lanes) until every peer in `peers` (bit j for team PE j) has arrived at
@@ -512,13 +517,11 @@ __device__ __forceinline__ bool nvr_fp_on(const nvr_team &t) {
     return t.check != 0 && blockIdx.x < NVR_FP_BLOCKS;
 }
 
-// The flag lanes' publication of this call's fingerprint for block b's run of epoch e into
-// every peer's slot (e, b, me): two LL packets, so a reader knows them whole and of this run
-// by their flags, however the stores are ordered against the arrival.
-__device__ __forceinline__ void nvr_fp_publish(const nvr_team &t, unsigned int e) {
+// The publication of this call's fingerprint for block b's run of epoch e into peer j's slot
+// (e, b, me), by one thread for each peer: two LL packets, so a reader knows them whole and of
+// this run by their flags, however the stores are ordered against the arrival.
+__device__ __forceinline__ void nvr_fp_publish_to(const nvr_team &t, unsigned int e, int j) {
     if (!nvr_fp_on(t)) return;
-    const int j = nvr_flag_peer(t);
-    if (j < 0) return;
     char *s = nvr_peer(t, nvr_fp_slot(t, e, blockIdx.x, t.me), j);
     nvr_ll_store(s, t.fp[0], e);
     nvr_ll_store(s + NVR_LL_PACKET, t.fp[1], e);

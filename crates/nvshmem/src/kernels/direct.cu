@@ -8,7 +8,7 @@
 //     nvr_direct_combine2 (the local step of the copy-engine reductions of 2-PE teams).
 //   Without NVR_OP: the type-free data movement
 //     nvr_direct_broadcast, nvr_direct_fcollect, nvr_direct_alltoall, nvr_direct_gather,
-//     nvr_direct_scatter, and the copy-engine flag kernels nvr_ce_enter, nvr_ce_exit.
+//     nvr_direct_scatter. (The copy-engine collectives are framed by ll.cu's nvr_barrier.)
 //
 // Launch: NVR_D_THREADS (512) threads per block; the grid is a pure function of (collective,
 // bytes, team size, the team's max_blocks), the same on every member, at most 128 blocks and at
@@ -84,8 +84,7 @@ typedef nvr_u64 nvr_d_u64;
 __device__ __forceinline__ bool nvr_d_enter(const nvr_team &t, unsigned touch, unsigned *e_out) {
     if (!nvr_team_ok(t))
         return false;
-    const unsigned e = nvr_begin(t);
-    nvr_arrive(t, e);
+    const unsigned e = nvr_arrive_ordered(t, NVR_ARRIVE_RELEASE);
     const bool ok = nvr_wait_arrivals(t, e, e, touch);
     *e_out = e;
     return nvr_block_ok(ok);
@@ -751,38 +750,6 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
         return;
     NVR_D_DISPATCH(nvr_d_scatter, t, root, (const char *)src, (char *)dst, bytes);
     nvr_d_exit(t, e, touch, touched_by);
-}
-
-// ---- copy-engine collectives: the flags around host-issued peer copies ----
-//
-// A copy-engine collective is, on every member's stream:
-//     nvr_ce_enter<<<1, 32>>>(t); cuMemcpyAsync(...peer copies...); nvr_ce_exit<<<1, 32>>>(t);
-// Both are full barriers on block index 0 of the channel (epoch[0], arrive[0][*]): enter means
-// every member's earlier work is done (inputs written, outputs free), so any copy may start;
-// exit runs after this PE's copies completed (stream order) and waits until every member's
-// copies have, so no copy into this PE's buffers is still in flight. The epoch comes from the
-// channel, so a captured graph replays.
-
-__device__ __forceinline__ void nvr_d_ce_barrier(const nvr_team &t) {
-    if (!nvr_team_ok(t))
-        return;
-    const unsigned e = nvr_begin(t);
-    // fence.sc.sys before the arrival: the copies that ran before this kernel on the stream
-    // (copy engine) and earlier kernels' writes are ordered before the flag system-wide.
-    nvr_arrive(t, e, NVR_ARRIVE_FENCE);
-    nvr_end(t, e, nvr_wait_arrivals(t, e, e, nvr_all_peers(t)));
-}
-
-extern "C" __global__ void __launch_bounds__(32)
-    nvr_ce_enter(const __grid_constant__ nvr_team t) {
-    nvr_launch_begin();
-    nvr_d_ce_barrier(t);
-}
-
-extern "C" __global__ void __launch_bounds__(32)
-    nvr_ce_exit(const __grid_constant__ nvr_team t) {
-    nvr_launch_begin();
-    nvr_d_ce_barrier(t);
 }
 
 #endif // NVR_OP

@@ -285,7 +285,7 @@ __device__ __forceinline__ void nvr_lam_count(const nvr_team &t, nvr_lam_ctx &c)
                      : "=r"(c.before)
                      : "l"(c.area + 4)
                      : "memory");
-    nvr_arrive(t, c.e, NVR_ARRIVE_RELAXED);
+    nvr_arrive(t, c.e);
 }
 
 // A data thread's first vector of src (x bytes), cleaned, loaded before the count (`have`:

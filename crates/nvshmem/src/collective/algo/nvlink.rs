@@ -361,7 +361,7 @@ pub(super) fn flag_barrier(call: &Call, fence: bool) -> Launch {
         key: KernelKey::Nvlink(NvlinkSource::Ll, None),
         function: "nvr_barrier",
         grid: 1,
-        block: 32,
+        block: 64,
         team: fingerprinted(call),
         args: NvlinkArgs::Barrier {
             fence: fence as i32,
