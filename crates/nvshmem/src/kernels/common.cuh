@@ -373,21 +373,25 @@ __device__ __forceinline__ void nvr_arrive_wrap(const nvr_team &t, unsigned int 
 }
 
 // Ordered arrival (direct kernels, barrier, sync), as `order` says; returns this run's epoch.
-// The flag lanes (the last warp) fence and add 1 (nvr_arrive_add), which needs no epoch; every
-// thread reads the epoch meanwhile; the first warp's lanes publish the fingerprint packets. A
-// fence holds back only its own warp's memory operations, so the epoch's load and the packets
-// travel while the flag lanes' fence drains, and a peer, which waits for the flag and the
-// packets together (nvr_fp_wait_arrival), sees both after about one fence and one NVLink
-// crossing. (Each after the other, the fence waited for the epoch's load or the packets waited
-// for the fence: the check cost a barrier 0.47 us, docs/performance.md.) The packets need no
-// ordering against the flag: they carry their own epoch. A block of one warp still works, its
-// packets then following the fence. Every thread must call it.
+// Thread 0 (in the first warp) reads the epoch while the flag lanes (the last warp) fence and
+// add 1 (nvr_arrive_add, which needs no epoch); after a block barrier the flag lanes publish
+// the fingerprint packets. So the fence waits neither for the epoch's load first (a load
+// before it in the same warp would) nor for the packets (stores still in flight when it runs,
+// from any warp of the block, which it waits for too: with the packets published by the
+// first warp during the fence, a checked barrier took 2.61 us against 2.40), and a peer, which
+// waits for the flag and the packets together (nvr_fp_wait_arrival), sees both after one fence
+// and one NVLink crossing. The packets need no ordering against the flag: they carry their
+// own epoch. A block of one warp is still right, its epoch load then before the fence. Every
+// thread must call it.
 __device__ __forceinline__ unsigned int nvr_arrive_ordered(const nvr_team &t, int order) {
+    __shared__ unsigned int nvr_arrive_e;
+    if (threadIdx.x == 0) nvr_arrive_e = nvr_begin(t);
     nvr_arrive_add(t, order);
-    const unsigned int e = nvr_begin(t);
+    __syncthreads();
+    const unsigned int e = nvr_arrive_e;
     nvr_arrive_wrap(t, e);
-    const int j = (int)threadIdx.x;
-    if (j < 32 && j < t.n && j != t.me) nvr_fp_publish_to(t, e, j);
+    const int j = nvr_flag_peer(t);
+    if (j >= 0) nvr_fp_publish_to(t, e, j);
     return e;
 }
 
