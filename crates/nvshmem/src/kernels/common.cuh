@@ -386,12 +386,17 @@ __device__ __forceinline__ void nvr_arrive_wrap(const nvr_team &t, unsigned int 
 __device__ __forceinline__ unsigned int nvr_arrive_ordered(const nvr_team &t, int order) {
     __shared__ unsigned int nvr_arrive_e;
     if (threadIdx.x == 0) nvr_arrive_e = nvr_begin(t);
-    nvr_arrive_add(t, order);
+    const int j = nvr_flag_peer(t);
+    if (j >= 0) {
+        if (order == NVR_ARRIVE_FENCE) nvr_fence_sc_sys();
+        else nvr_fence_acq_rel_sys();
+    }
     __syncthreads();
     const unsigned int e = nvr_arrive_e;
-    nvr_arrive_wrap(t, e);
-    const int j = nvr_flag_peer(t);
-    if (j >= 0) nvr_fp_publish_to(t, e, j);
+    if (j >= 0) {
+        nvr_fp_publish_to(t, e, j);
+        nvr_st_relaxed(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e);
+    }
     return e;
 }
 
