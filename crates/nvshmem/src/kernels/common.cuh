@@ -232,6 +232,7 @@ __device__ __forceinline__ void nvr_fail(unsigned int *status, unsigned int code
 // false; the caller then skips its remaining waits and the block exits at nvr_end.
 __device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e);
 __device__ __forceinline__ void nvr_fp_publish_to(const nvr_team &t, unsigned int e, int j);
+__device__ __forceinline__ bool nvr_fp_on(const nvr_team &t);
 __device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const unsigned int *flag,
                                                     unsigned int e, int j);
 
@@ -373,27 +374,33 @@ __device__ __forceinline__ void nvr_arrive_wrap(const nvr_team &t, unsigned int 
 }
 
 // Ordered arrival (direct kernels, barrier, sync), as `order` says; returns this run's epoch.
-// Thread 0 (in the first warp) reads the epoch while the flag lanes (the last warp) fence and
-// add 1 (nvr_arrive_add, which needs no epoch); after a block barrier the flag lanes publish
-// the fingerprint packets. So the fence waits neither for the epoch's load first (a load
-// before it in the same warp would) nor for the packets (stores still in flight when it runs,
-// from any warp of the block, which it waits for too: with the packets published by the
-// first warp during the fence, a checked barrier took 2.61 us against 2.40), and a peer, which
-// waits for the flag and the packets together (nvr_fp_wait_arrival), sees both after one fence
-// and one NVLink crossing. The packets need no ordering against the flag: they carry their
-// own epoch. A block of one warp is still right, its epoch load then before the fence. Every
-// thread must call it.
+// Thread 0 (in the first warp) reads the epoch while the flag lanes (the last warp) fence, so
+// the load runs under the fence instead of before it (a load the flag lanes issued first would
+// hold their fence back). Then, where the block checks fingerprints (nvr_fp_on), the flag
+// lanes take the epoch from thread 0 (a block barrier) and store the fingerprint packets and
+// then the epoch: the packets lead the flag, so a peer that sees the flag mostly finds them at
+// the same look, and they leave after the fence, which so does not wait for them to reach the
+// peer. Where it does not check, the flag lanes add 1 right after the fence, without waiting
+// for the epoch (nvr_arrive_add; nvr_arrive_wrap fixes the wrap). Measured on 2 x H200
+// (2026-11-27, docs/performance.md): checked barrier 2.28 us against 2.40 with the epoch read
+// before the fence, and 2.61 with the packets stored by the first warp during the fence (a
+// fence waits for stores that other warps of the block have in flight). Every thread must
+// call it.
 __device__ __forceinline__ unsigned int nvr_arrive_ordered(const nvr_team &t, int order) {
     __shared__ unsigned int nvr_arrive_e;
     if (threadIdx.x == 0) nvr_arrive_e = nvr_begin(t);
+    const bool fp = nvr_fp_on(t);
+    if (!fp) nvr_arrive_add(t, order);
     const int j = nvr_flag_peer(t);
-    if (j >= 0) {
+    if (fp && j >= 0) {
         if (order == NVR_ARRIVE_FENCE) nvr_fence_sc_sys();
         else nvr_fence_acq_rel_sys();
     }
     __syncthreads();
     const unsigned int e = nvr_arrive_e;
-    if (j >= 0) {
+    if (!fp) {
+        nvr_arrive_wrap(t, e);
+    } else if (j >= 0) {
         nvr_fp_publish_to(t, e, j);
         nvr_st_relaxed(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e);
     }
