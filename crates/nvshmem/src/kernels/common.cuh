@@ -382,10 +382,10 @@ __device__ __forceinline__ void nvr_arrive_wrap(const nvr_team &t, unsigned int 
 // the same look, and they leave after the fence, which so does not wait for them to reach the
 // peer. Where it does not check, the flag lanes add 1 right after the fence, without waiting
 // for the epoch (nvr_arrive_add; nvr_arrive_wrap fixes the wrap). Measured on 2 x H200
-// (2026-11-27, docs/performance.md): checked barrier 2.28 us against 2.40 with the epoch read
-// before the fence, and 2.61 with the packets stored by the first warp during the fence (a
-// fence waits for stores that other warps of the block have in flight). Every thread must
-// call it.
+// (2026-11-27, docs/performance.md): checked barrier 2.28-2.30 us, against 2.38-2.40 with
+// the epoch read before the fence, and 2.61 with the packets stored by the first warp during
+// the fence (a fence waits for stores that other warps of the block have in flight). Every
+// thread must call it.
 __device__ __forceinline__ unsigned int nvr_arrive_ordered(const nvr_team &t, int order) {
     __shared__ unsigned int nvr_arrive_e;
     if (threadIdx.x == 0) nvr_arrive_e = nvr_begin(t);
