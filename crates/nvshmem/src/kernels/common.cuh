@@ -495,19 +495,6 @@ __device__ __forceinline__ bool nvr_ll_poll(const void *p, unsigned int e, nvr_u
     return f0 == e && f1 == e;
 }
 
-// nvr_ll_poll with acquire: when both flags equal e, this thread's later accesses are ordered
-// after everything the packet's writer made visible before storing it (a fence, then the
-// packet: an ordered arrival's fingerprint).
-__device__ __forceinline__ bool nvr_ll_poll_acquire(const void *p, unsigned int e, nvr_u64 &v) {
-    unsigned int d0, f0, d1, f1;
-    asm volatile("ld.acquire.sys.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
-                 : "l"(p)
-                 : "memory");
-    v = (nvr_u64)d0 | ((nvr_u64)d1 << 32);
-    return f0 == e && f1 == e;
-}
-
 // Waits for the packet at p (from team PE `peer`) of epoch e; its payload in v.
 __device__ __forceinline__ bool nvr_ll_wait(const nvr_team &t, const void *p, unsigned int e,
                                             int peer, nvr_u64 &v) {
@@ -612,10 +599,10 @@ __device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const uns
     const bool ok = nvr_wait(
         t,
         [&] {
-            const bool arrived = nvr_reached(*(volatile const unsigned int *)flag, e);
             nvr_u64 w0, w1;
             const bool p0 = nvr_ll_poll(s, e, w0);
-            const bool p1 = nvr_ll_poll_acquire(s + NVR_LL_PACKET, e, w1);
+            const bool p1 = nvr_ll_poll(s + NVR_LL_PACKET, e, w1);
+            const bool arrived = nvr_reached(nvr_ld_acquire(flag), e);
             r = nvr_fp_judge(p0, p1, w0, w1, e, j, m0, m1, status, me);
             return r < 0 || (r > 0 && arrived);
         },
