@@ -795,6 +795,40 @@ pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
     c
 }
 
+/// The flag barrier is launched with the one shape `nvr_barrier` accepts (`ll.cu` records a
+/// launch-limit failure for any other, and its peers then wait until the timeout): one block
+/// of two warps, so that its epoch is read by the first warp while the flag warp fences
+/// (`nvr_arrive_ordered`).
+#[test]
+fn the_flag_barrier_launch_is_the_shape_nvr_barrier_accepts() {
+    let t = team(2, 0, true);
+    let c = with_channel(call(
+        &t,
+        Collective::Barrier,
+        DataType::U8,
+        ReduceOp::Sum,
+        0,
+        false,
+        0,
+    ));
+    let Launch::Nvlink(l) = super::nvlink::flag_barrier(&c, true) else {
+        panic!("the flag barrier is an NVLink launch");
+    };
+    let src = include_str!("../../kernels/ll.cu");
+    let body = &src[src
+        .find("nvr_barrier(const __grid_constant__")
+        .expect("nvr_barrier in ll.cu")..];
+    let body = &body[..body.find("\n}\n").expect("its end")];
+    assert_eq!((l.function, l.grid), ("nvr_barrier", 1));
+    assert!(body.contains(&format!("gridDim.x == {}", l.grid)), "{body}");
+    assert!(
+        body.contains(&format!("blockDim.x == {}", l.block)),
+        "{body}"
+    );
+    assert!(src.contains(&format!("__launch_bounds__({})\n    nvr_barrier(", l.block)));
+    assert!(l.block >= 64, "two warps at least");
+}
+
 /// What `nvlink_ce` queues for `coll` on PE `me` of 2 (root 1, 64 bytes a block): the copies
 /// between the two flag barriers, as (kind, dst, src, bytes), kind 'c' on the stream and 's'
 /// on the side stream; and that the plan is framed as the module says.
