@@ -106,7 +106,7 @@ impl RuntimeBuilder {
     /// hang. It costs each arrival one more pair of 16-byte stores and each block's end one
     /// more pair of loads per peer (`kernels/PROTOCOL.md`, "Fingerprints"): measured on 2 ×
     /// H200 in a CUDA graph, nothing on an 8-byte all-reduce, 0.35 µs on a barrier (2.29
-    /// against 1.94 µs) and 0.2-0.3 µs on a direct kernel (`docs/performance.md`). The
+    /// against 1.94 µs) and 0.2-0.5 µs on a direct kernel (`docs/performance.md`). The
     /// environment variable [`CHECK_CALLS_VAR`] (`0` or `1`) overrides it. Every PE must
     /// choose alike: starting fails with [`Error::OutOfStep`] otherwise. Calls that run
     /// NVSHMEM's own collectives are not checked
