@@ -329,6 +329,11 @@ __device__ __forceinline__ int nvr_flag_peer(const nvr_team &t) {
     return (j >= 0 && j < t.n && j != t.me) ? j : -1;
 }
 
+// Peer j's word arrive[b][me]: where block b of this PE arrives at team PE j.
+__device__ __forceinline__ unsigned int *nvr_arrival_at(const nvr_team &t, int j) {
+    return nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j);
+}
+
 // How an ordered arrival (nvr_arrive_ordered) is ordered before the peers see it
 // (PROTOCOL.md, "Arrive and depart"). LL kernels arrive relaxed (nvr_arrive).
 #define NVR_ARRIVE_RELEASE 0 // system-scope release: direct kernels (peers then use this PE's
@@ -343,7 +348,7 @@ __device__ __forceinline__ int nvr_flag_peer(const nvr_team &t) {
 __device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e) {
     const int j = nvr_flag_peer(t);
     if (j < 0) return;
-    nvr_st_relaxed(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e);
+    nvr_st_relaxed(nvr_arrival_at(t, j), e);
     nvr_fp_publish_to(t, e, j);
 }
 
@@ -355,7 +360,7 @@ __device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e) {
 __device__ __forceinline__ void nvr_arrive_add(const nvr_team &t, int order) {
     const int j = nvr_flag_peer(t);
     if (j < 0) return;
-    unsigned int *w = nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j);
+    unsigned int *w = nvr_arrival_at(t, j);
     if (order == NVR_ARRIVE_FENCE) nvr_fence_sc_sys();
     if (order == NVR_ARRIVE_RELEASE) nvr_red_add_release(w, 1u);
     else nvr_red_add_relaxed(w, 1u);
@@ -370,7 +375,7 @@ __device__ __forceinline__ void nvr_arrive_add(const nvr_team &t, int order) {
 __device__ __forceinline__ void nvr_arrive_wrap(const nvr_team &t, unsigned int e) {
     const int j = nvr_flag_peer(t);
     if (j < 0 || e != 1u) return;
-    nvr_st_release(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e);
+    nvr_st_release(nvr_arrival_at(t, j), e);
 }
 
 // Ordered arrival (direct kernels, barrier, sync), as `order` says; returns this run's epoch.
@@ -402,7 +407,7 @@ __device__ __forceinline__ unsigned int nvr_arrive_ordered(const nvr_team &t, in
         nvr_arrive_wrap(t, e);
     } else if (j >= 0) {
         nvr_fp_publish_to(t, e, j);
-        nvr_st_relaxed(nvr_peer(t, nvr_arrive_word(t, blockIdx.x, t.me), j), e);
+        nvr_st_relaxed(nvr_arrival_at(t, j), e);
     }
     return e;
 }
