@@ -44,6 +44,10 @@
 #                                         1 MiB: auto, LL and direct forced), twoshotprobe
 #                                         (tools/probes/two_shot.cu: SM-load, SM-store and
 #                                         copy-engine two-shot reductions, 2 GPUs, one process),
+#                                         ceframeprobe (tools/probes/ce_frame.cu: what a
+#                                         copy-engine call costs beyond its copy, 2 GPUs),
+#                                         tmaprobe (tools/probes/tma_copy.cu: bulk-copy moves
+#                                         against copy engines and SM stores, 2 GPUs),
 #                                         sweep (every algorithm forced beside the automatic
 #                                         choice, NVSHMEM and NCCL, 4 KiB-256 MiB: crossovers).
 #                                         waits: every wait the library queues ends within
@@ -782,21 +786,35 @@ repro() {
   done
 }
 
-# tools/probes/two_shot.cu: two-shot reductions between the two GPUs of one process (no
-# NVSHMEM), 16-256 MiB, checked: SM loads (as this crate's direct kernels), SM stores only
-# (push) and copy engines, before a design goes into the crate. PROBE_ITERS timed calls a point
-# (default 20); PROBE_VARIANTS a comma-separated list of the probe's variants (default all);
-# PROBE_GRID the push kernels' blocks (default 128); PROBE_ALLOC=vmm the buffers by cuMemCreate
-# and cuMemMap as NVSHMEM's heap (PROBE_GRANULARITY rounds them up). Needs 2 GPUs; passes when
-# nothing was wrong.
-twoshotprobe() {
-  local bin=/tmp/two_shot nvcc
+# The probes of tools/probes (standalone CUDA programs, no NVSHMEM, 2 GPUs of one process):
+# each is built with nvcc and run; it passes when it printed "probe: done, 0 wrong".
+# PROBE_TIMEOUT bounds a run (default 240 s).
+probe_run() {
+  local name=$1 src=$2 bin=/tmp/$1 nvcc
+  shift 2
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  case_ twoshotprobe-build pass "$nvcc" -O3 -std=c++17 -arch=sm_90 tools/probes/two_shot.cu -o "$bin" -lcuda
+  case_ "$name-build" pass "$nvcc" -O3 -std=c++17 -arch=sm_90 "$src" -o "$bin" -lcuda
   [ -x "$bin" ] || return 0
-  CASE_TIMEOUT=${PROBE_TIMEOUT:-240} case_ twoshotprobe pass:"probe: done, 0 wrong" "$bin" "${PROBE_ITERS:-20}" "${PROBE_VARIANTS:-}"
-  grep -h '^probe:' "$out/twoshotprobe.log"
+  CASE_TIMEOUT=${PROBE_TIMEOUT:-240} case_ "$name" pass:"probe: done, 0 wrong" "$bin" "$@"
+  grep -h '^probe:' "$out/$name.log"
 }
+
+# tools/probes/two_shot.cu: two-shot reductions between the two GPUs of one process, 16-256
+# MiB, checked: SM loads (as this crate's direct kernels), SM stores only (push) and copy
+# engines, before a design goes into the crate. PROBE_ITERS timed calls a point (default 20);
+# PROBE_VARIANTS a comma-separated list of the probe's variants (default all); PROBE_GRID the
+# push kernels' blocks (default 128); PROBE_ALLOC=vmm the buffers by cuMemCreate and cuMemMap
+# as NVSHMEM's heap (PROBE_GRANULARITY rounds them up).
+twoshotprobe() { probe_run twoshotprobe tools/probes/two_shot.cu "${PROBE_ITERS:-20}" "${PROBE_VARIANTS:-}"; }
+
+# tools/probes/ce_frame.cu: a copy-engine call's cost beyond its copy (barriers, fork and join,
+# copy launches), queued in several ways, graph and stream mode, 64 KiB-64 MiB blocks.
+# PROBE_VARIANTS a comma-separated list of its variants (default all).
+ceframeprobe() { probe_run ceframeprobe tools/probes/ce_frame.cu "${PROBE_VARIANTS:-}"; }
+
+# tools/probes/tma_copy.cu: one-way and two-way moves of 16-256 MiB over NVLink by copy
+# engine, SM stores and the bulk copy unit (TMA), pushed and pulled.
+tmaprobe() { probe_run tmaprobe tools/probes/tma_copy.cu; }
 
 examples() {
   # Each example checks its own result: with 1 PE under mpirun (its own ring, team and
