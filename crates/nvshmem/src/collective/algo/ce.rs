@@ -2,12 +2,9 @@
 //! scatter on a peer-mapped team, for large messages.
 //!
 //! Each PE copies what it owes its peers straight into their buffers with
-//! `cuMemcpyDtoDAsync` over the peer mappings, so the link is driven by the copy engines; its
-//! own part (the local copy) is copied by the SMs (`nvr_gather` of one block) on the channel's
-//! side stream at the same time, forked from the call's stream and joined back. By copy engine
-//! too, the local copy took 0.4-3.6 us more a call in a graph (64 KiB to 64 MiB blocks, 2 x
-//! H200, `tools/probes/ce_frame.cu`): it shared the engines with the link's copies. Two flag
-//! barriers (`nvr_barrier` with
+//! `cuMemcpyDtoDAsync` over the peer mappings, so the link is driven by the copy engines and
+//! no SM is busy; its own part (the local copy) goes on the channel's side stream at the same
+//! time, forked from the call's stream and joined back. Two flag barriers (`nvr_barrier` with
 //! its system-scope fence, on the team's channel) frame the copies: the first makes every
 //! member's input written and output free before anyone copies, the second makes every copy
 //! into this PE's buffers complete before the call is. The closing barrier is queued even
@@ -15,15 +12,17 @@
 //!
 //! A copy engine moves about 390 GB/s one way over an H200's NVLink, where SM stores reach
 //! about 365 (`docs/performance.md`, "The link's ceiling"), but each call pays two barriers
-//! and the passages from kernel to copy engine and back, 14-16 us a call in a graph whatever
-//! the size (`tools/probes/README.md`), so it wins only for large messages: [`ce_preferred`] reads the
-//! crossovers measured from the crossover table ([`crossover`]).
+//! and the passages from kernel to copy engine and back, 14-16 us a call in a graph at any
+//! size (`tools/probes/README.md`, "The copy engines' frame"), so it wins only for large
+//! messages: [`ce_preferred`] reads the crossovers measured from the crossover table
+//! ([`crossover`]). (The local copy by an SM kernel on the side stream, which the probe
+//! favoured by up to 3.6 us a call, made no difference in nvshmem-perf on 2 x H200 from 1 to
+//! 128 MiB: commit f18e54e, not kept.)
 use super::{
     crossover,
     nvlink::{flag_barrier, team_view},
     Algorithm, Call, Collective, Step,
 };
-use crate::kernels::Launch;
 
 /// Data movement by copy engine.
 pub(super) struct Ce;
@@ -129,11 +128,7 @@ impl Algorithm for Ce {
         steps.push(barrier(call, false));
         if let Some((dst, src, bytes)) = local {
             steps.push(Step::Fork);
-            steps.push(Step::SideKernel(Launch::Gather {
-                src_peers: vec![src],
-                dst,
-                block_bytes: bytes,
-            }));
+            steps.push(Step::SideCopy { dst, src, bytes });
         }
         for (dst, src, bytes) in remote {
             steps.push(Step::Copy { dst, src, bytes });

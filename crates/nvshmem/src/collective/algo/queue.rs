@@ -56,11 +56,9 @@ pub(crate) enum Step {
     Copy { dst: u64, src: u64, bytes: usize },
     /// The team's side stream starts waiting for everything queued on the stream so far.
     Fork,
-    /// One of this crate's kernels on the side stream (after a [`Step::Fork`]), so that it
-    /// runs beside the stream's copies: the copy-engine collectives' local copy, by the SMs,
-    /// which leaves the copy engines to the link (tools/probes/README.md, "The copy engines'
-    /// frame").
-    SideKernel(Launch),
+    /// A device-to-device copy on the side stream (after a [`Step::Fork`]), so that it runs
+    /// beside the stream's own copies.
+    SideCopy { dst: u64, src: u64, bytes: usize },
     /// The stream waits for everything queued on the side stream. Queued even after an
     /// earlier step failed, so nothing is left running apart from the stream (or outside a
     /// graph being captured).
@@ -134,8 +132,7 @@ pub(crate) trait Queue {
 #[inline]
 pub(crate) fn execute(steps: &[Step], q: &mut dyn Queue) -> Result<()> {
     for step in steps {
-        if let Step::Kernel(launch) | Step::ClosingKernel(launch) | Step::SideKernel(launch) = step
-        {
+        if let Step::Kernel(launch) | Step::ClosingKernel(launch) = step {
             q.prepare(launch)?;
         }
     }
@@ -283,10 +280,20 @@ impl Device<'_> {
                     .wait(&side.fork)
                     .map_err(Error::cuda("cuStreamWaitEvent"))
             }
-            Step::SideKernel(ref launch) => {
-                // The side stream belongs to the same context and waits (Fork) for the work
-                // before this call, and the stream waits for it (Join) before anything after.
-                kernels::launch(&self.side()?.stream, launch)
+            Step::SideCopy { dst, src, bytes } => {
+                let side = self.side()?;
+                // SAFETY: as for `Copy`; the side stream belongs to the same context and
+                // waits (Fork) for the work before this call, and the stream waits for it
+                // (Join) before anything after.
+                unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(
+                        dst,
+                        src,
+                        bytes,
+                        side.stream.cu_stream(),
+                    )
+                }
+                .map_err(Error::cuda("cuMemcpyDtoDAsync (side stream)"))
             }
             Step::Join => {
                 let side = self.side()?;

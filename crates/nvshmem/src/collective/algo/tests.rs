@@ -848,21 +848,14 @@ fn ce_copies(coll: Collective, me: usize, in_place: bool) -> Vec<(char, u64, u64
     let forks = body.iter().filter(|s| **s == Step::Fork).count();
     let side = body
         .iter()
-        .filter(|s| matches!(s, Step::SideKernel(Launch::Gather { .. })))
+        .filter(|s| matches!(s, Step::SideCopy { .. }))
         .count();
     assert_eq!(forks, side, "{coll}: one fork per side copy");
     assert_eq!(body.iter().filter(|s| **s == Step::Join).count(), side);
     body.iter()
         .filter_map(|s| match *s {
             Step::Copy { dst, src, bytes } => Some(('c', dst, src, bytes)),
-            Step::SideKernel(Launch::Gather {
-                ref src_peers,
-                dst,
-                block_bytes,
-            }) => {
-                assert_eq!(src_peers.len(), 1, "{coll}: the local copy has one source");
-                Some(('s', dst, src_peers[0], block_bytes))
-            }
+            Step::SideCopy { dst, src, bytes } => Some(('s', dst, src, bytes)),
             _ => None,
         })
         .collect()
