@@ -143,16 +143,6 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x)
     return c;
 }
 
-// This thread's first payload of src (x bytes a pair), packet p0 + q of its block (the split of
-// nvr_ll_begin), or 0 when it has none. The reductions load it before nvr_ll_begin reads the
-// epoch, so that the two loads (both from L2, the input written by the call before) are in
-// flight together instead of one after the other.
-__device__ __forceinline__ nvr_u64 nvr_ll_preload(nvr_u64 x, nvr_u64 q, const nvr_byte *src) {
-    const nvr_u64 packets = (x + 7) / 8, ppb = nvr_ll_ppb(x);
-    const nvr_u64 p0 = min((nvr_u64)blockIdx.x * ppb, packets), i = p0 + q;
-    return i < min(p0 + ppb, packets) ? nvr_ld8(src + 8 * i, nvr_ll_nb(x, i)) : 0;
-}
-
 // ---- moving packets -------------------------------------------------------------------------
 
 // Packets a thread keeps in flight, in the rooted copies. A thread's packets are otherwise one
@@ -197,13 +187,11 @@ __device__ __forceinline__ void nvr_ll_load_words(const nvr_ll_ctx &c, const nvr
 // With `cd` it also copies the same packets locally into cd: from `cs`, or (cs null) the
 // packet sent, so that a thread's local copy rides on its sends' loads and stores (fcollect,
 // alltoall) instead of being a lane's chain of its own; one packet at a time then.
-// `first` (B == 1 only): the first payload, already loaded (nvr_ll_preload).
 template <int B>
 __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx &c, int k,
                                             nvr_u64 q, nvr_u64 step, const nvr_byte *src,
                                             const nvr_byte *cs = nullptr,
-                                            nvr_byte *cd = nullptr,
-                                            const nvr_u64 *first = nullptr) {
+                                            nvr_byte *cd = nullptr) {
     if (k < 0 || k >= t.n || k == t.me) return true;
     nvr_u64 i = c.p0 + q;
     if (i >= c.p1) return true;
@@ -227,7 +215,7 @@ __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx 
             nvr_ll_load_words<B>(c, w, i, step, v);
         }
     }
-    nvr_u64 v = first != nullptr ? *first : nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
+    nvr_u64 v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
     nvr_u64 u = cd != nullptr && cs != nullptr ? nvr_ld8(cs + 8 * i, nvr_ll_nb(c.x, i)) : v;
     const unsigned int seen = nvr_ld_acquire(flag);
     if (!nvr_wait_flag_seen(t, flag, seen, nvr_prev_epoch(c.e), k, c.e, NVR_WAIT_ARRIVE))
@@ -406,14 +394,12 @@ __device__ __forceinline__ nvr_u64 nvr_group_reduce(nvr_u64 v, int G, int n, NVR
 }
 
 // The receiving half of a reduction: for each of this block's packets, lane k of its group
-// takes team PE k's payload (its own from `own` when k == me, the first one being `first`,
-// nvr_ll_preload of own; else from the LL region) and the
+// takes team PE k's payload (its own from `own` when k == me, else from the LL region) and the
 // group's lane 0 stores the combination into dst. Rounds are warp-uniform (shuffles); after a
 // failed wait a lane skips its remaining waits, and a warp with a failed lane stores nothing.
 __device__ __forceinline__ bool nvr_ll_reduce_recv(const nvr_team &t, const nvr_ll_ctx &c,
                                                    const nvr_lanes &l, const nvr_byte *own,
-                                                   nvr_byte *dst, NVR_ACC s, bool ok,
-                                                   nvr_u64 first) {
+                                                   nvr_byte *dst, NVR_ACC s, bool ok) {
     const char *r = nvr_ll_region(t, c.e, l.k, c.b);
     for (nvr_u64 base = c.p0; base < c.p1; base += l.groups) {
         const nvr_u64 i = base + l.q;
@@ -422,7 +408,7 @@ __device__ __forceinline__ bool nvr_ll_reduce_recv(const nvr_team &t, const nvr_
         nvr_u64 v = 0;
         if (live && l.k < t.n) {
             if (l.k == t.me) {
-                v = base == c.p0 ? first : nvr_ld8(own + 8 * i, nb);
+                v = nvr_ld8(own + 8 * i, nb);
             } else if (ok) {
                 ok = nvr_ll_wait(t, r + NVR_LL_PACKET * (i - c.p0), c.e, l.k, v);
             }
@@ -440,14 +426,12 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_launch_begin();
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
-    const nvr_lanes l = nvr_ll_lanes(t.n);
-    const nvr_byte *s = (const nvr_byte *)src;
-    // Lane k sends this packet of src to PE k, or (k == me) takes it as its own.
-    const nvr_u64 pre = l.k < t.n ? nvr_ll_preload(x, l.q, s) : 0;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
     nvr_arrive(t, c.e);
-    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s, nullptr, nullptr, &pre);
-    ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, ok, pre);
+    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_byte *s = (const nvr_byte *)src;
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
+    ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, ok);
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
@@ -458,19 +442,16 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_launch_begin();
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, root)) return;
-    const nvr_lanes l = nvr_ll_lanes(t.n);
-    const nvr_byte *s = (const nvr_byte *)src;
-    // The root's lane me takes its packet as its own; a non-root's every thread sends its own.
-    const nvr_u64 pre = t.me != root      ? nvr_ll_preload(x, threadIdx.x, s)
-                        : l.k == t.me ? nvr_ll_preload(x, l.q, s)
-                                      : 0;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
     nvr_arrive(t, c.e);
+    const nvr_byte *s = (const nvr_byte *)src;
     bool ok;
-    if (t.me == root)
-        ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, true, pre);
-    else
-        ok = nvr_ll_send<1>(t, c, root, threadIdx.x, blockDim.x, s, nullptr, nullptr, &pre);
+    if (t.me == root) {
+        const nvr_lanes l = nvr_ll_lanes(t.n);
+        ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, true);
+    } else {
+        ok = nvr_ll_send<1>(t, c, root, threadIdx.x, blockDim.x, s);
+    }
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
@@ -481,16 +462,12 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_launch_begin();
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
-    const nvr_lanes l = nvr_ll_lanes(t.n);
-    const nvr_byte *s = (const nvr_byte *)src;
-    // Lane k sends block k to PE k, or (k == me) takes its own block.
-    const nvr_u64 pre = l.k < t.n ? nvr_ll_preload(x, l.q, s + (nvr_u64)l.k * x) : 0;
     const nvr_ll_ctx c = nvr_ll_begin(t, x);
     nvr_arrive(t, c.e);
-    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * x, nullptr, nullptr,
-                             &pre);
-    ok = nvr_ll_reduce_recv(t, c, l, s + (nvr_u64)t.me * x, (nvr_byte *)dst, (NVR_ACC)scale, ok,
-                            pre);
+    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_byte *s = (const nvr_byte *)src;
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * x);
+    ok = nvr_ll_reduce_recv(t, c, l, s + (nvr_u64)t.me * x, (nvr_byte *)dst, (NVR_ACC)scale, ok);
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
