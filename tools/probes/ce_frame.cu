@@ -34,8 +34,7 @@
 // one-warp kernel like nvr_barrier: read the epoch, fence.sc.sys, store it to the peer's flag,
 // wait for the peer's (bounded: a wait past 2^24 polls sets the error word and the run says
 // WRONG). After the timed runs the output of every GPU is checked once.
-#include <cuda.h>
-#include <cuda_runtime.h>
+#include "probe.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -43,16 +42,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__,   \
-                    __LINE__);                                                                 \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 // flags[0]: this GPU's epoch; flags[1]: what the peer stored (its epoch); flags[2], flags[3]:
 // the signal variant's go and done.
@@ -124,17 +113,6 @@ struct Gpu {
 };
 
 static int g_sms = 132;
-
-#define CU(x)                                                                                  \
-    do {                                                                                       \
-        CUresult r_ = (x);                                                                     \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            const char *m_ = nullptr;                                                          \
-            cuGetErrorString(r_, &m_);                                                         \
-            fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, m_ ? m_ : "?", __FILE__, __LINE__);  \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 static void sm_copy(cudaStream_t s, char *dst, const char *src, size_t bytes) {
     const size_t n = bytes / 16;
@@ -236,14 +214,7 @@ static bool check(Gpu *g, Variant v, size_t B) {
 
 int main(int argc, char **argv) {
     const std::string only = argc > 1 && argv[1][0] ? std::string(",") + argv[1] + "," : "";
-    int devices = 0;
-    CK(cudaGetDeviceCount(&devices));
-    if (devices < 2) {
-        fprintf(stderr, "needs 2 GPUs, found %d\n", devices);
-        return 1;
-    }
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    const cudaDeviceProp prop = two_gpus();
     g_sms = prop.multiProcessorCount;
     printf("probe: %s x 2, %d SMs, %d copy engines (asyncEngineCount)\n", prop.name, g_sms,
            prop.asyncEngineCount);

@@ -20,23 +20,13 @@
 //               left out.)
 // Output: `probe: MOVER WAY SIZE: T us, X GB/s a direction, ok|WRONG`, T the median of 5 timed
 // calls (after one warm-up), the slower GPU's; every output is checked (sampled) after.
-#include <cuda_runtime.h>
+#include "probe.cuh"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__,   \
-                    __LINE__);                                                                 \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 __global__ void sm_copy(uint4 *dst, const uint4 *src, size_t n) {
     for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n;
@@ -123,14 +113,7 @@ static void move(const Mover &m, char *dst, const char *src, size_t bytes, cudaS
 }
 
 int main() {
-    int devices = 0;
-    CK(cudaGetDeviceCount(&devices));
-    if (devices < 2) {
-        fprintf(stderr, "needs 2 GPUs, found %d\n", devices);
-        return 1;
-    }
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    const cudaDeviceProp prop = two_gpus();
     g_sms = prop.multiProcessorCount;
     printf("probe: %s x 2, %d SMs\n", prop.name, g_sms);
     const size_t max_b = (size_t)256 << 20;

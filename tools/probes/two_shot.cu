@@ -45,8 +45,7 @@
 // nccl-tests' bus bandwidth for 2 ranks (all-reduce: size / time; reduce-scatter: size / time
 // / 2, size being the whole input; reduce: size / time). Inputs are small integers, so every
 // sum is exact and each point's result is checked element by element once before timing.
-#include <cuda.h>
-#include <cuda_runtime.h>
+#include "probe.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -54,16 +53,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__,   \
-                    __LINE__);                                                                 \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 __global__ void add_kernel(float4 *dst, const float4 *a, const float4 *b, size_t n) {
     for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n;
@@ -86,17 +75,6 @@ __global__ void two_shot_kernel(float4 *d_own, float4 *d_peer, const float4 *a_o
 }
 
 static int g_sms = 132;
-
-#define CU(x)                                                                                  \
-    do {                                                                                       \
-        CUresult r_ = (x);                                                                     \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            const char *m_ = nullptr;                                                          \
-            cuGetErrorString(r_, &m_);                                                         \
-            fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, m_ ? m_ : "?", __FILE__, __LINE__);  \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 // PROBE_ALLOC=vmm: the buffers from the driver's virtual memory calls, as NVSHMEM builds its
 // symmetric heap (cuMemCreate, cuMemAddressReserve, cuMemMap, then read-write access for both
@@ -463,14 +441,7 @@ int main(int argc, char **argv) {
     const std::string only = argc > 2 && argv[2][0] ? std::string(",") + argv[2] + "," : "";
     if (const char *grid = getenv("PROBE_GRID")) g_grid = std::min(1024, atoi(grid));
     g_vmm = getenv("PROBE_ALLOC") && strcmp(getenv("PROBE_ALLOC"), "vmm") == 0;
-    int devices = 0;
-    CK(cudaGetDeviceCount(&devices));
-    if (devices < 2) {
-        fprintf(stderr, "needs 2 GPUs, found %d\n", devices);
-        return 1;
-    }
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    const cudaDeviceProp prop = two_gpus();
     g_sms = prop.multiProcessorCount;
     printf("probe: %s x 2, %d SMs, %d copy engines (asyncEngineCount), buffers by %s\n",
            prop.name, g_sms, prop.asyncEngineCount, g_vmm ? "cuMemCreate/cuMemMap" : "cudaMalloc");
