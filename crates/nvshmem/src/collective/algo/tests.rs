@@ -795,6 +795,15 @@ pub(crate) fn with_channel(mut c: Call<'_>) -> Call<'_> {
     c
 }
 
+/// The algorithm of `coll` registered as `name`.
+fn named(coll: Collective, name: &str) -> &'static dyn Algorithm {
+    registry(coll)
+        .iter()
+        .find(|a| a.name() == name)
+        .copied()
+        .unwrap_or_else(|| panic!("{coll} has no algorithm {name}"))
+}
+
 /// The flag barrier is launched with the one shape `nvr_barrier` accepts (`ll.cu` records a
 /// launch-limit failure for any other, and its peers then wait until the timeout): one block
 /// of two warps, so that its epoch is read by the first warp while the flag warp fences
@@ -1581,10 +1590,9 @@ fn other_algorithms_can_still_be_forced_on_one_pe() {
         (Collective::Broadcast, "nvlink_ce"),
         (Collective::Barrier, "nvlink"),
     ] {
-        let a = registry(coll).iter().find(|a| a.name() == name).unwrap();
         let count = if coll == Collective::Barrier { 0 } else { 2 };
         let c = with_channel(f32_sum(&t, coll, count));
-        assert_eq!(choose(&c, Some(*a)).unwrap().name(), name);
+        assert_eq!(choose(&c, Some(named(coll, name))).unwrap().name(), name);
     }
 }
 
@@ -1619,11 +1627,7 @@ fn a_team_made_by_team_init_queues_nvshmem_collectives_only_as_a_last_resort() {
         }
         // Forced onto NVSHMEM's path, the call is refused, saying why.
         let c = with_channel(f32_sum(&t, Collective::AllReduce, 64));
-        let forced = registry(Collective::AllReduce)
-            .iter()
-            .find(|a| a.name() == "nvshmem")
-            .copied();
-        match choose(&c, forced) {
+        match choose(&c, Some(named(Collective::AllReduce, "nvshmem"))) {
             Err(Error::AlgorithmRefused { reason, .. }) => {
                 assert!(reason.contains("nvshmemx_team_init"), "{reason}")
             }
@@ -1667,11 +1671,7 @@ fn nvshmem_reductions_forced_where_members_share_a_gpu_are_refused() {
             Collective::Reduce,
         ] {
             for name in ["nvshmem", "sum_then_div", "scale_then_sum"] {
-                let forced = registry(coll)
-                    .iter()
-                    .find(|a| a.name() == name)
-                    .copied()
-                    .expect("every reduction has NVSHMEM's algorithms");
+                let forced = named(coll, name);
                 let op = match name {
                     "sum_then_div" => ReduceOp::Avg,
                     "scale_then_sum" => ReduceOp::PreMulSum(0.5),
@@ -1692,11 +1692,7 @@ fn nvshmem_reductions_forced_where_members_share_a_gpu_are_refused() {
             // This crate's reductions are not refused there, peer_kernel's included (it queues
             // NVSHMEM's barriers around its kernel, not its reductions).
             for name in ["peer_kernel", "nvlink_direct"] {
-                let forced = registry(coll)
-                    .iter()
-                    .find(|a| a.name() == name)
-                    .copied()
-                    .expect("every reduction has these algorithms");
+                let forced = named(coll, name);
                 let c = with_channel(call(&t, coll, DataType::F32, ReduceOp::Sum, 1001, false, 0));
                 assert_eq!(
                     choose(&c, Some(forced)).map(|a| a.name()).ok(),
@@ -1706,10 +1702,7 @@ fn nvshmem_reductions_forced_where_members_share_a_gpu_are_refused() {
             }
         }
         // NVSHMEM's data movement is not refused there.
-        let forced = registry(Collective::Fcollect)
-            .iter()
-            .find(|a| a.name() == "nvshmem")
-            .copied();
+        let forced = Some(named(Collective::Fcollect, "nvshmem"));
         let c = with_channel(call(
             &t,
             Collective::Fcollect,
@@ -1880,10 +1873,7 @@ fn the_choice_passes_over_algorithms_that_need_more_scratch_than_is_reserved() {
         assert_eq!(chosen(&c), ("scale_then_sum", false), "PE {me}");
         // Forced: taken whatever the room (the call gets ScratchTooSmall when it runs).
         c.room = 0;
-        let forced = registry(Collective::ReduceScatter)
-            .iter()
-            .find(|a| a.name() == "scale_then_sum")
-            .copied();
+        let forced = Some(named(Collective::ReduceScatter, "scale_then_sum"));
         let (a, room) = choice(&c, forced).unwrap();
         assert_eq!((a.name(), room), ("scale_then_sum", false));
         assert!(a.scratch(&c) > c.room);
