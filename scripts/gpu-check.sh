@@ -48,6 +48,9 @@
 #                                         copy-engine call costs beyond its copy, 2 GPUs),
 #                                         tmaprobe (tools/probes/tma_copy.cu: bulk-copy moves
 #                                         against copy engines and SM stores, 2 GPUs),
+#                                         lamportprobe (tools/probes/lamport.cu: the crate's
+#                                         Lamport all-reduce outside the library, beside a
+#                                         plain one, 2 GPUs),
 #                                         sweep (every algorithm forced beside the automatic
 #                                         choice, NVSHMEM and NCCL, 4 KiB-256 MiB: crossovers).
 #                                         waits: every wait the library queues ends within
@@ -815,6 +818,11 @@ ceframeprobe() { probe_run ceframeprobe tools/probes/ce_frame.cu "${PROBE_VARIAN
 # tools/probes/tma_copy.cu: one-way and two-way moves of 16-256 MiB over NVLink by copy
 # engine, SM stores and the bulk copy unit (TMA), pushed and pulled.
 tmaprobe() { probe_run tmaprobe tools/probes/tma_copy.cu; }
+
+# tools/probes/lamport.cu: the crate's Lamport all-reduce kernel (lamport.cu as it is) run
+# outside the library, one process on 2 GPUs, beside plain Lamport kernels, 64 KiB-2 MiB.
+# PROBE_ITERS calls a graph (default 300); PROBE_VARIANTS a comma-separated list (default all).
+lamportprobe() { probe_run lamportprobe tools/probes/lamport.cu "${PROBE_ITERS:-300}" "${PROBE_VARIANTS:-}"; }
 
 examples() {
   # Each example checks its own result: with 1 PE under mpirun (its own ring, team and

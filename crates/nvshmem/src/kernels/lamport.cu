@@ -318,16 +318,25 @@ __device__ __forceinline__ void nvr_lam_send(const nvr_team &t, const nvr_lam_ct
         nvr_lam_st16(to + 16 * i, nvr_lam_clean4(nvr_lam_ld(src, i, x)));
 }
 
+// TEAM LOOPS. The loops over the team below are unrolled over M members (every index a
+// constant, so the arrays stay in registers): the kernels take M = 2 for a team of 2 (one
+// peer) and NVR_MAX_TEAM for any other. A pair run through loops of 8 paid for the seven empty
+// members on every vector: on 2 x H200 the all-reduce took 6.64 us at 1 MiB and 10.47 at 2 MiB
+// that way against 6.29 and 9.76 (tools/probes/lamport.cu, `bis` against `crate`).
+#define NVR_LAM_PAIR 2
+
 // Sends every peer its part: all_reduce the whole src, reduce_scatter block k of src to PE k.
 // One load of src per vector serves every peer for all_reduce. f: the thread's first vector,
-// prefetched (all_reduce: of src; reduce_scatter: of the block of the first peer).
+// prefetched (all_reduce: of src; reduce_scatter: of the block of the first peer). M: TEAM
+// LOOPS (t.n <= M).
+template <int M>
 __device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_lam_ctx &c,
                                                  const char *src, nvr_u64 x, nvr_u64 slot,
                                                  bool per_peer_block, const nvr_lam_first &f) {
     if (!per_peer_block) {
-        char *to[NVR_MAX_TEAM];
+        char *to[M];
 #pragma unroll
-        for (int k = 0; k < NVR_MAX_TEAM; ++k)
+        for (int k = 0; k < M; ++k)
             to[k] = k < t.n && k != t.me
                         ? nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k)
                         : nullptr;
@@ -336,24 +345,27 @@ __device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_la
                                 ? f.v
                                 : nvr_lam_clean4(nvr_lam_ld(src, i, x));
 #pragma unroll
-            for (int k = 0; k < NVR_MAX_TEAM; ++k)
+            for (int k = 0; k < M; ++k)
                 if (to[k] != nullptr) nvr_lam_st16(to[k] + 16 * i, v);
         }
         return;
     }
-    const nvr_lam_first none = {false, make_uint4(0, 0, 0, 0)};
     for (int k = 0; k < t.n; ++k)
-        if (k != t.me)
-            nvr_lam_send(t, c, k, src + (nvr_u64)k * x, x, slot,
-                         k == nvr_lam_first_peer(t) ? f : none);
+        if (k != t.me) {
+            // A copy whose `have` says whether it serves k, not `k == first ? f : none` (a
+            // choice between two objects, which put both in local memory).
+            nvr_lam_first g = f;
+            g.have = f.have && k == nvr_lam_first_peer(t);
+            nvr_lam_send(t, c, k, src + (nvr_u64)k * x, x, slot, g);
+        }
 }
 
 // Re-fills with the sentinel buffer (rot + 2) % 3 over c.clear bytes of every slot; the work is
 // spread over the control warps of the grid (consecutive vectors to consecutive lanes), slot by
 // slot. (Not one loop over every slot's vectors with the slot and offset of vector w as w / per
 // and w % per: those 64-bit divisions, dozens of instructions each, made every block's end wait
-// for its control warp; the 1 MiB all-reduce took 7.44 us that way against 4.93 for a plain
-// kernel, 2 x H200, tools/probes/lamport.cu.)
+// for its control warp; the 1 MiB all-reduce took 7.43 us that way against 6.63, 2 x H200,
+// tools/probes/lamport.cu's `bis-oldrefill` and `bis`.)
 __device__ __forceinline__ void nvr_lam_refill(const nvr_team &t, const nvr_lam_ctx &c,
                                                nvr_u64 slot) {
     if (c.clear == 0 || t.n < 2) return;
@@ -376,24 +388,26 @@ __device__ __forceinline__ bool nvr_lam_control(const nvr_team &t, const nvr_lam
 }
 
 // Receives and reduces vectors [v0, v1): own src (cleaned) and every peer's from buffer c.rot,
-// combined in team order, into dst. After a failed wait the thread stores nothing more.
+// combined in team order, into dst. After a failed wait the thread stores nothing more. M: TEAM
+// LOOPS (t.n <= M).
+template <int M>
 __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr_lam_ctx &c,
                                                     const char *own, char *dst, nvr_u64 x,
                                                     nvr_u64 slot, NVR_ACC s) {
-    const char *from[NVR_MAX_TEAM];
+    const char *from[M];
 #pragma unroll
-    for (int j = 0; j < NVR_MAX_TEAM; ++j)
+    for (int j = 0; j < M; ++j)
         from[j] = j < t.n && j != t.me ? nvr_lam_slot(c.area, c.rot, j, t.me, t.n, slot)
                                        : nullptr;
     for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
-        uint4 v[NVR_MAX_TEAM];
-        bool got[NVR_MAX_TEAM];
+        uint4 v[M];
+        bool got[M];
         // Every peer's vector polled once, the loads in flight together; then the late ones,
         // all in one wait (every array index a constant once unrolled, so they stay in
         // registers), which names the first peer found late.
         int late = -1;
 #pragma unroll
-        for (int j = 0; j < NVR_MAX_TEAM; ++j) {
+        for (int j = 0; j < M; ++j) {
             got[j] = from[j] == nullptr || nvr_lam_poll(from[j] + 16 * i, v[j]);
             if (!got[j] && late < 0) late = j;
         }
@@ -403,7 +417,7 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
                              [&] {
                                  bool all = true;
 #pragma unroll
-                                 for (int j = 0; j < NVR_MAX_TEAM; ++j) {
+                                 for (int j = 0; j < M; ++j) {
                                      if (!got[j]) got[j] = nvr_lam_poll(from[j] + 16 * i, v[j]);
                                      all = all && got[j];
                                  }
@@ -413,7 +427,7 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
             return false;
         NVR_ACC acc[NVR_LAM_EPV];
 #pragma unroll
-        for (int j = 0; j < NVR_MAX_TEAM; ++j)
+        for (int j = 0; j < M; ++j)
             if (j < t.n) {
                 // A copy, not `j == me ? mine : v[j]` (an lvalue whose address would put v in
                 // local memory).
@@ -461,8 +475,15 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     if (nvr_lam_is_control()) {
         ok = nvr_lam_control(t, c, slot);
     } else {
-        nvr_lam_send_all(t, c, (const char *)src, x, slot, false, f);
-        ok = nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot, (NVR_ACC)scale);
+        if (t.n == NVR_LAM_PAIR) {
+            nvr_lam_send_all<NVR_LAM_PAIR>(t, c, (const char *)src, x, slot, false, f);
+            ok = nvr_lam_reduce_recv<NVR_LAM_PAIR>(t, c, (const char *)src, (char *)dst, x, slot,
+                                                   (NVR_ACC)scale);
+        } else {
+            nvr_lam_send_all<NVR_MAX_TEAM>(t, c, (const char *)src, x, slot, false, f);
+            ok = nvr_lam_reduce_recv<NVR_MAX_TEAM>(t, c, (const char *)src, (char *)dst, x, slot,
+                                                   (NVR_ACC)scale);
+        }
     }
     nvr_lam_finish(t, c, x, ok);
 }
@@ -484,9 +505,13 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     if (nvr_lam_is_control()) {
         ok = nvr_lam_control(t, c, slot);
     } else {
-        nvr_lam_send_all(t, c, s, x, slot, true, f);
-        ok = nvr_lam_reduce_recv(t, c, s + (nvr_u64)t.me * x, (char *)dst, x, slot,
-                                 (NVR_ACC)scale);
+        // The per-block sends loop over the team without arrays (M is not used).
+        nvr_lam_send_all<NVR_MAX_TEAM>(t, c, s, x, slot, true, f);
+        ok = t.n == NVR_LAM_PAIR
+                 ? nvr_lam_reduce_recv<NVR_LAM_PAIR>(t, c, s + (nvr_u64)t.me * x, (char *)dst, x,
+                                                     slot, (NVR_ACC)scale)
+                 : nvr_lam_reduce_recv<NVR_MAX_TEAM>(t, c, s + (nvr_u64)t.me * x, (char *)dst, x,
+                                                     slot, (NVR_ACC)scale);
     }
     nvr_lam_finish(t, c, x, ok);
 }
@@ -507,7 +532,11 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     if (nvr_lam_is_control())
         ok = nvr_lam_control(t, c, slot);
     else if (t.me == root)
-        ok = nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot, (NVR_ACC)scale);
+        ok = t.n == NVR_LAM_PAIR
+                 ? nvr_lam_reduce_recv<NVR_LAM_PAIR>(t, c, (const char *)src, (char *)dst, x, slot,
+                                                     (NVR_ACC)scale)
+                 : nvr_lam_reduce_recv<NVR_MAX_TEAM>(t, c, (const char *)src, (char *)dst, x,
+                                                     slot, (NVR_ACC)scale);
     else
         nvr_lam_send(t, c, root, (const char *)src, x, slot, f);
     // A non-root received nothing: the next run has nothing of this one to clear.
