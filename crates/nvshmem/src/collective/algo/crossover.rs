@@ -194,6 +194,14 @@ const SWEEP_RUN: &str = "mpirun -np 2 nvshmem-perf <each> -d f32 -b 8 -e 128K -f
                          2026-11-27, commit ae1f03f; the same to 256 KiB with this table, \
                          commit 042fe47: docs/perf/sweep-2026-11-27/small)";
 
+/// The reductions' sweep after the Lamport kernels' re-fill and pair loops (ea0eadb, 219b543):
+/// every algorithm forced beside the automatic choice, the table unchanged, each choice within
+/// 5 % of the fastest at all 45 points (`docs/perf/lamport-2026-11-27/2pe`).
+const LAMPORT_RUN: &str = "mpirun -np 2 nvshmem-perf all_reduce,reduce_scatter,reduce -d f32 \
+                           -b 512 -e 8M -f 2 -n 50 -w 5 --reps 3 -c 0 -G 1, then --impl \
+                           nvshmem-rs --algo <each>=nvlink_ll|nvlink_lamport|nvlink_direct|nvshmem \
+                           (2 x H200, 2026-11-27, commit 219b543)";
+
 /// The run of the 4-PE rows (issue 31: what 4 GPUs take, measured rather than reasoned): every
 /// algorithm forced beside the automatic choice of then (the conservative rows), raw NVSHMEM
 /// and NCCL, one job each, graph mode, one PE a GPU (`scripts/gpu-check.sh run sweep` with
@@ -245,7 +253,7 @@ pub(crate) static ROWS: &[Row] = &[
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, MIDBAND_RUN, SWEEP_RUN],
+            runs: &[GRAPH_RUN, MIDBAND_RUN, SWEEP_RUN, LAMPORT_RUN],
             figures: "SWEEP (graph, f32): LL 8 B: 2.73 against Lamport 2.96, NCCL 5.71; 1 KiB: \
                       2.85 against Lamport 3.06; 2 KiB: 3.41 against Lamport 3.35; 16 KiB: 3.73 \
                       against Lamport 3.39; 32 KiB: 3.85 against 3.41 (LL stays to 32 KiB for \
@@ -266,7 +274,7 @@ pub(crate) static ROWS: &[Row] = &[
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, MIDBAND_RUN, SWEEP_RUN],
+            runs: &[GRAPH_RUN, MIDBAND_RUN, SWEEP_RUN, LAMPORT_RUN],
             figures: "SWEEP (graph, f32; call sizes): LL 2 KiB: 2.93 against Lamport 3.10; 4 \
                       KiB: 3.43 against Lamport 3.40; 32 KiB: 3.62 against 3.46; Lamport 4 MiB \
                       (the default sweep, -n 20): 11.90 against direct 14.05, NCCL 23.38. \
@@ -351,7 +359,7 @@ pub(crate) static ROWS: &[Row] = &[
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, POINTS_RUN, MIDBAND_RUN, SWEEP_RUN],
+            runs: &[GRAPH_RUN, POINTS_RUN, MIDBAND_RUN, SWEEP_RUN, LAMPORT_RUN],
             figures: "SWEEP (graph, f32): LL 32 KiB: 3.12 against Lamport 3.36, NCCL 5.08; 64 \
                       KiB: 3.17 against 3.37; 128 KiB: 3.75 against 3.39. Before: LL 32 KiB: 4.0 \
                       against NCCL 5.4; NVSHMEM has no rooted reduce, and its path here (an \
@@ -1110,7 +1118,7 @@ mod tests {
         // sweep forced LL and the direct kernels only, and its choice of NVSHMEM's broadcast
         // is timed in its automatic job)
         type Sweep = (usize, &'static str, &'static [(&'static str, usize)], bool);
-        let sweeps: [Sweep; 8] = [
+        let sweeps: [Sweep; 9] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep).
             (
@@ -1142,6 +1150,9 @@ mod tests {
             // 8 MiB calls.
             (2, "direct-2026-11-27/2pe", &[], true),
             (4, "rooted-2026-11-27/4pe", &[], true),
+            // The reductions, 512 B to 8 MiB calls, after the Lamport kernels' re-fill and
+            // pair loops (219b543).
+            (2, "lamport-2026-11-27/2pe", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {
