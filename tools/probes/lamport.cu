@@ -30,7 +30,8 @@
 //   bis, bis-*     the crate's kernel rebuilt here from lamport.cu's own helpers, as is (bis) and
 //                  with one piece replaced each (bis_all_reduce below: the re-fill of 717ce5f,
 //                  no quiescence wait, no end barrier, a bare spin for the receive, the last
-//                  three together, or the spin with no block barrier at the start), to find
+//                  three together, the spin with no block barrier at the start, or that with
+//                  the buffer index read by each warp from a word of its block's), to find
 //                  what costs the time the plain kernel does not spend.
 // Each point: a CUDA graph of ITERS back-to-back calls per GPU (both launched at once), one
 // warm-up replay and 5 timed; µs a call is the median replay's slower GPU over ITERS. Every
@@ -142,6 +143,10 @@ __global__ void __launch_bounds__(544, 1)
 #define BIS_NOSTART 16 // with BIS_SPIN only: the data threads take the buffer index from a launch
                        // argument and start at once (no block barrier at the start); the
                        // control warp reads the epoch and the header, counts and arrives alone
+#define BIS_WARPROT 32 // with BIS_NOSTART: the data warps read the buffer index from their
+                       // block's own word rotb[b] (one lane a warp, shuffled; 128 bytes apart),
+                       // which each block advances at its end and the last block advances for
+                       // the blocks past this grid, instead of a launch argument
 
 __device__ __forceinline__ void bis_old_refill(const nvr_team &t, const nvr_lam_ctx &c,
                                                nvr_u64 slot) {
@@ -207,7 +212,7 @@ template <int B>
 __global__ void __launch_bounds__(544, 1)
     bis_all_reduce(const __grid_constant__ nvr_team t, const float *src, float *dst,
                    unsigned long long count, double scale, unsigned long long slot,
-                   unsigned rot_arg) {
+                   unsigned rot_arg, unsigned *rotb) {
     nvr_launch_begin();
     const nvr_u64 x = count * sizeof(float);
     if (!nvr_lam_check(t, x, slot, 0)) return;
@@ -216,6 +221,15 @@ __global__ void __launch_bounds__(544, 1)
     if (B & BIS_NOSTART) {
         c = bis_start(t, x, rot_arg);
         f = nvr_lam_prefetch(c, (const char *)src, x);
+        if ((B & BIS_WARPROT) && !nvr_lam_is_control()) {
+            unsigned r = 0;
+            if ((threadIdx.x & 31u) == 0)
+                asm volatile("ld.volatile.global.u32 %0, [%1];"
+                             : "=r"(r)
+                             : "l"(rotb + 32 * blockIdx.x)
+                             : "memory");
+            c.rot = __shfl_sync(0xffffffffu, r, 0);
+        }
     } else {
         c = nvr_lam_begin(t, x);
         f = nvr_lam_prefetch(c, (const char *)src, x);
@@ -242,8 +256,14 @@ __global__ void __launch_bounds__(544, 1)
             h->clear = x;
             h->rot = (c.rot + 1) % 3;
         }
+        if ((B & BIS_WARPROT) && nvr_lam_is_counter() && c.before == gridDim.x - 1)
+            for (unsigned b = gridDim.x; b < NVR_LAM_MAX_GRID; ++b)
+                *(volatile unsigned *)(rotb + 32 * b) = (c.rot + 1) % 3;
         if (__syncthreads_or(!ok)) return;
-        if (nvr_lam_is_counter()) *(volatile unsigned int *)nvr_epoch(t, blockIdx.x) = c.e;
+        if (nvr_lam_is_counter()) {
+            *(volatile unsigned int *)nvr_epoch(t, blockIdx.x) = c.e;
+            if (B & BIS_WARPROT) *(volatile unsigned *)(rotb + 32 * blockIdx.x) = (c.rot + 1) % 3;
+        }
         return;
     }
     if (!(B & BIS_NOEND)) {
@@ -273,6 +293,7 @@ enum Variant {
     V_BIS_SPIN,
     V_BIS_ALL,
     V_BIS_NOSTART,
+    V_BIS_WARPROT,
     PLAIN, // the plain kernels last (launch tests v >= PLAIN)
     PLAIN_512,
     PLAIN_CTL,
@@ -280,7 +301,7 @@ enum Variant {
 };
 static const char *NAMES[] = {"crate",    "crate-nocheck", "crate-nopdl", "bis",
                               "bis-oldrefill", "bis-oldrefill-noquiesce", "bis-noquiesce",
-                              "bis-noend", "bis-spin",    "bis-all",     "bis-nostart-spin", "plain",
+                              "bis-noend", "bis-spin",    "bis-all",     "bis-nostart-spin", "bis-warprot-spin", "plain",
                               "plain-512", "plain-ctl"};
 // The BIS_* pieces of each bis variant.
 static int bis_bits(Variant v) {
@@ -292,16 +313,17 @@ static int bis_bits(Variant v) {
     case V_BIS_SPIN: return BIS_SPIN;
     case V_BIS_ALL: return BIS_NOQUIESCE | BIS_NOEND | BIS_SPIN;
     case V_BIS_NOSTART: return BIS_NOSTART | BIS_SPIN;
+    case V_BIS_WARPROT: return BIS_NOSTART | BIS_SPIN | BIS_WARPROT;
     default: return 0;
     }
 }
 // One instantiation per bits value used above.
 static void launch_bis(cudaLaunchConfig_t *cfg, int bits, const nvr_team &t, const float *src,
                        float *dst, unsigned long long count, unsigned long long slot,
-                       unsigned rot) {
+                       unsigned rot, unsigned *rotb) {
     switch (bits) {
 #define BIS_CASE(b)                                                                            \
-    case b: CK(cudaLaunchKernelEx(cfg, bis_all_reduce<b>, t, src, dst, count, 1.0, slot, rot)); break;
+    case b: CK(cudaLaunchKernelEx(cfg, bis_all_reduce<b>, t, src, dst, count, 1.0, slot, rot, rotb)); break;
         BIS_CASE(0)
         BIS_CASE(BIS_OLDREFILL)
         BIS_CASE(BIS_OLDREFILL | BIS_NOQUIESCE)
@@ -310,6 +332,7 @@ static void launch_bis(cudaLaunchConfig_t *cfg, int bits, const nvr_team &t, con
         BIS_CASE(BIS_SPIN)
         BIS_CASE(BIS_NOQUIESCE | BIS_NOEND | BIS_SPIN)
         BIS_CASE(BIS_NOSTART | BIS_SPIN)
+        BIS_CASE(BIS_NOSTART | BIS_SPIN | BIS_WARPROT)
 #undef BIS_CASE
     default: fprintf(stderr, "no bis kernel for %d\n", bits); exit(1);
     }
@@ -319,6 +342,7 @@ struct Gpu {
     char *chan;
     float *src, *dst;
     int *err;
+    unsigned *rotb; // BIS_WARPROT's per-block buffer indices, 128 bytes apart
     unsigned *abort_word, *status; // host-mapped
     cudaStream_t s;
 };
@@ -342,6 +366,7 @@ static void reset(Gpu *g) {
                        3 * SLOT / 4));
         CK(cudaMemset(g[i].dst, 0, SLOT));
         CK(cudaMemset(g[i].err, 0, sizeof(int)));
+        CK(cudaMemset(g[i].rotb, 0, 32 * NVR_LAM_MAX_GRID * sizeof(unsigned)));
         memset(g[i].status, 0, 32 * sizeof(unsigned));
         CK(cudaDeviceSynchronize());
     }
@@ -397,7 +422,7 @@ static void launch(Gpu *g, int i, Variant v, size_t x, unsigned call, unsigned *
     t.lam_bytes = AREA;
     if (v >= V_BIS)
         launch_bis(&cfg, bis_bits(v), t, (const float *)me.src, me.dst,
-                   (unsigned long long)(x / 4), (unsigned long long)SLOT, call % 3);
+                   (unsigned long long)(x / 4), (unsigned long long)SLOT, call % 3, me.rotb);
     else
         CK(cudaLaunchKernelEx(&cfg, nvr_lamport_all_reduce, t, (const float *)me.src, me.dst,
                               (unsigned long long)(x / 4), 1.0, (unsigned long long)SLOT));
@@ -422,6 +447,7 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&g[i].src, SLOT));
         CK(cudaMalloc(&g[i].dst, SLOT));
         CK(cudaMalloc(&g[i].err, sizeof(int)));
+        CK(cudaMalloc(&g[i].rotb, 32 * NVR_LAM_MAX_GRID * sizeof(unsigned)));
         CK(cudaHostAlloc(&g[i].abort_word, sizeof(unsigned), cudaHostAllocMapped));
         CK(cudaHostAlloc(&g[i].status, 32 * sizeof(unsigned), cudaHostAllocMapped));
         *g[i].abort_word = 0;
