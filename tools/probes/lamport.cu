@@ -190,19 +190,11 @@ __device__ __forceinline__ nvr_lam_ctx bis_start(const nvr_team &t, nvr_u64 x, u
     c.e = 0;
     c.clear = 0;
     if (nvr_lam_is_control()) {
-        unsigned int hr, done, lo, hi;
-        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(hr), "=r"(done), "=r"(lo), "=r"(hi)
-                     : "l"(c.area)
-                     : "memory");
+        const nvr_lam_read h = nvr_lam_read_header(c.area);
         c.e = nvr_begin(t);
-        c.rot = hr;
-        c.clear = (nvr_u64)lo | ((nvr_u64)hi << 32);
-        if (nvr_lam_is_counter())
-            asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
-                         : "=r"(c.before)
-                         : "l"(c.area + 4)
-                         : "memory");
+        c.rot = h.rot;
+        c.clear = h.clear;
+        if (nvr_lam_is_counter()) c.before = nvr_lam_count_block(c.area);
         nvr_arrive(t, c.e);
     }
     return c;
@@ -249,13 +241,7 @@ __global__ void __launch_bounds__(544, 1)
     }
     if (B & BIS_NOSTART) {
         // nvr_lam_finish, but the epoch stored by the counter lane (thread 0 has no epoch).
-        if (nvr_lam_is_counter() && c.before == gridDim.x - 1) {
-            asm volatile("fence.acq_rel.gpu;" ::: "memory");
-            volatile nvr_lam_head *h = (volatile nvr_lam_head *)c.area;
-            h->done = 0;
-            h->clear = x;
-            h->rot = (c.rot + 1) % 3;
-        }
+        if (nvr_lam_is_counter() && c.before == gridDim.x - 1) nvr_lam_advance(c.area, c.rot, x);
         if ((B & BIS_WARPROT) && nvr_lam_is_counter() && c.before == gridDim.x - 1)
             for (unsigned b = gridDim.x; b < NVR_LAM_MAX_GRID; ++b)
                 *(volatile unsigned *)(rotb + 32 * b) = (c.rot + 1) % 3;

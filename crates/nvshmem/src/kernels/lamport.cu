@@ -242,6 +242,42 @@ __device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_
 // before the barrier, 2 x H200).
 __shared__ unsigned int nvr_lam_sh[5];
 
+// The header's run index and what the last run received, in one 16-byte load.
+struct nvr_lam_read {
+    unsigned int rot;
+    nvr_u64 clear;
+};
+__device__ __forceinline__ nvr_lam_read nvr_lam_read_header(const char *area) {
+    unsigned int rot, done, lo, hi;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(rot), "=r"(done), "=r"(lo), "=r"(hi)
+                 : "l"(area)
+                 : "memory");
+    (void)done;
+    return {rot, (nvr_u64)lo | ((nvr_u64)hi << 32)};
+}
+
+// Counts the calling block into this run (ROTATION): the blocks counted before it. A release
+// after the caller's read of the header (see nvr_lam_count).
+__device__ __forceinline__ unsigned int nvr_lam_count_block(char *area) {
+    unsigned int before;
+    asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(before)
+                 : "l"(area + 4)
+                 : "memory");
+    return before;
+}
+
+// The last block's update of the header (nvr_lam_finish): the next run's buffer, and the
+// bytes a slot this run received (`got`), which the next run re-fills.
+__device__ __forceinline__ void nvr_lam_advance(char *area, unsigned int rot, nvr_u64 got) {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    volatile nvr_lam_head *h = (volatile nvr_lam_head *)area;
+    h->done = 0;
+    h->clear = got;
+    h->rot = (rot + 1) % 3;
+}
+
 // Start of a block: the counter lane reads the epoch and the header (this run's buffer, what to
 // clear) into nvr_lam_sh; every thread works out its vectors. Then (nvr_lam_count) the block
 // takes them, counts itself and arrives; the kernels load their first vector in between, so
@@ -250,16 +286,11 @@ __device__ __forceinline__ nvr_lam_ctx nvr_lam_begin(const nvr_team &t, nvr_u64 
     nvr_lam_ctx c;
     c.area = nvr_lam_area(t);
     if (nvr_lam_is_counter()) {
-        unsigned int rot, done, lo, hi;
-        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(rot), "=r"(done), "=r"(lo), "=r"(hi)
-                     : "l"(c.area)
-                     : "memory");
-        (void)done;
+        const nvr_lam_read h = nvr_lam_read_header(c.area);
         nvr_lam_sh[0] = nvr_begin(t);
-        nvr_lam_sh[1] = rot;
-        nvr_lam_sh[2] = lo;
-        nvr_lam_sh[3] = hi;
+        nvr_lam_sh[1] = h.rot;
+        nvr_lam_sh[2] = (unsigned int)h.clear;
+        nvr_lam_sh[3] = (unsigned int)(h.clear >> 32);
     }
     const nvr_u64 vectors = (x + 15) / 16;
     const nvr_u64 vpb = (vectors + gridDim.x - 1) / gridDim.x;
@@ -280,11 +311,7 @@ __device__ __forceinline__ void nvr_lam_count(const nvr_team &t, nvr_lam_ctx &c)
     // the count is a release: so the last block's update of the header (nvr_lam_finish), which
     // follows every count, reaches no read of this run. The control warp has stored nothing yet,
     // so the release waits for nothing, and the count's result is used only at the block's end.
-    if (nvr_lam_is_counter())
-        asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
-                     : "=r"(c.before)
-                     : "l"(c.area + 4)
-                     : "memory");
+    if (nvr_lam_is_counter()) c.before = nvr_lam_count_block(c.area);
     nvr_arrive(t, c.e);
 }
 
@@ -451,13 +478,7 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
 // narrowed.
 __device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_ctx &c,
                                                nvr_u64 got, bool ok) {
-    if (nvr_lam_is_counter() && c.before == gridDim.x - 1) {
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        volatile nvr_lam_head *h = (volatile nvr_lam_head *)c.area;
-        h->done = 0;
-        h->clear = got;
-        h->rot = (c.rot + 1) % 3;
-    }
+    if (nvr_lam_is_counter() && c.before == gridDim.x - 1) nvr_lam_advance(c.area, c.rot, got);
     nvr_end(t, c.e, ok);
 }
 
