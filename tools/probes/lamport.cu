@@ -233,11 +233,11 @@ __global__ void __launch_bounds__(544, 1)
         else nvr_lam_refill(t, c, slot);
         ok = (B & BIS_NOQUIESCE) ? true : nvr_quiesce(t, c.e, nvr_all_peers(t), true);
     } else {
-        nvr_lam_send_all<NVR_MAX_TEAM>(t, c, (const char *)src, x, slot, false, f);
+        nvr_lam_send_whole<NVR_MAX_TEAM>(t, c, (const char *)src, x, slot, f);
         ok = (B & BIS_SPIN)
                  ? bis_spin_recv(t, c, (const char *)src, (char *)dst, x, slot)
-                 : nvr_lam_reduce_recv<NVR_MAX_TEAM>(t, c, (const char *)src, (char *)dst, x,
-                                                     slot, (NVR_ACC)scale);
+                 : nvr_lam_reduce_recv_over<NVR_MAX_TEAM>(t, c, (const char *)src, (char *)dst,
+                                                          x, slot, (NVR_ACC)scale);
     }
     if (B & BIS_NOSTART) {
         // nvr_lam_finish, but the epoch stored by the counter lane (thread 0 has no epoch).

@@ -346,35 +346,42 @@ __device__ __forceinline__ void nvr_lam_send(const nvr_team &t, const nvr_lam_ct
 }
 
 // TEAM LOOPS. The loops over the team below are unrolled over M members (every index a
-// constant, so the arrays stay in registers): the kernels take M = 2 for a team of 2 (one
-// peer) and NVR_MAX_TEAM for any other. A pair run through loops of 8 paid for the seven empty
+// constant, so the arrays stay in registers): nvr_lam_send_all and nvr_lam_reduce_recv take
+// M = 2 for a team of 2 (one peer) and NVR_MAX_TEAM for any other. A pair run through loops of 8 paid for the seven empty
 // members on every vector: on 2 x H200 the all-reduce took 6.64 us at 1 MiB and 10.47 at 2 MiB
 // that way against 6.29 and 9.76 (tools/probes/lamport.cu, `bis` against `crate`).
 #define NVR_LAM_PAIR 2
 
-// Sends every peer its part: all_reduce the whole src, reduce_scatter block k of src to PE k.
-// One load of src per vector serves every peer for all_reduce. f: the thread's first vector,
-// prefetched (all_reduce: of src; reduce_scatter: of the block of the first peer). M: TEAM
-// LOOPS (t.n <= M).
+// Sends the whole src to every peer (all_reduce), one load of src per vector serving them all.
+// f: the thread's first vector of src, prefetched. M: TEAM LOOPS (t.n <= M).
 template <int M>
+__device__ __forceinline__ void nvr_lam_send_whole(const nvr_team &t, const nvr_lam_ctx &c,
+                                                   const char *src, nvr_u64 x, nvr_u64 slot,
+                                                   const nvr_lam_first &f) {
+    char *to[M];
+#pragma unroll
+    for (int k = 0; k < M; ++k)
+        to[k] = k < t.n && k != t.me
+                    ? nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k)
+                    : nullptr;
+    for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
+        const uint4 v =
+            f.have && i == c.v0 + threadIdx.x ? f.v : nvr_lam_clean4(nvr_lam_ld(src, i, x));
+#pragma unroll
+        for (int k = 0; k < M; ++k)
+            if (to[k] != nullptr) nvr_lam_st16(to[k] + 16 * i, v);
+    }
+}
+
+// Sends every peer its part: all_reduce the whole src, reduce_scatter block k of src to PE k.
+// f: the thread's first vector, prefetched (all_reduce: of src; reduce_scatter: of the block
+// of the first peer).
 __device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_lam_ctx &c,
                                                  const char *src, nvr_u64 x, nvr_u64 slot,
                                                  bool per_peer_block, const nvr_lam_first &f) {
     if (!per_peer_block) {
-        char *to[M];
-#pragma unroll
-        for (int k = 0; k < M; ++k)
-            to[k] = k < t.n && k != t.me
-                        ? nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k)
-                        : nullptr;
-        for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
-            const uint4 v = f.have && i == c.v0 + threadIdx.x
-                                ? f.v
-                                : nvr_lam_clean4(nvr_lam_ld(src, i, x));
-#pragma unroll
-            for (int k = 0; k < M; ++k)
-                if (to[k] != nullptr) nvr_lam_st16(to[k] + 16 * i, v);
-        }
+        if (t.n == NVR_LAM_PAIR) nvr_lam_send_whole<NVR_LAM_PAIR>(t, c, src, x, slot, f);
+        else nvr_lam_send_whole<NVR_MAX_TEAM>(t, c, src, x, slot, f);
         return;
     }
     for (int k = 0; k < t.n; ++k)
@@ -416,9 +423,9 @@ __device__ __forceinline__ bool nvr_lam_control(const nvr_team &t, const nvr_lam
 
 // Receives and reduces vectors [v0, v1): own src (cleaned) and every peer's from buffer c.rot,
 // combined in team order, into dst. After a failed wait the thread stores nothing more. M: TEAM
-// LOOPS (t.n <= M).
+// LOOPS (t.n <= M); nvr_lam_reduce_recv chooses it.
 template <int M>
-__device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr_lam_ctx &c,
+__device__ __forceinline__ bool nvr_lam_reduce_recv_over(const nvr_team &t, const nvr_lam_ctx &c,
                                                     const char *own, char *dst, nvr_u64 x,
                                                     nvr_u64 slot, NVR_ACC s) {
     const char *from[M];
@@ -467,6 +474,15 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
     return true;
 }
 
+// nvr_lam_reduce_recv_over with the team loops of TEAM LOOPS for t.n.
+__device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr_lam_ctx &c,
+                                                    const char *own, char *dst, nvr_u64 x,
+                                                    nvr_u64 slot, NVR_ACC s) {
+    return t.n == NVR_LAM_PAIR
+               ? nvr_lam_reduce_recv_over<NVR_LAM_PAIR>(t, c, own, dst, x, slot, s)
+               : nvr_lam_reduce_recv_over<NVR_MAX_TEAM>(t, c, own, dst, x, slot, s);
+}
+
 // End of a block: the block counted last (ROTATION) advances the channel's run index and
 // records what this run received (`got` bytes per slot) for the next run to clear; every block
 // counted itself after its one read of the header, and the next Lamport launch reads it
@@ -496,15 +512,8 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     if (nvr_lam_is_control()) {
         ok = nvr_lam_control(t, c, slot);
     } else {
-        if (t.n == NVR_LAM_PAIR) {
-            nvr_lam_send_all<NVR_LAM_PAIR>(t, c, (const char *)src, x, slot, false, f);
-            ok = nvr_lam_reduce_recv<NVR_LAM_PAIR>(t, c, (const char *)src, (char *)dst, x, slot,
-                                                   (NVR_ACC)scale);
-        } else {
-            nvr_lam_send_all<NVR_MAX_TEAM>(t, c, (const char *)src, x, slot, false, f);
-            ok = nvr_lam_reduce_recv<NVR_MAX_TEAM>(t, c, (const char *)src, (char *)dst, x, slot,
-                                                   (NVR_ACC)scale);
-        }
+        nvr_lam_send_all(t, c, (const char *)src, x, slot, false, f);
+        ok = nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot, (NVR_ACC)scale);
     }
     nvr_lam_finish(t, c, x, ok);
 }
@@ -526,13 +535,9 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     if (nvr_lam_is_control()) {
         ok = nvr_lam_control(t, c, slot);
     } else {
-        // The per-block sends loop over the team without arrays (M is not used).
-        nvr_lam_send_all<NVR_MAX_TEAM>(t, c, s, x, slot, true, f);
-        ok = t.n == NVR_LAM_PAIR
-                 ? nvr_lam_reduce_recv<NVR_LAM_PAIR>(t, c, s + (nvr_u64)t.me * x, (char *)dst, x,
-                                                     slot, (NVR_ACC)scale)
-                 : nvr_lam_reduce_recv<NVR_MAX_TEAM>(t, c, s + (nvr_u64)t.me * x, (char *)dst, x,
-                                                     slot, (NVR_ACC)scale);
+        nvr_lam_send_all(t, c, s, x, slot, true, f);
+        ok = nvr_lam_reduce_recv(t, c, s + (nvr_u64)t.me * x, (char *)dst, x, slot,
+                                 (NVR_ACC)scale);
     }
     nvr_lam_finish(t, c, x, ok);
 }
@@ -553,11 +558,7 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     if (nvr_lam_is_control())
         ok = nvr_lam_control(t, c, slot);
     else if (t.me == root)
-        ok = t.n == NVR_LAM_PAIR
-                 ? nvr_lam_reduce_recv<NVR_LAM_PAIR>(t, c, (const char *)src, (char *)dst, x, slot,
-                                                     (NVR_ACC)scale)
-                 : nvr_lam_reduce_recv<NVR_MAX_TEAM>(t, c, (const char *)src, (char *)dst, x,
-                                                     slot, (NVR_ACC)scale);
+        ok = nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot, (NVR_ACC)scale);
     else
         nvr_lam_send(t, c, root, (const char *)src, x, slot, f);
     // A non-root received nothing: the next run has nothing of this one to clear.
