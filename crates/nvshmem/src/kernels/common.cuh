@@ -61,6 +61,13 @@
 
 typedef unsigned long long nvr_u64;
 
+// fn<M>(...) with the smallest M in {2, 4, NVR_MAX_TEAM} that holds a team of n, as one
+// expression (fn may return void). Team loops unrolled over M keep every array indexed by
+// member in registers (constant indices); a smaller M spares the empty members' iterations on
+// every vector (lamport.cu, TEAM LOOPS, has what that saved).
+#define NVR_TEAM_DISPATCH(n, fn, ...)                                                          \
+    ((n) <= 2 ? fn<2>(__VA_ARGS__) : (n) <= 4 ? fn<4>(__VA_ARGS__) : fn<NVR_MAX_TEAM>(__VA_ARGS__))
+
 struct nvr_team {
     long long off[NVR_MAX_TEAM];  // add to a local symmetric address to get team PE j's copy
                                   // (off[me] == 0); peer j's `x` is (char*)x + off[j]

@@ -184,17 +184,6 @@ template <int NMAX> struct nvr_d_unroll {
     static constexpr int u = NVR_D_INFLIGHT / NMAX > 0 ? NVR_D_INFLIGHT / NMAX : 1;
 };
 
-// Runs fn<NMAX>(...) with the smallest NMAX in {2, 4, 8} that holds the team, so arrays
-// indexed by team member stay in registers (static indices after unrolling).
-#define NVR_D_DISPATCH(fn, ...)                                                                \
-    do {                                                                                       \
-        if (t.n <= 2)                                                                          \
-            fn<2>(__VA_ARGS__);                                                                \
-        else if (t.n <= 4)                                                                     \
-            fn<4>(__VA_ARGS__);                                                                \
-        else                                                                                   \
-            fn<8>(__VA_ARGS__);                                                                \
-    } while (0)
 
 #ifdef NVR_OP
 // ============================== reductions ==============================
@@ -354,7 +343,7 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
         return;
-    NVR_D_DISPATCH(nvr_d_all_reduce, t, src, dst, count, (NVR_ACC)scale);
+    NVR_TEAM_DISPATCH(t.n, nvr_d_all_reduce, t, src, dst, count, (NVR_ACC)scale);
     nvr_d_exit(t, e, all, all);
 }
 
@@ -368,7 +357,7 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
         return;
-    NVR_D_DISPATCH(nvr_d_reduce_scatter, t, src, dst, count, (NVR_ACC)scale);
+    NVR_TEAM_DISPATCH(t.n, nvr_d_reduce_scatter, t, src, dst, count, (NVR_ACC)scale);
     nvr_d_exit(t, e, all, all);
 }
 
@@ -397,7 +386,7 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     unsigned e;
     if (!nvr_d_enter(t, touch, &e))
         return;
-    NVR_D_DISPATCH(nvr_d_reduce, t, root, src, dst, count, (NVR_ACC)scale, pull);
+    NVR_TEAM_DISPATCH(t.n, nvr_d_reduce, t, root, src, dst, count, (NVR_ACC)scale, pull);
     nvr_d_exit(t, e, touch, touched_by);
 }
 
@@ -618,7 +607,8 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     unsigned e;
     if (!nvr_d_enter(t, touch, &e))
         return;
-    NVR_D_DISPATCH(nvr_d_broadcast, t, root, (const char *)src, (char *)dst, bytes, algo);
+    NVR_TEAM_DISPATCH(t.n, nvr_d_broadcast, t, root, (const char *)src, (char *)dst, bytes,
+                      algo);
     nvr_d_exit(t, e, touch, touched_by);
 }
 
@@ -646,7 +636,7 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
         return;
-    NVR_D_DISPATCH(nvr_d_fcollect, t, (const char *)src, (char *)dst, bytes);
+    NVR_TEAM_DISPATCH(t.n, nvr_d_fcollect, t, (const char *)src, (char *)dst, bytes);
     nvr_d_exit(t, e, all, all);
 }
 
@@ -672,7 +662,7 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     unsigned e;
     if (!nvr_d_enter(t, all, &e))
         return;
-    NVR_D_DISPATCH(nvr_d_alltoall, t, (const char *)src, (char *)dst, bytes);
+    NVR_TEAM_DISPATCH(t.n, nvr_d_alltoall, t, (const char *)src, (char *)dst, bytes);
     nvr_d_exit(t, e, all, all);
 }
 
@@ -705,7 +695,7 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     unsigned e;
     if (!nvr_d_enter(t, touch, &e))
         return;
-    NVR_D_DISPATCH(nvr_d_gather, t, root, (const char *)src, (char *)dst, bytes);
+    NVR_TEAM_DISPATCH(t.n, nvr_d_gather, t, root, (const char *)src, (char *)dst, bytes);
     nvr_d_exit(t, e, touch, touched_by);
 }
 
@@ -748,7 +738,7 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     unsigned e;
     if (!nvr_d_enter(t, touch, &e))
         return;
-    NVR_D_DISPATCH(nvr_d_scatter, t, root, (const char *)src, (char *)dst, bytes);
+    NVR_TEAM_DISPATCH(t.n, nvr_d_scatter, t, root, (const char *)src, (char *)dst, bytes);
     nvr_d_exit(t, e, touch, touched_by);
 }
 

@@ -346,11 +346,11 @@ __device__ __forceinline__ void nvr_lam_send(const nvr_team &t, const nvr_lam_ct
 }
 
 // TEAM LOOPS. The loops over the team below are unrolled over M members (every index a
-// constant, so the arrays stay in registers): nvr_lam_send_all and nvr_lam_reduce_recv take
-// M = 2 for a team of 2 (one peer) and NVR_MAX_TEAM for any other. A pair run through loops of 8 paid for the seven empty
-// members on every vector: on 2 x H200 the all-reduce took 6.64 us at 1 MiB and 10.47 at 2 MiB
-// that way against 6.29 and 9.76 (tools/probes/lamport.cu, `bis` against `crate`).
-#define NVR_LAM_PAIR 2
+// constant, so the arrays stay in registers): nvr_lam_send_all and nvr_lam_reduce_recv take the
+// smallest M in {2, 4, 8} that holds the team (NVR_TEAM_DISPATCH). A pair run through loops of
+// 8 paid for the seven empty members on every vector: on 2 x H200 the all-reduce took 6.64 us
+// at 1 MiB and 10.47 at 2 MiB that way against 6.29 and 9.76 (tools/probes/lamport.cu, `bis`
+// against `crate`).
 
 // Sends the whole src to every peer (all_reduce), one load of src per vector serving them all.
 // f: the thread's first vector of src, prefetched. M: TEAM LOOPS (t.n <= M).
@@ -380,8 +380,7 @@ __device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_la
                                                  const char *src, nvr_u64 x, nvr_u64 slot,
                                                  bool per_peer_block, const nvr_lam_first &f) {
     if (!per_peer_block) {
-        if (t.n == NVR_LAM_PAIR) nvr_lam_send_whole<NVR_LAM_PAIR>(t, c, src, x, slot, f);
-        else nvr_lam_send_whole<NVR_MAX_TEAM>(t, c, src, x, slot, f);
+        NVR_TEAM_DISPATCH(t.n, nvr_lam_send_whole, t, c, src, x, slot, f);
         return;
     }
     for (int k = 0; k < t.n; ++k)
@@ -478,9 +477,7 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv_over(const nvr_team &t, cons
 __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr_lam_ctx &c,
                                                     const char *own, char *dst, nvr_u64 x,
                                                     nvr_u64 slot, NVR_ACC s) {
-    return t.n == NVR_LAM_PAIR
-               ? nvr_lam_reduce_recv_over<NVR_LAM_PAIR>(t, c, own, dst, x, slot, s)
-               : nvr_lam_reduce_recv_over<NVR_MAX_TEAM>(t, c, own, dst, x, slot, s);
+    return NVR_TEAM_DISPATCH(t.n, nvr_lam_reduce_recv_over, t, c, own, dst, x, slot, s);
 }
 
 // End of a block: the block counted last (ROTATION) advances the channel's run index and
