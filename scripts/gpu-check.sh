@@ -877,6 +877,8 @@ lifetimes() {
 # - kernel-peer: the last PE never joins an all-reduce of this crate's kernels; the others'
 #   copy must return Error::CollectiveFailed naming the last PE (team and world) and the team,
 #   within 5 to 8 s.
+# - kernel-peer-reduce: the same with a rooted reduce to PE 0 in the direct kernels (forced),
+#   whose waits differ by role.
 # - nvshmem-path: the same with NVSHMEM's own all-reduce forced, which nothing can end: the
 #   watchdog must end the waiting PEs (status 1, "... inside NVSHMEM (nvshmemx_...") within the
 #   bound + GRACE; a PE still alive 13 s after entering prints FAILED and exits 2.
@@ -892,6 +894,9 @@ waits() {
     GPU_WAITS_CASE=kernel_peer NVSHMEM_RS_TIMEOUT=5s CASE_TIMEOUT=60 \
       case_ waits-kernel-peer-${np}pe pass:"peer never arrived in our kernel: CollectiveFailed" nvrun "$np" $t
     grep -h "peer never arrived" "$out/waits-kernel-peer-${np}pe.log" | head -1
+    GPU_WAITS_CASE=kernel_peer_reduce NVSHMEM_RS_ALGORITHMS=reduce=nvlink_direct NVSHMEM_RS_TIMEOUT=5s CASE_TIMEOUT=60 \
+      case_ waits-kernel-peer-reduce-${np}pe pass:"peer never arrived in our kernel: CollectiveFailed" nvrun "$np" $t
+    grep -h "peer never arrived" "$out/waits-kernel-peer-reduce-${np}pe.log" | head -1
     GPU_WAITS_CASE=nvshmem_path NVSHMEM_RS_ALGORITHMS=all_reduce=nvshmem NVSHMEM_RS_TIMEOUT=5s CASE_TIMEOUT=60 \
       case_ waits-nvshmem-path-${np}pe "fail:inside NVSHMEM (nvshmemx_" nvrun "$np" $t
     grep -h "inside NVSHMEM" "$out/waits-nvshmem-path-${np}pe.log" | head -1

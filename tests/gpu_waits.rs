@@ -12,6 +12,9 @@
 //!   kernels run; every other PE's copy after it must return `Error::CollectiveFailed`
 //!   ("timed out") naming the last PE (team and world), the team, and what it waited for,
 //!   within the timeout + 3 s.
+//! - `kernel_peer_reduce` (2 PEs or more, run with `NVSHMEM_RS_ALGORITHMS=reduce=nvlink_direct`):
+//!   the same with a rooted reduce to PE 0 in the direct kernels, whose waits differ by role
+//!   (from 3 PEs the root touches no peer and waits only for the non-roots' departures).
 //! - `nvshmem_path` (2 PEs or more, run with `NVSHMEM_RS_ALGORITHMS=all_reduce=nvshmem`): the
 //!   last PE never joins an all-reduce that NVSHMEM's own kernels run, which nothing can end:
 //!   the other PEs' processes must be ended by the watchdog with status 1 and the failure
@@ -60,16 +63,17 @@ fn gpu_waits() {
             });
             linger();
         }
-        "kernel_peer" if n >= 2 => {
+        "kernel_peer" | "kernel_peer_reduce" if n >= 2 => {
+            let rooted = case == "kernel_peer_reduce";
             c.run("a_peer_that_never_arrives_in_our_kernels_is_named", || {
-                kernel_peer(&rt, timeout)
+                kernel_peer(&rt, timeout, rooted)
             });
             if me != n - 1 {
                 linger();
             }
         }
         "nvshmem_path" if n >= 2 => nvshmem_path(&rt, timeout),
-        other => panic!("GPU_WAITS_CASE={other} at {n} PEs: expected signal, or kernel_peer or nvshmem_path at 2 PEs or more"),
+        other => panic!("GPU_WAITS_CASE={other} at {n} PEs: expected signal, or kernel_peer, kernel_peer_reduce or nvshmem_path at 2 PEs or more"),
     }
     c.finish("gpu_waits");
     // The runtime has failed on purpose: it is not finalised (that is collective), and
@@ -166,8 +170,9 @@ fn signal_never_sent(rt: &Runtime, timeout: Duration) -> anyhow::Result<()> {
 }
 
 /// The last PE stays away from an all-reduce of this crate's kernels (world team, 64 floats:
-/// LL on a peer-mapped team); every other PE's copy after it must name it.
-fn kernel_peer(rt: &Runtime, timeout: Duration) -> anyhow::Result<()> {
+/// LL on a peer-mapped team), or from a rooted reduce to PE 0 (`rooted`; whichever algorithm
+/// NVSHMEM_RS_ALGORITHMS forces); every other PE's copy after it must name it.
+fn kernel_peer(rt: &Runtime, timeout: Duration, rooted: bool) -> anyhow::Result<()> {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let world = rt.world();
     ensure!(
@@ -177,11 +182,21 @@ fn kernel_peer(rt: &Runtime, timeout: Duration) -> anyhow::Result<()> {
     let stream = rt.stream().clone();
     let src = rt.alloc_from(&[1.0f32; 64])?;
     let mut dst = rt.alloc_zeroed::<f32>(64)?;
-    // One that completes first: the kernels and the channel work.
-    world.all_reduce(&src, &mut dst, ReduceOp::Sum, &stream)?;
+    let what = if rooted { "reduce" } else { "all-reduce" };
+    let call = |dst: &mut _| {
+        if rooted {
+            world.reduce(0, &src, dst, ReduceOp::Sum, &stream)
+        } else {
+            world.all_reduce(&src, dst, ReduceOp::Sum, &stream)
+        }
+    };
+    // One that completes first: the kernels and the channel work. A reduce leaves the
+    // non-roots' dst as it was (zero).
+    call(&mut dst)?;
+    let want = if rooted && me != 0 { 0.0 } else { n as f32 };
     ensure!(
-        dst.to_vec()?.iter().all(|&x| x == n as f32),
-        "the first all-reduce is wrong"
+        dst.to_vec()?.iter().all(|&x| x == want),
+        "the first {what} is wrong"
     );
     rt.barrier_all(&stream)?;
     stream.synchronize()?;
@@ -193,11 +208,11 @@ fn kernel_peer(rt: &Runtime, timeout: Duration) -> anyhow::Result<()> {
         return Ok(());
     }
     let t0 = Instant::now();
-    world.all_reduce(&src, &mut dst, ReduceOp::Sum, &stream)?;
+    call(&mut dst)?;
     let copied = dst.to_vec();
     let took = t0.elapsed();
     let Err(e) = copied else {
-        bail!("the copy after an all-reduce PE {absent} never joined returned Ok after {took:?}")
+        bail!("the copy after a {what} PE {absent} never joined returned Ok after {took:?}")
     };
     println!(
         "waits: PE {me}: peer never arrived in our kernel: {} after {:.2} s: {e}",

@@ -29,16 +29,22 @@
 //   NVR_D_INFLIGHT   16-byte vectors each thread loads before its first store (default 8)
 //   NVR_D_BCAST      broadcast: 0 push when n == 2 else pull-and-forward (default), 1 push,
 //                    2 pull, 3 pull-and-forward
-//   NVR_D_REDUCE     rooted reduce: 0 two-shot (default), 1 the root pulls everything
+//   NVR_D_REDUCE     rooted reduce: 0 two-shot when n == 2 else the non-roots' split
+//                    (default), 1 the root pulls everything, 2 the split at every n
 //
 // Algorithms, and what crosses each link per direction for n PEs (S = nccl-tests' bytes):
 //   all_reduce      two-shot: PE i loads share i (S/n) from every member, combines in team
 //                   order, stores the result to every member; (n-1)/n S loaded plus (n-1)/n S
 //                   stored per PE, both directions.
 //   reduce_scatter  PE i loads its block from every member; (n-1)/n S loaded per PE.
-//   reduce          two-shot to the root (default): as all_reduce but results stored to the
-//                   root only; the root's link carries (n-1)/n S in + (n-1)/n S stored by
-//                   peers. NVR_D_REDUCE 1: the root loads everything ((n-1) S into the root).
+//   reduce          n == 2: two-shot to the root, as all_reduce but results stored to the
+//                   root only (S/2 loaded by the root + S/2 stored into it). n > 2: the
+//                   non-roots' split: non-root k of the n - 1 loads share k (S/(n-1)) from
+//                   every member, the root included, and stores the result into the root's
+//                   dst; the root computes nothing. Every link then carries at most S each way
+//                   (the root: S of results in, its src out once), where the two-shot brought
+//                   2 (n-1)/n S into the root (1.5 S at n = 4). NVR_D_REDUCE 1: the root loads
+//                   everything ((n-1) S into the root).
 //   broadcast       n == 2: the root stores to the peer (S one way). n > 2: pull-and-forward,
 //                   non-root r loads share r of the root's src once and stores it to every
 //                   non-root, so the root's link carries S once (not (n-1) S).
@@ -313,11 +319,14 @@ __device__ void nvr_d_reduce_scatter(const nvr_team &t, const NVR_T *src, NVR_T 
     nvr_d_reduce_job<NMAX>(s, t.n, d, 1, count, 0, 1, sc);
 }
 
-// Rooted reduce. Two-shot: every PE reduces its share and stores it into the root's dst only.
-// Pull (NVR_D_REDUCE == 1): the root reduces everything alone.
+// The rooted reduce's ways (the header's table). Every way combines in team order.
+#define NVR_D_TWO_SHOT 0 // every PE reduces its share into the root's dst
+#define NVR_D_PULL 1     // the root reduces everything alone
+#define NVR_D_SPLIT 2    // the non-roots share the work; the root computes nothing
+
 template <int NMAX>
 __device__ void nvr_d_reduce(const nvr_team &t, int root, const NVR_T *src, NVR_T *dst,
-                             nvr_d_u64 count, NVR_ACC sc, bool pull) {
+                             nvr_d_u64 count, NVR_ACC sc, int way) {
     const char *s[NMAX];
     char *d[NMAX];
 #pragma unroll
@@ -325,12 +334,12 @@ __device__ void nvr_d_reduce(const nvr_team &t, int root, const NVR_T *src, NVR_
         s[j] = (const char *)src + (j < t.n ? t.off[j] : 0);
         d[j] = (char *)dst + t.off[root];
     }
-    if (pull) {
-        if (t.me == root)
-            nvr_d_reduce_job<NMAX>(s, t.n, d, 1, count, 0, 1, sc);
-    } else {
+    if (way == NVR_D_TWO_SHOT)
         nvr_d_reduce_job<NMAX>(s, t.n, d, 1, count, t.me, t.n, sc);
-    }
+    else if (way == NVR_D_PULL && t.me == root)
+        nvr_d_reduce_job<NMAX>(s, t.n, d, 1, count, 0, 1, sc);
+    else if (way == NVR_D_SPLIT && t.me != root)
+        nvr_d_reduce_job<NMAX>(s, t.n, d, 1, count, t.me < root ? t.me : t.me - 1, t.n - 1, sc);
 }
 
 // Every PE: dst[i] = combine over members j (team order) of src_j[i], i < count. Every member
@@ -378,15 +387,25 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     // two-shot's 458 / 819, but 193 / 245 at 32 / 64 MiB against 104 / 199 (a plain loads-only
     // loop over cudaMalloc'd peer memory, tools/probes/two_shot.cu, ran 98 / 205 / 385 / 744 at
     // 32 / 64 / 128 / 256 MiB, whatever its loop shape: docs/performance.md, "Where it is
-    // slower"). From 3 PEs the two-shot brings only S into the root, pull (n - 1) S.
-    const bool pull = NVR_D_REDUCE == 1;
-    // Two-shot: everyone loads from everyone; pull: only the root loads, from everyone.
-    const unsigned touch = pull ? (t.me == root ? all : 0u) : all;
-    const unsigned touched_by = pull ? (t.me == root ? 0u : 1u << root) : all;
+    // slower"). From 3 PEs pull brings (n - 1) S into the root, the split S.
+    const int way = NVR_D_REDUCE == 1                        ? NVR_D_PULL
+                    : NVR_D_REDUCE == 2 || t.n > 2 ? NVR_D_SPLIT
+                                                     : NVR_D_TWO_SHOT;
+    const unsigned root_bit = 1u << root;
+    // Two-shot: everyone loads from everyone. Pull: only the root loads, from everyone. Split:
+    // the non-roots load from everyone and store into the root; the root touches nothing.
+    unsigned touch = all, touched_by = all;
+    if (way == NVR_D_PULL) {
+        touch = t.me == root ? all : 0u;
+        touched_by = t.me == root ? 0u : root_bit;
+    } else if (way == NVR_D_SPLIT) {
+        touch = t.me == root ? 0u : all;
+        touched_by = t.me == root ? all : all & ~root_bit;
+    }
     unsigned e;
     if (!nvr_d_enter(t, touch, &e))
         return;
-    NVR_TEAM_DISPATCH(t.n, nvr_d_reduce, t, root, src, dst, count, (NVR_ACC)scale, pull);
+    NVR_TEAM_DISPATCH(t.n, nvr_d_reduce, t, root, src, dst, count, (NVR_ACC)scale, way);
     nvr_d_exit(t, e, touch, touched_by);
 }
 

@@ -191,7 +191,10 @@ const _: () = assert!(DIRECT_MAX_GRID as usize <= crate::channel::FP_BLOCKS);
 pub(crate) fn direct_grid(call: &Call) -> u32 {
     let (n, bytes) = (call.n().max(1), call.block_bytes());
     let moved = match call.coll {
-        Collective::AllReduce | Collective::Reduce => bytes / n,
+        Collective::AllReduce => bytes / n,
+        // From 3 PEs the n - 1 non-roots share the work (direct.cu, "reduce").
+        Collective::Reduce if n > 2 => bytes / (n - 1),
+        Collective::Reduce => bytes / n,
         Collective::ReduceScatter | Collective::Broadcast => bytes,
         _ => bytes * (n - 1).max(1),
     };
@@ -383,9 +386,11 @@ mod tests {
         // A block per 16 KiB this PE moves: an all-reduce's share is 1/n of the input...
         assert_eq!(grid(2, Collective::AllReduce, 64 << 10), 8);
         assert_eq!(grid(4, Collective::AllReduce, 64 << 10), 4);
-        // ...and so is a rooted reduce's (a two-shot to the root); a reduce-scatter moves a
+        // ...and so is a rooted reduce's on a pair (a two-shot to the root); from 3 PEs the
+        // non-roots share it (6 blocks of 4 PEs' 256 KiB, not 4); a reduce-scatter moves a
         // block.
-        assert_eq!(grid(4, Collective::Reduce, 64 << 10), 4);
+        assert_eq!(grid(4, Collective::Reduce, 64 << 10), 6);
+        assert_eq!(grid(3, Collective::Reduce, 64 << 10), 8);
         assert_eq!(grid(2, Collective::Reduce, 64 << 10), 8);
         assert_eq!(grid(2, Collective::Reduce, 1), 1);
         assert_eq!(grid(2, Collective::ReduceScatter, 64 << 10), 16);
