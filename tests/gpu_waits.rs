@@ -171,7 +171,8 @@ fn signal_never_sent(rt: &Runtime, timeout: Duration) -> anyhow::Result<()> {
 
 /// The last PE stays away from an all-reduce of this crate's kernels (world team, 64 floats:
 /// LL on a peer-mapped team), or from a rooted reduce to PE 0 (`rooted`; whichever algorithm
-/// NVSHMEM_RS_ALGORITHMS forces); every other PE's copy after it must name it.
+/// NVSHMEM_RS_ALGORITHMS forces) of 64 MiB, where the direct kernels' split takes it from 3
+/// PEs; every other PE's copy after it must name it.
 fn kernel_peer(rt: &Runtime, timeout: Duration, rooted: bool) -> anyhow::Result<()> {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let world = rt.world();
@@ -180,8 +181,9 @@ fn kernel_peer(rt: &Runtime, timeout: Duration, rooted: bool) -> anyhow::Result<
         "the world team is not peer-mapped with a channel: this case needs one node"
     );
     let stream = rt.stream().clone();
-    let src = rt.alloc_from(&[1.0f32; 64])?;
-    let mut dst = rt.alloc_zeroed::<f32>(64)?;
+    let count = if rooted { 16 << 20 } else { 64 };
+    let src = rt.alloc_from(&vec![1.0f32; count])?;
+    let mut dst = rt.alloc_zeroed::<f32>(count)?;
     let what = if rooted { "reduce" } else { "all-reduce" };
     let call = |dst: &mut _| {
         if rooted {

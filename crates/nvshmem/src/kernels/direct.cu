@@ -29,22 +29,20 @@
 //   NVR_D_INFLIGHT   16-byte vectors each thread loads before its first store (default 8)
 //   NVR_D_BCAST      broadcast: 0 push when n == 2 else pull-and-forward (default), 1 push,
 //                    2 pull, 3 pull-and-forward
-//   NVR_D_REDUCE     rooted reduce: 0 two-shot when n == 2 else the non-roots' split
-//                    (default), 1 the root pulls everything, 2 the split at every n
+//   NVR_D_REDUCE     nvr_direct_reduce: 0 two-shot (default), 1 the root pulls everything
 //
 // Algorithms, and what crosses each link per direction for n PEs (S = nccl-tests' bytes):
 //   all_reduce      two-shot: PE i loads share i (S/n) from every member, combines in team
 //                   order, stores the result to every member; (n-1)/n S loaded plus (n-1)/n S
 //                   stored per PE, both directions.
 //   reduce_scatter  PE i loads its block from every member; (n-1)/n S loaded per PE.
-//   reduce          n == 2: two-shot to the root, as all_reduce but results stored to the
-//                   root only (S/2 loaded by the root + S/2 stored into it). n > 2: the
-//                   non-roots' split: non-root k of the n - 1 loads share k (S/(n-1)) from
-//                   every member, the root included, and stores the result into the root's
-//                   dst; the root computes nothing. Every link then carries at most S each way
-//                   (the root: S of results in, its src out once), where the two-shot brought
-//                   2 (n-1)/n S into the root (1.5 S at n = 4). NVR_D_REDUCE 1: the root loads
-//                   everything ((n-1) S into the root).
+//   reduce          two-shot to the root (nvr_direct_reduce), as all_reduce but results
+//                   stored to the root only: 2 (n-1)/n S into the root (1.5 S at n = 4).
+//                   The non-roots' split (nvr_direct_reduce_split): non-root k of the n - 1
+//                   loads share k (S/(n-1)) from every member, the root included, and stores
+//                   the result into the root's dst; the root computes nothing, and every link
+//                   carries at most S each way (the root: S of results in, its src out once).
+//                   NVR_D_REDUCE 1: the root loads everything ((n-1) S into the root).
 //   broadcast       n == 2: the root stores to the peer (S one way). n > 2: pull-and-forward,
 //                   non-root r loads share r of the root's src once and stores it to every
 //                   non-root, so the root's link carries S once (not (n-1) S).
@@ -374,24 +372,14 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
 #define NVR_D_REDUCE 0
 #endif
 
-// The root's dst[i] = combine over members of src_j[i]; other PEs' dst untouched.
-extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
-    nvr_direct_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
-                      nvr_d_u64 count, double scale) {
-    nvr_launch_begin();
+// The rooted reduce's kernels' body: the root's dst[i] = combine over members of src_j[i];
+// other PEs' dst untouched.
+__device__ __forceinline__ void nvr_d_reduce_run(const nvr_team &t, int root, const NVR_T *src,
+                                                 NVR_T *dst, nvr_d_u64 count, double scale,
+                                                 int way) {
     if (!nvr_d_root_ok(t, root))
         return;
-    const unsigned all = nvr_all_peers(t);
-    // Pull is not the default even on 2 PEs, where either brings S into the root: in
-    // nvshmem-perf on 2 x H200 (2026-11-27) it took 426 / 786 us at 128 / 256 MiB against the
-    // two-shot's 458 / 819, but 193 / 245 at 32 / 64 MiB against 104 / 199 (a plain loads-only
-    // loop over cudaMalloc'd peer memory, tools/probes/two_shot.cu, ran 98 / 205 / 385 / 744 at
-    // 32 / 64 / 128 / 256 MiB, whatever its loop shape: docs/performance.md, "Where it is
-    // slower"). From 3 PEs pull brings (n - 1) S into the root, the split S.
-    const int way = NVR_D_REDUCE == 1                        ? NVR_D_PULL
-                    : NVR_D_REDUCE == 2 || t.n > 2 ? NVR_D_SPLIT
-                                                     : NVR_D_TWO_SHOT;
-    const unsigned root_bit = 1u << root;
+    const unsigned all = nvr_all_peers(t), root_bit = 1u << root;
     // Two-shot: everyone loads from everyone. Pull: only the root loads, from everyone. Split:
     // the non-roots load from everyone and store into the root; the root touches nothing.
     unsigned touch = all, touched_by = all;
@@ -407,6 +395,29 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
         return;
     NVR_TEAM_DISPATCH(t.n, nvr_d_reduce, t, root, src, dst, count, (NVR_ACC)scale, way);
     nvr_d_exit(t, e, touch, touched_by);
+}
+
+// Rooted reduce, two-shot (pull with NVR_D_REDUCE 1). Pull is not the default even on 2 PEs,
+// where either brings S into the root: in nvshmem-perf on 2 x H200 (2026-11-27) it took 426 /
+// 786 us at 128 / 256 MiB against the two-shot's 458 / 819, but 193 / 245 at 32 / 64 MiB
+// against 104 / 199 (a plain loads-only loop over cudaMalloc'd peer memory,
+// tools/probes/two_shot.cu, ran 98 / 205 / 385 / 744 at 32 / 64 / 128 / 256 MiB, whatever its
+// loop shape: docs/performance.md, "Where it is slower").
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
+                      nvr_d_u64 count, double scale) {
+    nvr_launch_begin();
+    nvr_d_reduce_run(t, root, src, dst, count, scale,
+                     NVR_D_REDUCE == 1 ? NVR_D_PULL : NVR_D_TWO_SHOT);
+}
+
+// Rooted reduce, the non-roots' split; the host takes it from 3 PEs for large calls only
+// (nvlink.rs, REDUCE_SPLIT_FROM).
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_reduce_split(const __grid_constant__ nvr_team t, int root, const NVR_T *src,
+                            NVR_T *dst, nvr_d_u64 count, double scale) {
+    nvr_launch_begin();
+    nvr_d_reduce_run(t, root, src, dst, count, scale, NVR_D_SPLIT);
 }
 
 // dst[i] = post(combine(pre(a[i]), pre(b[i])), 2) for i < count, all three local (dst may be

@@ -191,10 +191,9 @@ const _: () = assert!(DIRECT_MAX_GRID as usize <= crate::channel::FP_BLOCKS);
 pub(crate) fn direct_grid(call: &Call) -> u32 {
     let (n, bytes) = (call.n().max(1), call.block_bytes());
     let moved = match call.coll {
-        Collective::AllReduce => bytes / n,
-        // From 3 PEs the n - 1 non-roots share the work (direct.cu, "reduce").
-        Collective::Reduce if n > 2 => bytes / (n - 1),
-        Collective::Reduce => bytes / n,
+        // The split's n - 1 non-roots share the work (direct.cu, "reduce").
+        Collective::Reduce if reduce_split(call) => bytes / (n - 1),
+        Collective::AllReduce | Collective::Reduce => bytes / n,
         Collective::ReduceScatter | Collective::Broadcast => bytes,
         _ => bytes * (n - 1).max(1),
     };
@@ -219,14 +218,25 @@ impl Algorithm for Direct {
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
         let grid = direct_grid(call);
-        steps.push(launch(
-            call,
-            NvlinkSource::Direct,
-            call.coll.name(),
-            grid,
-            512,
-        ));
+        let kernel = if reduce_split(call) {
+            "reduce_split"
+        } else {
+            call.coll.name()
+        };
+        steps.push(launch(call, NvlinkSource::Direct, kernel, grid, 512));
     }
+}
+
+/// Bytes from which a rooted reduce of 3 PEs or more runs the non-roots' split
+/// (`nvr_direct_reduce_split`) rather than the two-shot. The split brings S into the root
+/// where the two-shot brings 2 (n - 1)/n S, but below this it was the slower (4 x H200, direct
+/// forced, µs at 16 / 64 / 256 MiB: 4 PEs split 188 / 305 / 974 against two-shot 79 / 406 /
+/// 1219; 3 PEs 161 / 279 / 881 against 73 / 357 / 1121).
+const REDUCE_SPLIT_FROM: usize = 64 << 20;
+
+/// Whether `call` is a rooted reduce the direct kernels run as the non-roots' split.
+fn reduce_split(call: &Call) -> bool {
+    call.coll == Collective::Reduce && call.n() > 2 && call.block_bytes() >= REDUCE_SPLIT_FROM
 }
 
 /// What both kernel files refuse: a team without a channel, barrier and sync (the `nvlink`
@@ -375,7 +385,7 @@ pub(super) fn flag_barrier(call: &Call, fence: bool) -> Launch {
 #[cfg(test)]
 mod tests {
     use super::{direct_grid, ll_blocks, ll_shape};
-    use crate::collective::algo::tests::{f32_sum, team, team_fitting};
+    use crate::collective::algo::tests::{f32_sum, team, team_fitting, with_channel};
     use crate::collective::Collective;
 
     #[test]
@@ -386,11 +396,12 @@ mod tests {
         // A block per 16 KiB this PE moves: an all-reduce's share is 1/n of the input...
         assert_eq!(grid(2, Collective::AllReduce, 64 << 10), 8);
         assert_eq!(grid(4, Collective::AllReduce, 64 << 10), 4);
-        // ...and so is a rooted reduce's on a pair (a two-shot to the root); from 3 PEs the
-        // non-roots share it (6 blocks of 4 PEs' 256 KiB, not 4); a reduce-scatter moves a
-        // block.
-        assert_eq!(grid(4, Collective::Reduce, 64 << 10), 6);
-        assert_eq!(grid(3, Collective::Reduce, 64 << 10), 8);
+        // ...and so is a rooted reduce's (a two-shot to the root), but for the large ones of 3
+        // PEs or more, which the n - 1 non-roots share; a reduce-scatter moves a block.
+        assert_eq!(grid(4, Collective::Reduce, 64 << 10), 4);
+        assert_eq!(grid(4, Collective::Reduce, 1 << 20), 64);
+        assert_eq!(grid(4, Collective::Reduce, 16 << 20), 128);
+        assert_eq!(grid(4, Collective::Reduce, 8 << 20), 128);
         assert_eq!(grid(2, Collective::Reduce, 64 << 10), 8);
         assert_eq!(grid(2, Collective::Reduce, 1), 1);
         assert_eq!(grid(2, Collective::ReduceScatter, 64 << 10), 16);
@@ -398,6 +409,29 @@ mod tests {
         assert_eq!(grid(2, Collective::Reduce, 64 << 20), 128);
         let few = team_fitting(2, 1, true, 5);
         assert_eq!(direct_grid(&f32_sum(&few, Collective::Reduce, 1 << 20)), 5);
+    }
+
+    #[test]
+    fn a_large_rooted_reduce_of_3_pes_or_more_runs_the_split() {
+        use super::{Algorithm, Direct, Launch, Step, REDUCE_SPLIT_FROM};
+        let kernel = |n: usize, count: usize| {
+            let mut steps = Vec::new();
+            let t = team(n, 0, true);
+            Direct.plan(
+                &with_channel(f32_sum(&t, Collective::Reduce, count)),
+                &mut steps,
+            );
+            match steps.as_slice() {
+                [Step::Kernel(Launch::Nvlink(l))] => l.function,
+                other => panic!("{other:?}"),
+            }
+        };
+        let split_from = REDUCE_SPLIT_FROM / 4; // f32 elements
+        for n in 3..=8 {
+            assert_eq!(kernel(n, split_from - 1), "nvr_direct_reduce", "{n}");
+            assert_eq!(kernel(n, split_from), "nvr_direct_reduce_split", "{n}");
+        }
+        assert_eq!(kernel(2, split_from << 2), "nvr_direct_reduce");
     }
 
     #[test]
