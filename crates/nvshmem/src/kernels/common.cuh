@@ -260,6 +260,14 @@ __device__ __noinline__ nvr_u64 nvr_wait_slow(const nvr_team &t, int peer, unsig
     const nvr_u64 now = nvr_globaltimer();
     if (start == 0) return now != 0 ? now : 1;
     if (now - start >= t.timeout_ns) {
+        // A peer that has arrived but not departed may itself be held by one that never came
+        // (a direct kernel's non-root that waits at entry for an absent peer never departs
+        // from the root): its departure gets a quarter more time, so that the wait for the
+        // absent peer fails first and the record names it, not the one it held up.
+        const bool arrived =
+            what == NVR_WAIT_DEPART &&
+            nvr_reached(nvr_ld_acquire(nvr_arrive_word(t, blockIdx.x, peer)), e);
+        if (arrived && now - start < t.timeout_ns + t.timeout_ns / 4) return start;
         nvr_fail_at(t.status, NVR_FAIL_TIMEOUT, peer, e, what, t.chan);
         return 0;
     }

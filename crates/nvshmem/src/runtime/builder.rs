@@ -81,8 +81,10 @@ impl RuntimeBuilder {
     /// How long a PE waits for a peer before the job counts as broken (see
     /// [`health`](crate::runtime#health)): `None` waits for ever. Default
     /// [`DEFAULT_TIMEOUT`]; the environment variable [`TIMEOUT_VAR`] overrides it. A wait of
-    /// this crate's NVLink kernels that lasts longer ends with [`Error::CollectiveFailed`],
-    /// and a peer on this host stopped for longer ends the runtime with [`Error::PeerFailed`].
+    /// this crate's NVLink kernels that lasts longer ends with [`Error::CollectiveFailed`]
+    /// (a wait for the departure of a peer that has arrived is given a quarter more, so that
+    /// where one peer holds up others the failure names the one that never came), and a peer
+    /// on this host stopped for longer ends the runtime with [`Error::PeerFailed`].
     ///
     /// ```no_run
     /// use std::time::Duration;

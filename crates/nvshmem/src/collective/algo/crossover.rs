@@ -214,6 +214,20 @@ const FOUR_PE_RUN: &str = "mpirun -np 4 nvshmem-perf <each> -d f32 -b 4K -e 256M
                            reductions -b 8 -e 256K -n 200 -w 20 (4 x H200, 2026-11-27, commit \
                            f599047: docs/perf/sweep-4pe-2026-11-27)";
 
+/// The 4-PE reductions again after the Lamport kernels' re-fill (ea0eadb) and team loops of 4
+/// (42c5acf), and the rooted reduce after the direct kernels' split (f633d8a): every
+/// algorithm forced beside the automatic choice, raw NVSHMEM and NCCL, graph mode, one PE a
+/// GPU (`scripts/gpu-check.sh run sweep` with `SWEEP_PES=4`). Three runs: the reductions 512
+/// B-8 MiB, every collective 512 B-256 MiB, the rooted reduce 512 B-256 MiB.
+const FOUR_PE_REDUCTIONS_RUN: &str = "mpirun -np 4 nvshmem-perf all_reduce,reduce_scatter,reduce \
+                                      -d f32 -b 512 -e 8M -f 2 -n 50 -w 5 --reps 3 -G 1, then \
+                                      --impl nvshmem-rs --algo \
+                                      <each>=nvlink_ll|nvlink_lamport|nvlink_direct|nvshmem; \
+                                      every collective -b 512 -e 256M -n 20 -w 3 (4 x H200, \
+                                      2026-11-27, commit 42c5acf); the rooted reduce -b 512 -e \
+                                      256M -n 20 -w 3 at commit f633d8a \
+                                      (docs/perf/sweep-4pe-2026-11-27b)";
+
 /// The run that moved the 4-PE gather and scatter LL bands: the rooted copies again after LL
 /// batched their packets (commit 6a67b05), LL and the direct kernels forced beside the
 /// automatic choice, raw NVSHMEM and NCCL (`scripts/gpu-check.sh run sweep` with
@@ -419,8 +433,10 @@ pub(crate) static ROWS: &[Row] = &[
         direct_where_nvshmem_lacks: true,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN],
-            figures: "Lamport 8 B: 3.13 against LL 3.66, NCCL 7.84; 16 KiB: 4.58 against LL \
+            runs: &[FOUR_PE_RUN, FOUR_PE_REDUCTIONS_RUN],
+            figures: "REDUCTIONS: Lamport 256 KiB: 5.82 against direct 7.94, NCCL 11.12; 512 \
+                      KiB: 9.16 against direct 8.58. FOUR_PE: \
+                      Lamport 8 B: 3.13 against LL 3.66, NCCL 7.84; 16 KiB: 4.58 against LL \
                       5.31, NVSHMEM 10.07; 256 KiB: 6.11 against direct 8.90, NVSHMEM 10.85; \
                       512 KiB: 10.31 against direct 10.10. LL (the types Lamport does not \
                       serve) 64 KiB: 6.61 against direct 8.44; 128 KiB: 10.05 against direct \
@@ -439,8 +455,10 @@ pub(crate) static ROWS: &[Row] = &[
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN],
-            figures: "Lamport 64 B: 3.28 against LL 3.57, NCCL 6.55; 64 KiB: 4.60 against LL \
+            runs: &[FOUR_PE_RUN, FOUR_PE_REDUCTIONS_RUN],
+            figures: "REDUCTIONS: Lamport 2 MiB (Lamport's limit): 9.47 against direct 11.11, \
+                      NCCL 16.09; direct 4 MiB: 16.02 against NVSHMEM 32.87. FOUR_PE: \
+                      Lamport 64 B: 3.28 against LL 3.57, NCCL 6.55; 64 KiB: 4.60 against LL \
                       5.46, NVSHMEM 7.64; 2 MiB: 10.01 against direct 12.29, NVSHMEM 16.52. LL \
                       256 KiB: 6.91 against direct 7.41; 512 KiB: 11.40 against direct 8.62. \
                       Direct 4 MiB: 17.55 against NVSHMEM 33.59; 256 MiB: 630.84 against \
@@ -504,17 +522,21 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 4..=4,
         arch: Some(Arch::SM90),
         ll: 32 * KIB,
-        lamport: RangeInclusive::new(32 * KIB + 1, 512 * KIB),
+        lamport: RangeInclusive::new(KIB + 1, 512 * KIB),
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN],
-            figures: "LL 32 KiB: 3.72 against Lamport 4.51, NCCL 6.33; Lamport 64 KiB: 4.54 \
-                      against LL 5.31; 512 KiB: 6.82 against direct 9.30, NCCL 8.49. Direct 1 \
-                      MiB: 11.74 against NVSHMEM 17.83; 32 MiB: 151.35 against 188.95; 128 \
-                      MiB: 658.23 against 666.09 (64 MiB: 407.62 against 349.47); NCCL's \
-                      reduce, not an algorithm here, 389.78 at 128 MiB",
+            runs: &[FOUR_PE_RUN, FOUR_PE_REDUCTIONS_RUN],
+            figures: "REDUCTIONS: LL 1 KiB: 3.16 / 3.15 / 3.27 against Lamport 3.19 / 3.38 / \
+                      3.44 (three runs); Lamport 2 KiB: 3.38 / 3.49 / 3.53 against LL 3.64 / \
+                      3.69 / 3.77; 32 KiB: 3.57 / 3.80 / 3.70 against LL 3.68 / 3.87 / 3.94; \
+                      512 KiB: 6.66 against direct 8.01, NCCL 8.14. LL (the types Lamport does \
+                      not serve) 32 KiB: 3.68 against direct 6.24. Direct 1 MiB: 10.12 against \
+                      NVSHMEM 17.94; 64 MiB (the split, nvlink.rs REDUCE_SPLIT_FROM): 297.02 \
+                      against 354.48; 256 MiB: 978.04 against 1318.63; NCCL's reduce, not an \
+                      algorithm here, 758.50 at 256 MiB. FOUR_PE (before the Lamport kernels' \
+                      re-fill and team loops): LL 32 KiB: 3.72 against Lamport 4.51",
         },
     },
     Row {
@@ -1053,7 +1075,9 @@ mod tests {
             (ReduceScatter, 2 * MIB, "nvlink_lamport"),
             (ReduceScatter, 4 * MIB, "nvlink_direct"),
             (ReduceScatter, 256 * MIB, "nvlink_direct"),
-            (Reduce, 32 * KIB, "nvlink_ll"),
+            (Reduce, KIB, "nvlink_ll"),
+            (Reduce, 2 * KIB, "nvlink_lamport"),
+            (Reduce, 32 * KIB, "nvlink_lamport"),
             (Reduce, 64 * KIB, "nvlink_lamport"),
             (Reduce, 512 * KIB, "nvlink_lamport"),
             (Reduce, MIB, "nvlink_direct"),
@@ -1090,6 +1114,7 @@ mod tests {
         assert_eq!(i32(AllReduce, 32 * MIB), "nvshmem");
         assert_eq!(i32(ReduceScatter, 256 * KIB), "nvlink_ll");
         assert_eq!(i32(ReduceScatter, 512 * KIB), "nvlink_direct");
+        assert_eq!(i32(Reduce, 32 * KIB), "nvlink_ll");
         assert_eq!(i32(Reduce, 64 * KIB), "nvlink_direct");
         assert_eq!(
             decide(
@@ -1118,7 +1143,7 @@ mod tests {
         // sweep forced LL and the direct kernels only, and its choice of NVSHMEM's broadcast
         // is timed in its automatic job)
         type Sweep = (usize, &'static str, &'static [(&'static str, usize)], bool);
-        let sweeps: [Sweep; 9] = [
+        let sweeps: [Sweep; 12] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep).
             (
@@ -1128,10 +1153,13 @@ mod tests {
                 false,
             ),
             (2, "sweep-2026-11-27/small", &[], false),
-            // Direct 407.6 against NVSHMEM's 357.2 where direct wins at 32 and 128 MiB; the
-            // copy engines 90.7 against rooted_get's 84.7 where they win at 64 MiB; LL's
-            // gather and scatter of 1 MiB before LL batched their packets (6a67b05; timed
-            // again in the rooted sweep: 6.36 and 7.49 against direct 9.34 and 9.47).
+            // Direct 407.6 against NVSHMEM's 357.2 where direct wins at 32 and 128 MiB (the
+            // split since: 297.0 against 354.5 in sweep-4pe-2026-11-27b/reduce); the copy
+            // engines 90.7 against rooted_get's 84.7 where they win at 64 MiB; LL's gather and
+            // scatter of 1 MiB before LL batched their packets (6a67b05; timed again in the
+            // rooted sweep: 6.36 and 7.49 against direct 9.34 and 9.47); the rooted reduce's
+            // Lamport band before its re-fill and team loops of 4 (ea0eadb, 42c5acf: timed
+            // again in sweep-4pe-2026-11-27b, where it wins from 2 KiB).
             (
                 4,
                 "sweep-4pe-2026-11-27/full",
@@ -1140,10 +1168,26 @@ mod tests {
                     ("scatter", 32 * MIB),
                     ("gather", MIB),
                     ("scatter", MIB),
+                    ("reduce", 4 * KIB),
+                    ("reduce", 8 * KIB),
+                    ("reduce", 16 * KIB),
+                    ("reduce", 32 * KIB),
                 ],
                 false,
             ),
-            (4, "sweep-4pe-2026-11-27/small", &[], false),
+            // The rooted reduce's Lamport band, as above.
+            (
+                4,
+                "sweep-4pe-2026-11-27/small",
+                &[
+                    ("reduce", 2 * KIB),
+                    ("reduce", 4 * KIB),
+                    ("reduce", 8 * KIB),
+                    ("reduce", 16 * KIB),
+                    ("reduce", 32 * KIB),
+                ],
+                false,
+            ),
             (2, "rooted-2026-11-27/2pe", &[], true),
             (2, "peerlanes-2026-11-27/2pe", &[], true),
             // The direct kernels with one fence less at entry and exit (3e4b6ca), 256 KiB to
@@ -1153,6 +1197,16 @@ mod tests {
             // The reductions, 512 B to 8 MiB calls, after the Lamport kernels' re-fill and
             // pair loops (219b543).
             (2, "lamport-2026-11-27/2pe", &[], true),
+            (4, "sweep-4pe-2026-11-27b/reductions", &[], true),
+            // The rooted reduce of 64 MiB in the two-shot, before the split (f633d8a), which
+            // sweep-4pe-2026-11-27b/reduce timed.
+            (
+                4,
+                "sweep-4pe-2026-11-27b/full",
+                &[("reduce", 64 * MIB)],
+                true,
+            ),
+            (4, "sweep-4pe-2026-11-27b/reduce", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {
