@@ -274,17 +274,26 @@ __device__ __noinline__ nvr_u64 nvr_wait_slow(const nvr_team &t, int peer, unsig
     return start;
 }
 
-template <class Ready>
-__device__ __forceinline__ bool nvr_wait(const nvr_team &t, Ready ready, int peer, unsigned int e,
-                                         unsigned int what) {
+// nvr_wait for a wait on several peers at once: who() names the peer a failure would record,
+// asked again every 256 polls, so that it can name one still missing rather than the first
+// that was late (which may have come since).
+template <class Ready, class Who>
+__device__ __forceinline__ bool nvr_wait_for(const nvr_team &t, Ready ready, Who who,
+                                             unsigned int e, unsigned int what) {
     unsigned int polls = 0;
     nvr_u64 start = 0;
     while (!ready()) {
         if ((++polls & 255u) != 0) continue;
-        start = nvr_wait_slow(t, peer, e, what, start);
+        start = nvr_wait_slow(t, who(), e, what, start);
         if (start == 0) return false;
     }
     return true;
+}
+
+template <class Ready>
+__device__ __forceinline__ bool nvr_wait(const nvr_team &t, Ready ready, int peer, unsigned int e,
+                                         unsigned int what) {
+    return nvr_wait_for(t, ready, [=] { return peer; }, e, what);
 }
 
 // Waits until *flag (local, written by team PE `peer`) reaches `want`; `seen` is a value of the

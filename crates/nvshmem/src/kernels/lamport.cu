@@ -437,26 +437,34 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv_over(const nvr_team &t, cons
         bool got[M];
         // Every peer's vector polled once, the loads in flight together; then the late ones,
         // all in one wait (every array index a constant once unrolled, so they stay in
-        // registers), which names the first peer found late.
-        int late = -1;
+        // registers), which names a peer still missing when it fails: not the first found
+        // late, whose data may have come since (a PE held up by an absent peer is late too).
+        bool all = true;
 #pragma unroll
         for (int j = 0; j < M; ++j) {
             got[j] = from[j] == nullptr || nvr_lam_poll(from[j] + 16 * i, v[j]);
-            if (!got[j] && late < 0) late = j;
+            all = all && got[j];
         }
         const uint4 mine = nvr_lam_clean4(nvr_lam_ld(own, i, x));
-        if (late >= 0 && !nvr_wait(
-                             t,
-                             [&] {
-                                 bool all = true;
+        if (!all && !nvr_wait_for(
+                        t,
+                        [&] {
+                            bool done = true;
 #pragma unroll
-                                 for (int j = 0; j < M; ++j) {
-                                     if (!got[j]) got[j] = nvr_lam_poll(from[j] + 16 * i, v[j]);
-                                     all = all && got[j];
-                                 }
-                                 return all;
-                             },
-                             late, c.e, NVR_WAIT_LL))
+                            for (int j = 0; j < M; ++j) {
+                                if (!got[j]) got[j] = nvr_lam_poll(from[j] + 16 * i, v[j]);
+                                done = done && got[j];
+                            }
+                            return done;
+                        },
+                        [&] {
+                            int missing = -1;
+#pragma unroll
+                            for (int j = M - 1; j >= 0; --j)
+                                if (!got[j]) missing = j;
+                            return missing;
+                        },
+                        c.e, NVR_WAIT_LL))
             return false;
         NVR_ACC acc[NVR_LAM_EPV];
 #pragma unroll
