@@ -188,7 +188,6 @@ template <int NMAX> struct nvr_d_unroll {
     static constexpr int u = NVR_D_INFLIGHT / NMAX > 0 ? NVR_D_INFLIGHT / NMAX : 1;
 };
 
-
 #ifdef NVR_OP
 // ============================== reductions ==============================
 

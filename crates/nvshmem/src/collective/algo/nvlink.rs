@@ -190,9 +190,9 @@ const _: () = assert!(DIRECT_MAX_GRID as usize <= crate::channel::FP_BLOCKS);
 /// The same on every member.
 pub(crate) fn direct_grid(call: &Call) -> u32 {
     let (n, bytes) = (call.n().max(1), call.block_bytes());
+    // (A rooted reduce the split runs, whose n - 1 non-roots share the work, needs no case of
+    // its own: from REDUCE_SPLIT_FROM even 1/n of it takes the most blocks.)
     let moved = match call.coll {
-        // The split's n - 1 non-roots share the work (direct.cu, "reduce").
-        Collective::Reduce if reduce_split(call) => bytes / (n - 1),
         Collective::AllReduce | Collective::Reduce => bytes / n,
         Collective::ReduceScatter | Collective::Broadcast => bytes,
         _ => bytes * (n - 1).max(1),
@@ -233,6 +233,10 @@ impl Algorithm for Direct {
 /// forced, µs at 16 / 64 / 256 MiB: 4 PEs split 188 / 305 / 974 against two-shot 79 / 406 /
 /// 1219; 3 PEs 161 / 279 / 881 against 73 / 357 / 1121).
 const REDUCE_SPLIT_FROM: usize = 64 << 20;
+const _: () = assert!(
+    REDUCE_SPLIT_FROM / crate::channel::MAX_TEAM >= (DIRECT_MAX_GRID as usize) << 14,
+    "direct_grid counts a split reduce's share as the two-shot's"
+);
 
 /// Whether `call` is a rooted reduce the direct kernels run as the non-roots' split.
 fn reduce_split(call: &Call) -> bool {
@@ -396,8 +400,8 @@ mod tests {
         // A block per 16 KiB this PE moves: an all-reduce's share is 1/n of the input...
         assert_eq!(grid(2, Collective::AllReduce, 64 << 10), 8);
         assert_eq!(grid(4, Collective::AllReduce, 64 << 10), 4);
-        // ...and so is a rooted reduce's (a two-shot to the root), but for the large ones of 3
-        // PEs or more, which the n - 1 non-roots share; a reduce-scatter moves a block.
+        // ...and so is a rooted reduce's (a two-shot to the root; the split's sizes take the
+        // most blocks either way); a reduce-scatter moves a block.
         assert_eq!(grid(4, Collective::Reduce, 64 << 10), 4);
         assert_eq!(grid(4, Collective::Reduce, 1 << 20), 64);
         assert_eq!(grid(4, Collective::Reduce, 16 << 20), 128);
