@@ -48,6 +48,8 @@
 #                                         copy-engine call costs beyond its copy, 2 GPUs),
 #                                         tmaprobe (tools/probes/tma_copy.cu: bulk-copy moves
 #                                         against copy engines and SM stores, 2 GPUs),
+#                                         hostreadprobe (tools/probes/host_read.cu: a load of
+#                                         pinned host memory, alone and during a move, 2 GPUs),
 #                                         lamportprobe (tools/probes/lamport.cu: the crate's
 #                                         Lamport all-reduce outside the library, beside a
 #                                         plain one, 2 GPUs),
@@ -818,6 +820,10 @@ ceframeprobe() { probe_run ceframeprobe tools/probes/ce_frame.cu "${PROBE_VARIAN
 # tools/probes/tma_copy.cu: one-way and two-way moves of 16-256 MiB over NVLink by copy
 # engine, SM stores and the bulk copy unit (TMA), pushed and pulled.
 tmaprobe() { probe_run tmaprobe tools/probes/tma_copy.cu; }
+
+# tools/probes/host_read.cu: a GPU's load of a word in pinned host memory (the runtime's abort
+# word), alone and while GPU 0 moves 256 MiB into GPU 1, timed on the reader and on the move.
+hostreadprobe() { probe_run hostreadprobe tools/probes/host_read.cu; }
 
 # tools/probes/lamport.cu: the crate's Lamport all-reduce kernel (lamport.cu as it is) run
 # outside the library, one process on 2 GPUs, beside plain Lamport kernels, 64 KiB-2 MiB.

@@ -233,45 +233,69 @@ __device__ __forceinline__ void nvr_fail(unsigned int *status, unsigned int code
 }
 
 // The one wait: polls ready() (which must load with acquire, or carry its data with its flag
-// as LL packets do) until it returns true. Every 256 polls it reads the host's abort word and,
-// when timeout_ns is non-zero, %globaltimer (the clock starts at the first such check, so a
-// wait lasts at least timeout_ns). On abort or timeout it records the failure and returns
-// false; the caller then skips its remaining waits and the block exits at nvr_end.
+// as LL packets do) until it returns true. Every 256 polls it reads %globaltimer (the clock
+// starts at the first such check, so a wait lasts at least timeout_ns) and, once the wait has
+// lasted NVR_ABORT_EVERY_NS, the host's abort word, then again every NVR_ABORT_EVERY_NS. On
+// abort or timeout it records the failure and returns false; the caller then skips its
+// remaining waits and the block exits at nvr_end.
 __device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e);
 __device__ __forceinline__ void nvr_fp_publish_to(const nvr_team &t, unsigned int e, int j);
 __device__ __forceinline__ bool nvr_fp_on(const nvr_team &t);
 __device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const unsigned int *flag,
                                                     unsigned int e, int j);
 
+// How long a wait goes between reads of the host's abort word (and before its first). The word
+// is in host memory, and reading it in the middle of a large move held the move up: read every
+// 256 polls (about 60 us of polling), it made every one-way move whose wait outlasted that
+// 1.3-2 x slower, and read every 16 polls, 8.6 x at 8 MiB (2 x H200, 2026-11-27: a 2-PE direct
+// broadcast of 32 MiB took 193 us, 98 without the read; docs/performance.md, "Waits and the
+// abort word"). The watchdog looks every 50 ms, so a wait that sees the word up to a
+// millisecond later changes nothing.
+#ifndef NVR_ABORT_EVERY_NS
+#define NVR_ABORT_EVERY_NS 1000000ull
+#endif
+
+// The clock of one wait: when it started (0: not yet) and when the abort word is next read.
+struct nvr_wait_clock {
+    nvr_u64 start;
+    nvr_u64 abort_at;
+};
+
+// One tick of a wait's clock at `now` (the first starts it): whether the abort word is due.
+__device__ __forceinline__ bool nvr_abort_due(nvr_wait_clock &c, nvr_u64 now) {
+    if (c.start == 0) {
+        c.start = now != 0 ? now : 1;
+        c.abort_at = c.start + NVR_ABORT_EVERY_NS;
+        return false;
+    }
+    if (now < c.abort_at) return false;
+    c.abort_at = now + NVR_ABORT_EVERY_NS;
+    return true;
+}
+
 // What nvr_wait does every 256 polls, out of line: every wait site would otherwise carry it,
-// and the size of the kernels costs every call (ll.cu, NVR_LL_BATCH). `start` is when the
-// clock started (0: not yet); returns the new start (non-zero) to go on waiting, or 0 once the
-// wait has failed (recorded).
-__device__ __noinline__ nvr_u64 nvr_wait_slow(const nvr_team &t, int peer, unsigned int e,
-                                             unsigned int what, nvr_u64 start) {
+// and the size of the kernels costs every call (ll.cu, NVR_LL_BATCH). True to go on waiting,
+// false once the wait has failed (recorded).
+__device__ __noinline__ bool nvr_wait_slow(const nvr_team &t, int peer, unsigned int e,
+                                           unsigned int what, nvr_wait_clock &c) {
     // A peer that made another call may never send what this wait wants: its fingerprint
     // says so (Fingerprints), and ends the wait with a mismatch rather than a timeout.
-    if (t.check != 0 && !nvr_fp_scan(t, e)) return 0;
-    if (*t.abort != 0) {
-        nvr_fail_at(t.status, NVR_FAIL_ABORT, peer, e, what, t.chan);
-        return 0;
-    }
-    if (t.timeout_ns == 0) return 1;
+    if (t.check != 0 && !nvr_fp_scan(t, e)) return false;
     const nvr_u64 now = nvr_globaltimer();
-    if (start == 0) return now != 0 ? now : 1;
-    if (now - start >= t.timeout_ns) {
-        // A peer that has arrived but not departed may itself be held by one that never came
-        // (a direct kernel's non-root that waits at entry for an absent peer never departs
-        // from the root): its departure gets a quarter more time, so that the wait for the
-        // absent peer fails first and the record names it, not the one it held up.
-        const bool arrived =
-            what == NVR_WAIT_DEPART &&
-            nvr_reached(nvr_ld_acquire(nvr_arrive_word(t, blockIdx.x, peer)), e);
-        if (arrived && now - start < t.timeout_ns + t.timeout_ns / 4) return start;
-        nvr_fail_at(t.status, NVR_FAIL_TIMEOUT, peer, e, what, t.chan);
-        return 0;
+    if (nvr_abort_due(c, now) && *t.abort != 0) {
+        nvr_fail_at(t.status, NVR_FAIL_ABORT, peer, e, what, t.chan);
+        return false;
     }
-    return start;
+    if (t.timeout_ns == 0 || now - c.start < t.timeout_ns) return true;
+    // A peer that has arrived but not departed may itself be held by one that never came
+    // (a direct kernel's non-root that waits at entry for an absent peer never departs
+    // from the root): its departure gets a quarter more time, so that the wait for the
+    // absent peer fails first and the record names it, not the one it held up.
+    const bool arrived = what == NVR_WAIT_DEPART &&
+                         nvr_reached(nvr_ld_acquire(nvr_arrive_word(t, blockIdx.x, peer)), e);
+    if (arrived && now - c.start < t.timeout_ns + t.timeout_ns / 4) return true;
+    nvr_fail_at(t.status, NVR_FAIL_TIMEOUT, peer, e, what, t.chan);
+    return false;
 }
 
 // nvr_wait for a wait on several peers at once: who() names the peer a failure would record,
@@ -281,11 +305,10 @@ template <class Ready, class Who>
 __device__ __forceinline__ bool nvr_wait_for(const nvr_team &t, Ready ready, Who who,
                                              unsigned int e, unsigned int what) {
     unsigned int polls = 0;
-    nvr_u64 start = 0;
+    nvr_wait_clock clock = {0, 0};
     while (!ready()) {
         if ((++polls & 255u) != 0) continue;
-        start = nvr_wait_slow(t, who(), e, what, start);
-        if (start == 0) return false;
+        if (!nvr_wait_slow(t, who(), e, what, clock)) return false;
     }
     return true;
 }

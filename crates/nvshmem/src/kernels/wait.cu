@@ -1,7 +1,7 @@
 // The stream's wait for a signal word (Runtime::signal_wait_until): one thread polls this PE's
 // word with system-scope acquire loads (so data put together with the signal, before it, is
 // visible to every kernel after this one) until it compares true with `value`, reading the
-// runtime's abort word and %globaltimer every 256 polls as every wait of PROTOCOL.md does.
+// runtime's abort word and %globaltimer as every wait of PROTOCOL.md does (nvr_wait_slow).
 // NVSHMEM's own nvshmemx_signal_wait_until_on_stream is not used: nothing could end it.
 //
 // Compiled as `common.cuh + wait.cu` (the status record, the memory operations). On abort or
@@ -64,24 +64,18 @@ extern "C" __global__ void __launch_bounds__(32)
     const unsigned int *abort = control;
     unsigned int *status = control + 1;
     unsigned int polls = 0;
-    bool started = false;
-    nvr_u64 start = 0;
+    nvr_wait_clock clock = {0, 0};
     nvr_u64 seen = nvr_ld_acquire64(sig);
     while (!nvr_cmp(cmp, seen, value)) {
         if ((++polls & 255u) == 0) {
-            if (*(volatile const unsigned int *)abort != 0) {
+            const nvr_u64 now = nvr_globaltimer();
+            if (nvr_abort_due(clock, now) && *(volatile const unsigned int *)abort != 0) {
                 nvr_fail_signal(status, NVR_FAIL_ABORT, sig, cmp, value, seen, index);
                 return;
             }
-            if (timeout_ns != 0) {
-                const nvr_u64 now = nvr_globaltimer();
-                if (!started) {
-                    started = true;
-                    start = now;
-                } else if (now - start >= timeout_ns) {
-                    nvr_fail_signal(status, NVR_FAIL_TIMEOUT, sig, cmp, value, seen, index);
-                    return;
-                }
+            if (timeout_ns != 0 && now - clock.start >= timeout_ns) {
+                nvr_fail_signal(status, NVR_FAIL_TIMEOUT, sig, cmp, value, seen, index);
+                return;
             }
         }
         seen = nvr_ld_acquire64(sig);
