@@ -152,8 +152,15 @@ fn gpu_collectives() {
         from_threads(&rt, &world, listed.as_ref())
     });
     c.run("graph_capture_and_replay", || {
-        graph_replay(&rt, &world, seed, &mut cases)
+        graph_replay(&rt, &world, seed, 1001, &mut cases)
     });
+    if only.class(BIG) && only.ty("f32") {
+        // 64 MiB blocks: the direct kernels' large-message paths (the rooted reduce's split
+        // from 3 PEs), replayed as the small calls are.
+        c.run("graph_capture_and_replay_of_64_mib_calls", || {
+            graph_replay(&rt, &world, seed, BIG / 4, &mut cases)
+        });
+    }
     c.run("graph_capture_and_replay_of_kernel_reductions", || {
         graph_replay_kernels(&rt, &world, seed, &mut cases)
     });
@@ -796,12 +803,26 @@ fn graph_algorithms(coll: Collective) -> Vec<Option<&'static str>> {
     }
 }
 
-fn graph_replay(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> anyhow::Result<()> {
+/// Every data collective of `m` f32 elements a block, captured and replayed
+/// ([`graph_replay_one`]).
+fn graph_replay(
+    rt: &Runtime,
+    world: &Team,
+    seed: u64,
+    m: usize,
+    cases: &mut usize,
+) -> anyhow::Result<()> {
     let stream = rt.context().new_stream()?;
     for coll in common::data_collectives() {
-        for algo in graph_algorithms(coll) {
+        // Large calls with the automatic choice only, as the matrix's `big` class.
+        let algos = if m >= 1 << 20 {
+            vec![None]
+        } else {
+            graph_algorithms(coll)
+        };
+        for algo in algos {
             rt.set_algorithm(coll, algo)?;
-            let done = graph_replay_one(rt, world, seed, coll, &stream, cases);
+            let done = graph_replay_one(rt, world, seed, coll, m, &stream, cases);
             rt.set_algorithm(coll, None)?;
             match done {
                 Err(e) if refused(&e) => {
@@ -815,18 +836,18 @@ fn graph_replay(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> any
     Ok(())
 }
 
-/// One collective captured in a graph and replayed: twice with new inputs between, checked
-/// each time, then [`REPLAYS`] times back to back and checked again.
+/// One collective of `m` elements a block captured in a graph and replayed: twice with new
+/// inputs between, checked each time, then [`REPLAYS`] times back to back and checked again.
 fn graph_replay_one(
     rt: &Runtime,
     world: &Team,
     seed: u64,
     coll: Collective,
+    m: usize,
     stream: &std::sync::Arc<CudaStream>,
     cases: &mut usize,
 ) -> anyhow::Result<()> {
     let (me, n) = (rt.my_pe(), rt.n_pes());
-    let m = 1001;
     let mut src = rt.alloc_zeroed::<f32>(n * m)?;
     let mut dst = rt.alloc_zeroed::<f32>(n * m)?;
     {
