@@ -238,6 +238,25 @@ const ROOTED_RUN: &str = "mpirun -np 4 nvshmem-perf broadcast,gather,scatter -d 
                           <each>=nvlink_ll|nvlink_direct (4 x H200, 2026-11-27, commit \
                           6a67b05: docs/perf/rooted-2026-11-27)";
 
+/// The runs that moved the large-message crossovers of broadcast, gather and scatter, after
+/// the waits stopped reading the host's abort word every 256 polls (commit c84af28): that read
+/// had made every one-way move of the direct kernels whose wait outlasted it 1.3-2 x slower
+/// (the "dip" at 32-64 MiB of the figures before). Every algorithm forced beside the automatic
+/// choice, raw NVSHMEM and NCCL, graph mode, one PE a GPU (`scripts/gpu-check.sh run sweep`
+/// with `SWEEP_SIZES="-b 1M -e 256M -f 2"`; alltoall in a run of its own with
+/// `NCCL_GRAPH_REGISTER=0`, since NVSHMEM's hangs in a graph without it). Sizes in the figures
+/// are blocks.
+const LARGE_RUN: &str = "mpirun -np 2 nvshmem-perf <each> -d f32 -b 1M -e 256M -f 2 -n 20 -w 3 \
+                         --reps 3 -G 1, then --impl nvshmem-rs --algo \
+                         <each>=nvlink_ll|nvlink_lamport|nvlink_direct|nvlink_ce|nvshmem (2 x \
+                         H200, 2026-11-27, commit c84af28: docs/perf/sweep-large-2026-11-27/2pe)";
+/// [`LARGE_RUN`] on 4 PEs (`SWEEP_PES=4`).
+const FOUR_PE_LARGE_RUN: &str = "mpirun -np 4 nvshmem-perf <each> -d f32 -b 1M -e 256M -f 2 -n \
+                                 20 -w 3 --reps 3 -G 1, then --impl nvshmem-rs --algo \
+                                 <each>=nvlink_ll|nvlink_lamport|nvlink_direct|nvlink_ce|nvshmem \
+                                 (4 x H200, 2026-11-27, commit 6ab7cfc: \
+                                 docs/perf/sweep-large-2026-11-27/4pe)";
+
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
     launch and one flag exchange; each PE moves (n - 1) blocks in or out, so the limit keeps \
@@ -349,18 +368,20 @@ pub(crate) static ROWS: &[Row] = &[
         arch: Some(Arch::SM90),
         ll: 512 * KIB,
         lamport: NEVER,
-        direct: RangeInclusive::new(512 * KIB + 1, 16 * MIB),
+        direct: RangeInclusive::new(512 * KIB + 1, 64 * MIB),
         direct_where_nvshmem_lacks: false,
-        ce: above(16 * MIB),
+        ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (graph): LL 64 KiB: 2.91 against NVSHMEM 5.92, NCCL 5.96; 512 KiB: \
-                      5.76 against 8.06, 8.11, direct 8.59 (LL carries 512 KiB a PE at most). \
+            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, LARGE_RUN],
+            figures: "LARGE: direct 32 MiB: 97.64 against copy engines 104.34, NCCL 110.44; 64 \
+                      MiB: 189.23 against 192.17, NCCL 203.20; copy engines 128 MiB: 359.13 \
+                      against direct 370.91, NCCL 385.70. LLWIDE (graph): LL 64 KiB: 2.91 \
+                      against NVSHMEM 5.92, NCCL 5.96; 512 KiB: 5.76 against 8.06, 8.11, \
+                      direct 8.59 (LL carries 512 KiB a PE at most). \
                       Before: LL 32 KiB: 3.7 against NVSHMEM 6.1, NCCL 6.1; direct 128 KiB: 7.0 \
                       against 6.2, 6.1; 512 KiB: 7.9 against 8.3, 8.5; 2 MiB: 13.0 against 21.9, \
-                      19.1; 32 MiB: 189.4 against 117.3, 113.3; copy engines 16 MiB: 58.3 \
-                      against direct 53.9; 32 MiB: 101.7 against direct 110.7, NCCL 111.9; 128 \
-                      MiB: 355.0 against NVSHMEM 385.6, NCCL 388.6 (378 GB/s)",
+                      19.1; copy engines 128 MiB: 355.0 against NVSHMEM 385.6, NCCL 388.6 \
+                      (378 GB/s)",
         },
     },
     Row {
@@ -391,17 +412,18 @@ pub(crate) static ROWS: &[Row] = &[
         arch: Some(Arch::SM90),
         ll: 512 * KIB,
         lamport: NEVER,
-        direct: up_to(16 * MIB),
+        direct: up_to(64 * MIB),
         direct_where_nvshmem_lacks: false,
-        ce: above(16 * MIB),
+        ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 3.07 against NCCL 6.23, direct \
-                      6.90; 1 MiB: 7.47 against NCCL 9.01, direct 8.36. Before: LL 16 KiB: 3.8 \
+            runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN, LLWIDE_RUN, LARGE_RUN],
+            figures: "LARGE: direct 32 MiB: 96.98 against copy engines 101.71, NCCL 102.68; 64 \
+                      MiB: 188.28 against 188.39 (level); copy engines 128 MiB: 356.99 against \
+                      direct 369.72, NCCL 379.47. LLWIDE (whole calls, graph): LL 128 KiB: \
+                      3.07 against NCCL 6.23, direct 6.90; 1 MiB: 7.47 against NCCL 9.01, \
+                      direct 8.36. Before: LL 16 KiB: 3.8 \
                       against NCCL 6.5 (rooted_get 8 B: 16.84 against 3.60, stream); direct 16 \
-                      MiB: 52.9 against NCCL 56.3; copy engines 32 MiB: 100.8 against NCCL \
-                      104.5, direct 203.2 (the direct kernels' unexplained dip at 32 MiB \
-                      blocks); 128 MiB: 355.5 against NCCL 380.7",
+                      MiB: 52.9 against NCCL 56.3",
         },
     },
     Row {
@@ -410,16 +432,18 @@ pub(crate) static ROWS: &[Row] = &[
         arch: Some(Arch::SM90),
         ll: 512 * KIB,
         lamport: NEVER,
-        direct: up_to(16 * MIB),
+        direct: up_to(64 * MIB),
         direct_where_nvshmem_lacks: false,
-        ce: above(16 * MIB),
+        ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN, LLWIDE_RUN],
-            figures: "LLWIDE (whole calls, graph): LL 128 KiB: 2.93 against NCCL 5.96, direct \
-                      6.93; 1 MiB: 6.55 against NCCL 8.41, direct 8.37. Before: LL 16 KiB: 3.8 \
+            runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN, LLWIDE_RUN, LARGE_RUN],
+            figures: "LARGE: direct 32 MiB: 97.97 against copy engines 105.22, NCCL 106.55; 64 \
+                      MiB: 188.97 against 192.79; copy engines 128 MiB: 361.25 against direct \
+                      371.00, NCCL 388.04. LLWIDE (whole calls, graph): LL 128 KiB: 2.93 \
+                      against NCCL 5.96, direct 6.93; 1 MiB: 6.55 against NCCL 8.41, direct \
+                      8.37. Before: LL 16 KiB: 3.8 \
                       against NCCL 6.2 (rooted_get 8 B: 17.98 against 3.56, stream); direct 16 \
-                      MiB: 53.3 against NCCL 58.5; copy engines 32 MiB: 102.5 against NCCL \
-                      108.3, direct 226.0; 128 MiB: 356.9 against NCCL 385.5",
+                      MiB: 53.3 against NCCL 58.5",
         },
     },
     // Measured: 4 PEs, sm_90 (one PE a GPU; FOUR_PE_RUN, whole-call sizes in the figures).
@@ -503,18 +527,18 @@ pub(crate) static ROWS: &[Row] = &[
         arch: Some(Arch::SM90),
         ll: 128 * KIB,
         lamport: NEVER,
-        direct: RangeInclusive::new(MIB + 1, 4 * MIB),
+        direct: RangeInclusive::new(MIB + 1, 16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN],
-            figures: "LL 128 KiB: 6.14 against NVSHMEM 7.19; 256 KiB: 9.70 against 7.31. \
-                      NVSHMEM 1 MiB: 11.45 against direct 12.43. Direct 2 MiB: 15.94 against \
-                      NVSHMEM 28.72 (19.06 with NCCL_GRAPH_REGISTER=0), NCCL 19.00; 4 MiB: \
-                      23.49 against 39.72 (24.68). NVSHMEM 8 MiB: 36.56 with \
-                      NCCL_GRAPH_REGISTER=0 (61.45 without) against direct 42.98, so past 4 \
-                      MiB NVSHMEM's, whose graph registration alone made it slower; 16 MiB: \
-                      60.61 (87.37) against direct 219.08, copy engines 153.52",
+            runs: &[FOUR_PE_RUN, FOUR_PE_LARGE_RUN],
+            figures: "LARGE: direct 8 MiB: 41.48 against NVSHMEM 61.53, NCCL 36.24; 16 MiB: \
+                      79.05 against NVSHMEM 87.23, NCCL 60.38; NVSHMEM 32 MiB: 109.81 against \
+                      direct 142.33. FOUR_PE: LL 128 KiB: 6.14 against NVSHMEM 7.19; 256 KiB: \
+                      9.70 against 7.31. NVSHMEM 1 MiB: 11.45 against direct 12.43. Direct 2 \
+                      MiB: 15.94 against NVSHMEM 28.72 (19.06 with NCCL_GRAPH_REGISTER=0), NCCL \
+                      19.00; 4 MiB: 23.49 against 39.72 (24.68). NVSHMEM with \
+                      NCCL_GRAPH_REGISTER=0, which a program must set itself, 8 MiB: 36.56",
         },
     },
     Row {
@@ -545,16 +569,17 @@ pub(crate) static ROWS: &[Row] = &[
         arch: Some(Arch::SM90),
         ll: 256 * KIB,
         lamport: NEVER,
-        direct: up_to(4 * MIB),
+        direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
-        ce: above(4 * MIB),
+        ce: above(16 * MIB),
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN, ROOTED_RUN],
-            figures: "ROOTED: LL 512 KiB: 4.57 against direct 8.20, NCCL 7.30; 1 MiB (LL's \
-                      limit, 256 KiB blocks): 6.36 against direct 9.34, NCCL 9.09 (FOUR_PE, \
-                      before LL's batches: 13.61 against direct 9.63). Direct 16 MiB: 42.11 \
-                      against NCCL 40.30. Copy engines 32 MiB: 79.37 against direct 216.56, NCCL \
-                      72.08; 128 MiB: 271.72 against rooted_get 301.12, NCCL 270.92",
+            runs: &[FOUR_PE_RUN, ROOTED_RUN, FOUR_PE_LARGE_RUN],
+            figures: "LARGE (blocks): direct 8 MiB: 74.37 against copy engines 80.28, NCCL \
+                      74.49; 16 MiB: 141.55 against 142.66, NCCL 137.72; copy engines 32 MiB: \
+                      270.63 against direct 274.43, NCCL 270.96. ROOTED (whole calls): LL 512 \
+                      KiB: 4.57 against direct 8.20, NCCL 7.30; 1 MiB (LL's limit, 256 KiB \
+                      blocks): 6.36 against direct 9.34, NCCL 9.09 (FOUR_PE, before LL's \
+                      batches: 13.61 against direct 9.63)",
         },
     },
     Row {
@@ -563,16 +588,17 @@ pub(crate) static ROWS: &[Row] = &[
         arch: Some(Arch::SM90),
         ll: 256 * KIB,
         lamport: NEVER,
-        direct: up_to(4 * MIB),
+        direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
-        ce: above(4 * MIB),
+        ce: above(16 * MIB),
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN, ROOTED_RUN],
-            figures: "ROOTED: LL 512 KiB: 4.47 against direct 8.39, NCCL 7.77; 1 MiB (LL's \
-                      limit, 256 KiB blocks): 7.49 against direct 9.47, NCCL 9.89 (FOUR_PE, \
-                      before LL's batches: 11.81 against direct 9.70). Direct 16 MiB: 43.29 \
-                      against NCCL 43.01. Copy engines 32 MiB: 90.72 against direct 215.61, NCCL \
-                      78.49; 128 MiB: 286.20 against rooted_get 278.95, NCCL 284.66",
+            runs: &[FOUR_PE_RUN, ROOTED_RUN, FOUR_PE_LARGE_RUN],
+            figures: "LARGE (blocks): direct 8 MiB: 76.22 against copy engines 88.31, NCCL \
+                      78.57; 16 MiB: 146.76 against 150.82, NCCL 148.03; copy engines 32 MiB: \
+                      286.56 against rooted_get 279.69 (2.5 % apart), direct 286.52. ROOTED \
+                      (whole calls): LL 512 KiB: 4.47 against direct 8.39, NCCL 7.77; 1 MiB \
+                      (LL's limit, 256 KiB blocks): 7.49 against direct 9.47, NCCL 9.89 \
+                      (FOUR_PE, before LL's batches: 11.81 against direct 9.70)",
         },
     },
     // Conservative: any architecture, any team size not measured above (1 to 8 PEs, the
@@ -870,8 +896,10 @@ mod tests {
                 Collective::Reduce => 64 << 10,
                 _ => 32 << 10,
             };
+        // Widened since by LARGE_RUN (the direct kernels' one-way moves no longer slowed by
+        // the abort word's reads): broadcast, gather and scatter took them past 16 MiB.
         let ce = match coll {
-            Collective::Broadcast | Collective::Gather | Collective::Scatter => x > 16 << 20,
+            Collective::Broadcast | Collective::Gather | Collective::Scatter => x > 64 << 20,
             Collective::Fcollect | Collective::Alltoall => x > 64 << 20,
             _ => false,
         };
@@ -884,8 +912,8 @@ mod tests {
                     x > 256 << 10
                 }
                 Collective::Alltoall | Collective::Reduce => true,
-                Collective::Broadcast => (512 << 10) < x && x <= 16 << 20,
-                Collective::Gather | Collective::Scatter => x <= 32 << 20,
+                Collective::Broadcast => (512 << 10) < x && x <= 64 << 20,
+                Collective::Gather | Collective::Scatter => x <= 64 << 20,
                 Collective::Barrier | Collective::Sync => false,
             };
         (ll, ce, direct)
@@ -985,8 +1013,7 @@ mod tests {
                                 "{coll} {dtype} {op} {x} B, PE {me}, in place {in_place}"
                             );
                             // Where the registry's order does not hide it, each preference
-                            // is the same too (gather and scatter's direct band now ends
-                            // where the copy engines take over, at 16 MiB, not 32).
+                            // is the same too.
                             let (ll, ce, direct_before) = before_the_table(coll, dtype, op, x);
                             assert_eq!(x <= ll_limit(&c), ll, "{coll} {x} B");
                             assert_eq!(copy_engines(&c), ce, "{coll} {x} B");
@@ -1029,11 +1056,12 @@ mod tests {
             "nvlink_direct"
         );
         assert_eq!(f32_sum(Collective::Broadcast, MIB), "nvlink_direct");
-        assert_eq!(f32_sum(Collective::Broadcast, 32 * MIB), "nvlink_ce");
+        assert_eq!(f32_sum(Collective::Broadcast, 64 * MIB), "nvlink_direct");
+        assert_eq!(f32_sum(Collective::Broadcast, 128 * MIB), "nvlink_ce");
         assert_eq!(f32_sum(Collective::Fcollect, 64 * MIB), "nvlink_direct");
         assert_eq!(f32_sum(Collective::Fcollect, 128 * MIB), "nvlink_ce");
-        assert_eq!(f32_sum(Collective::Gather, 16 * MIB), "nvlink_direct");
-        assert_eq!(f32_sum(Collective::Gather, 32 * MIB), "nvlink_ce");
+        assert_eq!(f32_sum(Collective::Gather, 64 * MIB), "nvlink_direct");
+        assert_eq!(f32_sum(Collective::Gather, 128 * MIB), "nvlink_ce");
         assert_eq!(f32_sum(Collective::Reduce, 256 * MIB), "nvlink_direct");
     }
 
@@ -1092,18 +1120,19 @@ mod tests {
             (Broadcast, MIB, "nvshmem"),
             (Broadcast, 2 * MIB, "nvlink_direct"),
             (Broadcast, 4 * MIB, "nvlink_direct"),
-            (Broadcast, 8 * MIB, "nvshmem"),
-            (Broadcast, 16 * MIB, "nvshmem"),
+            (Broadcast, 8 * MIB, "nvlink_direct"),
+            (Broadcast, 16 * MIB, "nvlink_direct"),
+            (Broadcast, 32 * MIB, "nvshmem"),
             (Gather, 512 * KIB, "nvlink_ll"),
             (Gather, MIB, "nvlink_ll"),
             (Gather, 2 * MIB, "nvlink_direct"),
-            (Gather, 16 * MIB, "nvlink_direct"),
-            (Gather, 32 * MIB, "nvlink_ce"),
+            (Gather, 64 * MIB, "nvlink_direct"),
+            (Gather, 128 * MIB, "nvlink_ce"),
             (Scatter, 512 * KIB, "nvlink_ll"),
             (Scatter, MIB, "nvlink_ll"),
             (Scatter, 2 * MIB, "nvlink_direct"),
-            (Scatter, 16 * MIB, "nvlink_direct"),
-            (Scatter, 256 * MIB, "nvlink_ce"),
+            (Scatter, 64 * MIB, "nvlink_direct"),
+            (Scatter, 128 * MIB, "nvlink_ce"),
         ] {
             assert_eq!(f32(coll, call), want, "{coll} f32 {call} B");
         }
@@ -1143,19 +1172,34 @@ mod tests {
         // sweep forced LL and the direct kernels only, and its choice of NVSHMEM's broadcast
         // is timed in its automatic job)
         type Sweep = (usize, &'static str, &'static [(&'static str, usize)], bool);
-        let sweeps: [Sweep; 12] = [
+        let sweeps: [Sweep; 14] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
-            // (timed again in PEER_LANES_RUN's sweep).
+            // (timed again in PEER_LANES_RUN's sweep). The direct kernels' one-way moves of
+            // 32-64 MiB before the waits stopped reading the abort word every 256 polls
+            // (c84af28; timed again in sweep-large-2026-11-27, as on 4 PEs below).
             (
                 2,
                 "sweep-2026-11-27/full",
-                &[("fcollect", MIB), ("alltoall", MIB)],
+                &[
+                    ("fcollect", MIB),
+                    ("alltoall", MIB),
+                    ("broadcast", 32 * MIB),
+                    ("broadcast", 64 * MIB),
+                    ("gather", 64 * MIB),
+                    ("gather", 128 * MIB),
+                    ("scatter", 64 * MIB),
+                    ("scatter", 128 * MIB),
+                ],
                 false,
             ),
             (2, "sweep-2026-11-27/small", &[], false),
             // Direct 407.6 against NVSHMEM's 357.2 where direct wins at 32 and 128 MiB (the
-            // split since: 297.0 against 354.5 in sweep-4pe-2026-11-27b/reduce); the copy
-            // engines 90.7 against rooted_get's 84.7 where they win at 64 MiB; LL's gather and
+            // split since: 297.0 against 354.5 in sweep-4pe-2026-11-27b/reduce); the direct
+            // kernels' one-way moves of 16-64 MiB calls (broadcast 16 MiB, gather and scatter
+            // 32 and 64 MiB) before c84af28, as on 2 PEs above; NVSHMEM's broadcast of 8 MiB,
+            // whose forced job ran again with NCCL_GRAPH_REGISTER=0 after NVSHMEM's alltoall
+            // hung (36.6 µs, against 61.5 with registration, a program's default; the direct
+            // kernels 41.5 in sweep-large-2026-11-27); LL's gather and
             // scatter of 1 MiB before LL batched their packets (6a67b05; timed again in the
             // rooted sweep: 6.36 and 7.49 against direct 9.34 and 9.47); the rooted reduce's
             // Lamport band before its re-fill and team loops of 4 (ea0eadb, 42c5acf: timed
@@ -1165,7 +1209,12 @@ mod tests {
                 "sweep-4pe-2026-11-27/full",
                 &[
                     ("reduce", 64 * MIB),
+                    ("broadcast", 8 * MIB),
+                    ("broadcast", 16 * MIB),
+                    ("gather", 32 * MIB),
+                    ("gather", 64 * MIB),
                     ("scatter", 32 * MIB),
+                    ("scatter", 64 * MIB),
                     ("gather", MIB),
                     ("scatter", MIB),
                     ("reduce", 4 * KIB),
@@ -1199,14 +1248,25 @@ mod tests {
             (2, "lamport-2026-11-27/2pe", &[], true),
             (4, "sweep-4pe-2026-11-27b/reductions", &[], true),
             // The rooted reduce of 64 MiB in the two-shot, before the split (f633d8a), which
-            // sweep-4pe-2026-11-27b/reduce timed.
+            // sweep-4pe-2026-11-27b/reduce timed; the one-way moves and NVSHMEM's broadcast
+            // of 8 MiB as in sweep-4pe-2026-11-27/full.
             (
                 4,
                 "sweep-4pe-2026-11-27b/full",
-                &[("reduce", 64 * MIB)],
+                &[
+                    ("reduce", 64 * MIB),
+                    ("broadcast", 8 * MIB),
+                    ("broadcast", 16 * MIB),
+                    ("gather", 32 * MIB),
+                    ("gather", 64 * MIB),
+                    ("scatter", 32 * MIB),
+                    ("scatter", 64 * MIB),
+                ],
                 true,
             ),
             (4, "sweep-4pe-2026-11-27b/reduce", &[], true),
+            (2, "sweep-large-2026-11-27/2pe", &[], true),
+            (4, "sweep-large-2026-11-27/4pe", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {

@@ -229,10 +229,10 @@ impl Algorithm for Direct {
 
 /// Bytes from which a rooted reduce of 3 PEs or more runs the non-roots' split
 /// (`nvr_direct_reduce_split`) rather than the two-shot. The split brings S into the root
-/// where the two-shot brings 2 (n - 1)/n S, but below this it was the slower (4 x H200, direct
-/// forced, µs at 16 / 64 / 256 MiB: 4 PEs split 188 / 305 / 974 against two-shot 79 / 406 /
-/// 1219; 3 PEs 161 / 279 / 881 against 73 / 357 / 1121).
-const REDUCE_SPLIT_FROM: usize = 64 << 20;
+/// where the two-shot brings 2 (n - 1)/n S (4 x H200, direct forced, µs at 16 / 32 MiB: 4 PEs
+/// split 75.3 / 130.3 against two-shot 79.3 / 150.8; 3 PEs 66.9 / 117.7 against 72.8 / 140.6).
+/// Below 16 MiB it is untried: its share would need a grid of its own (`direct_grid`).
+const REDUCE_SPLIT_FROM: usize = 16 << 20;
 const _: () = assert!(
     REDUCE_SPLIT_FROM / crate::channel::MAX_TEAM >= (DIRECT_MAX_GRID as usize) << 14,
     "direct_grid counts a split reduce's share as the two-shot's"

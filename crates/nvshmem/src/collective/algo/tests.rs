@@ -951,10 +951,11 @@ fn copy_engines_refuse_what_they_cannot_move() {
             0,
         )))
     };
-    assert!(big(2, Collective::Broadcast, 32 << 20));
-    assert!(!big(2, Collective::Broadcast, 16 << 20));
-    assert!(!big(3, Collective::Broadcast, 32 << 20));
-    assert!(big(2, Collective::Gather, 32 << 20));
+    assert!(big(2, Collective::Broadcast, 128 << 20));
+    assert!(!big(2, Collective::Broadcast, 64 << 20));
+    assert!(!big(3, Collective::Broadcast, 128 << 20));
+    assert!(big(2, Collective::Gather, 128 << 20));
+    assert!(!big(2, Collective::Gather, 64 << 20));
     assert!(!big(2, Collective::Fcollect, 64 << 20));
     assert!(big(2, Collective::Alltoall, 128 << 20));
 }
