@@ -29,7 +29,6 @@
 //   NVR_D_INFLIGHT   16-byte vectors each thread loads before its first store (default 8)
 //   NVR_D_BCAST      broadcast: 0 push when n == 2 else pull-and-forward (default), 1 push,
 //                    2 pull, 3 pull-and-forward
-//   NVR_D_REDUCE     nvr_direct_reduce: 0 two-shot (default), 1 the root pulls everything
 //
 // Algorithms, and what crosses each link per direction for n PEs (S = nccl-tests' bytes):
 //   all_reduce      two-shot: PE i loads share i (S/n) from every member, combines in team
@@ -42,7 +41,9 @@
 //                   loads share k (S/(n-1)) from every member, the root included, and stores
 //                   the result into the root's dst; the root computes nothing, and every link
 //                   carries at most S each way (the root: S of results in, its src out once).
-//                   NVR_D_REDUCE 1: the root loads everything ((n-1) S into the root).
+//                   The root's pull (nvr_direct_reduce_pull): the root loads everything
+//                   ((n-1) S into the root: on a pair, S, as the split, but with nothing
+//                   stored over the link).
 //   broadcast       n == 2: the root stores to the peer (S one way). n > 2: pull-and-forward,
 //                   non-root r loads share r of the root's src once and stores it to every
 //                   non-root, so the root's link carries S once (not (n-1) S).
@@ -367,10 +368,6 @@ extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     nvr_d_exit(t, e, all, all);
 }
 
-#ifndef NVR_D_REDUCE
-#define NVR_D_REDUCE 0
-#endif
-
 // The rooted reduce's kernels' body: the root's dst[i] = combine over members of src_j[i];
 // other PEs' dst untouched.
 __device__ __forceinline__ void nvr_d_reduce_run(const nvr_team &t, int root, const NVR_T *src,
@@ -396,18 +393,22 @@ __device__ __forceinline__ void nvr_d_reduce_run(const nvr_team &t, int root, co
     nvr_d_exit(t, e, touch, touched_by);
 }
 
-// Rooted reduce, two-shot (pull with NVR_D_REDUCE 1). Pull is not the default even on 2 PEs,
-// where either brings S into the root: in nvshmem-perf on 2 x H200 (2026-11-27) it took 426 /
-// 786 us at 128 / 256 MiB against the two-shot's 458 / 819, but 193 / 245 at 32 / 64 MiB
-// against 104 / 199 (a plain loads-only loop over cudaMalloc'd peer memory,
-// tools/probes/two_shot.cu, ran 98 / 205 / 385 / 744 at 32 / 64 / 128 / 256 MiB, whatever its
-// loop shape: docs/performance.md, "Where it is slower").
+// Rooted reduce, two-shot; the host takes it below REDUCE_PULL_FROM on pairs and below
+// REDUCE_SPLIT_FROM on larger teams (nvlink.rs).
 extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
     nvr_direct_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
                       nvr_d_u64 count, double scale) {
     nvr_launch_begin();
-    nvr_d_reduce_run(t, root, src, dst, count, scale,
-                     NVR_D_REDUCE == 1 ? NVR_D_PULL : NVR_D_TWO_SHOT);
+    nvr_d_reduce_run(t, root, src, dst, count, scale, NVR_D_TWO_SHOT);
+}
+
+// Rooted reduce, the root's pull; the host takes it on pairs for large calls only (nvlink.rs,
+// REDUCE_PULL_FROM).
+extern "C" __global__ void __launch_bounds__(NVR_D_THREADS, 1)
+    nvr_direct_reduce_pull(const __grid_constant__ nvr_team t, int root, const NVR_T *src,
+                           NVR_T *dst, nvr_d_u64 count, double scale) {
+    nvr_launch_begin();
+    nvr_d_reduce_run(t, root, src, dst, count, scale, NVR_D_PULL);
 }
 
 // Rooted reduce, the non-roots' split; the host takes it from 3 PEs for large calls only

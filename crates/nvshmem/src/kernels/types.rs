@@ -208,6 +208,7 @@ impl NvlinkSource {
                 "nvr_direct_all_reduce",
                 "nvr_direct_reduce_scatter",
                 "nvr_direct_reduce",
+                "nvr_direct_reduce_pull",
                 "nvr_direct_reduce_split",
             ],
             (NvlinkSource::Direct, false) => &[

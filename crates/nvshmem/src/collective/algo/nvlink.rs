@@ -190,8 +190,8 @@ const _: () = assert!(DIRECT_MAX_GRID as usize <= crate::channel::FP_BLOCKS);
 /// The same on every member.
 pub(crate) fn direct_grid(call: &Call) -> u32 {
     let (n, bytes) = (call.n().max(1), call.block_bytes());
-    // (A rooted reduce the split runs, whose n - 1 non-roots share the work, needs no case of
-    // its own: from REDUCE_SPLIT_FROM even 1/n of it takes the most blocks.)
+    // (A rooted reduce the split or the pull runs needs no case of its own: from
+    // REDUCE_SPLIT_FROM and REDUCE_PULL_FROM even 1/n of it takes the most blocks.)
     let moved = match call.coll {
         Collective::AllReduce | Collective::Reduce => bytes / n,
         Collective::ReduceScatter | Collective::Broadcast => bytes,
@@ -218,10 +218,9 @@ impl Algorithm for Direct {
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
         let grid = direct_grid(call);
-        let kernel = if reduce_split(call) {
-            "reduce_split"
-        } else {
-            call.coll.name()
+        let kernel = match reduce_way(call) {
+            Some(way) => way,
+            None => call.coll.name(),
         };
         steps.push(launch(call, NvlinkSource::Direct, kernel, grid, 512));
     }
@@ -238,9 +237,31 @@ const _: () = assert!(
     "direct_grid counts a split reduce's share as the two-shot's"
 );
 
-/// Whether `call` is a rooted reduce the direct kernels run as the non-roots' split.
-fn reduce_split(call: &Call) -> bool {
-    call.coll == Collective::Reduce && call.n() > 2 && call.block_bytes() >= REDUCE_SPLIT_FROM
+/// Bytes from which a pair's rooted reduce runs the root's pull (`nvr_direct_reduce_pull`:
+/// the root loads the peer's whole input, nothing is stored over the link) rather than the
+/// two-shot. 2 x H200, graph, µs at 4 / 16 / 128 / 256 MiB: pull 18.52 / 51.62 / 367.40 /
+/// 726.22, two-shot 17.49 / 53.52 / 386.51 / 765.55, NCCL 22.50 / 57.68 / 376.69 / 737.90; 8
+/// MiB level (29.54 against 29.46). The non-root reducing everything into the root (the
+/// split on a pair) was the slowest: 65.44 at 16 MiB, 419.50 at 128.
+const REDUCE_PULL_FROM: usize = 16 << 20;
+const _: () = assert!(
+    REDUCE_PULL_FROM / 2 >= (DIRECT_MAX_GRID as usize) << 14,
+    "direct_grid counts a pulled reduce's work as the two-shot's"
+);
+
+/// The rooted reduce's kernel other than the two-shot that the direct kernels run `call`
+/// with, if any: the root's pull on a pair, the non-roots' split on larger teams, each for
+/// large calls.
+fn reduce_way(call: &Call) -> Option<&'static str> {
+    if call.coll != Collective::Reduce {
+        return None;
+    }
+    let bytes = call.block_bytes();
+    match call.n() {
+        2 if bytes >= REDUCE_PULL_FROM => Some("reduce_pull"),
+        n if n > 2 && bytes >= REDUCE_SPLIT_FROM => Some("reduce_split"),
+        _ => None,
+    }
 }
 
 /// What both kernel files refuse: a team without a channel, barrier and sync (the `nvlink`
@@ -416,8 +437,8 @@ mod tests {
     }
 
     #[test]
-    fn a_large_rooted_reduce_of_3_pes_or_more_runs_the_split() {
-        use super::{Algorithm, Direct, Launch, Step, REDUCE_SPLIT_FROM};
+    fn a_large_rooted_reduce_runs_the_pull_on_pairs_and_the_split_on_more() {
+        use super::{Algorithm, Direct, Launch, Step, REDUCE_PULL_FROM, REDUCE_SPLIT_FROM};
         let kernel = |n: usize, count: usize| {
             let mut steps = Vec::new();
             let t = team(n, 0, true);
@@ -435,7 +456,10 @@ mod tests {
             assert_eq!(kernel(n, split_from - 1), "nvr_direct_reduce", "{n}");
             assert_eq!(kernel(n, split_from), "nvr_direct_reduce_split", "{n}");
         }
-        assert_eq!(kernel(2, split_from << 2), "nvr_direct_reduce");
+        let pull_from = REDUCE_PULL_FROM / 4;
+        assert_eq!(kernel(2, pull_from - 1), "nvr_direct_reduce");
+        assert_eq!(kernel(2, pull_from), "nvr_direct_reduce_pull");
+        assert_eq!(kernel(2, pull_from << 2), "nvr_direct_reduce_pull");
     }
 
     #[test]
