@@ -394,14 +394,24 @@ pub(crate) static ROWS: &[Row] = &[
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, POINTS_RUN, MIDBAND_RUN, SWEEP_RUN, LAMPORT_RUN],
-            figures: "SWEEP (graph, f32): LL 32 KiB: 3.12 against Lamport 3.36, NCCL 5.08; 64 \
-                      KiB: 3.17 against 3.37; 128 KiB: 3.75 against 3.39. Before: LL 32 KiB: 4.0 \
-                      against NCCL 5.4; NVSHMEM has no rooted reduce, and its path here (an \
+            runs: &[
+                GRAPH_RUN,
+                POINTS_RUN,
+                MIDBAND_RUN,
+                SWEEP_RUN,
+                LAMPORT_RUN,
+                LARGE_RUN,
+            ],
+            figures: "LARGE (the two-shot at every size then): direct 128 MiB: 386.79 against \
+                      NCCL 377.44; the root's pull since (nvlink.rs REDUCE_PULL_FROM): 367.40 \
+                      against NCCL 376.69. SWEEP (graph, f32): LL 32 KiB: 3.12 against Lamport \
+                      3.36, NCCL 5.08; 64 KiB: 3.17 against 3.37; 128 KiB: 3.75 against 3.39. \
+                      Before: LL 32 KiB: 4.0 against NCCL 5.4; NVSHMEM has no rooted reduce, \
+                      and its path here (an \
                       all-reduce into the scratch) is slower at every size: 8 B 12.10 against \
                       the automatic choice's 4.58, 128 MiB 537.6 against 457.0 (stream; graph \
                       6.29 against 1.61, 516.8 against 470.2). NCCL's reduce, not an algorithm \
-                      here, is faster at 128 KiB (5.8 against 7.3) and 128 MiB (377.8 against \
+                      here, was faster at 128 KiB (5.8 against 7.3) and 128 MiB (377.8 against \
                       460.6); Lamport (graph, f32) 64 KiB: 3.96 against NCCL 5.29; 1 MiB: 5.40 \
                       against 10.45; 2 MiB (forced): 8.12 against direct 12.77, NCCL 16.40",
         },
@@ -551,7 +561,7 @@ pub(crate) static ROWS: &[Row] = &[
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN, FOUR_PE_REDUCTIONS_RUN],
+            runs: &[FOUR_PE_RUN, FOUR_PE_REDUCTIONS_RUN, FOUR_PE_LARGE_RUN],
             figures: "REDUCTIONS: LL 1 KiB: 3.16 / 3.15 / 3.27 against Lamport 3.19 / 3.38 / \
                       3.44 (three runs); Lamport 2 KiB: 3.38 / 3.49 / 3.53 against LL 3.64 / \
                       3.69 / 3.77; 32 KiB: 3.57 / 3.80 / 3.70 against LL 3.68 / 3.87 / 3.94; \
@@ -559,8 +569,10 @@ pub(crate) static ROWS: &[Row] = &[
                       not serve) 32 KiB: 3.68 against direct 6.24. Direct 1 MiB: 10.12 against \
                       NVSHMEM 17.94; 64 MiB (the split, nvlink.rs REDUCE_SPLIT_FROM): 297.02 \
                       against 354.48; 256 MiB: 978.04 against 1318.63; NCCL's reduce, not an \
-                      algorithm here, 758.50 at 256 MiB. FOUR_PE (before the Lamport kernels' \
-                      re-fill and team loops): LL 32 KiB: 3.72 against Lamport 4.51",
+                      algorithm here, 758.50 at 256 MiB. LARGE (after the abort word's fix, \
+                      before the split from 16 MiB): direct 64 MiB: 239.06 against NVSHMEM \
+                      348.17, NCCL 207.22. FOUR_PE (before the Lamport kernels' re-fill and team \
+                      loops): LL 32 KiB: 3.72 against Lamport 4.51",
         },
     },
     Row {
