@@ -218,10 +218,7 @@ impl Algorithm for Direct {
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
         let grid = direct_grid(call);
-        let kernel = match reduce_way(call) {
-            Some(way) => way,
-            None => call.coll.name(),
-        };
+        let kernel = reduce_way(call).unwrap_or(call.coll.name());
         steps.push(launch(call, NvlinkSource::Direct, kernel, grid, 512));
     }
 }
