@@ -48,49 +48,39 @@ typedef unsigned char nvr_byte;
 
 // ---- byte packing ---------------------------------------------------------------------------
 
-// The nb (1..8) bytes at p as a little-endian payload: one load when p is 8-aligned, else the
-// widest words p's alignment allows.
+// The nb (1..8) bytes at p as a little-endian payload: one load for a whole aligned packet and
+// for the 4 aligned bytes of a block of one f32 a PE (the smallest fcollect, alltoall,
+// reduce-scatter, gather and scatter), else byte loads, unrolled so that all are in flight
+// before any is used. A rolled byte loop waited for each load in turn, and those calls took
+// 0.2-0.6 us longer than their 8-byte siblings (docs/performance.md, "Short packets"). Kept
+// this small on purpose: every inlined copy adds to each LL kernel (LL_PTX_MOST). The rare
+// shapes out of line cost a call's 0.2-0.3 us each time they ran; 16-bit words for 16-bit
+// types and a store loop unrolled made the smallest reductions 0.2-0.3 us slower, not faster.
+// So a buffer that is not 8-aligned takes the byte loads for every packet.
 __device__ __forceinline__ nvr_u64 nvr_ld8(const nvr_byte *p, unsigned int nb) {
     const nvr_u64 a = (nvr_u64)p;
-    if (nb == 8) {
-        if ((a & 7) == 0) return *(const nvr_u64 *)p;
-        if ((a & 3) == 0) {
-            const unsigned int *w = (const unsigned int *)p;
-            return (nvr_u64)w[0] | ((nvr_u64)w[1] << 32);
-        }
-        if ((a & 1) == 0) {
-            const unsigned short *w = (const unsigned short *)p;
-            return (nvr_u64)w[0] | ((nvr_u64)w[1] << 16) | ((nvr_u64)w[2] << 32) |
-                   ((nvr_u64)w[3] << 48);
-        }
-    }
+    if (nb == 8 && (a & 7) == 0) return *(const nvr_u64 *)p;
+    if (nb == 4 && (a & 3) == 0) return *(const unsigned int *)p;
+    nvr_u64 b[8];
+#pragma unroll
+    for (unsigned int k = 0; k < 8; ++k) b[k] = k < nb ? (nvr_u64)p[k] : 0;
     nvr_u64 v = 0;
-    for (unsigned int k = 0; k < nb; ++k) v |= (nvr_u64)p[k] << (8 * k);
+#pragma unroll
+    for (unsigned int k = 0; k < 8; ++k) v |= b[k] << (8 * k);
     return v;
 }
 
-// Stores the first nb (1..8) bytes of payload v at p.
+// Stores the first nb (1..8) bytes of payload v at p, in nvr_ld8's shapes (stores need not
+// wait for one another, so the bytes stay a loop).
 __device__ __forceinline__ void nvr_st8(nvr_byte *p, nvr_u64 v, unsigned int nb) {
     const nvr_u64 a = (nvr_u64)p;
-    if (nb == 8) {
-        if ((a & 7) == 0) {
-            *(nvr_u64 *)p = v;
-            return;
-        }
-        if ((a & 3) == 0) {
-            unsigned int *w = (unsigned int *)p;
-            w[0] = (unsigned int)v;
-            w[1] = (unsigned int)(v >> 32);
-            return;
-        }
-        if ((a & 1) == 0) {
-            unsigned short *w = (unsigned short *)p;
-            w[0] = (unsigned short)v;
-            w[1] = (unsigned short)(v >> 16);
-            w[2] = (unsigned short)(v >> 32);
-            w[3] = (unsigned short)(v >> 48);
-            return;
-        }
+    if (nb == 8 && (a & 7) == 0) {
+        *(nvr_u64 *)p = v;
+        return;
+    }
+    if (nb == 4 && (a & 3) == 0) {
+        *(unsigned int *)p = (unsigned int)v;
+        return;
     }
     for (unsigned int k = 0; k < nb; ++k) p[k] = (nvr_byte)(v >> (8 * k));
 }
