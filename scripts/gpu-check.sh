@@ -53,6 +53,9 @@
 #                                         lamportprobe (tools/probes/lamport.cu: the crate's
 #                                         Lamport all-reduce outside the library, beside a
 #                                         plain one, 2 GPUs),
+#                                         floorprobe (tools/probes/floor.cu: a graph node,
+#                                         the link's one-way latency, a plain barrier and
+#                                         8-byte LL all-reduce in a graph, 2 GPUs),
 #                                         sweep (every algorithm forced beside the automatic
 #                                         choice, NVSHMEM and NCCL, 4 KiB-256 MiB: crossovers).
 #                                         waits: every wait the library queues ends within
@@ -829,6 +832,11 @@ hostreadprobe() { probe_run hostreadprobe tools/probes/host_read.cu; }
 # outside the library, one process on 2 GPUs, beside plain Lamport kernels, 64 KiB-2 MiB.
 # PROBE_ITERS calls a graph (default 300); PROBE_VARIANTS a comma-separated list (default all).
 lamportprobe() { probe_run lamportprobe tools/probes/lamport.cu "${PROBE_ITERS:-300}" "${PROBE_VARIANTS:-}"; }
+
+# tools/probes/floor.cu: the floor of an 8-byte collective in a CUDA graph: an empty kernel's
+# node, the link's one-way latency, a plain flag barrier and 8-byte LL all-reduce, PDL off and
+# on. PROBE_ITERS calls a graph (default 1000).
+floorprobe() { probe_run floorprobe tools/probes/floor.cu "${PROBE_ITERS:-1000}"; }
 
 examples() {
   # Each example checks its own result: with 1 PE under mpirun (its own ring, team and
