@@ -54,9 +54,10 @@ typedef unsigned char nvr_byte;
 // before any is used. A rolled byte loop waited for each load in turn, and those calls took
 // 0.2-0.6 us longer than their 8-byte siblings (docs/performance.md, "Short packets"). Kept
 // this small on purpose: every inlined copy adds to each LL kernel (LL_PTX_MOST). The rare
-// shapes out of line cost a call's 0.2-0.3 us each time they ran; 16-bit words for 16-bit
-// types and a store loop unrolled made the smallest reductions 0.2-0.3 us slower, not faster.
-// So a buffer that is not 8-aligned takes the byte loads for every packet.
+// shapes out of line cost a device call, 0.2-0.3 us, each time they ran; loads in words of
+// the element's size (no byte path in an f32 reduction) made the smallest f32 reduce-scatter
+// and bf16 all-reduce 0.2-0.3 us slower, not faster. So a buffer that is not 8-aligned takes
+// the byte loads for every packet.
 __device__ __forceinline__ nvr_u64 nvr_ld8(const nvr_byte *p, unsigned int nb) {
     const nvr_u64 a = (nvr_u64)p;
     if (nb == 8 && (a & 7) == 0) return *(const nvr_u64 *)p;
