@@ -24,13 +24,21 @@
 //              epoch twice in one 16-byte packet into the peer's slot (epoch parity), polls its
 //              own slot until both epochs are there, stores the sum; checked every call
 //              against the host's sum of the inputs, which change with the epoch
-// Output: `probe: CASE [pdl]: X us a call` (for pingpong: `one-way X us`), then
-// `probe: done, N wrong`.
+// With a second argument `ipc` the barrier, fence and ll8 cases run in two processes instead,
+// one a GPU (forked before CUDA starts), the flags and slots shared by CUDA IPC handles passed
+// through pipes: what two processes add to the same kernels (this library runs one PE a
+// process).
+// Output: `probe: CASE [pdl]: X us a call` (for pingpong: `one-way X us`; in two processes
+// `probe: two processes CASE [pdl]: ...`, GPU 0's time), then `probe: done, N wrong`.
 #include "probe.cuh"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 __device__ __forceinline__ void pdl_begin() {
@@ -190,9 +198,141 @@ static double graph_case(Gpu *gs, int gpus, Case c, bool pdl, int calls) {
     return t[t.size() / 2];
 }
 
+static void xwrite(int fd, const void *p, size_t n) {
+    if (write(fd, p, n) != (ssize_t)n) {
+        perror("probe: write");
+        exit(1);
+    }
+}
+
+static void xread(int fd, void *p, size_t n) {
+    for (size_t got = 0; got < n;) {
+        const ssize_t r = read(fd, (char *)p + got, n - got);
+        if (r <= 0) {
+            perror("probe: read");
+            exit(1);
+        }
+        got += (size_t)r;
+    }
+}
+
+// One case in one process of two: `calls` kernels captured on this GPU's stream, both
+// processes told the other is ready (pipes), the graph replayed 8 times (the first not
+// counted; the kernels pace the two processes' replays); the median time a call, us.
+static double ipc_case(const Gpu &g, const Gpu &peer, int me, Case c, bool pdl, int calls,
+                       int rfd, int wfd) {
+    cudaGraph_t graph;
+    cudaGraphExec_t ex;
+    CK(cudaStreamBeginCapture(g.s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < calls; ++i) launch(g, peer, me, c, pdl);
+    CK(cudaStreamEndCapture(g.s, &graph));
+    CK(cudaGraphInstantiate(&ex, graph, 0));
+    CK(cudaGraphDestroy(graph));
+    char b = 1;
+    xwrite(wfd, &b, 1);
+    xread(rfd, &b, 1);
+    std::vector<double> t;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int r = 0; r < 8; ++r) {
+        CK(cudaEventRecord(e0, g.s));
+        CK(cudaGraphLaunch(ex, g.s));
+        CK(cudaEventRecord(e1, g.s));
+        CK(cudaStreamSynchronize(g.s));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (r > 0) t.push_back(ms * 1e3 / calls);
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    CK(cudaGraphExecDestroy(ex));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+// The `ipc` mode: the barrier, fence and ll8 cases in two processes, GPU 0's and GPU 1's.
+static int ipc_main(int calls) {
+    int p01[2], p10[2];
+    if (pipe(p01) != 0 || pipe(p10) != 0) {
+        perror("probe: pipe");
+        return 1;
+    }
+    const pid_t pid = fork(); // before any CUDA call: a forked child cannot use its parent's
+    if (pid < 0) {
+        perror("probe: fork");
+        return 1;
+    }
+    const int me = pid == 0 ? 1 : 0;
+    const int rfd = me == 0 ? p10[0] : p01[0], wfd = me == 0 ? p01[1] : p10[1];
+    // The other ends closed, so that a process that dies ends its peer's reads (EOF).
+    close(me == 0 ? p10[1] : p01[1]);
+    close(me == 0 ? p01[0] : p10[0]);
+    int devices = 0;
+    CK(cudaGetDeviceCount(&devices));
+    if (devices < 2) {
+        fprintf(stderr, "needs 2 GPUs, found %d\n", devices);
+        exit(1);
+    }
+    CK(cudaSetDevice(me));
+    Gpu g;
+    char *base = nullptr;
+    CK(cudaStreamCreateWithFlags(&g.s, cudaStreamNonBlocking));
+    CK(cudaMalloc(&g.ctr, 4));
+    CK(cudaMalloc(&g.wrong, 4));
+    CK(cudaMalloc(&g.in, 4 * sizeof(float)));
+    CK(cudaMalloc(&base, 512)); // the flag at 0, the slots at 256: what the peer writes
+    g.flag = (unsigned *)base;
+    g.slots = (uint4 *)(base + 256);
+    CK(cudaMemset(g.ctr, 0, 4));
+    CK(cudaMemset(g.wrong, 0, 4));
+    CK(cudaMemset(g.flag, 0, 4));
+    CK(cudaMemset(g.slots, 0xFF, 2 * sizeof(uint4)));
+    CK(cudaDeviceSynchronize());
+    cudaIpcMemHandle_t mine, theirs;
+    CK(cudaIpcGetMemHandle(&mine, base));
+    xwrite(wfd, &mine, sizeof mine);
+    xread(rfd, &theirs, sizeof theirs);
+    void *pb = nullptr;
+    CK(cudaIpcOpenMemHandle(&pb, theirs, cudaIpcMemLazyEnablePeerAccess));
+    Gpu peer;
+    memset(&peer, 0, sizeof peer);
+    peer.flag = (unsigned *)pb;
+    peer.slots = (uint4 *)((char *)pb + 256);
+    const struct {
+        Case c;
+        const char *name;
+    } cases[] = {{BARRIER, "barrier"}, {FENCE, "barrier fence"}, {LL8, "ll8"}};
+    for (bool pdl : {false, true})
+        for (const auto &k : cases) {
+            const double t = ipc_case(g, peer, me, k.c, pdl, calls, rfd, wfd);
+            if (me == 0)
+                printf("probe: two processes %s%s: %.3f us a call\n", k.name, pdl ? " pdl" : "",
+                       t);
+        }
+    unsigned w = 0, pw = 0;
+    CK(cudaMemcpy(&w, g.wrong, 4, cudaMemcpyDeviceToHost));
+    // Both processes are past their last kernel; the peer's memory is not used again.
+    CK(cudaIpcCloseMemHandle(pb));
+    if (me == 1) {
+        xwrite(wfd, &w, sizeof w);
+        char b = 0;
+        xread(rfd, &b, 1); // GPU 0 has read it: now this buffer may go
+        return 0;
+    }
+    xread(rfd, &pw, sizeof pw);
+    const char b = 1;
+    xwrite(wfd, &b, 1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    printf("probe: done, %u wrong\n", w + pw);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
-    two_gpus();
     const int calls = argc > 1 ? atoi(argv[1]) : 1000;
+    if (argc > 2 && strcmp(argv[2], "ipc") == 0) return ipc_main(calls);
+    two_gpus();
     Gpu gs[2];
     for (int d = 0; d < 2; ++d) {
         CK(cudaSetDevice(d));
