@@ -1,5 +1,5 @@
 // What every probe of this folder shares: error checks for the runtime and driver calls, and
-// the two GPUs they all need.
+// the two GPUs they all need, and the flags' ordered loads and stores.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -39,4 +39,15 @@ static cudaDeviceProp two_gpus() {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     return prop;
+}
+
+// A flag's system-scope acquire load and release store, as the crate's kernels order theirs.
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_release(unsigned *p, unsigned v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }

@@ -129,16 +129,6 @@ __global__ void pull_add_kernel(float4 *dst, const float4 *own, const float4 *pe
     }
 }
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void st_release(unsigned *p, unsigned v) {
-    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
 // Piece k of block b's part of a range of n vectors cut into G parts of `pieces` pieces.
 struct Piece {
     size_t lo, hi;
