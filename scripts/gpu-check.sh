@@ -835,13 +835,15 @@ lamportprobe() { probe_run lamportprobe tools/probes/lamport.cu "${PROBE_ITERS:-
 
 # tools/probes/floor.cu: the floor of an 8-byte collective in a CUDA graph: an empty kernel's
 # node, the link's one-way latency, a plain flag barrier and 8-byte LL all-reduce, PDL off and
-# on; then the barriers and the all-reduce again in two processes (`ipc`). PROBE_ITERS calls a
-# graph (default 1000).
+# on; then the barriers and the all-reduce again in two processes (`ipc`), and in one with the
+# memory mapped as NVSHMEM's heap (PROBE_ALLOC=vmm). PROBE_ITERS calls a graph (default 1000).
 floorprobe() {
   probe_run floorprobe tools/probes/floor.cu "${PROBE_ITERS:-1000}"
   [ -x /tmp/floorprobe ] || return 0
   CASE_TIMEOUT=${PROBE_TIMEOUT:-240} case_ floorprobe-ipc pass:"probe: done, 0 wrong" /tmp/floorprobe "${PROBE_ITERS:-1000}" ipc
   grep -h '^probe:' "$out/floorprobe-ipc.log"
+  PROBE_ALLOC=vmm CASE_TIMEOUT=${PROBE_TIMEOUT:-240} case_ floorprobe-vmm pass:"probe: done, 0 wrong" /tmp/floorprobe "${PROBE_ITERS:-1000}"
+  grep -h '^probe:' "$out/floorprobe-vmm.log"
 }
 
 examples() {

@@ -24,6 +24,8 @@
 //              epoch twice in one 16-byte packet into the peer's slot (epoch parity), polls its
 //              own slot until both epochs are there, stores the sum; checked every call
 //              against the host's sum of the inputs, which change with the epoch
+// With PROBE_ALLOC=vmm the flags and slots are mapped as NVSHMEM maps its heap (cuMemCreate,
+// cuMemMap: probe.cuh's probe_alloc), not cudaMalloc'ed; the cases' names then begin "vmm".
 // With a second argument `ipc` the barrier, fence and ll8 cases run in two processes instead,
 // one a GPU (forked before CUDA starts), the flags and slots shared by CUDA IPC handles passed
 // through pipes: what two processes add to the same kernels (this library runs one PE a
@@ -323,16 +325,21 @@ int main(int argc, char **argv) {
     const int calls = argc > 1 ? atoi(argv[1]) : 1000;
     if (argc > 2 && strcmp(argv[2], "ipc") == 0) return ipc_main(calls);
     two_gpus();
+    const bool vmm = getenv("PROBE_ALLOC") && strcmp(getenv("PROBE_ALLOC"), "vmm") == 0;
+    const char *m = vmm ? "vmm " : "";
     Gpu gs[2];
     for (int d = 0; d < 2; ++d) {
         CK(cudaSetDevice(d));
         CK(cudaDeviceEnablePeerAccess(1 - d, 0));
         CK(cudaStreamCreateWithFlags(&gs[d].s, cudaStreamNonBlocking));
         CK(cudaMalloc(&gs[d].ctr, 4));
-        CK(cudaMalloc(&gs[d].flag, 4));
         CK(cudaMalloc(&gs[d].wrong, 4));
-        CK(cudaMalloc(&gs[d].slots, 2 * sizeof(uint4)));
         CK(cudaMalloc(&gs[d].in, 4 * sizeof(float)));
+        // What the peer writes: the flag at 0, the slots at 256.
+        char *base = (char *)probe_alloc(d, 512, vmm);
+        CK(cudaSetDevice(d));
+        gs[d].flag = (unsigned *)base;
+        gs[d].slots = (uint4 *)(base + 256);
         CK(cudaMemset(gs[d].ctr, 0, 4));
         CK(cudaMemset(gs[d].flag, 0, 4));
         CK(cudaMemset(gs[d].wrong, 0, 4));
@@ -341,8 +348,8 @@ int main(int argc, char **argv) {
     }
     for (bool pdl : {false, true}) {
         const char *p = pdl ? " pdl" : "";
-        printf("probe: empty one gpu%s: %.3f us a call\n", p, graph_case(gs, 1, EMPTY, pdl, calls));
-        printf("probe: empty both gpus%s: %.3f us a call\n", p,
+        printf("probe: %sempty one gpu%s: %.3f us a call\n", m, p, graph_case(gs, 1, EMPTY, pdl, calls));
+        printf("probe: %sempty both gpus%s: %.3f us a call\n", m, p,
                graph_case(gs, 2, EMPTY, pdl, calls));
     }
     {
@@ -370,8 +377,8 @@ int main(int argc, char **argv) {
         }
         float ms = 0;
         CK(cudaEventElapsedTime(&ms, e0, e1));
-        printf("probe: pingpong: one-way %.3f us (%d round trips)\n", ms * 1e3 / rounds / 2,
-               rounds);
+        printf("probe: %spingpong: one-way %.3f us (%d round trips)\n", m,
+               ms * 1e3 / rounds / 2, rounds);
         for (int d = 0; d < 2; ++d) {
             CK(cudaSetDevice(d));
             CK(cudaMemset(gs[d].flag, 0, 4));
@@ -381,10 +388,11 @@ int main(int argc, char **argv) {
     }
     for (bool pdl : {false, true}) {
         const char *p = pdl ? " pdl" : "";
-        printf("probe: barrier%s: %.3f us a call\n", p, graph_case(gs, 2, BARRIER, pdl, calls));
-        printf("probe: barrier fence%s: %.3f us a call\n", p,
+        printf("probe: %sbarrier%s: %.3f us a call\n", m, p,
+               graph_case(gs, 2, BARRIER, pdl, calls));
+        printf("probe: %sbarrier fence%s: %.3f us a call\n", m, p,
                graph_case(gs, 2, FENCE, pdl, calls));
-        printf("probe: ll8%s: %.3f us a call\n", p, graph_case(gs, 2, LL8, pdl, calls));
+        printf("probe: %sll8%s: %.3f us a call\n", m, p, graph_case(gs, 2, LL8, pdl, calls));
     }
     unsigned wrong = 0;
     for (int d = 0; d < 2; ++d) {

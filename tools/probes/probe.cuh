@@ -4,6 +4,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -51,3 +52,39 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
 __device__ __forceinline__ void st_release(unsigned *p, unsigned v) {
     asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+
+// `bytes` of GPU dev's memory, readable and writable by both GPUs: by cudaMalloc (peer access
+// enabled by the caller), or with `vmm` by the driver's virtual memory calls, as NVSHMEM builds
+// its symmetric heap (cuMemCreate, cuMemAddressReserve, cuMemMap, then read-write access for
+// both GPUs). PROBE_GRANULARITY (bytes, default the driver's recommended) rounds a `vmm`
+// allocation up, as NVSHMEM_CUMEM_GRANULARITY does for the heap's chunks.
+static void *probe_alloc(int dev, size_t bytes, bool vmm) {
+    if (!vmm) {
+        void *p = nullptr;
+        CK(cudaSetDevice(dev));
+        CK(cudaMalloc(&p, bytes));
+        return p;
+    }
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    size_t gran = 0;
+    CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    if (const char *g = getenv("PROBE_GRANULARITY")) gran = std::max(gran, (size_t)atoll(g));
+    const size_t size = (bytes + gran - 1) / gran * gran;
+    CUmemGenericAllocationHandle h;
+    CU(cuMemCreate(&h, size, &prop, 0));
+    CUdeviceptr p = 0;
+    CU(cuMemAddressReserve(&p, size, gran, 0, 0));
+    CU(cuMemMap(p, size, 0, h, 0));
+    CUmemAccessDesc access[2] = {};
+    for (int d = 0; d < 2; ++d) {
+        access[d].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access[d].location.id = d;
+        access[d].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    CU(cuMemSetAccess(p, size, access, 2));
+    return (void *)p;
+}
+

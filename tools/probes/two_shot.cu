@@ -84,34 +84,7 @@ static int g_sms = 132;
 // NVSHMEM_CUMEM_GRANULARITY does for the heap's chunks.
 static bool g_vmm = false;
 
-static void *alloc(int dev, size_t bytes) {
-    if (!g_vmm) {
-        void *p = nullptr;
-        CK(cudaMalloc(&p, bytes));
-        return p;
-    }
-    CUmemAllocationProp prop = {};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
-    size_t gran = 0;
-    CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-    if (const char *g = getenv("PROBE_GRANULARITY")) gran = std::max(gran, (size_t)atoll(g));
-    const size_t size = (bytes + gran - 1) / gran * gran;
-    CUmemGenericAllocationHandle h;
-    CU(cuMemCreate(&h, size, &prop, 0));
-    CUdeviceptr p = 0;
-    CU(cuMemAddressReserve(&p, size, gran, 0, 0));
-    CU(cuMemMap(p, size, 0, h, 0));
-    CUmemAccessDesc access[2] = {};
-    for (int d = 0; d < 2; ++d) {
-        access[d].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        access[d].location.id = d;
-        access[d].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    }
-    CU(cuMemSetAccess(p, size, access, 2));
-    return (void *)p;
-}
+static void *alloc(int dev, size_t bytes) { return probe_alloc(dev, bytes, g_vmm); }
 
 static void add(cudaStream_t s, float *dst, const float *a, const float *b, size_t floats) {
     const size_t n = floats / 4;
