@@ -170,9 +170,10 @@ fn signal_never_sent(rt: &Runtime, timeout: Duration) -> anyhow::Result<()> {
 }
 
 /// The last PE stays away from an all-reduce of this crate's kernels (world team, 64 floats:
-/// LL on a peer-mapped team, Lamport on a 4-PE sm_90 one), or from a rooted reduce to PE 0 (`rooted`; whichever algorithm
-/// NVSHMEM_RS_ALGORITHMS forces) of 64 MiB, where the direct kernels' split takes it from 3
-/// PEs; every other PE's copy after it must name it.
+/// LL on a peer-mapped team, Lamport on a 4-PE sm_90 one), or from a rooted reduce to PE 0
+/// (`rooted`; whichever algorithm NVSHMEM_RS_ALGORITHMS forces) of 64 MiB, where the direct
+/// kernels take the root's pull on 2 PEs and the non-roots' split from 3; every other PE's
+/// copy after it must name it.
 fn kernel_peer(rt: &Runtime, timeout: Duration, rooted: bool) -> anyhow::Result<()> {
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let world = rt.world();

@@ -1204,6 +1204,15 @@ mod tests {
             ("scatter", 32 * MIB),
             ("scatter", 64 * MIB),
         ];
+        // The 4-PE rooted reduce's Lamport band before its re-fill and team loops of 4
+        // (ea0eadb, 42c5acf: timed again in sweep-4pe-2026-11-27b, where it wins from 2 KiB).
+        const FOUR_PE_LAMPORT_REDUCE_BEFORE_EA0EADB: &[(&str, usize)] = &[
+            ("reduce", 2 * KIB),
+            ("reduce", 4 * KIB),
+            ("reduce", 8 * KIB),
+            ("reduce", 16 * KIB),
+            ("reduce", 32 * KIB),
+        ];
         let sweeps: [Sweep; 14] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep). The direct kernels' one-way moves of
@@ -1228,36 +1237,22 @@ mod tests {
             // FOUR_PE_BEFORE_C84AF28 (the rooted reduce of 64 MiB: direct 407.6 against
             // NVSHMEM's 357.2 where direct wins at 32 and 128 MiB); LL's gather and scatter of
             // 1 MiB before LL batched their packets (6a67b05; timed again in the rooted sweep:
-            // 6.36 and 7.49 against direct 9.34 and 9.47); the rooted reduce's Lamport band
-            // before its re-fill and team loops of 4 (ea0eadb, 42c5acf: timed again in
-            // sweep-4pe-2026-11-27b, where it wins from 2 KiB).
+            // 6.36 and 7.49 against direct 9.34 and 9.47); FOUR_PE_LAMPORT_REDUCE_BEFORE_EA0EADB
+            // (this sweep starts at 4 KiB).
             (
                 4,
                 "sweep-4pe-2026-11-27/full",
                 &[
                     FOUR_PE_BEFORE_C84AF28,
-                    &[
-                        ("gather", MIB),
-                        ("scatter", MIB),
-                        ("reduce", 4 * KIB),
-                        ("reduce", 8 * KIB),
-                        ("reduce", 16 * KIB),
-                        ("reduce", 32 * KIB),
-                    ],
+                    &[("gather", MIB), ("scatter", MIB)],
+                    FOUR_PE_LAMPORT_REDUCE_BEFORE_EA0EADB,
                 ],
                 false,
             ),
-            // The rooted reduce's Lamport band, as above.
             (
                 4,
                 "sweep-4pe-2026-11-27/small",
-                &[&[
-                    ("reduce", 2 * KIB),
-                    ("reduce", 4 * KIB),
-                    ("reduce", 8 * KIB),
-                    ("reduce", 16 * KIB),
-                    ("reduce", 32 * KIB),
-                ]],
+                &[FOUR_PE_LAMPORT_REDUCE_BEFORE_EA0EADB],
                 false,
             ),
             (2, "rooted-2026-11-27/2pe", &[], true),
