@@ -1200,7 +1200,8 @@ spread() {
 # .gpu/bin/nvshmem-perf with the call check on and off, LATENCY_ROUNDS times (default 2).
 # LATENCY_ARGS replaces the nvshmem-perf arguments (sizes, collectives; `--impl nvshmem-rs` is
 # added), e.g. the mid band's Lamport calls; LATENCY_NCCL=1 adds one NCCL run of them a round;
-# LATENCY_PES (default 2) is the PEs of every job.
+# LATENCY_PES (default 2) is the PEs of every job; LATENCY_OLD_NOCHECK=1 runs the older builds
+# with the call check off as well.
 latency() {
   # shellcheck disable=SC2206
   local args=(${LATENCY_ARGS:-all_reduce,barrier,sync -b 8 -e 8 -n 500 -w 50 --reps 5 -c 0 -G 1 --no-progress})
@@ -1211,6 +1212,8 @@ latency() {
       [ -x "$b" ] || continue
       name=${b##*/}
       CASE_TIMEOUT=60 case_ latency-${name#nvshmem-perf-}-round$r pass mpi "$np" "$b" "${ours[@]}"
+      [ "${LATENCY_OLD_NOCHECK:-0}" = 1 ] || continue
+      CASE_TIMEOUT=60 NVSHMEM_RS_CHECK_CALLS=0 case_ latency-${name#nvshmem-perf-}-nocheck-round$r pass mpi "$np" "$b" "${ours[@]}"
     done
     CASE_TIMEOUT=60 case_ latency-new-round$r pass mpi "$np" .gpu/bin/nvshmem-perf "${ours[@]}"
     CASE_TIMEOUT=60 NVSHMEM_RS_CHECK_CALLS=0 case_ latency-new-nocheck-round$r pass mpi "$np" .gpu/bin/nvshmem-perf "${ours[@]}"
