@@ -53,6 +53,8 @@
 #                                         lamportprobe (tools/probes/lamport.cu: the crate's
 #                                         Lamport all-reduce outside the library, beside a
 #                                         plain one, 2 GPUs),
+#                                         kernelprof (Nsight Compute on one PE: the small
+#                                         kernels' time on the GPU and their stalls),
 #                                         floorprobe (tools/probes/floor.cu: a graph node,
 #                                         the link's one-way latency, a plain barrier and
 #                                         8-byte LL all-reduce in a graph, 2 GPUs),
@@ -1405,6 +1407,28 @@ onepe() {
       "forced=$dir/$mode-forced-nvshmem.jsonl" "kernels=$dir/$mode-forced-kernels.jsonl"
   done
   pack onepe
+}
+
+# Nsight Compute on one PE (no launcher, stream mode): each of this crate's small kernels
+# (KPROF_ALGOS, default the 8-byte all-reduce forced onto nvlink_ll, the barrier onto nvlink)
+# profiled on its own, a few launches after warm-up: its duration on the GPU, its launch
+# statistics and where its warps stall (an instruction fetch, a load, a barrier), to tell what
+# a small call spends inside the kernel from what it spends around it. Summary lines last.
+kernelprof() {
+  local ncu algo coll log
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  perf_env 1G
+  mps_share 1
+  for algo in ${KPROF_ALGOS:-all_reduce=nvlink_ll barrier=nvlink broadcast=nvlink_ll}; do
+    coll=${algo%%=*}
+    CASE_TIMEOUT=${KPROF_TIMEOUT:-180} case_ kernelprof-$coll pass "$ncu" -k regex:nvr_ \
+      --launch-skip 20 --launch-count 2 --section SpeedOfLight --section LaunchStats \
+      --section WarpStateStats --section InstructionStats --print-details all .gpu/bin/nvshmem-perf "$coll" -b 8 -e 8 \
+      -n 30 -w 5 --reps 1 -c 0 -G 0 --impl nvshmem-rs --algo "$algo" --no-progress
+    log="$out/kernelprof-$coll.log"
+    echo "== kernelprof $algo"
+    grep -iE "^  nvr_|Duration|Registers Per|stall|Warp Cycles Per Issued|Executed Instructions  |Block Size" "$log" | head -60
+  done
 }
 
 # Programmatic dependent launch (kernels/PROTOCOL.md, "Launch") on and off, alternately, in
