@@ -261,7 +261,10 @@ pub enum Error {
     /// [`Runtime::async_error`]: crate::Runtime::async_error
     #[error("a collective {failure}{} while waiting for {waiting_for} (epoch {epoch}){}", collective_who(*team_pe, *pe, team), timeout_cause(failure))]
     CollectiveFailed {
-        /// What happened: "aborted", "timed out", "launched outside its limits".
+        /// What happened: "aborted", "timed out", "launched outside its limits", or "broke
+        /// the channel protocol (a peer was a run behind)" (a sender found its receiver
+        /// behind where the protocol guarantees it is: a bug of this crate, reported rather
+        /// than risking a wrong result).
         failure: &'static str,
         /// The team PE the kernel was waiting for, if it was waiting for one.
         team_pe: Option<usize>,

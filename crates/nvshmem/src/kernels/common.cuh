@@ -31,6 +31,7 @@
 #define NVR_FAIL_TIMEOUT 2 // a wait exceeded timeout_ns
 #define NVR_FAIL_LIMITS 3  // the launch broke the call's limits (grid, block, sizes, root, team)
 #define NVR_FAIL_MISMATCH 4 // a peer published another call's fingerprint (see nvr_fp_check)
+#define NVR_FAIL_ORDER 5    // a peer was found behind where the protocol guarantees it is
 // status[3]: what was waited for.
 #define NVR_WAIT_ARRIVE 1
 #define NVR_WAIT_DEPART 2
@@ -122,15 +123,23 @@ __device__ __forceinline__ char *nvr_fp_slot(const nvr_team &t, unsigned int e, 
 // shared out among the n senders (64 / n: 32 for 2 PEs, 21 for 3, 16 for 4, 8 for 8), at most
 // NVR_LL_BLOCKS. A team of 8 gets the layout of 8 regions a sender that every team had before.
 __host__ __device__ __forceinline__ int nvr_ll_blocks(int n) {
+#ifdef __CUDA_ARCH__
+    // The same figures from a table in one word (byte n - 1 for n = 1..8; n is clamped, as
+    // the formula's n < 1 is), not a run-time division: every LL block computes this on its
+    // way to its first packet (nvr_ll_region), and a division is some 15 dependent steps.
+    const unsigned int k = (unsigned int)(n < 1 ? 1 : n > NVR_MAX_TEAM ? NVR_MAX_TEAM : n) - 1u;
+    return (int)((0x08090A0C10152020ull >> (8u * k)) & 0xFFu);
+#else
     const int per = NVR_LL_REGIONS / (n < 1 ? 1 : n);
     return per < NVR_LL_BLOCKS ? per : NVR_LL_BLOCKS;
+#endif
 }
 
 // LL region (parity of e, j, b): packets from team PE j for block b at epochs of e's parity.
 // Regions of j < n, b < nvr_ll_blocks(n) are disjoint: j * nvr_ll_blocks(n) + b < 64.
 __device__ __forceinline__ char *nvr_ll_region(const nvr_team &t, unsigned int e, int j, int b) {
-    const nvr_u64 r = (nvr_u64)(e & 1u) * NVR_LL_REGIONS + (nvr_u64)j * nvr_ll_blocks(t.n) + (nvr_u64)b;
-    return (char *)(t.chan + NVR_CHAN_HEADER + r * t.ll_bytes);
+    const unsigned int r = (e & 1u) * NVR_LL_REGIONS + (unsigned int)(j * nvr_ll_blocks(t.n) + b);
+    return (char *)(t.chan + NVR_CHAN_HEADER + (nvr_u64)r * t.ll_bytes);
 }
 
 // ---- memory operations ----------------------------------------------------------------------
@@ -143,6 +152,12 @@ __device__ __forceinline__ bool nvr_reached(unsigned int a, unsigned int b) {
 __device__ __forceinline__ unsigned int nvr_ld_acquire(const unsigned int *p) {
     unsigned int v;
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ unsigned int nvr_ld_relaxed(const unsigned int *p) {
+    unsigned int v;
+    asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 

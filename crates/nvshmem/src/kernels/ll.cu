@@ -9,10 +9,11 @@
 // How they work: every PE pushes its payload to the PEs that need it as LL packets (8 bytes of
 // payload + the epoch twice, one 16-byte store) into their channel's LL regions, and polls its
 // own regions for what it needs; so a call is one NVLink crossing plus the launch, with no
-// barrier before or after. A sender writes packets of epoch e into peer k's region only after
-// k has arrived at the run before e (PROTOCOL.md, "LL packets"); before a block ends, it has
-// seen every peer's arrival of its run (nvr_quiesce: PROTOCOL.md, "Quiescence"), usually long
-// since there.
+// barrier before or after. Before a block ends, it has seen every peer's arrival of its run
+// (nvr_quiesce: PROTOCOL.md, "Quiescence"), usually long since there; so when the next run
+// starts, every peer has finished reading the packets of the run before this one, and a sender
+// writes into peer k's region at once, checking that arrival after its stores
+// (nvr_ll_peer_was_ready; PROTOCOL.md, "LL packets").
 //
 // Work split (the same on every PE, so sender and reader agree on slots): `x` is the payload
 // per (sender, receiver) pair (all_reduce, reduce, broadcast: the whole buffer; the others: one
@@ -88,26 +89,35 @@ __device__ __forceinline__ void nvr_st8(nvr_byte *p, nvr_u64 v, unsigned int nb)
 
 // ---- the work split -------------------------------------------------------------------------
 
+// Payload bytes and packet indices of one call, in 32 bits: nvr_ll_check bounds the payload by
+// 32 regions of half ll_bytes (at most 64 MiB each), so x < 2^31 and 8 * (any packet index)
+// fits. 64-bit index arithmetic took two instructions for one and a 64-bit division, and the
+// small calls are bound by the length of that chain (docs/performance.md, "Short packets").
+typedef unsigned int nvr_pk;
+#define NVR_LL_MAX_REGION (1u << 26) // most ll_bytes a launch may have (the default: 32 KiB)
+
 struct nvr_ll_ctx {
     unsigned int e; // this block's epoch of this run
     int b;          // block index
-    nvr_u64 x;      // payload bytes per (sender, receiver) pair
-    nvr_u64 p0, p1; // this block's packets [p0, p1)
+    nvr_pk x;       // payload bytes per (sender, receiver) pair
+    nvr_pk p0, p1;  // this block's packets [p0, p1)
 };
 
-__device__ __forceinline__ nvr_u64 nvr_ll_ppb(nvr_u64 x) {
-    return ((x + 7) / 8 + gridDim.x - 1) / gridDim.x;
+__device__ __forceinline__ nvr_pk nvr_ll_ppb(nvr_pk x) {
+    const nvr_pk packets = (x + 7) / 8;
+    return gridDim.x == 1 ? packets : (packets + gridDim.x - 1) / gridDim.x;
 }
 
 // Bytes of packet i of a payload of x bytes.
-__device__ __forceinline__ unsigned int nvr_ll_nb(nvr_u64 x, nvr_u64 i) {
-    const nvr_u64 r = x - 8 * i;
-    return r < 8 ? (unsigned int)r : 8u;
+__device__ __forceinline__ unsigned int nvr_ll_nb(nvr_pk x, nvr_pk i) {
+    const nvr_pk r = x - 8 * i;
+    return r < 8 ? r : 8u;
 }
 
-// Lanes per packet for a PE that talks to every team member: n rounded up to 1, 2, 4 or 8.
-__device__ __forceinline__ int nvr_ll_group(int n) {
-    return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8;
+// Lanes per packet for a PE that talks to every team member: n rounded up to 1, 2, 4 or 8,
+// as its log2 (threads are split into groups by shifts, not divisions).
+__device__ __forceinline__ int nvr_ll_group_log2(int n) {
+    return n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : 3;
 }
 
 // The limits of an LL launch (see LIMITS above); records NVR_FAIL_LIMITS when broken. Every
@@ -116,20 +126,21 @@ __device__ __forceinline__ bool nvr_ll_check(const nvr_team &t, nvr_u64 x, int r
     const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
                     root < t.n && gridDim.x <= (unsigned int)nvr_ll_blocks(t.n) &&
                     (blockDim.x & 31u) == 0 &&
-                    (t.ll_bytes & 15u) == 0 &&
+                    (t.ll_bytes & 15u) == 0 && t.ll_bytes <= NVR_LL_MAX_REGION &&
                     x <= (nvr_u64)gridDim.x * (t.ll_bytes / 2); // ppb * 16 <= ll_bytes
     if (!ok && threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
     return ok;
 }
 
 // Start of an LL block: its epoch and packets.
+// (x has passed nvr_ll_check: it fits nvr_pk.)
 __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x) {
     nvr_ll_ctx c;
     c.e = nvr_begin(t);
     c.b = (int)blockIdx.x;
-    c.x = x;
-    const nvr_u64 packets = (x + 7) / 8, ppb = nvr_ll_ppb(x);
-    c.p0 = min((nvr_u64)c.b * ppb, packets);
+    c.x = (nvr_pk)x;
+    const nvr_pk packets = (c.x + 7) / 8, ppb = nvr_ll_ppb(c.x);
+    c.p0 = min((nvr_pk)c.b * ppb, packets);
     c.p1 = min(c.p0 + ppb, packets);
     return c;
 }
@@ -163,28 +174,40 @@ __device__ __forceinline__ bool nvr_ll_words(const nvr_ll_ctx &c, const void *p)
 // Loads words i, i + step, ... (B of them, those below c.p1) of w, all issued before any is used.
 template <int B>
 __device__ __forceinline__ void nvr_ll_load_words(const nvr_ll_ctx &c, const nvr_u64 *w,
-                                                  nvr_u64 i, nvr_u64 step, nvr_u64 *v) {
+                                                  nvr_pk i, nvr_pk step, nvr_u64 *v) {
 #pragma unroll
     for (int m = 0; m < B; ++m) {
-        const nvr_u64 im = i + (nvr_u64)m * step;
+        const nvr_pk im = i + (nvr_pk)m * step;
         v[m] = im < c.p1 ? w[im] : 0;
     }
 }
 
+// Whether team PE k had started the run before c.e on this block (`seen`: its arrival word,
+// loaded before the first packet was stored), as the protocol guarantees: the end of that run
+// here waited for it (nvr_quiesce; PROTOCOL.md, "LL packets"). Checked after the stores, not
+// waited for before them: a wait cost every small call the flag's load latency. Records
+// NVR_FAIL_ORDER (the call fails; its packets may have overwritten unread ones) when not.
+__device__ __forceinline__ bool nvr_ll_peer_was_ready(const nvr_team &t, const nvr_ll_ctx &c,
+                                                      int k, unsigned int seen) {
+    if (nvr_reached(seen, nvr_prev_epoch(c.e))) return true;
+    nvr_fail_at(t.status, NVR_FAIL_ORDER, k, c.e, NVR_WAIT_ARRIVE, t.chan);
+    return false;
+}
+
 // Sends this thread's packets of `src` (x bytes) to team PE k: packets p0 + q, p0 + q + step,
-// ... Before the first store it makes sure k has arrived at the run before e, so k is done
-// reading this parity's region (its run two before e). The first payloads are loaded before
-// that check, so the loads overlap. Does nothing for k == me or k outside the team.
+// ... without waiting for k: k is done reading this parity's region (its run two before e),
+// which nvr_ll_peer_was_ready checks once the stores have left. Does nothing for k == me or k
+// outside the team.
 // With `cd` it also copies the same packets locally into cd: from `cs`, or (cs null) the
 // packet sent, so that a thread's local copy rides on its sends' loads and stores (fcollect,
 // alltoall) instead of being a lane's chain of its own; one packet at a time then.
 template <int B>
 __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx &c, int k,
-                                            nvr_u64 q, nvr_u64 step, const nvr_byte *src,
+                                            nvr_pk q, nvr_pk step, const nvr_byte *src,
                                             const nvr_byte *cs = nullptr,
                                             nvr_byte *cd = nullptr) {
     if (k < 0 || k >= t.n || k == t.me) return true;
-    nvr_u64 i = c.p0 + q;
+    nvr_pk i = c.p0 + q;
     if (i >= c.p1) return true;
     const unsigned int *flag = nvr_arrive_word(t, c.b, k);
     char *r = nvr_peer(t, nvr_ll_region(t, c.e, t.me, c.b), k);
@@ -192,25 +215,21 @@ __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx 
         const nvr_u64 *w = (const nvr_u64 *)src;
         nvr_u64 v[B];
         nvr_ll_load_words<B>(c, w, i, step, v);
-        const unsigned int seen = nvr_ld_acquire(flag);
-        if (!nvr_wait_flag_seen(t, flag, seen, nvr_prev_epoch(c.e), k, c.e, NVR_WAIT_ARRIVE))
-            return false;
+        const unsigned int seen = nvr_ld_relaxed(flag);
         for (;;) {
 #pragma unroll
             for (int m = 0; m < B; ++m) {
-                const nvr_u64 im = i + (nvr_u64)m * step;
+                const nvr_pk im = i + (nvr_pk)m * step;
                 if (im < c.p1) nvr_ll_store(r + NVR_LL_PACKET * (im - c.p0), v[m], c.e);
             }
-            i += (nvr_u64)B * step;
-            if (i >= c.p1) return true;
+            i += (nvr_pk)B * step;
+            if (i >= c.p1) return nvr_ll_peer_was_ready(t, c, k, seen);
             nvr_ll_load_words<B>(c, w, i, step, v);
         }
     }
     nvr_u64 v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
     nvr_u64 u = cd != nullptr && cs != nullptr ? nvr_ld8(cs + 8 * i, nvr_ll_nb(c.x, i)) : v;
-    const unsigned int seen = nvr_ld_acquire(flag);
-    if (!nvr_wait_flag_seen(t, flag, seen, nvr_prev_epoch(c.e), k, c.e, NVR_WAIT_ARRIVE))
-        return false;
+    const unsigned int seen = nvr_ld_relaxed(flag);
     for (;;) {
         nvr_ll_store(r + NVR_LL_PACKET * (i - c.p0), v, c.e);
         if (cd != nullptr) nvr_st8(cd + 8 * i, u, nvr_ll_nb(c.x, i));
@@ -219,32 +238,32 @@ __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx 
         v = nvr_ld8(src + 8 * i, nvr_ll_nb(c.x, i));
         u = cd != nullptr && cs != nullptr ? nvr_ld8(cs + 8 * i, nvr_ll_nb(c.x, i)) : v;
     }
-    return true;
+    return nvr_ll_peer_was_ready(t, c, k, seen);
 }
 
 // Receives this thread's packets from team PE k into dst (x bytes). Does nothing for k == me
 // or k outside the team.
 template <int B>
 __device__ __forceinline__ bool nvr_ll_recv(const nvr_team &t, const nvr_ll_ctx &c, int k,
-                                            nvr_u64 q, nvr_u64 step, nvr_byte *dst) {
+                                            nvr_pk q, nvr_pk step, nvr_byte *dst) {
     if (k < 0 || k >= t.n || k == t.me) return true;
     const char *r = nvr_ll_region(t, c.e, k, c.b);
-    nvr_u64 i = c.p0 + q;
+    nvr_pk i = c.p0 + q;
     if (B > 1 && nvr_ll_words(c, dst)) {
         nvr_u64 *w = (nvr_u64 *)dst;
-        for (; i < c.p1; i += (nvr_u64)B * step) {
+        for (; i < c.p1; i += (nvr_pk)B * step) {
             nvr_u64 v[B];
             bool all = true;
 #pragma unroll
             for (int m = 0; m < B; ++m) {
-                const nvr_u64 im = i + (nvr_u64)m * step;
+                const nvr_pk im = i + (nvr_pk)m * step;
                 v[m] = 0;
                 all &= im >= c.p1 || nvr_ll_poll(r + NVR_LL_PACKET * (im - c.p0), c.e, v[m]);
             }
             if (all) {
 #pragma unroll
                 for (int m = 0; m < B; ++m) {
-                    const nvr_u64 im = i + (nvr_u64)m * step;
+                    const nvr_pk im = i + (nvr_pk)m * step;
                     if (im < c.p1) w[im] = v[m];
                 }
                 continue;
@@ -252,7 +271,7 @@ __device__ __forceinline__ bool nvr_ll_recv(const nvr_team &t, const nvr_ll_ctx 
             // Not all there yet: this batch one packet at a time (polled again).
 #pragma unroll 1
             for (int m = 0; m < B; ++m) {
-                const nvr_u64 im = i + (nvr_u64)m * step;
+                const nvr_pk im = i + (nvr_pk)m * step;
                 if (im >= c.p1) break;
                 nvr_u64 u;
                 if (!nvr_ll_wait(t, r + NVR_LL_PACKET * (im - c.p0), c.e, k, u)) return false;
@@ -271,18 +290,18 @@ __device__ __forceinline__ bool nvr_ll_recv(const nvr_team &t, const nvr_ll_ctx 
 
 // Copies this thread's packets of src to dst locally (nothing when they are the same buffer).
 template <int B>
-__device__ __forceinline__ void nvr_ll_copy(const nvr_ll_ctx &c, nvr_u64 q, nvr_u64 step,
+__device__ __forceinline__ void nvr_ll_copy(const nvr_ll_ctx &c, nvr_pk q, nvr_pk step,
                                             const nvr_byte *src, nvr_byte *dst) {
     if (src == dst) return;
-    nvr_u64 i = c.p0 + q;
+    nvr_pk i = c.p0 + q;
     if (B > 1 && nvr_ll_words(c, src) && nvr_ll_words(c, dst)) {
         nvr_u64 *d = (nvr_u64 *)dst;
-        for (; i < c.p1; i += (nvr_u64)B * step) {
+        for (; i < c.p1; i += (nvr_pk)B * step) {
             nvr_u64 v[B];
             nvr_ll_load_words<B>(c, (const nvr_u64 *)src, i, step, v);
 #pragma unroll
             for (int m = 0; m < B; ++m) {
-                const nvr_u64 im = i + (nvr_u64)m * step;
+                const nvr_pk im = i + (nvr_pk)m * step;
                 if (im < c.p1) d[im] = v[m];
             }
         }
@@ -297,16 +316,21 @@ __device__ __forceinline__ void nvr_ll_copy(const nvr_ll_ctx &c, nvr_u64 q, nvr_
 // A thread's place in G-lane groups: lane k (the team PE it handles), group q, groups per block.
 struct nvr_lanes {
     int G, k;
-    nvr_u64 q, groups;
+    nvr_pk q, groups;
 };
 
-__device__ __forceinline__ nvr_lanes nvr_ll_lanes(int n) {
+// Lanes of G = 1 << lg a group.
+__device__ __forceinline__ nvr_lanes nvr_ll_lanes_of(int lg) {
     nvr_lanes l;
-    l.G = nvr_ll_group(n);
+    l.G = 1 << lg;
     l.k = (int)(threadIdx.x & (unsigned int)(l.G - 1));
-    l.q = threadIdx.x / (unsigned int)l.G;
-    l.groups = blockDim.x / (unsigned int)l.G;
+    l.q = threadIdx.x >> lg;
+    l.groups = blockDim.x >> lg;
     return l;
+}
+
+__device__ __forceinline__ nvr_lanes nvr_ll_lanes(int n) {
+    return nvr_ll_lanes_of(nvr_ll_group_log2(n));
 }
 
 // The lanes of nvr_ll_fcollect_peers and nvr_ll_alltoall_peers: only the peers get one, G =
@@ -320,12 +344,9 @@ __device__ __forceinline__ nvr_lanes nvr_ll_lanes(int n) {
 // layout) were 0.3-0.6 us slower up to 256 KiB and 2 PEs' small calls up to 0.3 (the size of
 // a kernel costs every call, NVR_LL_BATCH).
 __device__ __forceinline__ nvr_lanes nvr_ll_peer_lanes(const nvr_team &t) {
-    nvr_lanes l;
-    l.G = nvr_ll_group(t.n - 1);
-    const int j = (int)(threadIdx.x & (unsigned int)(l.G - 1));
-    l.k = j < t.n - 1 ? (t.me + 1 + j) % t.n : -1;
-    l.q = threadIdx.x / (unsigned int)l.G;
-    l.groups = blockDim.x / (unsigned int)l.G;
+    nvr_lanes l = nvr_ll_lanes_of(nvr_ll_group_log2(t.n - 1));
+    const int j = l.k, k = t.me + 1 + j;
+    l.k = j < t.n - 1 ? (k < t.n ? k : k - t.n) : -1;
     return l;
 }
 
@@ -392,8 +413,8 @@ __device__ __forceinline__ bool nvr_ll_reduce_recv(const nvr_team &t, const nvr_
                                                    const nvr_lanes &l, const nvr_byte *own,
                                                    nvr_byte *dst, NVR_ACC s, bool ok) {
     const char *r = nvr_ll_region(t, c.e, l.k, c.b);
-    for (nvr_u64 base = c.p0; base < c.p1; base += l.groups) {
-        const nvr_u64 i = base + l.q;
+    for (nvr_pk base = c.p0; base < c.p1; base += l.groups) {
+        const nvr_pk i = base + l.q;
         const bool live = i < c.p1;
         const unsigned int nb = live ? nvr_ll_nb(c.x, i) : 0u;
         nvr_u64 v = 0;

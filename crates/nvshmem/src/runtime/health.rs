@@ -477,10 +477,16 @@ pub(crate) enum Recorded {
 }
 
 /// What a record's code says happened.
+/// The status code of a peer found behind where the protocol guarantees it is
+/// (`NVR_FAIL_ORDER`: an LL sender checks, after its stores, that the receiver had started the
+/// run before; kernels/PROTOCOL.md, "LL packets").
+const FAIL_ORDER: u32 = 5;
+
 fn failure_name(code: u32) -> &'static str {
     match code {
         1 => "aborted",
         2 => "timed out",
+        FAIL_ORDER => "broke the channel protocol (a peer was a run behind)",
         _ => "launched outside its limits",
     }
 }
@@ -517,6 +523,7 @@ impl Recorded {
             team_pe: (r[st::PEER] != u32::MAX).then_some(r[st::PEER] as usize),
             epoch: r[st::EPOCH],
             waiting_for: match r[st::WHAT] {
+                1 if code == FAIL_ORDER => "its arrival of the run before",
                 1 => "its arrival",
                 2 => "its departure",
                 3 => "its data",
@@ -1211,6 +1218,32 @@ mod tests {
         r[st::READY] = 0;
         assert_eq!(Recorded::decode(&r), None);
         assert_eq!(Recorded::decode(&[0; STATUS_WORDS]), None);
+    }
+
+    /// A sender that found its receiver a run behind (which the protocol rules out) fails
+    /// the call with an error that says so, never a result reported as good.
+    #[test]
+    fn a_peer_out_of_order_is_reported_as_such() {
+        let r = record(FAIL_ORDER, 1, &[(st::PEER, 1), (st::EPOCH, 9)]);
+        let rec = Recorded::decode(&r).unwrap();
+        assert_eq!(
+            rec,
+            Recorded::Collective {
+                failure: "broke the channel protocol (a peer was a run behind)",
+                team_pe: Some(1),
+                epoch: 9,
+                waiting_for: "its arrival of the run before",
+                chan: 0,
+            }
+        );
+        let e = rec.error(None, described).to_string();
+        assert!(
+            e.starts_with(
+                "a collective broke the channel protocol (a peer was a run behind) on team PE \
+                 1 while waiting for its arrival of the run before (epoch 9)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
