@@ -133,10 +133,11 @@ __device__ __forceinline__ bool nvr_ll_check(const nvr_team &t, nvr_u64 x, int r
 }
 
 // Start of an LL block: its epoch and packets.
-// (x has passed nvr_ll_check: it fits nvr_pk.)
-__device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x) {
+// (x has passed nvr_ll_check: it fits nvr_pk.) `e`: nvr_begin's epoch, read first thing in
+// the kernel, so that its load's latency covers the checks.
+__device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x, unsigned int e) {
     nvr_ll_ctx c;
-    c.e = nvr_begin(t);
+    c.e = e;
     c.b = (int)blockIdx.x;
     c.x = (nvr_pk)x;
     const nvr_pk packets = (c.x + 7) / 8, ppb = nvr_ll_ppb(c.x);
@@ -436,9 +437,10 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                       unsigned long long count, double scale) {
     nvr_launch_begin();
+    const unsigned int e = nvr_begin(t);
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    const nvr_ll_ctx c = nvr_ll_begin(t, x, e);
     nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
@@ -452,9 +454,10 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
                   unsigned long long count, double scale) {
     nvr_launch_begin();
+    const unsigned int e = nvr_begin(t);
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, root)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    const nvr_ll_ctx c = nvr_ll_begin(t, x, e);
     nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok;
@@ -472,9 +475,10 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                           unsigned long long count, double scale) {
     nvr_launch_begin();
+    const unsigned int e = nvr_begin(t);
     const nvr_u64 x = count * sizeof(NVR_T);
     if (!nvr_ll_check(t, x, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, x);
+    const nvr_ll_ctx c = nvr_ll_begin(t, x, e);
     nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
@@ -491,8 +495,9 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_broadcast(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                      unsigned long long bytes) {
     nvr_launch_begin();
+    const unsigned int e = nvr_begin(t);
     if (!nvr_ll_check(t, bytes, root)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
     nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
@@ -512,8 +517,9 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
     nvr_launch_begin();
+    const unsigned int e = nvr_begin(t);
     if (!nvr_ll_check(t, bytes, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
     nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
@@ -530,8 +536,9 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_fcollect_peers(const __grid_constant__ nvr_team t, const void *src, void *dst,
                           unsigned long long bytes) {
     nvr_launch_begin();
+    const unsigned int e = nvr_begin(t);
     if (!nvr_ll_check(t, bytes, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
     nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_peer_lanes(t);
     const nvr_byte *s = (const nvr_byte *)src;
@@ -553,8 +560,9 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
     nvr_launch_begin();
+    const unsigned int e = nvr_begin(t);
     if (!nvr_ll_check(t, bytes, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
     nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
@@ -573,8 +581,9 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_alltoall_peers(const __grid_constant__ nvr_team t, const void *src, void *dst,
                           unsigned long long bytes) {
     nvr_launch_begin();
+    const unsigned int e = nvr_begin(t);
     if (!nvr_ll_check(t, bytes, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
     nvr_arrive(t, c.e);
     const nvr_lanes l = nvr_ll_peer_lanes(t);
     const nvr_byte *s = (const nvr_byte *)src;
@@ -596,8 +605,9 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_gather(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                   unsigned long long bytes) {
     nvr_launch_begin();
+    const unsigned int e = nvr_begin(t);
     if (!nvr_ll_check(t, bytes, root)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
     nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
@@ -618,8 +628,9 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_scatter(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                    unsigned long long bytes) {
     nvr_launch_begin();
+    const unsigned int e = nvr_begin(t);
     if (!nvr_ll_check(t, bytes, root)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes);
+    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
     nvr_arrive(t, c.e);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
