@@ -1081,7 +1081,8 @@ mod tests {
 
     /// The most PTX an LL module may compile to (bytes, compute_90, NVRTC 13.0): the largest
     /// is the copies' (`ll`): 229,757 bytes at 6a67b05, 318,520 at f833c9f,
-    /// 305,021 since the short packets' loads (ll.cu `nvr_ld8`).
+    /// 305,021 since the short packets' loads (ll.cu `nvr_ld8`), 303,736 since the LL
+    /// kernels' 32-bit packet indices (df5bd86). The test prints the largest.
     const LL_PTX_MOST: usize = 320_000;
 
     /// The CI check: every kernel instantiation compiles with NVRTC for compute_90, no GPU
@@ -1097,6 +1098,7 @@ mod tests {
         let include = cuda_include_dir().unwrap_or_else(|e| panic!("{e}"));
         println!("CUDA headers from {}", include.display());
         let all = KernelKey::all();
+        let largest_ll = std::sync::atomic::AtomicUsize::new(0);
         let failed = compile_all("compute_90", |key, ptx| {
             let text = ptx.to_src();
             for f in key.functions() {
@@ -1107,6 +1109,7 @@ mod tests {
             // to 994 KB) and every call slowed by 0.5-2.6 us on 2 x H200, even of one packet a
             // thread (docs/performance.md, "LL packets in flight").
             if matches!(key, KernelKey::Nvlink(NvlinkSource::Ll, _)) {
+                largest_ll.fetch_max(text.len(), std::sync::atomic::Ordering::Relaxed);
                 assert!(
                     text.len() <= LL_PTX_MOST,
                     "{}: {} bytes of PTX, more than {LL_PTX_MOST}: a larger LL kernel is a \
@@ -1123,6 +1126,11 @@ mod tests {
             all.len(),
             failed.join("\n\n")
         );
-        println!("{} kernels compiled for compute_90", all.len());
+        println!(
+            "{} kernels compiled for compute_90; the largest LL module's PTX: {} bytes (at most \
+             {LL_PTX_MOST})",
+            all.len(),
+            largest_ll.into_inner()
+        );
     }
 }
