@@ -46,23 +46,7 @@ mod tests {
         assert_eq!(team_tag(&[3, 4, 5]), team_tag(&[3, 4, 5]));
     }
 
-    /// The value of `#define NAME value` in the kernels' common header.
-    fn kernel_define(name: &str) -> usize {
-        let src = include_str!("../kernels/common.cuh");
-        let line = src
-            .lines()
-            .find_map(|l| {
-                l.trim()
-                    .strip_prefix("#define ")?
-                    .strip_prefix(name)?
-                    .strip_prefix(' ')
-            })
-            .unwrap_or_else(|| panic!("common.cuh defines no {name}"));
-        let value = line.split("//").next().unwrap_or("").trim();
-        value
-            .parse()
-            .unwrap_or_else(|_| panic!("{name} in common.cuh is not a plain number: {value:?}"))
-    }
+    use crate::kernels::common_define as kernel_define;
 
     /// The constants mirrored from the kernels are the kernels' own: a change on one side only
     /// would have the host lay channels and descriptors out differently from the kernels.
@@ -74,5 +58,23 @@ mod tests {
         assert_eq!(kernel_define("NVR_LL_REGIONS"), LL_REGIONS);
         assert_eq!(kernel_define("NVR_FP_BLOCKS"), FP_BLOCKS);
         assert_eq!(kernel_define("NVR_FP_SLOT"), 32);
+    }
+
+    /// The device's `nvr_ll_blocks` reads the LL blocks of a team of n from a table in one
+    /// word (byte n - 1), not the division the host does: every team size must agree, or a
+    /// kernel would address other regions than the host sized and refuse or overlap them.
+    #[test]
+    fn the_kernels_ll_block_table_is_the_hosts_division() {
+        let src = include_str!("../kernels/common.cuh");
+        let body = &src[src.find("int nvr_ll_blocks(int n)").expect("nvr_ll_blocks")..];
+        let hex = body[body.find("0x").expect("the table") + 2..]
+            .split(|c: char| !c.is_ascii_hexdigit())
+            .next()
+            .unwrap();
+        let table = u64::from_str_radix(hex, 16).unwrap();
+        for n in 1..=MAX_TEAM {
+            let device = ((table >> (8 * (n - 1))) & 0xff) as usize;
+            assert_eq!(device, ll_blocks(n), "a team of {n}");
+        }
     }
 }

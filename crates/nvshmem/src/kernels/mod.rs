@@ -45,6 +45,26 @@ pub(crate) use types::{lamport_serves, KernelKey, NvlinkSource};
 
 use crate::{DataType, Error, ReduceOp, Result};
 
+/// The value of `#define NAME value` in the kernels' common header, for the tests that hold
+/// the host's mirrored constants to the kernels' own.
+#[cfg(test)]
+pub(crate) fn common_define(name: &str) -> usize {
+    let src = include_str!("common.cuh");
+    let line = src
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("#define ")?
+                .strip_prefix(name)?
+                .strip_prefix(' ')
+        })
+        .unwrap_or_else(|| panic!("common.cuh defines no {name}"));
+    let value = line.split("//").next().unwrap_or("").trim();
+    value
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} in common.cuh is not a plain number: {value:?}"))
+}
+
 /// The most buffers one launch reads or writes; must match `NVR_MAX_PEERS` in the sources.
 /// 128 pointers (1 KiB) ride in the kernel's parameters, so a launch needs no device table.
 pub(crate) const MAX_PEERS: usize = 128;

@@ -1220,6 +1220,15 @@ mod tests {
         assert_eq!(Recorded::decode(&[0; STATUS_WORDS]), None);
     }
 
+    /// The failure codes the host decodes are the kernels' own.
+    #[test]
+    fn the_failure_codes_are_the_kernels_own() {
+        use crate::kernels::common_define;
+        assert_eq!(common_define("NVR_FAIL_MISMATCH"), FAIL_MISMATCH as usize);
+        assert_eq!(common_define("NVR_FAIL_ORDER"), FAIL_ORDER as usize);
+        assert_eq!(common_define("NVR_STATUS_WORDS"), STATUS_WORDS);
+    }
+
     /// A sender that found its receiver a run behind (which the protocol rules out) fails
     /// the call with an error that says so, never a result reported as good.
     #[test]
