@@ -46,18 +46,18 @@ mod tests {
         assert_eq!(team_tag(&[3, 4, 5]), team_tag(&[3, 4, 5]));
     }
 
-    use crate::kernels::common_define as kernel_define;
+    use crate::kernels::common_define;
 
     /// The constants mirrored from the kernels are the kernels' own: a change on one side only
     /// would have the host lay channels and descriptors out differently from the kernels.
     #[test]
     fn the_constants_are_the_kernels_own() {
-        assert_eq!(kernel_define("NVR_MAX_TEAM"), MAX_TEAM);
-        assert_eq!(kernel_define("NVR_MAX_BLOCKS"), MAX_BLOCKS);
-        assert_eq!(kernel_define("NVR_LL_BLOCKS"), LL_BLOCKS);
-        assert_eq!(kernel_define("NVR_LL_REGIONS"), LL_REGIONS);
-        assert_eq!(kernel_define("NVR_FP_BLOCKS"), FP_BLOCKS);
-        assert_eq!(kernel_define("NVR_FP_SLOT"), 32);
+        assert_eq!(common_define("NVR_MAX_TEAM"), MAX_TEAM);
+        assert_eq!(common_define("NVR_MAX_BLOCKS"), MAX_BLOCKS);
+        assert_eq!(common_define("NVR_LL_BLOCKS"), LL_BLOCKS);
+        assert_eq!(common_define("NVR_LL_REGIONS"), LL_REGIONS);
+        assert_eq!(common_define("NVR_FP_BLOCKS"), FP_BLOCKS);
+        assert_eq!(common_define("NVR_FP_SLOT"), 32);
     }
 
     /// The device's `nvr_ll_blocks` reads the LL blocks of a team of n from a table in one

@@ -92,7 +92,8 @@ __device__ __forceinline__ void nvr_st8(nvr_byte *p, nvr_u64 v, unsigned int nb)
 // Payload bytes and packet indices of one call, in 32 bits: nvr_ll_check bounds the payload by
 // 32 regions of half ll_bytes (at most 64 MiB each), so x < 2^31 and 8 * (any packet index)
 // fits. 64-bit index arithmetic took two instructions for one and a 64-bit division, and the
-// small calls are bound by the length of that chain (docs/performance.md, "Short packets").
+// small calls are bound by the length of that chain (docs/performance.md, "The small kernels'
+// path").
 typedef unsigned int nvr_pk;
 #define NVR_LL_MAX_REGION (1u << 26) // most ll_bytes a launch may have (the default: 32 KiB)
 
