@@ -334,20 +334,12 @@ __device__ __forceinline__ bool nvr_wait(const nvr_team &t, Ready ready, int pee
     return nvr_wait_for(t, ready, [=] { return peer; }, e, what);
 }
 
-// Waits until *flag (local, written by team PE `peer`) reaches `want`; `seen` is a value of the
-// flag already loaded with acquire, so callers can issue that first load early.
-__device__ __forceinline__ bool nvr_wait_flag_seen(const nvr_team &t, const unsigned int *flag,
-                                                   unsigned int seen, unsigned int want, int peer,
-                                                   unsigned int e, unsigned int what) {
-    if (nvr_reached(seen, want)) return true;
-    return nvr_wait(
-        t, [=] { return nvr_reached(nvr_ld_acquire(flag), want); }, peer, e, what);
-}
-
+// Waits until *flag (local, written by team PE `peer`) reaches `want`.
 __device__ __forceinline__ bool nvr_wait_flag(const nvr_team &t, const unsigned int *flag,
                                               unsigned int want, int peer, unsigned int e,
                                               unsigned int what) {
-    return nvr_wait_flag_seen(t, flag, nvr_ld_acquire(flag), want, peer, e, what);
+    return nvr_wait(
+        t, [=] { return nvr_reached(nvr_ld_acquire(flag), want); }, peer, e, what);
 }
 
 // ---- per-block epochs -----------------------------------------------------------------------

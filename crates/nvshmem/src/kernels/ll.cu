@@ -134,9 +134,8 @@ __device__ __forceinline__ bool nvr_ll_check(const nvr_team &t, nvr_u64 x, int r
 }
 
 // Start of an LL block: its epoch and packets.
-// (x has passed nvr_ll_check: it fits nvr_pk.) `e`: nvr_begin's epoch, read first thing in
-// the kernel, so that its load's latency covers the checks.
-__device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x, unsigned int e) {
+// (x has passed nvr_ll_check: it fits nvr_pk.)
+__device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(nvr_u64 x, unsigned int e) {
     nvr_ll_ctx c;
     c.e = e;
     c.b = (int)blockIdx.x;
@@ -145,6 +144,18 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(const nvr_team &t, nvr_u64 x,
     c.p0 = min((nvr_pk)c.b * ppb, packets);
     c.p1 = min(c.p0 + ppb, packets);
     return c;
+}
+
+// What every LL kernel does first: read the block's epoch (first, so that the load's latency
+// covers the checks), check the launch (false: refused, recorded, and the block returns
+// whole), work out the block's packets (into c) and arrive at every peer.
+__device__ __forceinline__ bool nvr_ll_start(const nvr_team &t, nvr_u64 x, int root,
+                                             nvr_ll_ctx &c) {
+    const unsigned int e = nvr_begin(t);
+    if (!nvr_ll_check(t, x, root)) return false;
+    c = nvr_ll_begin(x, e);
+    nvr_arrive(t, c.e);
+    return true;
 }
 
 // ---- moving packets -------------------------------------------------------------------------
@@ -438,11 +449,8 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                       unsigned long long count, double scale) {
     nvr_launch_begin();
-    const unsigned int e = nvr_begin(t);
-    const nvr_u64 x = count * sizeof(NVR_T);
-    if (!nvr_ll_check(t, x, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, x, e);
-    nvr_arrive(t, c.e);
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, count * sizeof(NVR_T), 0, c)) return;
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
@@ -455,11 +463,8 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
                   unsigned long long count, double scale) {
     nvr_launch_begin();
-    const unsigned int e = nvr_begin(t);
-    const nvr_u64 x = count * sizeof(NVR_T);
-    if (!nvr_ll_check(t, x, root)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, x, e);
-    nvr_arrive(t, c.e);
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, count * sizeof(NVR_T), root, c)) return;
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok;
     if (t.me == root) {
@@ -476,15 +481,12 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                           unsigned long long count, double scale) {
     nvr_launch_begin();
-    const unsigned int e = nvr_begin(t);
-    const nvr_u64 x = count * sizeof(NVR_T);
-    if (!nvr_ll_check(t, x, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, x, e);
-    nvr_arrive(t, c.e);
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, count * sizeof(NVR_T), 0, c)) return;
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
-    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * x);
-    ok = nvr_ll_reduce_recv(t, c, l, s + (nvr_u64)t.me * x, (nvr_byte *)dst, (NVR_ACC)scale, ok);
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * c.x);
+    ok = nvr_ll_reduce_recv(t, c, l, s + (nvr_u64)t.me * c.x, (nvr_byte *)dst, (NVR_ACC)scale, ok);
     nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
 }
 
@@ -496,10 +498,8 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_broadcast(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                      unsigned long long bytes) {
     nvr_launch_begin();
-    const unsigned int e = nvr_begin(t);
-    if (!nvr_ll_check(t, bytes, root)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
-    nvr_arrive(t, c.e);
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, bytes, root, c)) return;
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
@@ -518,10 +518,8 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
     nvr_launch_begin();
-    const unsigned int e = nvr_begin(t);
-    if (!nvr_ll_check(t, bytes, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
-    nvr_arrive(t, c.e);
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, bytes, 0, c)) return;
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
@@ -537,10 +535,8 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_fcollect_peers(const __grid_constant__ nvr_team t, const void *src, void *dst,
                           unsigned long long bytes) {
     nvr_launch_begin();
-    const unsigned int e = nvr_begin(t);
-    if (!nvr_ll_check(t, bytes, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
-    nvr_arrive(t, c.e);
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, bytes, 0, c)) return;
     const nvr_lanes l = nvr_ll_peer_lanes(t);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
@@ -561,10 +557,8 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
     nvr_launch_begin();
-    const unsigned int e = nvr_begin(t);
-    if (!nvr_ll_check(t, bytes, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
-    nvr_arrive(t, c.e);
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, bytes, 0, c)) return;
     const nvr_lanes l = nvr_ll_lanes(t.n);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
@@ -582,10 +576,8 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_alltoall_peers(const __grid_constant__ nvr_team t, const void *src, void *dst,
                           unsigned long long bytes) {
     nvr_launch_begin();
-    const unsigned int e = nvr_begin(t);
-    if (!nvr_ll_check(t, bytes, 0)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
-    nvr_arrive(t, c.e);
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, bytes, 0, c)) return;
     const nvr_lanes l = nvr_ll_peer_lanes(t);
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
@@ -606,10 +598,8 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_gather(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                   unsigned long long bytes) {
     nvr_launch_begin();
-    const unsigned int e = nvr_begin(t);
-    if (!nvr_ll_check(t, bytes, root)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
-    nvr_arrive(t, c.e);
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, bytes, root, c)) return;
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
@@ -629,10 +619,8 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_scatter(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                    unsigned long long bytes) {
     nvr_launch_begin();
-    const unsigned int e = nvr_begin(t);
-    if (!nvr_ll_check(t, bytes, root)) return;
-    const nvr_ll_ctx c = nvr_ll_begin(t, bytes, e);
-    nvr_arrive(t, c.e);
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, bytes, root, c)) return;
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
     bool ok;
