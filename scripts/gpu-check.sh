@@ -782,7 +782,8 @@ semantics() {
 # tools/nvshmem-repro: NVSHMEM's own collectives called raw from C on the layouts nvshmem-rs
 # routes away from NVSHMEM (in-place reduce-scatter, fcollect and all-reduce; large broadcasts),
 # built here with nvcc and run at each PE count of PES above 1 (REPRO_CASES: rs, fc, ar, bc,
-# teams, strided, stress; bitwise, graph_alltoall, graph_alltoall_keep only when named;
+# teams, strided, stress; bitwise, graph_alltoall, graph_alltoall_keep, graph_nccl_cuda and
+# graph_nccl_heap (NCCL's own alltoall in the same graphs; built with NCCL where found) only when named;
 # REPRO_ROUNDS for stress and bitwise, REPRO_STRESS for stress, see repro.cpp). The
 # cases are findings: a case passes when the program ran; the table of what NVSHMEM got right
 # and wrong is printed after it.

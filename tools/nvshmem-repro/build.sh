@@ -5,7 +5,7 @@
 #   tools/nvshmem-repro/build.sh [OUTPUT]        (OUTPUT defaults to /tmp/nvshmem-repro)
 #
 # NVSHMEM_HOME: the wheel's nvidia/nvshmem folder (default: the GPU machine's
-# /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nvshmem).
+# /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nvshmem); NCCL_HOME likewise, below.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 nv=${NVSHMEM_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nvshmem}
@@ -22,6 +22,14 @@ else
     case $f in -pthread) mpi+=(-Xcompiler -pthread) ;; *) mpi+=("$f") ;; esac
   done
 fi
-"$nvcc" -std=c++17 -O2 "${mpi[@]}" "$here/repro.cpp" -I"$nv/include" \
+# NCCL (the graph_nccl_* cases) where its headers are found: NCCL_HOME, the wheel's
+# nvidia/nccl (default: the GPU machine's), linked by path as NVSHMEM's host library.
+nccl_home=${NCCL_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl}
+nccl=()
+if [ -f "$nccl_home/include/nccl.h" ]; then
+  nccl=(-DREPRO_NCCL -I"$nccl_home/include" -Xlinker "$nccl_home/lib/libnccl.so.2"
+    -Xlinker "-rpath=$nccl_home/lib")
+fi
+"$nvcc" -std=c++17 -O2 "${mpi[@]}" "$here/repro.cpp" -I"$nv/include" "${nccl[@]}" \
   -Xlinker "$nv/lib/libnvshmem_host.so.3" -Xlinker "-rpath=$nv/lib" -o "$out"
 echo "built $out"

@@ -19,6 +19,10 @@
 #include <mpi.h>
 #include <nvshmem_host.h>
 
+#ifdef REPRO_NCCL
+#include <nccl.h>
+#endif
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -457,44 +461,116 @@ static void sync_within(const char *what, size_t bytes, int secs) {
     CUDA(e);
 }
 
-// The graph-mode hang of nvshmem-perf (docs/performance.md, "Where it is slower"): NVSHMEM's
-// alltoall captured into CUDA graphs, point after point, as nvshmem-perf -G 1 times it: for each
-// size (4 KiB to 256 MiB a call, by 2), allocate input and output on the symmetric heap, three
-// calls on the stream, capture 20 calls into one graph and 1 into another (relaxed capture mode,
-// as nvshmem-rs's Runtime::capture), launch the first 3 times and the second 20 times, each
-// launch after nvshmemx_barrier_all_on_stream and a stream synchronisation, destroy both
-// graphs, free both buffers. `keep`: allocate once, at the largest size, instead (whether
-// reusing heap addresses across points matters). Prints a line per size; a stream not done
-// within 30 s prints where and aborts the job.
-static void graph_alltoall(bool keep) {
+// The graph-mode hang of nvshmem-perf (docs/performance.md, "Where it is slower"): an alltoall
+// captured into CUDA graphs, point after point, as nvshmem-perf -G 1 times it: for each size (4
+// KiB to 256 MiB a call, by 2), allocate input and output, three calls on the stream, capture 20
+// calls into one graph and 1 into another (relaxed capture mode, as nvshmem-rs's
+// Runtime::capture), launch the first 3 times and the second 20 times, each launch after
+// nvshmemx_barrier_all_on_stream and a stream synchronisation, destroy both graphs, free both
+// buffers. `keep`: allocate once, at the largest size, instead (whether reusing heap addresses
+// across points matters). Prints a line per size; a stream not done within 30 s prints where
+// and aborts the job. Whose alltoall, on what memory:
+enum class A2a {
+    Nvshmem,   // NVSHMEM's (nvshmemx_alltoallmem_on_stream), on its symmetric heap
+    NcclHeap,  // NCCL's own (grouped ncclSend/ncclRecv on a communicator of this program's),
+               // on NVSHMEM's symmetric heap: NVSHMEM only allocates
+    NcclCuda,  // NCCL's own on cudaMalloc buffers (as nvshmem-perf --impl nccl)
+};
+static const char *a2a_name(A2a how) {
+    return how == A2a::Nvshmem ? "NVSHMEM's alltoall" : how == A2a::NcclHeap ? "NCCL's alltoall on NVSHMEM's heap" : "NCCL's alltoall on cudaMalloc";
+}
+
+#ifdef REPRO_NCCL
+static ncclComm_t g_nccl = nullptr;
+#define NCCL(x)                                                                               \
+    do {                                                                                      \
+        ncclResult_t r_ = (x);                                                                \
+        if (r_ != ncclSuccess) {                                                              \
+            fprintf(stderr, "PE %d: %s failed: %s (%s:%d)\n", g_me, #x, ncclGetErrorString(r_), \
+                    __FILE__, __LINE__);                                                      \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                     \
+        }                                                                                     \
+    } while (0)
+
+// This program's own NCCL communicator over the MPI world (unique id from rank 0).
+static void nccl_init() {
+    if (g_nccl) return;
+    ncclUniqueId id;
+    if (g_me == 0) NCCL(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    NCCL(ncclCommInitRank(&g_nccl, g_n, id, g_me));
+    int v = 0;
+    NCCL(ncclGetVersion(&v));
+    if (g_me == 0) printf("repro: NCCL %d linked, own communicator of %d ranks\n", v, g_n);
+}
+#endif
+
+// One alltoall of `per` bytes to each PE, on the stream.
+static void a2a_call(A2a how, char *dst, char *src, size_t per) {
+    if (how == A2a::Nvshmem) {
+        NV(nvshmemx_alltoallmem_on_stream(NVSHMEM_TEAM_WORLD, dst, src, per, g_stream));
+        return;
+    }
+#ifdef REPRO_NCCL
+    NCCL(ncclGroupStart());
+    for (int p = 0; p < g_n; ++p) {
+        NCCL(ncclSend(src + p * per, per, ncclChar, p, g_nccl, g_stream));
+        NCCL(ncclRecv(dst + p * per, per, ncclChar, p, g_nccl, g_stream));
+    }
+    NCCL(ncclGroupEnd());
+#else
+    (void)dst; (void)src; (void)per;
+    fprintf(stderr, "PE %d: built without NCCL (build.sh found no nccl.h)\n", g_me);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+}
+
+static char *a2a_alloc(A2a how, size_t bytes) {
+    if (how == A2a::NcclCuda) {
+        void *p = nullptr;
+        CUDA(cudaMalloc(&p, bytes));
+        return (char *)p;
+    }
+    return (char *)nvshmem_malloc(bytes);
+}
+
+static void a2a_free(A2a how, char *p) {
+    if (how == A2a::NcclCuda) CUDA(cudaFree(p));
+    else nvshmem_free(p);
+}
+
+static void graph_alltoall(bool keep, A2a how) {
+#ifdef REPRO_NCCL
+    if (how != A2a::Nvshmem) nccl_init();
+#endif
     const size_t most = 256u << 20;
+    const char *name = a2a_name(how);
     char *src = nullptr, *dst = nullptr;
     if (keep) {
-        src = (char *)nvshmem_malloc(most);
-        dst = (char *)nvshmem_malloc(most);
+        src = a2a_alloc(how, most);
+        dst = a2a_alloc(how, most);
     }
     for (size_t call = 4096; call <= most; call *= 2) {
         const size_t per = call / g_n; // bytes to each PE
         if (!keep) {
-            src = (char *)nvshmem_malloc(call);
-            dst = (char *)nvshmem_malloc(call);
+            src = a2a_alloc(how, call);
+            dst = a2a_alloc(how, call);
         }
         if (!src || !dst) {
-            fprintf(stderr, "PE %d: nvshmem_malloc(%zu) failed\n", g_me, call);
+            fprintf(stderr, "PE %d: allocating %zu B failed\n", g_me, call);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         CUDA(cudaMemset(src, 1, call));
         CUDA(cudaMemset(dst, 0, call));
         CUDA(cudaDeviceSynchronize());
-        for (int w = 0; w < 3; ++w) NV(nvshmemx_alltoallmem_on_stream(NVSHMEM_TEAM_WORLD, dst, src, per, g_stream));
+        for (int w = 0; w < 3; ++w) a2a_call(how, dst, src, per);
         sync_within("the warm-up calls", per, 30);
         cudaGraph_t g[2];
         cudaGraphExec_t x[2];
         const int calls[2] = {20, 1};
         for (int k = 0; k < 2; ++k) {
             CUDA(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeRelaxed));
-            for (int i = 0; i < calls[k]; ++i)
-                NV(nvshmemx_alltoallmem_on_stream(NVSHMEM_TEAM_WORLD, dst, src, per, g_stream));
+            for (int i = 0; i < calls[k]; ++i) a2a_call(how, dst, src, per);
             CUDA(cudaStreamEndCapture(g_stream, &g[k]));
             CUDA(cudaGraphInstantiate(&x[k], g[k], 0));
             CUDA(cudaGraphUpload(x[k], g_stream));
@@ -513,19 +589,19 @@ static void graph_alltoall(bool keep) {
             CUDA(cudaGraphDestroy(g[k]));
         }
         if (!keep) {
-            nvshmem_free(dst);
-            nvshmem_free(src);
+            a2a_free(how, dst);
+            a2a_free(how, src);
         }
         if (g_me == 0) {
-            printf("repro: graph alltoall %s, %zu B a call: done\n", keep ? "(buffers kept)" : "(buffers per size)", call);
+            printf("repro: graph alltoall, %s %s, %zu B a call: done\n", name, keep ? "(buffers kept)" : "(buffers per size)", call);
             fflush(stdout);
         }
     }
     if (keep) {
-        nvshmem_free(dst);
-        nvshmem_free(src);
+        a2a_free(how, dst);
+        a2a_free(how, src);
     }
-    if (g_me == 0) printf("repro: graph alltoall %s: every size done, no hang\n", keep ? "(buffers kept)" : "(buffers per size)");
+    if (g_me == 0) printf("repro: graph alltoall, %s %s: every size done, no hang\n", name, keep ? "(buffers kept)" : "(buffers per size)");
 }
 
 // What the collectives matrix saw once with 3 PEs on 3 GPUs (2026-11-27, one PE a GPU):
@@ -623,7 +699,8 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
     MPI_Comm_size(MPI_COMM_WORLD, &g_n);
     // Which cases: a comma-separated list of rs, ar, fc, bc, teams, strided, stress (default
-    // all of these), bitwise, graph_alltoall or graph_alltoall_keep (only when named).
+    // all of these), bitwise, graph_alltoall, graph_alltoall_keep, graph_nccl_cuda,
+    // graph_nccl_heap (only when named).
     const char *only = getenv("REPRO_CASES");
     auto want = [&](const char *k) { return !only || strstr(only, k) != nullptr; };
 
@@ -686,8 +763,13 @@ int main(int argc, char **argv) {
         const char *r = getenv("REPRO_ROUNDS");
         bitwise_rs(c, r ? atoi(r) : 300);
     }
-    // Opt-in only (it may hang by design): REPRO_CASES=graph_alltoall, or graph_alltoall_keep.
-    if (only && strstr(only, "graph_alltoall")) graph_alltoall(strstr(only, "graph_alltoall_keep") != nullptr);
+    // Opt-in only (they may hang by design): REPRO_CASES=graph_alltoall or graph_alltoall_keep
+    // (NVSHMEM's), graph_nccl_heap or graph_nccl_cuda (NCCL's own on NVSHMEM's heap or on
+    // cudaMalloc; the build needs NCCL), each run when named, in this order.
+    if (only && strstr(only, "graph_alltoall_keep")) graph_alltoall(true, A2a::Nvshmem);
+    else if (only && strstr(only, "graph_alltoall")) graph_alltoall(false, A2a::Nvshmem);
+    if (only && strstr(only, "graph_nccl_cuda")) graph_alltoall(false, A2a::NcclCuda);
+    if (only && strstr(only, "graph_nccl_heap")) graph_alltoall(false, A2a::NcclHeap);
     if (want("teams")) teams(c);
     if (want("strided")) strided(c);
     if (want("stress")) {
@@ -701,6 +783,9 @@ int main(int argc, char **argv) {
     }
     if (g_me == 0) printf("repro: done, %d cases, %d wrong\n", g_cases, g_wrong_cases);
     line_up();
+#ifdef REPRO_NCCL
+    if (g_nccl) NCCL(ncclCommDestroy(g_nccl));
+#endif
     CUDA(cudaStreamDestroy(g_stream));
     nvshmemx_hostlib_finalize();
     MPI_Finalize();

@@ -165,7 +165,7 @@ __device__ __forceinline__ bool bis_spin_recv(const nvr_team &t, const nvr_lam_c
                                               nvr_u64 slot) {
     const int peer = 1 - t.me;
     const char *from = nvr_lam_slot(c.area, c.rot, peer, t.me, t.n, slot);
-    for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
+    for (nvr_lv i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
         uint4 r;
         long spins = 0;
         while (!nvr_lam_poll(from + 16 * i, r))
@@ -181,9 +181,10 @@ __device__ __forceinline__ bool bis_spin_recv(const nvr_team &t, const nvr_lam_c
 __device__ __forceinline__ nvr_lam_ctx bis_start(const nvr_team &t, nvr_u64 x, unsigned rot) {
     nvr_lam_ctx c;
     c.area = nvr_lam_area(t);
-    const nvr_u64 vectors = (x + 15) / 16;
-    const nvr_u64 vpb = (vectors + gridDim.x - 1) / gridDim.x;
-    c.v0 = min((nvr_u64)blockIdx.x * vpb, vectors);
+    c.x = (nvr_lv)x;
+    const nvr_lv vectors = (c.x + 15) / 16;
+    const nvr_lv vpb = (vectors + gridDim.x - 1) / gridDim.x;
+    c.v0 = min(blockIdx.x * vpb, vectors);
     c.v1 = min(c.v0 + vpb, vectors);
     c.before = 0;
     c.rot = rot;
@@ -223,8 +224,8 @@ __global__ void __launch_bounds__(544, 1)
             c.rot = __shfl_sync(0xffffffffu, r, 0);
         }
     } else {
-        c = nvr_lam_begin(t, x);
-        f = nvr_lam_prefetch(c, (const char *)src, x);
+        if (!nvr_lam_start(t, x, slot, 0, c)) return;
+        f = nvr_lam_prefetch(c, (const char *)src, c.x);
         nvr_lam_count(t, c);
     }
     bool ok;

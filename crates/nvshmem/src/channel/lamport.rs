@@ -24,14 +24,18 @@ pub(crate) fn area_bytes(max: usize) -> usize {
     }
 }
 
+/// The most bytes a slot holds, whatever the area: the kernels index a call's vectors in 32
+/// bits (`NVR_LAM_MAX_BYTES`), so a larger call goes to another algorithm.
+pub(crate) const MAX_SLOT: usize = 1 << 30;
+
 /// Bytes one (buffer, sender) slot of an area of `area` bytes holds on a team of `n` PEs:
-/// the buffers are `3 x (n - 1)` slots of 16-byte multiples. 0 where there is no area or no
-/// peer.
+/// the buffers are `3 x (n - 1)` slots of 16-byte multiples, at most [`MAX_SLOT`]. 0 where
+/// there is no area or no peer.
 pub(crate) fn slot_bytes(area: usize, n: usize) -> usize {
     if n < 2 || area <= HEADER {
         return 0;
     }
-    ((area - HEADER) / (3 * (n - 1))) & !15
+    (((area - HEADER) / (3 * (n - 1))) & !15).min(MAX_SLOT)
 }
 
 /// The default largest 2-PE call of each of `channels` channels on a heap of `heap_size`

@@ -79,6 +79,13 @@
 #define NVR_LAM_SENTINEL 0x80000000u
 #define NVR_LAM_MAX_GRID NVR_FP_BLOCKS
 
+// Payload bytes, vector indices and re-fill offsets of one call, in 32 bits: nvr_lam_check
+// bounds the payload by NVR_LAM_MAX_BYTES, so 16 * (any vector index) + 16 fits. As in the LL
+// kernels (ll.cu, nvr_pk), 64-bit index arithmetic and a 64-bit division lengthened every
+// thread's path to its first store (docs/performance.md, "The small kernels' path").
+typedef unsigned int nvr_lv;
+#define NVR_LAM_MAX_BYTES 1073741824u // 1 GiB: channel/lamport.rs, MAX_SLOT
+
 struct nvr_lam_head {
     unsigned int rot;   // this run's buffer index, 0..2
     unsigned int done;  // blocks of the current run that have counted themselves
@@ -156,24 +163,24 @@ __device__ __forceinline__ uint4 nvr_lam_clean4(uint4 v) {
 
 // Vector i (bytes [16i, 16i + 16) of a payload of x bytes) of the buffer at p: one 16-byte load
 // when aligned and whole, else element by element (p is element-aligned), zero past x.
-__device__ __forceinline__ uint4 nvr_lam_ld(const char *p, nvr_u64 i, nvr_u64 x) {
+__device__ __forceinline__ uint4 nvr_lam_ld(const char *p, nvr_lv i, nvr_lv x) {
     const char *q = p + 16 * i;
     if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) return *(const uint4 *)q;
     unsigned char b[16];
 #pragma unroll
     for (int k = 0; k < 16; ++k) b[k] = 0;
-    const nvr_u64 nb = min((nvr_u64)16, x - 16 * i);
+    const nvr_lv nb = min((nvr_lv)16, x - 16 * i);
     // Unrolled with constant offsets, so that b stays in registers.
 #pragma unroll
     for (int k = 0; k < 16; k += (int)sizeof(NVR_T))
-        if ((nvr_u64)k < nb) memcpy(b + k, q + k, sizeof(NVR_T));
+        if ((nvr_lv)k < nb) memcpy(b + k, q + k, sizeof(NVR_T));
     uint4 v;
     memcpy(&v, b, 16);
     return v;
 }
 
 // Stores vector i of a payload of x bytes at p (the bytes below x only).
-__device__ __forceinline__ void nvr_lam_st(char *p, nvr_u64 i, nvr_u64 x, uint4 v) {
+__device__ __forceinline__ void nvr_lam_st(char *p, nvr_lv i, nvr_lv x, uint4 v) {
     char *q = p + 16 * i;
     if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) {
         *(uint4 *)q = v;
@@ -181,10 +188,10 @@ __device__ __forceinline__ void nvr_lam_st(char *p, nvr_u64 i, nvr_u64 x, uint4 
     }
     unsigned char b[16];
     memcpy(b, &v, 16);
-    const nvr_u64 nb = min((nvr_u64)16, x - 16 * i);
+    const nvr_lv nb = min((nvr_lv)16, x - 16 * i);
 #pragma unroll
     for (int k = 0; k < 16; k += (int)sizeof(NVR_T))
-        if ((nvr_u64)k < nb) memcpy(q + k, b + k, sizeof(NVR_T));
+        if ((nvr_lv)k < nb) memcpy(q + k, b + k, sizeof(NVR_T));
 }
 
 __device__ __forceinline__ NVR_T nvr_lam_elem(const uint4 &v, int m) {
@@ -218,8 +225,9 @@ struct nvr_lam_ctx {
     unsigned int e;    // this block's epoch
     unsigned int rot;  // this run's buffer
     unsigned int before; // the counter lane: blocks counted before this one (others: 0)
-    nvr_u64 clear;     // bytes per slot to re-fill in buffer (rot + 2) % 3
-    nvr_u64 v0, v1;    // this block's vectors [v0, v1)
+    nvr_lv x;          // payload bytes per (sender, receiver) pair
+    nvr_lv clear;      // bytes per slot to re-fill in buffer (rot + 2) % 3
+    nvr_lv v0, v1;     // this block's vectors [v0, v1)
     char *area;
 };
 
@@ -229,7 +237,8 @@ __device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_
                                               int root) {
     const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
                     root < t.n && gridDim.x <= NVR_LAM_MAX_GRID && blockDim.x >= 64 &&
-                    (blockDim.x & 31u) == 0 && (slot & 15u) == 0 && (x + 15) / 16 * 16 <= slot &&
+                    (blockDim.x & 31u) == 0 && (slot & 15u) == 0 && x <= NVR_LAM_MAX_BYTES &&
+                    (x + 15) / 16 * 16 <= slot &&
                     NVR_LAM_HEADER + 3ull * (nvr_u64)(t.n - 1) * slot <= t.lam_bytes;
     if (!ok && threadIdx.x == 0) nvr_fail_at(t.status, NVR_FAIL_LIMITS, -1, 0, 0, t.chan);
     return ok;
@@ -240,12 +249,13 @@ __device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_
 // every thread reading, a 1 MiB launch sent some 2,000 loads of one line to one L2 slice, and
 // the barrier made every block wait for the last of them (1 MiB all-reduce 7.7 us against 7.2
 // before the barrier, 2 x H200).
-__shared__ unsigned int nvr_lam_sh[5];
+__shared__ unsigned int nvr_lam_sh[3];
 
-// The header's run index and what the last run received, in one 16-byte load.
+// The header's run index and what the last run received, in one 16-byte load (`clear` fits in
+// its low word: nvr_lam_advance writes a payload that passed nvr_lam_check, or 0).
 struct nvr_lam_read {
     unsigned int rot;
-    nvr_u64 clear;
+    nvr_lv clear;
 };
 __device__ __forceinline__ nvr_lam_read nvr_lam_read_header(const char *area) {
     unsigned int rot, done, lo, hi;
@@ -254,7 +264,8 @@ __device__ __forceinline__ nvr_lam_read nvr_lam_read_header(const char *area) {
                  : "l"(area)
                  : "memory");
     (void)done;
-    return {rot, (nvr_u64)lo | ((nvr_u64)hi << 32)};
+    (void)hi;
+    return {rot, lo};
 }
 
 // Counts the calling block into this run (ROTATION): the blocks counted before it. A release
@@ -270,7 +281,7 @@ __device__ __forceinline__ unsigned int nvr_lam_count_block(char *area) {
 
 // The last block's update of the header (nvr_lam_finish): the next run's buffer, and the
 // bytes a slot this run received (`got`), which the next run re-fills.
-__device__ __forceinline__ void nvr_lam_advance(char *area, unsigned int rot, nvr_u64 got) {
+__device__ __forceinline__ void nvr_lam_advance(char *area, unsigned int rot, nvr_lv got) {
     asm volatile("fence.acq_rel.gpu;" ::: "memory");
     volatile nvr_lam_head *h = (volatile nvr_lam_head *)area;
     h->done = 0;
@@ -278,26 +289,30 @@ __device__ __forceinline__ void nvr_lam_advance(char *area, unsigned int rot, nv
     h->rot = (rot + 1) % 3;
 }
 
-// Start of a block: the counter lane reads the epoch and the header (this run's buffer, what to
-// clear) into nvr_lam_sh; every thread works out its vectors. Then (nvr_lam_count) the block
-// takes them, counts itself and arrives; the kernels load their first vector in between, so
-// that its load and the header's overlap.
-__device__ __forceinline__ nvr_lam_ctx nvr_lam_begin(const nvr_team &t, nvr_u64 x) {
-    nvr_lam_ctx c;
+// Start of a block: the counter lane reads the block's epoch first (the load's latency covers
+// the launch's checks); the launch is checked (false: refused, recorded, and the block returns
+// whole); the counter lane reads the header (this run's buffer, what to clear) and leaves both
+// in nvr_lam_sh; every thread works out its vectors. Then (nvr_lam_count) the block takes
+// them, counts itself and arrives; the kernels load their first vector in between, so that its
+// load and the header's overlap.
+__device__ __forceinline__ bool nvr_lam_start(const nvr_team &t, nvr_u64 bytes, nvr_u64 slot,
+                                              int root, nvr_lam_ctx &c) {
+    const unsigned int e = nvr_lam_is_counter() ? nvr_begin(t) : 0u;
+    if (!nvr_lam_check(t, bytes, slot, root)) return false;
     c.area = nvr_lam_area(t);
     if (nvr_lam_is_counter()) {
         const nvr_lam_read h = nvr_lam_read_header(c.area);
-        nvr_lam_sh[0] = nvr_begin(t);
+        nvr_lam_sh[0] = e;
         nvr_lam_sh[1] = h.rot;
-        nvr_lam_sh[2] = (unsigned int)h.clear;
-        nvr_lam_sh[3] = (unsigned int)(h.clear >> 32);
+        nvr_lam_sh[2] = h.clear;
     }
-    const nvr_u64 vectors = (x + 15) / 16;
-    const nvr_u64 vpb = (vectors + gridDim.x - 1) / gridDim.x;
-    c.v0 = min((nvr_u64)blockIdx.x * vpb, vectors);
+    c.x = (nvr_lv)bytes;
+    const nvr_lv vectors = (c.x + 15) / 16;
+    const nvr_lv vpb = gridDim.x == 1 ? vectors : (vectors + gridDim.x - 1) / gridDim.x;
+    c.v0 = min(blockIdx.x * vpb, vectors);
     c.v1 = min(c.v0 + vpb, vectors);
     c.before = 0;
-    return c;
+    return true;
 }
 
 // The block takes what the counter lane read, counts itself (ROTATION) and arrives (relaxed,
@@ -306,7 +321,7 @@ __device__ __forceinline__ void nvr_lam_count(const nvr_team &t, nvr_lam_ctx &c)
     __syncthreads();
     c.e = nvr_lam_sh[0];
     c.rot = nvr_lam_sh[1];
-    c.clear = (nvr_u64)nvr_lam_sh[2] | ((nvr_u64)nvr_lam_sh[3] << 32);
+    c.clear = nvr_lam_sh[2];
     // The one read of the header precedes the count in the counter lane's program order, and
     // the count is a release: so the last block's update of the header (nvr_lam_finish), which
     // follows every count, reaches no read of this run. The control warp has stored nothing yet,
@@ -322,9 +337,9 @@ struct nvr_lam_first {
     uint4 v;
 };
 __device__ __forceinline__ nvr_lam_first nvr_lam_prefetch(const nvr_lam_ctx &c, const char *src,
-                                                          nvr_u64 x) {
+                                                          nvr_lv x) {
     nvr_lam_first f;
-    const nvr_u64 i = c.v0 + threadIdx.x;
+    const nvr_lv i = c.v0 + threadIdx.x;
     f.have = !nvr_lam_is_control() && i < c.v1;
     f.v = f.have ? nvr_lam_clean4(nvr_lam_ld(src, i, x)) : make_uint4(0, 0, 0, 0);
     return f;
@@ -333,10 +348,10 @@ __device__ __forceinline__ nvr_lam_first nvr_lam_prefetch(const nvr_lam_ctx &c, 
 // Sends vectors [v0, v1) of src (x bytes), cleaned, to team PE k's buffer c.rot, slot of me
 // (the thread's first vector from f when f.have: prefetched from this src).
 __device__ __forceinline__ void nvr_lam_send(const nvr_team &t, const nvr_lam_ctx &c, int k,
-                                             const char *src, nvr_u64 x, nvr_u64 slot,
+                                             const char *src, nvr_lv x, nvr_u64 slot,
                                              const nvr_lam_first &f) {
     char *to = nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k);
-    nvr_u64 i = c.v0 + threadIdx.x;
+    nvr_lv i = c.v0 + threadIdx.x;
     if (f.have) {
         nvr_lam_st16(to + 16 * i, f.v);
         i += nvr_lam_data_threads();
@@ -356,7 +371,7 @@ __device__ __forceinline__ void nvr_lam_send(const nvr_team &t, const nvr_lam_ct
 // f: the thread's first vector of src, prefetched. M: TEAM LOOPS (t.n <= M).
 template <int M>
 __device__ __forceinline__ void nvr_lam_send_whole(const nvr_team &t, const nvr_lam_ctx &c,
-                                                   const char *src, nvr_u64 x, nvr_u64 slot,
+                                                   const char *src, nvr_lv x, nvr_u64 slot,
                                                    const nvr_lam_first &f) {
     char *to[M];
 #pragma unroll
@@ -364,7 +379,7 @@ __device__ __forceinline__ void nvr_lam_send_whole(const nvr_team &t, const nvr_
         to[k] = k < t.n && k != t.me
                     ? nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k)
                     : nullptr;
-    for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
+    for (nvr_lv i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
         const uint4 v =
             f.have && i == c.v0 + threadIdx.x ? f.v : nvr_lam_clean4(nvr_lam_ld(src, i, x));
 #pragma unroll
@@ -377,7 +392,7 @@ __device__ __forceinline__ void nvr_lam_send_whole(const nvr_team &t, const nvr_
 // f: the thread's first vector, prefetched (all_reduce: of src; reduce_scatter: of the block
 // of the first peer).
 __device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_lam_ctx &c,
-                                                 const char *src, nvr_u64 x, nvr_u64 slot,
+                                                 const char *src, nvr_lv x, nvr_u64 slot,
                                                  bool per_peer_block, const nvr_lam_first &f) {
     if (!per_peer_block) {
         NVR_TEAM_DISPATCH(t.n, nvr_lam_send_whole, t, c, src, x, slot, f);
@@ -402,14 +417,14 @@ __device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_la
 __device__ __forceinline__ void nvr_lam_refill(const nvr_team &t, const nvr_lam_ctx &c,
                                                nvr_u64 slot) {
     if (c.clear == 0 || t.n < 2) return;
-    const nvr_u64 bytes = (c.clear + 15) / 16 * 16;
+    const nvr_lv bytes = (c.clear + 15) / 16 * 16;
     char *buf = c.area + NVR_LAM_HEADER + (nvr_u64)((c.rot + 2) % 3) * (nvr_u64)(t.n - 1) * slot;
     const uint4 s = make_uint4(NVR_LAM_SENTINEL, NVR_LAM_SENTINEL, NVR_LAM_SENTINEL,
                                NVR_LAM_SENTINEL);
-    const nvr_u64 first = 16ull * (32ull * blockIdx.x + (threadIdx.x & 31u)),
-                  stride = 16ull * 32ull * gridDim.x;
+    const nvr_lv first = 16u * (32u * blockIdx.x + (threadIdx.x & 31u)),
+                 stride = 16u * 32u * gridDim.x;
     for (int k = 0; k < t.n - 1; ++k, buf += slot)
-        for (nvr_u64 o = first; o < bytes; o += stride) *(uint4 *)(buf + o) = s;
+        for (nvr_lv o = first; o < bytes; o += stride) *(uint4 *)(buf + o) = s;
 }
 
 // The control warp's part of a run: its share of the re-fill, then every peer's arrival at this
@@ -425,14 +440,14 @@ __device__ __forceinline__ bool nvr_lam_control(const nvr_team &t, const nvr_lam
 // LOOPS (t.n <= M); nvr_lam_reduce_recv chooses it.
 template <int M>
 __device__ __forceinline__ bool nvr_lam_reduce_recv_over(const nvr_team &t, const nvr_lam_ctx &c,
-                                                    const char *own, char *dst, nvr_u64 x,
+                                                    const char *own, char *dst, nvr_lv x,
                                                     nvr_u64 slot, NVR_ACC s) {
     const char *from[M];
 #pragma unroll
     for (int j = 0; j < M; ++j)
         from[j] = j < t.n && j != t.me ? nvr_lam_slot(c.area, c.rot, j, t.me, t.n, slot)
                                        : nullptr;
-    for (nvr_u64 i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
+    for (nvr_lv i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
         uint4 v[M];
         bool got[M];
         // Every peer's vector polled once, the loads in flight together; then the late ones,
@@ -483,7 +498,7 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv_over(const nvr_team &t, cons
 
 // nvr_lam_reduce_recv_over with the team loops of TEAM LOOPS for t.n.
 __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr_lam_ctx &c,
-                                                    const char *own, char *dst, nvr_u64 x,
+                                                    const char *own, char *dst, nvr_lv x,
                                                     nvr_u64 slot, NVR_ACC s) {
     return NVR_TEAM_DISPATCH(t.n, nvr_lam_reduce_recv_over, t, c, own, dst, x, slot, s);
 }
@@ -498,7 +513,7 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
 // received) is what keeps a peer from running two Lamport runs ahead (ROTATION): it must not be
 // narrowed.
 __device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_ctx &c,
-                                               nvr_u64 got, bool ok) {
+                                               nvr_lv got, bool ok) {
     if (nvr_lam_is_counter() && c.before == gridDim.x - 1) nvr_lam_advance(c.area, c.rot, got);
     nvr_end(t, c.e, ok);
 }
@@ -508,9 +523,9 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     nvr_lamport_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                            unsigned long long count, double scale, unsigned long long slot) {
     nvr_launch_begin();
-    const nvr_u64 x = count * sizeof(NVR_T);
-    if (!nvr_lam_check(t, x, slot, 0)) return;
-    nvr_lam_ctx c = nvr_lam_begin(t, x);
+    nvr_lam_ctx c;
+    if (!nvr_lam_start(t, count * sizeof(NVR_T), slot, 0, c)) return;
+    const nvr_lv x = c.x;
     const nvr_lam_first f = nvr_lam_prefetch(c, (const char *)src, x);
     nvr_lam_count(t, c);
     bool ok;
@@ -528,9 +543,9 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     nvr_lamport_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                                unsigned long long count, double scale, unsigned long long slot) {
     nvr_launch_begin();
-    const nvr_u64 x = count * sizeof(NVR_T);
-    if (!nvr_lam_check(t, x, slot, 0)) return;
-    nvr_lam_ctx c = nvr_lam_begin(t, x);
+    nvr_lam_ctx c;
+    if (!nvr_lam_start(t, count * sizeof(NVR_T), slot, 0, c)) return;
+    const nvr_lv x = c.x;
     const char *s = (const char *)src;
     const nvr_lam_first f =
         t.n >= 2 ? nvr_lam_prefetch(c, s + (nvr_u64)nvr_lam_first_peer(t) * x, x)
@@ -553,9 +568,9 @@ extern "C" __global__ void __launch_bounds__(544, 1)
                        NVR_T *dst, unsigned long long count, double scale,
                        unsigned long long slot) {
     nvr_launch_begin();
-    const nvr_u64 x = count * sizeof(NVR_T);
-    if (!nvr_lam_check(t, x, slot, root)) return;
-    nvr_lam_ctx c = nvr_lam_begin(t, x);
+    nvr_lam_ctx c;
+    if (!nvr_lam_start(t, count * sizeof(NVR_T), slot, root, c)) return;
+    const nvr_lv x = c.x;
     const nvr_lam_first none = {false, make_uint4(0, 0, 0, 0)};
     const nvr_lam_first f = t.me != root ? nvr_lam_prefetch(c, (const char *)src, x) : none;
     nvr_lam_count(t, c);
@@ -567,6 +582,6 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     else
         nvr_lam_send(t, c, root, (const char *)src, x, slot, f);
     // A non-root received nothing: the next run has nothing of this one to clear.
-    nvr_lam_finish(t, c, t.me == root ? x : 0, ok);
+    nvr_lam_finish(t, c, t.me == root ? x : 0u, ok);
 }
 #endif // NVR_OP

@@ -49,7 +49,19 @@ use crate::{DataType, Error, ReduceOp, Result};
 /// the host's mirrored constants to the kernels' own.
 #[cfg(test)]
 pub(crate) fn common_define(name: &str) -> usize {
-    let src = include_str!("common.cuh");
+    source_define("common.cuh", include_str!("common.cuh"), name)
+}
+
+/// The value of `#define NAME value` in `lamport.cu` (as [`common_define`]).
+#[cfg(test)]
+pub(crate) fn lamport_define(name: &str) -> usize {
+    source_define("lamport.cu", include_str!("lamport.cu"), name)
+}
+
+/// A plain number (decimal or `0x` hex, an unsigned or `ull` suffix allowed) defined in the source `src` (named
+/// `file`); panics, naming what is missing, where there is none.
+#[cfg(test)]
+fn source_define(file: &str, src: &str, name: &str) -> usize {
     let line = src
         .lines()
         .find_map(|l| {
@@ -58,11 +70,14 @@ pub(crate) fn common_define(name: &str) -> usize {
                 .strip_prefix(name)?
                 .strip_prefix(' ')
         })
-        .unwrap_or_else(|| panic!("common.cuh defines no {name}"));
+        .unwrap_or_else(|| panic!("{file} defines no {name}"));
     let value = line.split("//").next().unwrap_or("").trim();
-    value
-        .parse()
-        .unwrap_or_else(|_| panic!("{name} in common.cuh is not a plain number: {value:?}"))
+    let digits = value.trim_end_matches(['u', 'l']);
+    match digits.strip_prefix("0x") {
+        Some(hex) => usize::from_str_radix(hex, 16),
+        None => digits.parse(),
+    }
+    .unwrap_or_else(|_| panic!("{name} in {file} is not a plain number: {value:?}"))
 }
 
 /// The most buffers one launch reads or writes; must match `NVR_MAX_PEERS` in the sources.

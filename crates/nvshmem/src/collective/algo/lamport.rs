@@ -132,7 +132,7 @@ impl Algorithm for Lamport {
 mod tests {
     use super::*;
     use crate::channel::lamport::{
-        area_bytes, default_max, DEFAULT_MAX, HEADER, SENTINEL, SMALLEST_MAX,
+        area_bytes, default_max, DEFAULT_MAX, HEADER, MAX_SLOT, SENTINEL, SMALLEST_MAX,
     };
     use crate::{
         collective::algo::tests::{call, team, with_channel},
@@ -337,6 +337,20 @@ mod tests {
         assert_eq!(slot_bytes(a, 1), 0);
         assert_eq!(slot_bytes(0, 2), 0);
         assert_eq!(slot_bytes(HEADER, 2), 0);
+    }
+
+    #[test]
+    fn a_slot_never_outgrows_the_kernels_32_bit_indices() {
+        assert_eq!(MAX_SLOT, kernels::lamport_define("NVR_LAM_MAX_BYTES"));
+        assert_eq!(HEADER, kernels::lamport_define("NVR_LAM_HEADER"));
+        assert_eq!(
+            SENTINEL as usize,
+            kernels::lamport_define("NVR_LAM_SENTINEL")
+        );
+        // An area of 4 GiB a buffer on a pair: its slots stop at MAX_SLOT.
+        assert_eq!(slot_bytes(area_bytes(4 << 30), 2), MAX_SLOT);
+        assert_eq!(slot_bytes(area_bytes(MAX_SLOT), 2), MAX_SLOT);
+        assert_eq!(slot_bytes(area_bytes(MAX_SLOT - 16), 2), MAX_SLOT - 16);
     }
 
     #[test]
