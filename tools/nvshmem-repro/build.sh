@@ -31,5 +31,5 @@ if [ -f "$nccl_home/include/nccl.h" ]; then
     -Xlinker "-rpath=$nccl_home/lib")
 fi
 "$nvcc" -std=c++17 -O2 "${mpi[@]}" "$here/repro.cpp" -I"$nv/include" "${nccl[@]}" \
-  -Xlinker "$nv/lib/libnvshmem_host.so.3" -Xlinker "-rpath=$nv/lib" -o "$out"
+  -Xlinker "$nv/lib/libnvshmem_host.so.3" -Xlinker "-rpath=$nv/lib" -lcuda -o "$out"
 echo "built $out"

@@ -14,6 +14,7 @@
 //
 // Host code only (NVSHMEM's host library, as nvshmem-rs uses it): build and run as README.md
 // beside this file says (scripts/gpu-check.sh's `repro` suite does both).
+#include <cuda.h>
 #include <cuda_runtime.h>
 #define OMPI_SKIP_MPICXX 1 // the C API only
 #include <mpi.h>
@@ -475,9 +476,19 @@ enum class A2a {
     NcclHeap,  // NCCL's own (grouped ncclSend/ncclRecv on a communicator of this program's),
                // on NVSHMEM's symmetric heap: NVSHMEM only allocates
     NcclCuda,  // NCCL's own on cudaMalloc buffers (as nvshmem-perf --impl nccl)
+    NcclMem,   // NCCL's own on ncclMemAlloc buffers (NCCL's allocator, made for registration):
+               // no NVSHMEM memory at all
+    NcclVmm,   // NCCL's own on buffers this program maps itself (cuMemCreate, POSIX file
+               // descriptor handles, cuMemMap), as NVSHMEM's heap is made, without NVSHMEM
 };
 static const char *a2a_name(A2a how) {
-    return how == A2a::Nvshmem ? "NVSHMEM's alltoall" : how == A2a::NcclHeap ? "NCCL's alltoall on NVSHMEM's heap" : "NCCL's alltoall on cudaMalloc";
+    switch (how) {
+    case A2a::Nvshmem: return "NVSHMEM's alltoall";
+    case A2a::NcclHeap: return "NCCL's alltoall on NVSHMEM's heap";
+    case A2a::NcclCuda: return "NCCL's alltoall on cudaMalloc";
+    case A2a::NcclMem: return "NCCL's alltoall on ncclMemAlloc";
+    default: return "NCCL's alltoall on cuMemCreate/cuMemMap";
+    }
 }
 
 #ifdef REPRO_NCCL
@@ -525,18 +536,80 @@ static void a2a_call(A2a how, char *dst, char *src, size_t per) {
 #endif
 }
 
+#define CU(x)                                                                                 \
+    do {                                                                                      \
+        CUresult r_ = (x);                                                                    \
+        if (r_ != CUDA_SUCCESS) {                                                             \
+            fprintf(stderr, "PE %d: %s failed: %d (%s:%d)\n", g_me, #x, (int)r_, __FILE__,    \
+                    __LINE__);                                                                \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                     \
+        }                                                                                     \
+    } while (0)
+
+// A buffer of the NcclVmm kind: physical memory of this GPU (POSIX file descriptor handles, as
+// NVSHMEM's heap on one host), mapped at a reserved range with read and write access.
+struct Vmm {
+    CUdeviceptr ptr;
+    size_t size;
+    CUmemGenericAllocationHandle handle;
+};
+static std::vector<Vmm> g_vmm;
+
+static char *vmm_alloc(size_t bytes) {
+    int dev = 0;
+    CUDA(cudaGetDevice(&dev));
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t gran = 0;
+    CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    Vmm v = {};
+    v.size = (bytes + gran - 1) / gran * gran;
+    CU(cuMemCreate(&v.handle, v.size, &prop, 0));
+    CU(cuMemAddressReserve(&v.ptr, v.size, gran, 0, 0));
+    CU(cuMemMap(v.ptr, v.size, 0, v.handle, 0));
+    CUmemAccessDesc access = {};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU(cuMemSetAccess(v.ptr, v.size, &access, 1));
+    g_vmm.push_back(v);
+    return (char *)v.ptr;
+}
+
+static void vmm_free(char *p) {
+    for (size_t i = 0; i < g_vmm.size(); ++i)
+        if (g_vmm[i].ptr == (CUdeviceptr)p) {
+            CU(cuMemUnmap(g_vmm[i].ptr, g_vmm[i].size));
+            CU(cuMemAddressFree(g_vmm[i].ptr, g_vmm[i].size));
+            CU(cuMemRelease(g_vmm[i].handle));
+            g_vmm.erase(g_vmm.begin() + i);
+            return;
+        }
+}
+
 static char *a2a_alloc(A2a how, size_t bytes) {
-    if (how == A2a::NcclCuda) {
-        void *p = nullptr;
-        CUDA(cudaMalloc(&p, bytes));
-        return (char *)p;
+    void *p = nullptr;
+    switch (how) {
+    case A2a::NcclCuda: CUDA(cudaMalloc(&p, bytes)); return (char *)p;
+#ifdef REPRO_NCCL
+    case A2a::NcclMem: NCCL(ncclMemAlloc(&p, bytes)); return (char *)p;
+#endif
+    case A2a::NcclVmm: return vmm_alloc(bytes);
+    default: return (char *)nvshmem_malloc(bytes);
     }
-    return (char *)nvshmem_malloc(bytes);
 }
 
 static void a2a_free(A2a how, char *p) {
-    if (how == A2a::NcclCuda) CUDA(cudaFree(p));
-    else nvshmem_free(p);
+    switch (how) {
+    case A2a::NcclCuda: CUDA(cudaFree(p)); return;
+#ifdef REPRO_NCCL
+    case A2a::NcclMem: NCCL(ncclMemFree(p)); return;
+#endif
+    case A2a::NcclVmm: vmm_free(p); return;
+    default: nvshmem_free(p);
+    }
 }
 
 static void graph_alltoall(bool keep, A2a how) {
@@ -700,7 +773,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &g_n);
     // Which cases: a comma-separated list of rs, ar, fc, bc, teams, strided, stress (default
     // all of these), bitwise, graph_alltoall, graph_alltoall_keep, graph_nccl_cuda,
-    // graph_nccl_heap (only when named).
+    // graph_nccl_mem, graph_nccl_vmm, graph_nccl_heap (only when named).
     const char *only = getenv("REPRO_CASES");
     auto want = [&](const char *k) { return !only || strstr(only, k) != nullptr; };
 
@@ -764,11 +837,14 @@ int main(int argc, char **argv) {
         bitwise_rs(c, r ? atoi(r) : 300);
     }
     // Opt-in only (they may hang by design): REPRO_CASES=graph_alltoall or graph_alltoall_keep
-    // (NVSHMEM's), graph_nccl_heap or graph_nccl_cuda (NCCL's own on NVSHMEM's heap or on
-    // cudaMalloc; the build needs NCCL), each run when named, in this order.
+    // (NVSHMEM's), graph_nccl_cuda, graph_nccl_mem, graph_nccl_vmm, graph_nccl_heap (NCCL's own
+    // on cudaMalloc, ncclMemAlloc, this program's cuMemMap, NVSHMEM's heap; the build needs
+    // NCCL), each run when named, in this order (a hang ends the job: name one to a job).
     if (only && strstr(only, "graph_alltoall_keep")) graph_alltoall(true, A2a::Nvshmem);
     else if (only && strstr(only, "graph_alltoall")) graph_alltoall(false, A2a::Nvshmem);
     if (only && strstr(only, "graph_nccl_cuda")) graph_alltoall(false, A2a::NcclCuda);
+    if (only && strstr(only, "graph_nccl_mem")) graph_alltoall(false, A2a::NcclMem);
+    if (only && strstr(only, "graph_nccl_vmm")) graph_alltoall(false, A2a::NcclVmm);
     if (only && strstr(only, "graph_nccl_heap")) graph_alltoall(false, A2a::NcclHeap);
     if (want("teams")) teams(c);
     if (want("strided")) strided(c);

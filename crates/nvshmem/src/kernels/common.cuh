@@ -257,7 +257,7 @@ __device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e);
 __device__ __forceinline__ void nvr_fp_publish_to(const nvr_team &t, unsigned int e, int j);
 __device__ __forceinline__ bool nvr_fp_on(const nvr_team &t);
 __device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const unsigned int *flag,
-                                                    unsigned int e, int j);
+                                                    unsigned int e, int j, bool check);
 
 // How long a wait goes between reads of the host's abort word (and before its first). The word
 // is in host memory, and reading it in the middle of a large move held the move up: read every
@@ -397,13 +397,14 @@ __device__ __forceinline__ unsigned int *nvr_arrival_at(const nvr_team &t, int j
 
 // Relaxed arrival (LL and Lamport kernels, whose arrival only tells a writer that this PE has
 // finished reading its packets of two runs ago): the flag lanes store e into arrive[b][me] of
-// every peer, then publish this call's fingerprint beside it (Fingerprints); the flag leaves
-// first (its readers check the fingerprint only at the block's end).
+// every peer; in block 0 they then publish this call's fingerprint beside it (the flag leaves
+// first: its readers check the fingerprint only at the block's end). The other blocks publish
+// none: see nvr_quiesce_staged.
 __device__ __forceinline__ void nvr_arrive(const nvr_team &t, unsigned int e) {
     const int j = nvr_flag_peer(t);
     if (j < 0) return;
     nvr_st_relaxed(nvr_arrival_at(t, j), e);
-    nvr_fp_publish_to(t, e, j);
+    if (blockIdx.x == 0) nvr_fp_publish_to(t, e, j);
 }
 
 // Arrive before knowing the epoch: add 1 to arrive[b][me] of every peer (`order`: release or
@@ -469,15 +470,16 @@ __device__ __forceinline__ unsigned int nvr_arrive_ordered(const nvr_team &t, in
 // Waits (by the flag lanes) until every peer in `peers` (bit j for team PE j) has arrived at
 // `want` on this block; returns whether this thread's wait succeeded. An arrival of this run
 // (want == e) is accepted only with the peer's fingerprint equal to this call's
-// (nvr_fp_wait_arrival).
+// (nvr_fp_wait_arrival), unless `check` is false (nvr_quiesce_staged).
 // No block barrier: callers that need the whole block to know follow it with one
 // (nvr_block_ok).
 __device__ __forceinline__ bool nvr_wait_arrivals(const nvr_team &t, unsigned int e,
-                                                  unsigned int want, unsigned int peers) {
+                                                  unsigned int want, unsigned int peers,
+                                                  bool check = true) {
     const int j = nvr_flag_peer(t);
     if (j < 0 || !((peers >> j) & 1u)) return true;
     const unsigned int *flag = nvr_arrive_word(t, blockIdx.x, j);
-    if (want == e) return nvr_fp_wait_arrival(t, flag, e, j);
+    if (want == e) return nvr_fp_wait_arrival(t, flag, e, j, check);
     return nvr_wait_flag(t, flag, want, j, e, NVR_WAIT_ARRIVE);
 }
 
@@ -501,8 +503,21 @@ __device__ __forceinline__ void nvr_depart(const nvr_team &t, unsigned int e, un
 // every peer in `peers` has arrived at e. `ok`: this thread's waits so far succeeded (after a
 // failure the block exits without waiting more).
 __device__ __forceinline__ bool nvr_quiesce(const nvr_team &t, unsigned int e, unsigned int peers,
-                                            bool ok) {
-    return ok && nvr_wait_arrivals(t, e, e, peers);
+                                            bool ok, bool check = true) {
+    return ok && nvr_wait_arrivals(t, e, e, peers, check);
+}
+
+// Quiescence in the staging kernels (LL and Lamport, which write nothing of a peer's but its
+// channel, and which arrive with nvr_arrive): block 0 checks every peer's fingerprint with its
+// arrival, as nvr_quiesce; the other blocks wait for the arrival alone. Every launch has a block
+// 0, so block 0's runs pair the two PEs' calls on the channel one for one, and a mismatch is
+// found there; the watchdog's abort then ends the other blocks' waits (PROTOCOL.md,
+// "Fingerprints"). Checking in every block cost a 64 KiB Lamport all-reduce (32 blocks) about
+// 0.2 us (docs/performance.md, "The mid band"). (The same wait as nvr_quiesce's with the check
+// off, not a wait of its own: a second wait site grew every LL module's PTX by 4 %.)
+__device__ __forceinline__ bool nvr_quiesce_staged(const nvr_team &t, unsigned int e,
+                                                   unsigned int peers, bool ok) {
+    return nvr_quiesce(t, e, peers, ok, blockIdx.x == 0);
 }
 
 // Waits (by the flag lanes) until every peer in `peers` has departed epoch e from this PE's
@@ -642,14 +657,14 @@ __device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e) {
 }
 
 // Waits for peer j's arrival at this run's epoch e on *flag (local) and, where this block
-// checks (nvr_fp_on), for its fingerprint of run e, which must equal this call's. Each poll
+// checks (nvr_fp_on, and `check`), for its fingerprint of run e, which must equal this call's. Each poll
 // loads both fingerprint packets and then the flag (with acquire), all three in flight at
 // once: the packets carry their own flags, so they need no ordering after the arrival, and
 // the check adds no load latency after the arrival is seen. False on a mismatch (recorded),
 // abort or timeout.
 __device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const unsigned int *flag,
-                                                    unsigned int e, int j) {
-    if (!nvr_fp_on(t)) return nvr_wait_flag(t, flag, e, j, e, NVR_WAIT_ARRIVE);
+                                                    unsigned int e, int j, bool check) {
+    if (!check || !nvr_fp_on(t)) return nvr_wait_flag(t, flag, e, j, e, NVR_WAIT_ARRIVE);
     const char *s = nvr_fp_slot(t, e, blockIdx.x, j);
     const nvr_u64 m0 = t.fp[0], m1 = t.fp[1];
     unsigned int *status = t.status;

@@ -28,8 +28,8 @@
 //   - Nothing writes it again before the clear is done: peers write into it next at their run
 //     r + 2 ((r - 1) % 3 == (r + 2) % 3). A peer starts run r + 2 only after its run r + 1 ended,
 //     and every block of a run waits at its end for every peer's arrival at that run
-//     (nvr_quiesce), so the peer's run r + 1 ended after this PE arrived at run r + 1, which it
-//     does only after its run r (clear included) has completed and its writes are visible
+//     (nvr_quiesce_staged), so the peer's run r + 1 ended after this PE arrived at run r + 1,
+//     which it does only after its run r (clear included) has completed and its writes are visible
 //     (griddepcontrol.wait / stream order). Not "after it received this PE's data of run
 //     r + 1": a rooted reduce's root sends none, and the arrival bounds a non-root all the same.
 //   - Buffer r % 3 holds only the sentinel when run r's stores arrive: it was last written at run
@@ -47,11 +47,11 @@
 // Lamport launch on a channel, of any size, advances it by one, on every member alike (every
 // member runs the same calls on the channel).
 //
-// PROTOCOL. Like an LL kernel otherwise: every block arrives at every peer (relaxed) and
-// publishes its fingerprint, and waits before it ends for every peer's arrival of this run with
-// the fingerprint checked (nvr_quiesce); every poll goes through nvr_wait (abort word, timeout,
-// fingerprint scan every 256 polls). The receive buffers are written by peers only in the way
-// above, so no writer waits for anything.
+// PROTOCOL. Like an LL kernel otherwise: every block arrives at every peer (relaxed) and waits
+// before it ends for every peer's arrival of this run, block 0 with the call's fingerprint
+// published and checked (nvr_arrive, nvr_quiesce_staged); every poll goes through nvr_wait
+// (abort word, timeout, fingerprint scan every 256 polls). The receive buffers are written by
+// peers only in the way above, so no writer waits for anything.
 //
 // CONTROL WARP. A block's last warp moves no data: its lanes j < n are the flag lanes (arrive,
 // quiescence), its lane 31 reads the epoch and the header for the block and counts it
@@ -432,7 +432,7 @@ __device__ __forceinline__ void nvr_lam_refill(const nvr_team &t, const nvr_lam_
 __device__ __forceinline__ bool nvr_lam_control(const nvr_team &t, const nvr_lam_ctx &c,
                                                 nvr_u64 slot) {
     nvr_lam_refill(t, c, slot);
-    return nvr_quiesce(t, c.e, nvr_all_peers(t), true);
+    return nvr_quiesce_staged(t, c.e, nvr_all_peers(t), true);
 }
 
 // Receives and reduces vectors [v0, v1): own src (cleaned) and every peer's from buffer c.rot,
@@ -509,9 +509,9 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
 // only after this one has completed. The fence makes the count an acquire (the counts are
 // releases), so this update follows every read. Then the protocol's end (epoch). Done even when
 // a wait failed: a failed run's channel is re-made (header included) before reuse. The wait for
-// every peer's arrival of this run (the control warp's nvr_quiesce, all peers, whatever this PE
-// received) is what keeps a peer from running two Lamport runs ahead (ROTATION): it must not be
-// narrowed.
+// every peer's arrival of this run (the control warp's nvr_quiesce_staged, all peers, whatever
+// this PE received) is what keeps a peer from running two Lamport runs ahead (ROTATION): it must
+// not be narrowed.
 __device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_ctx &c,
                                                nvr_lv got, bool ok) {
     if (nvr_lam_is_counter() && c.before == gridDim.x - 1) nvr_lam_advance(c.area, c.rot, got);

@@ -10,7 +10,7 @@
 // payload + the epoch twice, one 16-byte store) into their channel's LL regions, and polls its
 // own regions for what it needs; so a call is one NVLink crossing plus the launch, with no
 // barrier before or after. Before a block ends, it has seen every peer's arrival of its run
-// (nvr_quiesce: PROTOCOL.md, "Quiescence"), usually long since there; so when the next run
+// (nvr_quiesce_staged: PROTOCOL.md, "Quiescence"), usually long since there; so when the next run
 // starts, every peer has finished reading the packets of the run before this one, and a sender
 // writes into peer k's region at once, checking that arrival after its stores
 // (nvr_ll_peer_was_ready; PROTOCOL.md, "LL packets").
@@ -197,7 +197,7 @@ __device__ __forceinline__ void nvr_ll_load_words(const nvr_ll_ctx &c, const nvr
 
 // Whether team PE k had started the run before c.e on this block (`seen`: its arrival word,
 // loaded before the first packet was stored), as the protocol guarantees: the end of that run
-// here waited for it (nvr_quiesce; PROTOCOL.md, "LL packets"). Checked after the stores, not
+// here waited for it (nvr_quiesce_staged; PROTOCOL.md, "LL packets"). Checked after the stores, not
 // waited for before them: a wait cost every small call the flag's load latency. Records
 // NVR_FAIL_ORDER (the call fails; its packets may have overwritten unread ones) when not.
 __device__ __forceinline__ bool nvr_ll_peer_was_ready(const nvr_team &t, const nvr_ll_ctx &c,
@@ -455,7 +455,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
     ok = nvr_ll_reduce_recv(t, c, l, s, (nvr_byte *)dst, (NVR_ACC)scale, ok);
-    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }
 
 // root's dst = the reduction of every member's src; other members' dst untouched.
@@ -473,7 +473,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     } else {
         ok = nvr_ll_send<1>(t, c, root, threadIdx.x, blockDim.x, s);
     }
-    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }
 
 // src: n blocks of count elements; PE i's dst = the reduction of block i over every member.
@@ -487,7 +487,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     const nvr_byte *s = (const nvr_byte *)src;
     bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * c.x);
     ok = nvr_ll_reduce_recv(t, c, l, s + (nvr_u64)t.me * c.x, (nvr_byte *)dst, (NVR_ACC)scale, ok);
-    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }
 
 #else // !NVR_OP
@@ -510,7 +510,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     } else {
         ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, root, threadIdx.x, blockDim.x, d);
     }
-    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }
 
 // dst = n blocks of `bytes`, block j = PE j's src.
@@ -526,7 +526,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
     if (l.k == t.me) nvr_ll_copy<1>(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
     if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }
 
 // fcollect with the peer lanes (nvr_ll_peer_lanes): the host takes it on 2, 3 and 5 PEs for
@@ -549,7 +549,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     } else if (t.n == 1 && own != s) {
         nvr_ll_copy<1>(c, l.q, l.groups, s, own);
     }
-    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }
 
 // block j of my src goes to block me of PE j's dst.
@@ -568,7 +568,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
         nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
     }
     if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }
 
 // alltoall with the peer lanes, as nvr_ll_fcollect_peers.
@@ -590,7 +590,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     } else if (t.n == 1) {
         nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
     }
-    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }
 
 // root's dst block j = PE j's src; other members' dst untouched.
@@ -611,7 +611,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     } else {
         ok = nvr_ll_send<NVR_LL_BATCH>(t, c, root, threadIdx.x, blockDim.x, s);
     }
-    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }
 
 // PE j's dst = block j of root's src.
@@ -632,7 +632,7 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     } else {
         ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, root, threadIdx.x, blockDim.x, d);
     }
-    nvr_end(t, c.e, nvr_quiesce(t, c.e, nvr_all_peers(t), ok));
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }
 
 // barrier (fence = 1: fence.sc.sys first, so this PE's earlier writes are visible system-wide
