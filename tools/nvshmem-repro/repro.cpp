@@ -480,6 +480,8 @@ enum class A2a {
                // no NVSHMEM memory at all
     NcclVmm,   // NCCL's own on buffers this program maps itself (cuMemCreate, POSIX file
                // descriptor handles, cuMemMap), as NVSHMEM's heap is made, without NVSHMEM
+    NcclVmmSplit, // the same, each buffer across the seam of two physical allocations mapped
+                  // side by side (as a large buffer of NVSHMEM's heap, mapped in chunks)
 };
 static const char *a2a_name(A2a how) {
     switch (how) {
@@ -487,7 +489,8 @@ static const char *a2a_name(A2a how) {
     case A2a::NcclHeap: return "NCCL's alltoall on NVSHMEM's heap";
     case A2a::NcclCuda: return "NCCL's alltoall on cudaMalloc";
     case A2a::NcclMem: return "NCCL's alltoall on ncclMemAlloc";
-    default: return "NCCL's alltoall on cuMemCreate/cuMemMap";
+    case A2a::NcclVmm: return "NCCL's alltoall on cuMemCreate/cuMemMap";
+    default: return "NCCL's alltoall on two cuMemCreate chunks mapped side by side";
     }
 }
 
@@ -546,16 +549,19 @@ static void a2a_call(A2a how, char *dst, char *src, size_t per) {
         }                                                                                     \
     } while (0)
 
-// A buffer of the NcclVmm kind: physical memory of this GPU (POSIX file descriptor handles, as
-// NVSHMEM's heap on one host), mapped at a reserved range with read and write access.
+// A buffer of the NcclVmm kinds: physical memory of this GPU (POSIX file descriptor handles, as
+// NVSHMEM's heap on one host), mapped at a reserved range with read and write access; `split`:
+// two allocations of the buffer's size (rounded up to the granularity) mapped side by side, the
+// buffer straddling the seam between them.
 struct Vmm {
-    CUdeviceptr ptr;
-    size_t size;
-    CUmemGenericAllocationHandle handle;
+    char *user;  // what the case uses
+    CUdeviceptr base;
+    size_t size; // of the reserved range
+    std::vector<CUmemGenericAllocationHandle> handles;
 };
 static std::vector<Vmm> g_vmm;
 
-static char *vmm_alloc(size_t bytes) {
+static char *vmm_alloc(size_t bytes, bool split) {
     int dev = 0;
     CUDA(cudaGetDevice(&dev));
     CUmemAllocationProp prop = {};
@@ -565,25 +571,36 @@ static char *vmm_alloc(size_t bytes) {
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     size_t gran = 0;
     CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    const size_t chunk = (bytes + gran - 1) / gran * gran, chunks = split ? 2 : 1;
     Vmm v = {};
-    v.size = (bytes + gran - 1) / gran * gran;
-    CU(cuMemCreate(&v.handle, v.size, &prop, 0));
-    CU(cuMemAddressReserve(&v.ptr, v.size, gran, 0, 0));
-    CU(cuMemMap(v.ptr, v.size, 0, v.handle, 0));
+    v.size = chunk * chunks;
+    CU(cuMemAddressReserve(&v.base, v.size, gran, 0, 0));
+    for (size_t k = 0; k < chunks; ++k) {
+        CUmemGenericAllocationHandle h;
+        CU(cuMemCreate(&h, chunk, &prop, 0));
+        CU(cuMemMap(v.base + k * chunk, chunk, 0, h, 0));
+        v.handles.push_back(h);
+    }
     CUmemAccessDesc access = {};
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU(cuMemSetAccess(v.ptr, v.size, &access, 1));
+    CU(cuMemSetAccess(v.base, v.size, &access, 1));
+    // Split: half the buffer (rounded down to 4 KiB) before the seam.
+    v.user = (char *)v.base + (split ? chunk - (bytes / 2) / 4096 * 4096 : 0);
     g_vmm.push_back(v);
-    return (char *)v.ptr;
+    return v.user;
 }
 
 static void vmm_free(char *p) {
     for (size_t i = 0; i < g_vmm.size(); ++i)
-        if (g_vmm[i].ptr == (CUdeviceptr)p) {
-            CU(cuMemUnmap(g_vmm[i].ptr, g_vmm[i].size));
-            CU(cuMemAddressFree(g_vmm[i].ptr, g_vmm[i].size));
-            CU(cuMemRelease(g_vmm[i].handle));
+        if (g_vmm[i].user == p) {
+            Vmm &v = g_vmm[i];
+            const size_t chunk = v.size / v.handles.size();
+            for (size_t k = 0; k < v.handles.size(); ++k) {
+                CU(cuMemUnmap(v.base + k * chunk, chunk));
+                CU(cuMemRelease(v.handles[k]));
+            }
+            CU(cuMemAddressFree(v.base, v.size));
             g_vmm.erase(g_vmm.begin() + i);
             return;
         }
@@ -596,7 +613,8 @@ static char *a2a_alloc(A2a how, size_t bytes) {
 #ifdef REPRO_NCCL
     case A2a::NcclMem: NCCL(ncclMemAlloc(&p, bytes)); return (char *)p;
 #endif
-    case A2a::NcclVmm: return vmm_alloc(bytes);
+    case A2a::NcclVmm: return vmm_alloc(bytes, false);
+    case A2a::NcclVmmSplit: return vmm_alloc(bytes, true);
     default: return (char *)nvshmem_malloc(bytes);
     }
 }
@@ -607,7 +625,8 @@ static void a2a_free(A2a how, char *p) {
 #ifdef REPRO_NCCL
     case A2a::NcclMem: NCCL(ncclMemFree(p)); return;
 #endif
-    case A2a::NcclVmm: vmm_free(p); return;
+    case A2a::NcclVmm:
+    case A2a::NcclVmmSplit: vmm_free(p); return;
     default: nvshmem_free(p);
     }
 }
@@ -773,7 +792,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &g_n);
     // Which cases: a comma-separated list of rs, ar, fc, bc, teams, strided, stress (default
     // all of these), bitwise, graph_alltoall, graph_alltoall_keep, graph_nccl_cuda,
-    // graph_nccl_mem, graph_nccl_vmm, graph_nccl_heap (only when named).
+    // graph_nccl_mem, graph_nccl_vmm, graph_nccl_vmm_split, graph_nccl_heap (only when named).
     const char *only = getenv("REPRO_CASES");
     auto want = [&](const char *k) { return !only || strstr(only, k) != nullptr; };
 
@@ -837,14 +856,16 @@ int main(int argc, char **argv) {
         bitwise_rs(c, r ? atoi(r) : 300);
     }
     // Opt-in only (they may hang by design): REPRO_CASES=graph_alltoall or graph_alltoall_keep
-    // (NVSHMEM's), graph_nccl_cuda, graph_nccl_mem, graph_nccl_vmm, graph_nccl_heap (NCCL's own
-    // on cudaMalloc, ncclMemAlloc, this program's cuMemMap, NVSHMEM's heap; the build needs
+    // (NVSHMEM's), graph_nccl_cuda, graph_nccl_mem, graph_nccl_vmm, graph_nccl_vmm_split,
+    // graph_nccl_heap (NCCL's own on cudaMalloc, ncclMemAlloc, this program's cuMemMap of one
+    // allocation or across two, NVSHMEM's heap; the build needs
     // NCCL), each run when named, in this order (a hang ends the job: name one to a job).
     if (only && strstr(only, "graph_alltoall_keep")) graph_alltoall(true, A2a::Nvshmem);
     else if (only && strstr(only, "graph_alltoall")) graph_alltoall(false, A2a::Nvshmem);
     if (only && strstr(only, "graph_nccl_cuda")) graph_alltoall(false, A2a::NcclCuda);
     if (only && strstr(only, "graph_nccl_mem")) graph_alltoall(false, A2a::NcclMem);
-    if (only && strstr(only, "graph_nccl_vmm")) graph_alltoall(false, A2a::NcclVmm);
+    if (only && strstr(only, "graph_nccl_vmm_split")) graph_alltoall(false, A2a::NcclVmmSplit);
+    else if (only && strstr(only, "graph_nccl_vmm")) graph_alltoall(false, A2a::NcclVmm);
     if (only && strstr(only, "graph_nccl_heap")) graph_alltoall(false, A2a::NcclHeap);
     if (want("teams")) teams(c);
     if (want("strided")) strided(c);
