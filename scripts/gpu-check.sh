@@ -726,7 +726,7 @@ mismatch() {
   local t np c cases expect timeout
   t=$(gtest gpu_mismatch)
   cases=${MISMATCH_CASES:-$(GPU_MISMATCH_CASE=list dry $t --exact gpu_mismatch 2>/dev/null |
-    sed -n 's/^mismatch-case: \([a-z_]*\)$/\1/p')}
+    sed -n 's/.*mismatch-case: \([a-z_]*\)$/\1/p')}
   [ -n "$cases" ] || echo "mismatch: no cases listed by $t (GPU_MISMATCH_CASE=list)"
   for np in $(multi_pes); do
     for c in $cases; do
