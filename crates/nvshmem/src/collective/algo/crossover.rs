@@ -268,8 +268,10 @@ const ALLTOALL_ASSUMED: &str = "not measured on this architecture or team size. 
     LL_ASSUMED says, then the direct kernels at every size rather than NVSHMEM's alltoall: they \
     were faster at every size measured on 2 and 4 PEs (4 PEs, 256 MiB: 587.8 against 657.7), \
     and NVSHMEM 3.4.5's alltoall, which it hands to NCCL, hung inside CUDA graphs at 128 MiB a \
-    PE with NCCL 2.28.3 and 2.28.9 (tools/nvshmem-repro, REPRO_CASES=graph_alltoall; not with \
-    NCCL_GRAPH_REGISTER=0 or NVSHMEM_DISABLE_NCCL=1)";
+    PE with NCCL 2.28.3 and 2.28.9: NCCL's graph registration of buffers in NVSHMEM 3.4.5's \
+    heap, NCCL's own alltoall on them hangs alike (tools/nvshmem-repro, REPRO_CASES= \
+    graph_alltoall or graph_nccl_heap; not with NCCL_GRAPH_REGISTER=0, NVSHMEM_DISABLE_NCCL=1 \
+    or NVSHMEM 3.8.0)";
 
 /// The table: the measured rows first, then the conservative ones. A call's row is the first
 /// of its collective that serves its team size and architecture, so a measured row wins over
