@@ -35,24 +35,21 @@ static int g_me = 0, g_n = 1;
 static cudaStream_t g_stream;
 static int g_cases = 0, g_wrong_cases = 0;
 
+// A failed call ends the job: the PE, the call, what its library said, where.
+static void die(const char *call, const char *said, const char *file, int line) {
+    fprintf(stderr, "PE %d: %s failed: %s (%s:%d)\n", g_me, call, said, file, line);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+// CUDA runtime calls; NVSHMEM's host calls that return a status (0: success).
 #define CUDA(x)                                                                               \
     do {                                                                                      \
         cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "PE %d: %s failed: %s (%s:%d)\n", g_me, #x, cudaGetErrorString(e_), \
-                    __FILE__, __LINE__);                                                      \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                     \
-        }                                                                                     \
+        if (e_ != cudaSuccess) die(#x, cudaGetErrorString(e_), __FILE__, __LINE__);           \
     } while (0)
-
 #define NV(x)                                                                                 \
     do {                                                                                      \
         int s_ = (x);                                                                         \
-        if (s_ != 0) {                                                                        \
-            fprintf(stderr, "PE %d: %s returned %d (%s:%d)\n", g_me, #x, s_, __FILE__,        \
-                    __LINE__);                                                                \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                     \
-        }                                                                                     \
+        if (s_ != 0) die(#x, ("status " + std::to_string(s_)).c_str(), __FILE__, __LINE__);   \
     } while (0)
 
 // Element i of block k of PE p's input, in case `c`: well mixed, so a wrong combination shows.
@@ -499,11 +496,7 @@ static ncclComm_t g_nccl = nullptr;
 #define NCCL(x)                                                                               \
     do {                                                                                      \
         ncclResult_t r_ = (x);                                                                \
-        if (r_ != ncclSuccess) {                                                              \
-            fprintf(stderr, "PE %d: %s failed: %s (%s:%d)\n", g_me, #x, ncclGetErrorString(r_), \
-                    __FILE__, __LINE__);                                                      \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                     \
-        }                                                                                     \
+        if (r_ != ncclSuccess) die(#x, ncclGetErrorString(r_), __FILE__, __LINE__);           \
     } while (0)
 
 // This program's own NCCL communicator over the MPI world (unique id from rank 0).
@@ -539,14 +532,12 @@ static void a2a_call(A2a how, char *dst, char *src, size_t per) {
 #endif
 }
 
+// CUDA driver calls.
 #define CU(x)                                                                                 \
     do {                                                                                      \
         CUresult r_ = (x);                                                                    \
-        if (r_ != CUDA_SUCCESS) {                                                             \
-            fprintf(stderr, "PE %d: %s failed: %d (%s:%d)\n", g_me, #x, (int)r_, __FILE__,    \
-                    __LINE__);                                                                \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                     \
-        }                                                                                     \
+        if (r_ != CUDA_SUCCESS) die(#x, ("CUresult " + std::to_string((int)r_)).c_str(),      \
+                                    __FILE__, __LINE__);                                      \
     } while (0)
 
 // A buffer of the NcclVmm kinds: physical memory of this GPU (POSIX file descriptor handles, as
