@@ -192,8 +192,9 @@ pub struct RuntimeInfo {
     /// How they share it.
     pub gpu_sharing: GpuSharing,
     /// The most blocks of this crate's large-message kernels (512 threads each) that this PE
-    /// can keep resident at once: the GPU's multiprocessors, or this PE's share of them when
-    /// PEs share the GPU. A team's kernels use at most its members' smallest figure.
+    /// can keep resident at once: the GPU's multiprocessors, or, when PEs share the GPU, three
+    /// quarters of this PE's share of them (whole shares could not all be resident at once). A
+    /// team's kernels use at most its members' smallest figure.
     pub resident_blocks: u32,
 }
 

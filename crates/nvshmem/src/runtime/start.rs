@@ -252,7 +252,8 @@ fn mps_thread_percentage() -> Option<f64> {
 /// [`RuntimeInfo::resident_blocks`]): one per multiprocessor (the large-message kernels take a
 /// whole one each). An MPS client with a thread percentage already sees only its share of the
 /// multiprocessors in the device's count (seen on an H100: 33 of 132 at 25 %); PEs that share
-/// the GPU without one split it equally.
+/// the GPU without one split it equally. Where PEs share the GPU, a quarter of that share is
+/// left unused ([`share_of_sms`]).
 fn resident_blocks(ctx: &CudaContext, pes_on_device: usize, sharing: GpuSharing) -> Result<u32> {
     use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
     let sms = ctx
@@ -262,18 +263,23 @@ fn resident_blocks(ctx: &CudaContext, pes_on_device: usize, sharing: GpuSharing)
     Ok(share_of_sms(sms, pes_on_device, sharing))
 }
 
-/// [`resident_blocks`]'s arithmetic.
+/// [`resident_blocks`]'s arithmetic. Shares of PEs on one GPU add up to the whole GPU, and
+/// a whole share was more than a PE could count on: 8 PEs on 2 x H200 under MPS (4 a GPU, 25 %
+/// each, 33 multiprocessors seen) with grids of 33 blocks, one PE absent, had blocks of a
+/// present PE never start while its others waited, so its peers' waits timed out naming it
+/// instead of the absent one (3 runs of 3, tests/gpu_waits.rs `kernel_peer_reduce`); with
+/// three quarters of the share, 24, every PE named the absent one (2 of 2, 2026-11-27).
 fn share_of_sms(sms: u32, pes_on_device: usize, sharing: GpuSharing) -> u32 {
     let share = match sharing {
-        GpuSharing::Exclusive
-        | GpuSharing::Mps {
+        GpuSharing::Exclusive => return sms.max(1),
+        GpuSharing::Mps {
             thread_percentage: Some(_),
         } => sms,
         GpuSharing::Mps {
             thread_percentage: None,
         } => sms / pes_on_device.max(1) as u32,
     };
-    share.max(1)
+    (share * 3 / 4).max(1)
 }
 
 /// Hands rank 0's unique id (passed in on rank 0 only) to every rank, returning it.
@@ -456,9 +462,10 @@ mod tests {
         let mps = |p| GpuSharing::Mps {
             thread_percentage: p,
         };
-        // With a thread percentage the device's count is already the share.
-        assert_eq!(share_of_sms(33, 4, mps(Some(25.0))), 33);
-        assert_eq!(share_of_sms(132, 3, mps(None)), 44);
+        // With a thread percentage the device's count is already the share; a quarter of a
+        // share stays unused.
+        assert_eq!(share_of_sms(33, 4, mps(Some(25.0))), 24);
+        assert_eq!(share_of_sms(132, 3, mps(None)), 33);
         // Never none: a kernel needs one block somewhere.
         assert_eq!(share_of_sms(4, 8, mps(None)), 1);
     }
