@@ -2,7 +2,9 @@
 //! side by side. Run `nvshmem-perf --help`; see the crate's README. `nvshmem-perf plot
 //! FILE.jsonl --out DIR` draws saved results again, without a GPU; `nvshmem-perf device` times
 //! device-initiated puts (kernels that call NVSHMEM themselves) beside an nvcc-built reference;
-//! `nvshmem-perf summarize [NAME=]FILE.jsonl...` prints saved results side by side, a line a point.
+//! `nvshmem-perf summarize [NAME=]FILE.jsonl...` prints saved results side by side, a line a point;
+//! `nvshmem-perf ratios [NAME=]FILE.jsonl...` prints one implementation's time over the faster of
+//! the others as markdown tables.
 use std::{fs::File, io::BufWriter, process::ExitCode};
 
 use anyhow::{bail, Context, Result};
@@ -16,6 +18,7 @@ mod coll;
 mod device;
 mod impls;
 mod plot;
+mod ratios;
 mod report;
 mod stats;
 mod summary;
@@ -39,6 +42,10 @@ fn main() -> ExitCode {
     // `summarize`: saved results side by side, a line a point (src/summary.rs).
     if std::env::args_os().nth(1).is_some_and(|a| a == "summarize") {
         return summary::main(std::env::args_os().skip(1));
+    }
+    // `ratios`: one implementation over the faster of the others, markdown (src/ratios.rs).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "ratios") {
+        return ratios::main(std::env::args_os().skip(1));
     }
     // `device`: device-initiated put latency and bandwidth (src/device.rs).
     if std::env::args_os().nth(1).is_some_and(|a| a == "device") {

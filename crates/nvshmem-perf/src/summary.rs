@@ -62,7 +62,7 @@ pub fn named(spec: &str) -> (String, &str) {
 }
 
 /// `[NAME=]FILE` read: its name ("" without one) and rows.
-fn read_one(spec: &str) -> Result<(String, Vec<Row>)> {
+pub(crate) fn read_one(spec: &str) -> Result<(String, Vec<Row>)> {
     let (name, path) = named(spec);
     let text =
         std::fs::read_to_string(Path::new(path)).with_context(|| format!("reading {path}"))?;
@@ -76,7 +76,7 @@ fn read_one(spec: &str) -> Result<(String, Vec<Row>)> {
 }
 
 /// What makes rows the same point, across implementations and files.
-fn point(r: &Row) -> (&str, &str, &str, i64, bool, u64) {
+pub(crate) fn point(r: &Row) -> (&str, &str, &str, i64, bool, u64) {
     (&r.collective, &r.dtype, &r.op, r.root, r.in_place, r.bytes)
 }
 

@@ -1,0 +1,347 @@
+//! `nvshmem-perf ratios`: one implementation's time over the faster of the others, read from
+//! saved results (their `--json` files), as the markdown tables that `docs/perf/*/README.md`
+//! quote: the range over the collectives at each of a few sizes, and the range over a band of
+//! sizes for each collective, one column a file (e.g. graph and stream mode side by side).
+use std::{collections::BTreeMap, ffi::OsString, process::ExitCode};
+
+use clap::Parser;
+
+use crate::{
+    cli::parse_size,
+    report::Row,
+    summary::{named, point, read_one},
+};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "nvshmem-perf ratios",
+    bin_name = "nvshmem-perf ratios",
+    about = "One implementation's time over the faster of the others, from saved results, as \
+markdown tables",
+    after_help = "At each point (a collective, type, operator, root, placement and size) the \
+ratio is the implementation's time over the least time of any other implementation there \
+(below 1 is faster); points where either side has no figure are left out. The first table has \
+a row per --sizes entry (the range over the collectives there, the one with the highest ratio \
+in brackets) and one for barrier and for sync; the second a row per collective (the range over \
+the --band sizes). A row whose check failed (WRONG) is never a figure: it is named on stderr \
+and the exit status is 3."
+)]
+pub struct RatioArgs {
+    /// JSON-lines result files, as written by `--json`, one column each; NAME=FILE heads that
+    /// column NAME (default: the file's name without its folder and `.jsonl`).
+    #[arg(value_name = "[NAME=]FILE.jsonl", required = true)]
+    pub files: Vec<String>,
+
+    /// The implementation whose ratio is shown.
+    #[arg(long = "impl", value_name = "IMPL", default_value = "nvshmem-rs")]
+    pub ours: String,
+
+    /// The sizes of the first table's rows.
+    #[arg(long, value_delimiter = ',', value_parser = parse_size,
+          default_value = "8,64K,128K,256K,512K,1M,2M")]
+    pub sizes: Vec<u64>,
+
+    /// The sizes of the second table, LOW-HIGH (both included).
+    #[arg(long, value_name = "LOW-HIGH", value_parser = parse_band, default_value = "64K-1M")]
+    pub band: (u64, u64),
+}
+
+fn parse_band(s: &str) -> Result<(u64, u64), String> {
+    let (lo, hi) = s
+        .split_once('-')
+        .ok_or_else(|| format!("`{s}`: expected LOW-HIGH, as 64K-1M"))?;
+    let (lo, hi) = (parse_size(lo)?, parse_size(hi)?);
+    if lo > hi {
+        return Err(format!("`{s}`: LOW is above HIGH"));
+    }
+    Ok((lo, hi))
+}
+
+/// Runs `nvshmem-perf ratios ARGS` (`args` starts with `ratios`).
+pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let args = RatioArgs::parse_from(args);
+    let mut columns = Vec::new();
+    for spec in &args.files {
+        match read_one(spec) {
+            Ok((name, rows)) => {
+                let name = if name.is_empty() {
+                    let path = std::path::Path::new(named(spec).1);
+                    path.file_stem()
+                        .map_or_else(|| spec.clone(), |s| s.to_string_lossy().into_owned())
+                } else {
+                    name
+                };
+                columns.push((name, rows));
+            }
+            Err(e) => {
+                eprintln!("nvshmem-perf ratios: error: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let wrong = wrong_rows(&columns);
+    for line in tables(&args, &columns) {
+        println!("{line}");
+    }
+    if wrong.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for w in &wrong {
+        eprintln!("nvshmem-perf ratios: WRONG row, not a figure: {w}");
+    }
+    ExitCode::from(3)
+}
+
+/// The rows whose check failed, one line each: `FILE: COLLECTIVE BYTES B IMPL`.
+fn wrong_rows(columns: &[(String, Vec<Row>)]) -> Vec<String> {
+    columns
+        .iter()
+        .flat_map(|(name, rows)| {
+            rows.iter().filter(|r| r.is_wrong()).map(move |r| {
+                format!(
+                    "{name}: {} {} B {}",
+                    r.collective, r.bytes, r.implementation
+                )
+            })
+        })
+        .collect()
+}
+
+/// Collectives without a payload: a row each in the first table, not part of its ranges.
+const FLAGS_ONLY: [&str; 2] = ["barrier", "sync"];
+
+/// One point's ratio: the collective, its size, ours, the best other's time.
+struct Ratio {
+    collective: String,
+    bytes: u64,
+    ours: f64,
+    best: f64,
+}
+
+impl Ratio {
+    fn value(&self) -> f64 {
+        self.ours / self.best
+    }
+}
+
+/// The points of one file where `ours` and some other implementation both have a figure.
+fn ratios(ours: &str, rows: &[Row]) -> Vec<Ratio> {
+    type Point<'a> = (&'a str, &'a str, &'a str, i64, bool, u64);
+    let mut points: BTreeMap<Point, (Option<f64>, Option<f64>)> = BTreeMap::new();
+    let mut order = Vec::new();
+    for r in rows.iter().filter(|r| r.counts()) {
+        let key = point(r);
+        let e = points.entry(key).or_insert_with(|| {
+            order.push(key);
+            (None, None)
+        });
+        if r.implementation == ours {
+            e.0 = Some(r.time_us);
+        } else {
+            e.1 = Some(e.1.map_or(r.time_us, |b: f64| b.min(r.time_us)));
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|key| match points[&key] {
+            (Some(o), Some(b)) if b > 0.0 => Some(Ratio {
+                collective: key.0.to_string(),
+                bytes: key.5,
+                ours: o,
+                best: b,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `0.44-0.47`, or one figure when the range is one value; `-` for none.
+fn range<'a>(of: impl Iterator<Item = &'a Ratio>) -> (String, Option<&'a Ratio>) {
+    let v: Vec<&Ratio> = of.collect();
+    let Some(hi) = v
+        .iter()
+        .copied()
+        .max_by(|a, b| a.value().total_cmp(&b.value()))
+    else {
+        return ("-".into(), None);
+    };
+    let lo = v.iter().map(|r| r.value()).fold(f64::INFINITY, f64::min);
+    let text = if format!("{lo:.2}") == format!("{:.2}", hi.value()) {
+        format!("{lo:.2}")
+    } else {
+        format!("{lo:.2}-{:.2}", hi.value())
+    };
+    (text, Some(hi))
+}
+
+/// `8 B`, `64 KiB`, `1 MiB`: the largest unit that divides the size whole.
+fn size_label(b: u64) -> String {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// The two markdown tables, one column a file.
+fn tables(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String> {
+    let all: Vec<(&str, Vec<Ratio>)> = columns
+        .iter()
+        .map(|(n, rows)| (n.as_str(), ratios(&args.ours, rows)))
+        .collect();
+    let head = |first: &str| {
+        let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
+        [
+            format!("| {first} | {} |", names.join(" | ")),
+            format!("|---|{}", "---|".repeat(names.len())),
+        ]
+    };
+    let mut out = vec![format!(
+        "{} over the faster of the others (below 1 is faster):",
+        args.ours
+    )];
+    out.push(String::new());
+    out.extend(head("size"));
+    for &b in &args.sizes {
+        let cells: Vec<String> = all
+            .iter()
+            .map(|(_, rs)| {
+                let (text, hi) = range(
+                    rs.iter()
+                        .filter(|r| r.bytes == b && !FLAGS_ONLY.contains(&r.collective.as_str())),
+                );
+                match hi {
+                    Some(h) => format!("{text} ({})", h.collective),
+                    None => text,
+                }
+            })
+            .collect();
+        out.push(format!("| {} | {} |", size_label(b), cells.join(" | ")));
+    }
+    for flag in FLAGS_ONLY {
+        let cells: Vec<String> = all
+            .iter()
+            .map(|(_, rs)| match rs.iter().find(|r| r.collective == flag) {
+                Some(r) => format!("{:.2} ({:.2} µs against {:.2})", r.value(), r.ours, r.best),
+                None => "-".into(),
+            })
+            .collect();
+        if cells.iter().any(|c| c != "-") {
+            out.push(format!("| {flag} | {} |", cells.join(" | ")));
+        }
+    }
+    out.push(String::new());
+    let (lo, hi) = args.band;
+    out.extend(head(&format!(
+        "collective, {} to {}",
+        size_label(lo),
+        size_label(hi)
+    )));
+    let mut colls: Vec<&str> = Vec::new();
+    for (_, rs) in &all {
+        for r in rs {
+            if !FLAGS_ONLY.contains(&r.collective.as_str())
+                && !colls.contains(&r.collective.as_str())
+            {
+                colls.push(&r.collective);
+            }
+        }
+    }
+    for c in colls {
+        let cells: Vec<String> = all
+            .iter()
+            .map(|(_, rs)| {
+                range(
+                    rs.iter()
+                        .filter(|r| r.collective == c && (lo..=hi).contains(&r.bytes)),
+                )
+                .0
+            })
+            .collect();
+        out.push(format!("| {c} | {} |", cells.join(" | ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::row;
+
+    fn at(coll: &str, imp: &str, bytes: u64, t: f64) -> Row {
+        let mut r = row(imp, bytes, t);
+        r.collective = coll.into();
+        r
+    }
+
+    fn args(extra: &[&str]) -> RatioArgs {
+        let mut v = vec!["ratios", "x.jsonl"];
+        v.extend_from_slice(extra);
+        RatioArgs::parse_from(v)
+    }
+
+    #[test]
+    fn ranges_over_collectives_and_over_the_band() {
+        let graph = vec![
+            at("all_reduce", "nvshmem-rs", 8, 2.0),
+            at("all_reduce", "nccl", 8, 5.0),
+            at("all_reduce", "nvshmem", 8, 4.0), // the faster other
+            at("reduce", "nvshmem-rs", 8, 2.5),
+            at("reduce", "nccl", 8, 5.0),
+            at("all_reduce", "nvshmem-rs", 65536, 3.0),
+            at("all_reduce", "nccl", 65536, 6.0),
+            at("all_reduce", "nvshmem-rs", 1 << 20, 6.0),
+            at("all_reduce", "nccl", 1 << 20, 10.0),
+            at("all_reduce", "nvshmem-rs", 2 << 20, 1.0), // past the band
+            at("all_reduce", "nccl", 2 << 20, 10.0),
+            at("barrier", "nvshmem-rs", 0, 2.6),
+            at("barrier", "nvshmem", 0, 4.4),
+            at("barrier", "nccl", 0, 6.0),
+        ];
+        let mut stream = vec![
+            at("all_reduce", "nvshmem-rs", 8, 4.0),
+            at("all_reduce", "nccl", 8, 10.0),
+        ];
+        // Skipped and wrong rows are never figures.
+        let mut skipped = at("reduce", "nccl", 8, f64::NAN);
+        skipped.status = "skipped: no NCCL".into();
+        stream.push(skipped);
+        let mut wrong = at("reduce", "nvshmem-rs", 8, 0.1);
+        wrong.wrong = 2;
+        stream.push(wrong);
+        let columns = [("graph".into(), graph), ("stream".into(), stream)];
+        assert_eq!(wrong_rows(&columns), ["stream: reduce 8 B nvshmem-rs"]);
+        let lines = tables(&args(&["--sizes", "8,64K,4K"]), &columns);
+        assert_eq!(
+            lines,
+            [
+                "nvshmem-rs over the faster of the others (below 1 is faster):",
+                "",
+                "| size | graph | stream |",
+                "|---|---|---|",
+                "| 8 B | 0.50 (reduce) | 0.40 (all_reduce) |",
+                "| 64 KiB | 0.50 (all_reduce) | - |",
+                "| 4 KiB | - | - |",
+                "| barrier | 0.59 (2.60 µs against 4.40) | - |",
+                "",
+                "| collective, 64 KiB to 1 MiB | graph | stream |",
+                "|---|---|---|",
+                "| all_reduce | 0.50-0.60 | - |",
+                "| reduce | - | - |",
+            ]
+        );
+    }
+
+    #[test]
+    fn sizes_and_bands_parse() {
+        assert_eq!(parse_band("64K-1M"), Ok((65536, 1 << 20)));
+        assert!(parse_band("1M-64K").is_err());
+        assert!(parse_band("64K").is_err());
+        assert_eq!(size_label(8), "8 B");
+        assert_eq!(size_label(3 << 19), "1536 KiB");
+        assert_eq!(args(&[]).sizes.len(), 7);
+        assert_eq!(args(&["--impl", "nccl"]).ours, "nccl");
+    }
+}
