@@ -99,9 +99,10 @@
 #
 # Several PEs on one GPU: MPS=1 runs the whole suite list with CUDA MPS (README, "Launching";
 # /work/shared/platform.md): the control daemon is started with its own pipe and log folders
-# (under /tmp, or MPS_DIR), every PE of an N-PE case on G GPUs gets the thread share
-# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / ceil(N / G) (passed to every launcher, mpirun -x
-# included), MPS is restarted after a case that was killed (a killed client can leave the server
+# (under /tmp, or MPS_DIR), an N-PE case runs on the most of the G GPUs that take its PEs
+# evenly (CUDA_VISIBLE_DEVICES, unless the caller set it: 3 PEs on one GPU of two, since PEs
+# spread unevenly never start), every PE gets the thread share CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+# = 100 / ceil(N / G) (passed to every launcher, mpirun -x included), MPS is restarted after a case that was killed (a killed client can leave the server
 # unusable), and quit when the run ends, however it ends. MPS_SHARE=none gives no share and sets
 # NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=1 instead (the PEs' kernels then compete for
 # every SM). For example, on one GPU:
@@ -460,8 +461,19 @@ NVSHMEM_SHARED_REFUSED="PEs share a GPU: NVSHMEM's reductions are refused there"
 # when MPS_SHARE is not "none", or full MPG without shares.
 mps_share() {
   mps_on || return 0
-  local np=$1 gpus per
+  local np=$1 gpus per g
   gpus=$(gpus_visible)
+  if [ -z "${CUDA_VISIBLE_DEVICES:-}" ] && [ $((np % gpus)) -ne 0 ]; then
+    # PEs spread unevenly over the GPUs never start (Runtime::init refuses: README,
+    # "Launching"), so the case runs on the most GPUs that take its PEs evenly (3 PEs on one of
+    # two GPUs).
+    g=$gpus
+    while [ $((np % g)) -ne 0 ]; do g=$((g - 1)); done
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((g - 1)))
+    export CUDA_VISIBLE_DEVICES
+    echo "gpu-check: $np PEs on GPUs $CUDA_VISIBLE_DEVICES of $gpus, evenly" >&2
+    gpus=$g
+  fi
   per=$(( (np + gpus - 1) / gpus ))
   if [ "${MPS_SHARE:-}" = none ]; then
     unset CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
