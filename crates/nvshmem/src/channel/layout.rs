@@ -49,7 +49,9 @@ pub(crate) fn chan_bytes(ll_bytes: usize) -> usize {
 /// ([`ll_blocks`]).
 pub(crate) const DEFAULT_LL_BYTES: usize = 32 << 10;
 
-/// How the fast path is sized: [`crate::RuntimeBuilder`] settings `channels` and `ll_bytes`.
+/// How the fast path is sized: the channel count ([`crate::RuntimeBuilder::channels`], else
+/// the heap's default) and the bytes of an LL region ([`DEFAULT_LL_BYTES`]; no setting
+/// changes it).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sizing {
     pub(crate) channels: usize,
