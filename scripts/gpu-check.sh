@@ -58,6 +58,9 @@
 #                                         floorprobe (tools/probes/floor.cu: a graph node,
 #                                         the link's one-way latency, a plain barrier and
 #                                         8-byte LL all-reduce in a graph, 2 GPUs),
+#                                         ll128probe (tools/probes/ll128.cu: copies of 64 KiB-
+#                                         2 MiB at 120 data bytes a 128-byte line, torn lines
+#                                         counted, beside LL and a direct push, 2 GPUs),
 #                                         sweep (every algorithm forced beside the automatic
 #                                         choice, NVSHMEM and NCCL, 4 KiB-256 MiB: crossovers).
 #                                         waits: every wait the library queues ends within
@@ -865,6 +868,13 @@ hostreadprobe() { probe_run hostreadprobe tools/probes/host_read.cu; }
 # outside the library, one process on 2 GPUs, beside plain Lamport kernels, 64 KiB-2 MiB.
 # PROBE_ITERS calls a graph (default 300); PROBE_VARIANTS a comma-separated list (default all).
 lamportprobe() { probe_run lamportprobe tools/probes/lamport.cu "${PROBE_ITERS:-300}" "${PROBE_VARIANTS:-}"; }
+
+# tools/probes/ll128.cu: one-way and both-way copies of 64 KiB-2 MiB between two GPUs in a CUDA
+# graph, LL (8 data bytes a 16-byte packet), LL128 (120 a 128-byte line, its flag in the line:
+# lines that arrive torn are counted) and a direct push between two flag exchanges.
+# PROBE_ITERS calls a graph (default 200); PROBE_VARIANTS some of ll,ll128,direct (default all);
+# PROBE_BLOCKS blocks a launch.
+ll128probe() { probe_run ll128probe tools/probes/ll128.cu "${PROBE_ITERS:-200}" "${PROBE_VARIANTS:-}"; }
 
 # tools/probes/floor.cu: the floor of an 8-byte collective in a CUDA graph: an empty kernel's
 # node, the link's one-way latency, a plain flag barrier and 8-byte LL all-reduce, PDL off and
