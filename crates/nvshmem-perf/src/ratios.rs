@@ -21,9 +21,10 @@ markdown tables",
     after_help = "At each point (a collective, type, operator, root, placement and size) the \
 ratio is the implementation's time over the least time of any other implementation there \
 (below 1 is faster); points where either side has no figure are left out. The first table has \
-a row per --sizes entry (the range over the collectives there, the one with the highest ratio \
-in brackets) and one for barrier and for sync; the second a row per collective (the range over \
-the --band sizes). A row whose check failed (WRONG) is never a figure: it is named on stderr \
+a row per --sizes entry (the range over every point of that size: each collective, type, \
+operator, root and placement in the file; the collective with the highest ratio in brackets) and \
+one for barrier and for sync; the second a row per collective (the range over its points of the \
+--band sizes). A row whose check failed (WRONG) is never a figure: it is named on stderr \
 and the exit status is 3."
 )]
 pub struct RatioArgs {
