@@ -1215,7 +1215,7 @@ mod tests {
             ("reduce", 16 * KIB),
             ("reduce", 32 * KIB),
         ];
-        let sweeps: [Sweep; 14] = [
+        let sweeps: [Sweep; 15] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep). The direct kernels' one-way moves of
             // 32-64 MiB before the waits stopped reading the abort word every 256 polls
@@ -1276,6 +1276,8 @@ mod tests {
             (4, "sweep-4pe-2026-11-27b/reduce", &[], true),
             (2, "sweep-large-2026-11-27/2pe", &[], true),
             (4, "sweep-large-2026-11-27/4pe", &[], true),
+            // 2 x H100 (the rows are of sm_90, H100 and H200 alike): the first H100 pair lent.
+            (2, "sweep-h100-2026-11-28/full", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {
