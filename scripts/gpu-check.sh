@@ -77,12 +77,19 @@
 # (once, into ${TMPDIR:-/tmp}/gpu-check-nvshmem-3.8.0) and NVSHMEM_HOME (the device build's
 # headers and libnvshmem_device.a), NVSHMEM_LIBRARY (the host library) and LD_LIBRARY_PATH (its
 # plugins) point at it, for every PE of every launcher. The device tool carries at most 64 MiB
-# with the working tree (3.4 MB tracked), so beside the 41.4 MB tarball .gpu must be small:
-# `stage-small` packs its 5 programs into 5.9 MB, beside Hydra (1.2 MB) and the kernel cache
-# (about 6 MB), about 58 MB in all (measured 2026-11-26):
+# with the working tree, so beside the 41.4 MB tarball .gpu must be small. With 3.4 MB tracked
+# (2026-11-26) `stage-small` fit (its 5 programs 5.9 MB, Hydra 1.2 MB, the kernel cache about
+# 6 MB: 58 MB in all):
 #     scripts/gpu-check.sh stage-small && scripts/gpu-check.sh stage-nvshmem 3.8.0
 #     (carry .gpu and .gpu-nvshmem)
 #     NVSHMEM_VERSION=3.8.0 scripts/gpu-check.sh run device foundation
+# With 22.5 MB tracked (2026-11-28, docs/perf's data and plots) about 3.1 MB is left for .gpu:
+# four programs packed by xz, Hydra, no kernel cache (each PE compiles what it uses):
+#     GPU_BINS="gpu_foundation gpu_waits gpu_collectives nvshmem-run" GPU_PACK=xz \
+#         KERNEL_CACHE=none scripts/gpu-check.sh stage
+#     NVSHMEM_HOST_ONLY=1 scripts/gpu-check.sh stage-nvshmem 3.8.0
+#     NVSHMEM_VERSION=3.8.0 scripts/gpu-check.sh run foundation waits
+# (NVSHMEM_HOST_ONLY=1: the host library, ibrc and the bootstrap plugins, no device library.)
 # GPU_BINS="a b ..." with `stage` copies only those programs (test programs by their test
 # name, examples, nvshmem-run, nvshmem-perf) into .gpu/bin.
 #
@@ -200,8 +207,12 @@ for line in sys.stdin:
   # KERNEL_CACHE=gpu: the cache is filled on the GPU machine instead, at the start of `run`, by
   # the library's own test program (its 16 cores compile the ~400 kernels in about a minute,
   # where this 2-core machine takes 10 to 40 minutes when busy).
+  # KERNEL_CACHE=none: no cache at all; each PE compiles the kernels it uses, once a machine
+  # (for a .gpu that must be small: beside an NVSHMEM tarball).
   rm -rf .gpu-kernel-cache
-  if [ "${KERNEL_CACHE:-}" = gpu ]; then
+  if [ "${KERNEL_CACHE:-}" = none ]; then
+    :
+  elif [ "${KERNEL_CACHE:-}" = gpu ]; then
     cargo test --release -p nvshmem --lib --no-run --message-format=json 2>/dev/null |
       python3 -c '
 import json, sys
@@ -219,7 +230,15 @@ for line in sys.stdin:
   stage_hydra
   ls -la .gpu/bin
   # Packed too (about threefold): tracked files and .gpu together must stay under 64 MiB.
-  tar -czf .gpu/bin.tgz -C .gpu bin && rm -rf .gpu/bin
+  # GPU_PACK=xz packs by xz -9e instead (.gpu/bin.txz, about 4.5-fold, a minute or two more):
+  # beside NVSHMEM 3.8.0's 41 MB tarball and 22.5 MB of tracked files (2026-11-28), four test
+  # programs fit only so.
+  rm -f .gpu/bin.tgz .gpu/bin.txz
+  if [ "${GPU_PACK:-}" = xz ]; then
+    XZ_OPT=-9e tar -cJf .gpu/bin.txz -C .gpu bin && rm -rf .gpu/bin
+  else
+    tar -czf .gpu/bin.tgz -C .gpu bin && rm -rf .gpu/bin
+  fi
   du -sh .gpu
 }
 
@@ -241,16 +260,23 @@ stage_nvshmem() {
     whl=$(compgen -G "$cache/nvidia_nvshmem_cu13-$v-*.whl" | head -1)
   fi
   tmp=$(mktemp -d)
-  python3 - "$whl" "$tmp" <<'PY'
+  python3 - "$whl" "$tmp" "${NVSHMEM_HOST_ONLY:-0}" <<'PY'
 import fnmatch, os, shutil, sys, zipfile
-whl, dest = sys.argv[1:3]
+whl, dest, host_only = sys.argv[1:4]
 prefix = "nvidia/nvshmem/"
+# NVSHMEM_HOST_ONLY=1: no device library (the `device` suite needs it) and no network transport
+# but ibrc (whose start-up message `quietstart` checks), for a tarball that fits beside a
+# larger tree.
+skip = ["lib/libnvshmem_device_sm_*.bc"]
+if host_only == "1":
+    skip += ["lib/libnvshmem_device.a", "lib/nvshmem_transport_ib[dg]*", "lib/nvshmem_transport_libfabric*",
+             "lib/nvshmem_transport_gpunetio*", "lib/nvshmem_transport_ucx*", "include/gpunetio/*"]
 with zipfile.ZipFile(whl) as z:
     for name in z.namelist():
         if not name.startswith(prefix) or name.endswith("/"):
             continue
         rel = name[len(prefix):]
-        if fnmatch.fnmatch(rel, "lib/libnvshmem_device_sm_*.bc"):
+        if any(fnmatch.fnmatch(rel, p) for p in skip):
             continue
         path = os.path.join(dest, "nvshmem", rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -362,8 +388,10 @@ export RUST_BACKTRACE=1
 # GPU_KERNEL_CACHE: another folder (e.g. under /tmp, which outlives a call on a warm machine,
 # where a carried .gpu is replaced whole by the next call's).
 export NVSHMEM_RS_KERNEL_CACHE=${GPU_KERNEL_CACHE:-$PWD/.gpu/kernel-cache}
-if [ "$mode" = run ] && [ -f .gpu/bin.tgz ] && [ ! -d .gpu/bin ]; then
-  tar -xzf .gpu/bin.tgz -C .gpu
+if [ "$mode" = run ] && [ ! -d .gpu/bin ]; then
+  if [ -f .gpu/bin.tgz ]; then tar -xzf .gpu/bin.tgz -C .gpu
+  elif [ -f .gpu/bin.txz ]; then tar -xJf .gpu/bin.txz -C .gpu
+  fi
 fi
 if [ "$mode" = run ] && [ -f .gpu/kernel-cache.tgz ] && [ ! -d "$NVSHMEM_RS_KERNEL_CACHE" ]; then
   mkdir -p "$NVSHMEM_RS_KERNEL_CACHE" && tar -xzf .gpu/kernel-cache.tgz -C "$NVSHMEM_RS_KERNEL_CACHE"
@@ -678,6 +706,11 @@ export -f by_hand
 # bootstrap by itself (PE 0 prints it), and the error paths there.
 foundation_hydra() {
   local t
+  if [ ! -f .gpu/hydra.tgz ] && [ ! -d .gpu/hydra ]; then
+    # A .gpu staged without Hydra, to fit beside an NVSHMEM tarball (above).
+    skip_case foundation-hydra "Hydra not staged in .gpu"
+    return 0
+  fi
   t=$(gtest gpu_foundation)
   local np
   for np in $PES; do
