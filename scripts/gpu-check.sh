@@ -89,7 +89,8 @@
 #         KERNEL_CACHE=none scripts/gpu-check.sh stage
 #     NVSHMEM_HOST_ONLY=1 scripts/gpu-check.sh stage-nvshmem 3.8.0
 #     NVSHMEM_VERSION=3.8.0 scripts/gpu-check.sh run foundation waits
-# (NVSHMEM_HOST_ONLY=1: the host library, ibrc and the bootstrap plugins, no device library.)
+# (NVSHMEM_HOST_ONLY=1: the host library, stripped, ibrc and the bootstrap plugins, no device
+# library.)
 # GPU_BINS="a b ..." with `stage` copies only those programs (test programs by their test
 # name, examples, nvshmem-run, nvshmem-perf) into .gpu/bin.
 #
@@ -283,6 +284,8 @@ with zipfile.ZipFile(whl) as z:
         with z.open(name) as src, open(path, "wb") as out:
             shutil.copyfileobj(src, out)
 PY
+  # Host-only: the host library's static symbol table too (its dynamic symbols stay).
+  [ "${NVSHMEM_HOST_ONLY:-0}" = 1 ] && strip --strip-unneeded "$tmp/nvshmem/lib/libnvshmem_host.so.3"
   local version
   version=$(nvshmem_version "$tmp/nvshmem")
   [ "$version" = "$v" ] || { echo "stage-nvshmem: the wheel holds NVSHMEM $version, not $v" >&2; rm -rf "$tmp"; return 1; }
