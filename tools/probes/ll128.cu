@@ -14,6 +14,7 @@
 //   ll128    128-byte lines: lane j (0-7) of a group of 8 stores 16 bytes of the line, lane 7's
 //            last 8 the epoch; 120 data bytes a line. The receiver loads the line the same way
 //            and takes it when lane 7's word holds the epoch (all 4 groups of a warp together)
+//   ll128p   ll128 with a receiver that keeps 4 groups of 4 lines a warp in flight (PIPE)
 //   direct   the receiver raises "ready" (its buffer is free), the sender waits for it, stores
 //            the data straight into the receiver's output, fences (fence.sc.sys) and raises
 //            "done"; the receiver waits for that (this crate's direct kernels' two exchanges)
@@ -60,7 +61,7 @@ struct Side {
     unsigned *wrong; // [2] wrong words, torn lines
 };
 
-enum Variant { LL, LL128, DIRECT };
+enum Variant { LL, LL128, LL128P, DIRECT };
 
 __device__ __forceinline__ bool reached(unsigned v, unsigned e) { return (int)(v - e) >= 0; }
 
@@ -200,6 +201,77 @@ __device__ void ll128_recv(const Side &me, u64 words, u64 cap, unsigned e) {
     }
 }
 
+// LL128 with PIPE groups of 4 lines a warp in flight: every group's load is issued before any
+// is checked, then each group whose flag has not come is loaded again (all 8 lanes of a line
+// together, so a line's data always comes from the load that saw its flag), until all have.
+// The sender is ll128_send: the line layout is the same.
+#define PIPE 4
+__device__ void ll128p_recv(const Side &me, u64 words, u64 cap, unsigned e) {
+    const u64 lines = (words + LINE_WORDS - 1) / LINE_WORDS;
+    u64 lo, hi;
+    share(lines, lo, hi);
+    const char *from = me.buf + (e & 1) * cap;
+    const int lane = threadIdx.x & 31, j = lane & 7, group = lane >> 3, flag_lane = (lane & ~7) | 7;
+    const u64 warps = blockDim.x / 32, warp = threadIdx.x / 32;
+    for (u64 base = lo + 4 * PIPE * warp; base < hi; base += 4 * PIPE * warps) {
+        u64 a[PIPE], b[PIPE];
+        bool have[PIPE];
+#pragma unroll
+        for (int k = 0; k < PIPE; ++k) {
+            const u64 l = base + 4 * k + group;
+            a[k] = b[k] = 0;
+            if (l < hi)
+                asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+                             : "=l"(a[k]), "=l"(b[k])
+                             : "l"(from + 128 * l + 16 * j)
+                             : "memory");
+        }
+        bool all;
+        do {
+            all = true;
+#pragma unroll
+            for (int k = 0; k < PIPE; ++k) {
+                const u64 l = base + 4 * k + group;
+                // The line's flag, as its lane 7 loaded it, for all 8 lanes of the line.
+                // Every lane shuffles (a full-mask shuffle must not diverge).
+                const bool flag = __shfl_sync(0xffffffffu, b[k] == e, flag_lane);
+                have[k] = l >= hi || flag;
+                all &= have[k];
+            }
+            if (__all_sync(0xffffffffu, all)) break;
+#pragma unroll
+            for (int k = 0; k < PIPE; ++k) {
+                const u64 l = base + 4 * k + group;
+                if (!have[k])
+                    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+                                 : "=l"(a[k]), "=l"(b[k])
+                                 : "l"(from + 128 * l + 16 * j)
+                                 : "memory");
+            }
+        } while (true);
+#pragma unroll
+        for (int k = 0; k < PIPE; ++k) {
+            const u64 l = base + 4 * k + group;
+            bool bad = false;
+            if (l < hi) {
+                const u64 w = l * LINE_WORDS + 2 * j;
+                if (w < words) {
+                    bad |= a[k] != payload(w) + e;
+                    me.dst[w] = a[k];
+                }
+                if (j < 7 && w + 1 < words) {
+                    bad |= b[k] != payload(w + 1) + e;
+                    me.dst[w + 1] = b[k];
+                }
+            }
+            const unsigned lines_bad = __ballot_sync(0xffffffffu, bad);
+            if (bad) atomicAdd(&me.wrong[0], 1u);
+            if (l < hi && j == 0 && ((lines_bad >> (8 * group)) & 0xffu) != 0)
+                atomicAdd(&me.wrong[1], 1u);
+        }
+    }
+}
+
 // ---- direct: the data into the peer's output, framed by ready and done ----
 
 __device__ void direct_send(const Side &peer, const Side &me, u64 words, unsigned e) {
@@ -251,7 +323,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     if (recv) {
         if (variant == LL) ll_recv(me, words, cap, e);
-        else ll128_recv(me, words, cap, e);
+        else if (variant == LL128) ll128_recv(me, words, cap, e);
+        else ll128p_recv(me, words, cap, e);
         __syncthreads();
         if (threadIdx.x == 0) st_release(&peer.ack[b], e);
     }
@@ -377,7 +450,7 @@ int main(int argc, char **argv) {
     const struct {
         Variant v;
         const char *name;
-    } variants[] = {{LL, "ll"}, {LL128, "ll128"}, {DIRECT, "direct"}};
+    } variants[] = {{LL, "ll"}, {LL128, "ll128"}, {LL128P, "ll128p"}, {DIRECT, "direct"}};
     unsigned total = 0;
     for (const auto &var : variants) {
         if (!want.empty() && ("," + want + ",").find("," + std::string(var.name) + ",") == std::string::npos)
