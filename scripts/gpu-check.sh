@@ -1324,11 +1324,19 @@ latency() {
 
 # The mid band (issue 31): the reductions from 64 KiB to 2 MiB (MIDBAND_SIZES), f32 and bf16,
 # this crate's automatic choice, raw NVSHMEM and NCCL in one job per collective and mode (graph
-# unchecked, stream checked), then the same with nvlink_lamport forced on this crate alone;
+# unchecked, stream checked), then the same with nvlink_lamport forced on this crate alone
+# (MIDBAND_COLLS, other collectives too: the forced jobs then take its reductions only);
 # MIDBAND_INPLACE=1 adds the in-place runs. JSON, markdown and plots into $final/midband/.
 midband() {
   local c=${MIDBAND_COLLS:-all_reduce,reduce_scatter,reduce} mode ip args dir="$final/midband" places=(oop)
-  local forced=${c//,/=nvlink_lamport,}=nvlink_lamport
+  # The Lamport jobs take the reductions among the collectives named (copies have no Lamport
+  # kernel: a job that forced it on one stopped at the refusal, 2026-11-28).
+  local r reds=() forced=""
+  for r in ${c//,/ }; do
+    case $r in all_reduce | reduce_scatter | reduce) reds+=("$r") ;; esac
+  done
+  for r in "${reds[@]}"; do forced+="${forced:+,}$r=nvlink_lamport"; done
+  local red_list=${forced//=nvlink_lamport/}
   perf_env 4G
   mkdir -p "$dir"
   [ "${MIDBAND_INPLACE:-0}" = 1 ] && places+=(inplace)
@@ -1339,13 +1347,19 @@ midband() {
       [ $ip = inplace ] && args+=(--in-place)
       CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} perf_case midband-$mode-$ip "${args[@]}" \
         --json "$dir/$mode-$ip.jsonl" --markdown "$dir/$mode-$ip.md"
+      [ -n "$forced" ] || continue
+      args[0]=$red_list
       CASE_TIMEOUT=${MIDBAND_TIMEOUT:-150} perf_case midband-$mode-$ip-lamport "${args[@]}" \
         --impl nvshmem-rs --algo "$forced" --json "$dir/$mode-$ip-lamport.jsonl"
     done
   done
   for ip in "${places[@]}"; do
     for mode in graph stream; do
-      summarize --label "$mode $ip" "$dir/$mode-$ip.jsonl" "lamport=$dir/$mode-$ip-lamport.jsonl"
+      if [ -n "$forced" ]; then
+        summarize --label "$mode $ip" "$dir/$mode-$ip.jsonl" "lamport=$dir/$mode-$ip-lamport.jsonl"
+      else
+        summarize --label "$mode $ip" "$dir/$mode-$ip.jsonl"
+      fi
     done
   done
   pack midband
