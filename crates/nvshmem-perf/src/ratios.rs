@@ -25,7 +25,10 @@ a row per --sizes entry (the range over every point of that size: each collectiv
 operator, root and placement in the file; the collective with the highest ratio in brackets) and \
 one for barrier and for sync; the second a row per collective (the range over its points of the \
 --band sizes). A row whose check failed (WRONG) is never a figure: it is named on stderr \
-and the exit status is 3."
+and the exit status is 3. With --spread PCT, a point where either side's median repetition is \
+more than PCT % slower than its fastest (so that most repetitions were slowed: one slow \
+repetition does not move a median) is left out of the ranges as noisy: named on stderr and \
+counted under the tables."
 )]
 pub struct RatioArgs {
     /// JSON-lines result files, as written by `--json`, one column each; NAME=FILE heads that
@@ -45,6 +48,11 @@ pub struct RatioArgs {
     /// The sizes of the second table, LOW-HIGH (both included).
     #[arg(long, value_name = "LOW-HIGH", value_parser = parse_band, default_value = "64K-1M")]
     pub band: (u64, u64),
+
+    /// Leave out points where either side's median repetition is more than PCT % above its
+    /// fastest: a noisy host's figures, not the kernels'. Needs `--reps` of 3 or more.
+    #[arg(long, value_name = "PCT")]
+    pub spread: Option<f64>,
 }
 
 fn parse_band(s: &str) -> Result<(u64, u64), String> {
@@ -84,6 +92,9 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     for line in tables(&args, &columns) {
         println!("{line}");
     }
+    for n in noisy_points(&args, &columns) {
+        eprintln!("nvshmem-perf ratios: noisy, left out: {n}");
+    }
     if wrong.is_empty() {
         return ExitCode::SUCCESS;
     }
@@ -111,24 +122,46 @@ fn wrong_rows(columns: &[(String, Vec<Row>)]) -> Vec<String> {
 /// Collectives without a payload: a row each in the first table, not part of its ranges.
 const FLAGS_ONLY: [&str; 2] = ["barrier", "sync"];
 
-/// One point's ratio: the collective, its size, ours, the best other's time.
+/// One point's ratio: the collective, its type and size, ours and the best other's time, and
+/// the larger of the two rows' spreads (`spread`).
 struct Ratio {
     collective: String,
+    dtype: String,
     bytes: u64,
     ours: f64,
     best: f64,
+    spread: f64,
 }
 
 impl Ratio {
     fn value(&self) -> f64 {
         self.ours / self.best
     }
+
+    /// Whether `--spread` leaves the point out.
+    fn noisy(&self, args: &RatioArgs) -> bool {
+        args.spread.is_some_and(|pct| self.spread * 100.0 > pct)
+    }
+}
+
+/// A row's spread over its repetitions: how far its median (the figure) lies above its
+/// fastest, over the median; 0 for one repetition (or none recorded). The slowest repetition
+/// is left out on purpose: a median of three stands one slow outlier (a job's first point
+/// often has one), not two.
+fn spread(r: &Row) -> f64 {
+    let s = (r.time_us - r.time_min_us) / r.time_us;
+    if s.is_finite() {
+        s.max(0.0)
+    } else {
+        0.0
+    }
 }
 
 /// The points of one file where `ours` and some other implementation both have a figure.
 fn ratios(ours: &str, rows: &[Row]) -> Vec<Ratio> {
     type Point<'a> = (&'a str, &'a str, &'a str, i64, bool, u64);
-    let mut points: BTreeMap<Point, (Option<f64>, Option<f64>)> = BTreeMap::new();
+    type Side<'a> = Option<&'a Row>;
+    let mut points: BTreeMap<Point, (Side, Side)> = BTreeMap::new();
     let mut order = Vec::new();
     for r in rows.iter().filter(|r| r.counts()) {
         let key = point(r);
@@ -137,21 +170,44 @@ fn ratios(ours: &str, rows: &[Row]) -> Vec<Ratio> {
             (None, None)
         });
         if r.implementation == ours {
-            e.0 = Some(r.time_us);
-        } else {
-            e.1 = Some(e.1.map_or(r.time_us, |b: f64| b.min(r.time_us)));
+            e.0 = Some(r);
+        } else if e.1.is_none_or(|b| r.time_us < b.time_us) {
+            e.1 = Some(r);
         }
     }
     order
         .into_iter()
         .filter_map(|key| match points[&key] {
-            (Some(o), Some(b)) if b > 0.0 => Some(Ratio {
+            (Some(o), Some(b)) if b.time_us > 0.0 => Some(Ratio {
                 collective: key.0.to_string(),
+                dtype: o.dtype.clone(),
                 bytes: key.5,
-                ours: o,
-                best: b,
+                ours: o.time_us,
+                best: b.time_us,
+                spread: spread(o).max(spread(b)),
             }),
             _ => None,
+        })
+        .collect()
+}
+
+/// The points `--spread` leaves out, one line each: `FILE: COLLECTIVE TYPE SIZE (spread S %)`.
+fn noisy_points(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String> {
+    columns
+        .iter()
+        .flat_map(|(name, rows)| {
+            ratios(&args.ours, rows)
+                .into_iter()
+                .filter(|r| r.noisy(args))
+                .map(move |r| {
+                    format!(
+                        "{name}: {} {} {} (spread {:.0} %)",
+                        r.collective,
+                        r.dtype,
+                        size_label(r.bytes),
+                        r.spread * 100.0
+                    )
+                })
         })
         .collect()
 }
@@ -188,9 +244,16 @@ fn size_label(b: u64) -> String {
 
 /// The two markdown tables, one column a file.
 fn tables(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String> {
+    let mut left_out = 0;
     let all: Vec<(&str, Vec<Ratio>)> = columns
         .iter()
-        .map(|(n, rows)| (n.as_str(), ratios(&args.ours, rows)))
+        .map(|(n, rows)| {
+            let (noisy, kept): (Vec<Ratio>, Vec<Ratio>) = ratios(&args.ours, rows)
+                .into_iter()
+                .partition(|r| r.noisy(args));
+            left_out += noisy.len();
+            (n.as_str(), kept)
+        })
         .collect();
     let head = |first: &str| {
         let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
@@ -263,6 +326,12 @@ fn tables(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String> {
             .collect();
         out.push(format!("| {c} | {} |", cells.join(" | ")));
     }
+    if let Some(pct) = args.spread {
+        out.push(String::new());
+        out.push(format!(
+            "Noisy points left out: {left_out} (a median over {pct} % above its fastest repetition)."
+        ));
+    }
     out
 }
 
@@ -332,6 +401,47 @@ mod tests {
                 "| all_reduce | 0.50-0.60 | - |",
                 "| reduce | - | - |",
             ]
+        );
+    }
+
+    #[test]
+    fn spread_leaves_noisy_points_out_and_names_them() {
+        let mut rows = vec![
+            at("all_reduce", "nvshmem-rs", 65536, 3.0),
+            at("all_reduce", "nccl", 65536, 6.0),
+            at("all_reduce", "nvshmem-rs", 131072, 25.5),
+            at("all_reduce", "nccl", 131072, 19.6),
+        ];
+        // The 128 KiB point: the other's one slow repetition does not count; ours, two slowed
+        // of three (15.1, 25.5, 26.6), does: 41 %.
+        rows[3].time_min_us = 19.0;
+        rows[3].time_max_us = 60.0;
+        rows[2].time_min_us = 15.1;
+        rows[2].time_max_us = 26.6;
+        let columns = [("stream".to_string(), rows)];
+        let band = |extra: &[&str]| {
+            let mut a = vec!["--sizes", "64K"];
+            a.extend_from_slice(extra);
+            tables(&args(&a), &columns)
+        };
+        // Without --spread every point counts, and the tables end with the band.
+        let plain = band(&[]);
+        assert_eq!(plain.last().unwrap(), "| all_reduce | 0.50-1.30 |");
+        let kept = band(&["--spread", "60"]);
+        assert_eq!(kept[kept.len() - 3], "| all_reduce | 0.50-1.30 |");
+        assert_eq!(
+            kept.last().unwrap(),
+            "Noisy points left out: 0 (a median over 60 % above its fastest repetition)."
+        );
+        let cut = band(&["--spread", "25"]);
+        assert_eq!(cut[cut.len() - 3], "| all_reduce | 0.50 |");
+        assert_eq!(
+            cut.last().unwrap(),
+            "Noisy points left out: 1 (a median over 25 % above its fastest repetition)."
+        );
+        assert_eq!(
+            noisy_points(&args(&["--spread", "25"]), &columns),
+            ["stream: all_reduce f32 128 KiB (spread 41 %)"]
         );
     }
 
