@@ -89,7 +89,7 @@
 #     GPU_BINS="gpu_foundation gpu_waits gpu_collectives nvshmem-run" GPU_PACK=xz \
 #         KERNEL_CACHE=none STAGE_HYDRA=0 scripts/gpu-check.sh stage
 #     NVSHMEM_HOST_ONLY=1 scripts/gpu-check.sh stage-nvshmem 3.8.0
-#     NVSHMEM_VERSION=3.8.0 scripts/gpu-check.sh run foundation waits
+#     NVSHMEM_VERSION=3.8.0 scripts/gpu-check.sh run foundation collectives waits
 # (NVSHMEM_HOST_ONLY=1: the host library, stripped, ibrc and the bootstrap plugins, no device
 # library.)
 # GPU_BINS="a b ..." with `stage` copies only those programs (test programs by their test
