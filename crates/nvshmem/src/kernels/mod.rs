@@ -58,8 +58,8 @@ pub(crate) fn lamport_define(name: &str) -> usize {
     source_define("lamport.cu", include_str!("lamport.cu"), name)
 }
 
-/// A plain number (decimal or `0x` hex, an unsigned or `ull` suffix allowed) defined in the source `src` (named
-/// `file`); panics, naming what is missing, where there is none.
+/// A plain number (decimal or `0x` hex, an unsigned or `ull` suffix allowed) defined in the
+/// source `src` (named `file`); panics, naming what is missing, where there is none.
 #[cfg(test)]
 fn source_define(file: &str, src: &str, name: &str) -> usize {
     let line = src

@@ -17,8 +17,8 @@
 //!
 //! What has been measured: teams of 2 PEs on 2 x H200 and of 4 PEs on 4 x H200 (sm_90, one PE
 //! a GPU); 2 PEs on 2 x H100 swept with every algorithm forced found the same choices
-//! (`docs/perf/sweep-h100-2026-11-28`, read by the sweep test below). Everything else takes the *conservative rows* ([`ROWS`], `arch: None`), chosen so
-//! that a wrong guess costs little:
+//! (`docs/perf/sweep-h100-2026-11-28`, read by the sweep test below). Everything else takes
+//! the *conservative rows* ([`ROWS`], `arch: None`), chosen so that a wrong guess costs little:
 //! - LL only for payloads small enough that each PE's LL traffic, `(n - 1)` blocks in or out,
 //!   stays within what won on 2 PEs (LL's cost there is the launch and one flag exchange,
 //!   which do not grow with the payload);
