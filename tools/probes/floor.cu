@@ -19,14 +19,16 @@
 //   barrier    each call: thread 0 takes the next epoch from a local counter, stores it into
 //              the peer's flag (st.release.sys), polls its own flag until it holds the epoch
 //              (ld.acquire.sys); "fence" puts fence.sc.sys before the store, as a barrier
-//              that orders earlier writes must
+//              that orders earlier writes must; "acqrel" fence.acq_rel.sys and a relaxed
+//              store (this crate's checked sync); "relaxed" a relaxed store alone (no order:
+//              what the release itself costs, measured apart; not a barrier anyone may use)
 //   ll8        an 8-byte all-reduce (two f32): thread 0 loads the input, stores it with the
 //              epoch twice in one 16-byte packet into the peer's slot (epoch parity), polls its
 //              own slot until both epochs are there, stores the sum; checked every call
 //              against the host's sum of the inputs, which change with the epoch
 // With PROBE_ALLOC=vmm the flags and slots are mapped as NVSHMEM maps its heap (cuMemCreate,
 // cuMemMap: probe.cuh's probe_alloc), not cudaMalloc'ed; the cases' names then begin "vmm".
-// With a second argument `ipc` the barrier, fence and ll8 cases run in two processes instead,
+// With a second argument `ipc` the barrier cases and ll8 run in two processes instead,
 // one a GPU (forked before CUDA starts), the flags and slots shared by CUDA IPC handles passed
 // through pipes: what two processes add to the same kernels (this library runs one PE a
 // process).
@@ -66,13 +68,19 @@ __global__ void k_pingpong(unsigned *mine, unsigned *peer, int me, int rounds) {
 }
 
 // ctr: this GPU's epoch counter (local); mine: the flag the peer stores into; peer: the peer's.
+// fence: 0 release store, 1 fence.sc.sys and release store, 2 fence.acq_rel.sys and relaxed
+// store, 3 relaxed store alone.
 __global__ void k_barrier(unsigned *ctr, unsigned *mine, unsigned *peer, int fence) {
     pdl_begin();
     if (threadIdx.x != 0) return;
     const unsigned e = *ctr + 1;
     *ctr = e;
-    if (fence) asm volatile("fence.sc.sys;" ::: "memory");
-    st_release(peer, e);
+    if (fence == 1) asm volatile("fence.sc.sys;" ::: "memory");
+    if (fence == 2) asm volatile("fence.acq_rel.sys;" ::: "memory");
+    if (fence >= 2)
+        asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(peer), "r"(e) : "memory");
+    else
+        st_release(peer, e);
     while ((int)(ld_acquire(mine) - e) < 0) {
     }
 }
@@ -120,7 +128,7 @@ struct Gpu {
     float *in;
 };
 
-enum Case { EMPTY, BARRIER, FENCE, LL8 };
+enum Case { EMPTY, BARRIER, FENCE, ACQREL, RELAXED, LL8 };
 
 static void launch(const Gpu &g, const Gpu &peer, int me, Case c, bool pdl) {
     cudaLaunchConfig_t cfg = {};
@@ -138,7 +146,10 @@ static void launch(const Gpu &g, const Gpu &peer, int me, Case c, bool pdl) {
         break;
     case BARRIER:
     case FENCE:
-        CK(cudaLaunchKernelEx(&cfg, k_barrier, g.ctr, g.flag, peer.flag, c == FENCE ? 1 : 0));
+    case ACQREL:
+    case RELAXED:
+        CK(cudaLaunchKernelEx(&cfg, k_barrier, g.ctr, g.flag, peer.flag,
+                              c == FENCE ? 1 : c == ACQREL ? 2 : c == RELAXED ? 3 : 0));
         break;
     case LL8:
         CK(cudaLaunchKernelEx(&cfg, k_ll8, g.ctr, g.slots, peer.slots, g.in, me, g.wrong));
@@ -243,7 +254,7 @@ static double ipc_case(const Gpu &g, const Gpu &peer, int me, Case c, bool pdl, 
     return t[t.size() / 2];
 }
 
-// The `ipc` mode: the barrier, fence and ll8 cases in two processes, GPU 0's and GPU 1's.
+// The `ipc` mode: the barrier cases and ll8 in two processes, GPU 0's and GPU 1's.
 static int ipc_main(int calls) {
     int p01[2], p10[2];
     if (pipe(p01) != 0 || pipe(p10) != 0) {
@@ -294,7 +305,11 @@ static int ipc_main(int calls) {
     const struct {
         Case c;
         const char *name;
-    } cases[] = {{BARRIER, "barrier"}, {FENCE, "barrier fence"}, {LL8, "ll8"}};
+    } cases[] = {{BARRIER, "barrier"},
+                 {FENCE, "barrier fence"},
+                 {ACQREL, "barrier acqrel"},
+                 {RELAXED, "barrier relaxed"},
+                 {LL8, "ll8"}};
     for (bool pdl : {false, true})
         for (const auto &k : cases) {
             const double t = ipc_case(g, peer, me, k.c, pdl, calls, rfd, wfd);
@@ -392,6 +407,10 @@ int main(int argc, char **argv) {
                graph_case(gs, 2, BARRIER, pdl, calls));
         printf("probe: %sbarrier fence%s: %.3f us a call\n", m, p,
                graph_case(gs, 2, FENCE, pdl, calls));
+        printf("probe: %sbarrier acqrel%s: %.3f us a call\n", m, p,
+               graph_case(gs, 2, ACQREL, pdl, calls));
+        printf("probe: %sbarrier relaxed%s: %.3f us a call\n", m, p,
+               graph_case(gs, 2, RELAXED, pdl, calls));
         printf("probe: %sll8%s: %.3f us a call\n", m, p, graph_case(gs, 2, LL8, pdl, calls));
     }
     unsigned wrong = 0;

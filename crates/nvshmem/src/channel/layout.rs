@@ -30,13 +30,26 @@ pub(crate) fn ll_blocks(n: usize) -> usize {
     (LL_REGIONS / n.max(1)).min(LL_BLOCKS)
 }
 
+/// Packet bytes of one LL region (parity, sender, block) on a team of `n`
+/// (`nvr_ll_region_bytes`): `ll_bytes`, twice that on 2 PEs. A PE never sends to itself, so
+/// the regions of its own index in its channel are never written; on 2 PEs each receiver has
+/// one sender, which so takes both regions of a block (`kernels/PROTOCOL.md`, "Channels").
+pub(crate) fn ll_region_bytes(n: usize, ll_bytes: usize) -> usize {
+    if n == 2 {
+        2 * ll_bytes
+    } else {
+        ll_bytes
+    }
+}
+
 /// Bytes of one channel with LL regions of `ll_bytes` (`nvr_chan_bytes`).
 pub(crate) fn chan_bytes(ll_bytes: usize) -> usize {
     HEADER + 2 * LL_REGIONS * ll_bytes
 }
 
-/// Bytes of one LL region by default: 16 KiB of payload a block, so a 2-PE team's 32 blocks
-/// carry 512 KiB a pair (issue 31: LL one-shot copies through the mid band).
+/// Bytes of one LL region by default: 16 KiB of payload a block, so a 4-PE team's 16 blocks
+/// carry 256 KiB a pair, and a 2-PE team's 32 blocks, with two regions each
+/// ([`ll_region_bytes`]), 1 MiB (issue 31: LL one-shot copies through the mid band).
 ///
 /// What a channel costs: the header, 100,352 bytes (epochs and flags 34,816, fingerprint slots
 /// 65,536), then the LL area, `2 x LL_REGIONS x ll_bytes` = 2 x 64 x 32 KiB = 4 MiB: 4.1 MiB a
@@ -101,6 +114,13 @@ mod tests {
             assert_eq!(g, want[n - 1], "n {n}");
             // Region (j, b) of a parity is j * g + b: every one inside the parity's regions.
             assert!(n * g <= LL_REGIONS, "n {n}");
+            // On 2 PEs block b takes regions 2b and 2b + 1 (one sender a receiver), in units
+            // of ll_bytes: 2 * g of them, the parity's 64 again.
+            if n == 2 {
+                assert_eq!(g * ll_region_bytes(n, 1), LL_REGIONS);
+            } else {
+                assert_eq!(ll_region_bytes(n, 1), 1);
+            }
             // Every grid an LL launch may have publishes and checks fingerprints.
             assert!(g <= FP_BLOCKS);
         }

@@ -75,7 +75,8 @@ struct nvr_team {
     int n;                        // team size, 1..NVR_MAX_TEAM
     int me;                       // this PE's index in the team
     unsigned long long chan;      // local address of this (team, stream)'s channel
-    unsigned int ll_bytes;        // LL packet bytes of one (parity, peer, block) region
+    unsigned int ll_bytes;        // bytes of one of the channel's LL regions (a (parity,
+                                  // sender, block) region has nvr_ll_region_bytes)
     unsigned int check;           // 1: publish and check call fingerprints (fp)
     volatile unsigned int *abort; // host-mapped word: non-zero means "stop waiting now"
     unsigned int *status;         // host-mapped record of the first failure (see Waits)
@@ -135,10 +136,22 @@ __host__ __device__ __forceinline__ int nvr_ll_blocks(int n) {
 #endif
 }
 
-// LL region (parity of e, j, b): packets from team PE j for block b at epochs of e's parity.
-// Regions of j < n, b < nvr_ll_blocks(n) are disjoint: j * nvr_ll_blocks(n) + b < 64.
+// Packet bytes of one LL region (parity, sender, block) on a team of n: ll_bytes, or twice
+// that on 2 PEs. A PE never sends to itself, so the regions of its own index in its channel
+// are never written; on 2 PEs each receiver has one sender, which so takes both regions of a
+// block (PROTOCOL.md, "Channels"): 1 MiB of packets a pair with the default regions, not 512
+// KiB, in the same channel.
+__host__ __device__ __forceinline__ nvr_u64 nvr_ll_region_bytes(int n, unsigned int ll_bytes) {
+    return n == 2 ? 2ull * ll_bytes : (nvr_u64)ll_bytes;
+}
+
+// LL region (parity of e, j, b): packets from team PE j for block b at epochs of e's parity,
+// nvr_ll_region_bytes long. Regions of j < n, b < nvr_ll_blocks(n) are disjoint: they start
+// at region j * nvr_ll_blocks(n) + b < 64, or on 2 PEs (one sender a receiver, whatever j) at
+// 2 * b and take regions 2 * b and 2 * b + 1 < 64.
 __device__ __forceinline__ char *nvr_ll_region(const nvr_team &t, unsigned int e, int j, int b) {
-    const unsigned int r = (e & 1u) * NVR_LL_REGIONS + (unsigned int)(j * nvr_ll_blocks(t.n) + b);
+    const int i = t.n == 2 ? 2 * b : j * nvr_ll_blocks(t.n) + b;
+    const unsigned int r = (e & 1u) * NVR_LL_REGIONS + (unsigned int)i;
     return (char *)(t.chan + NVR_CHAN_HEADER + (nvr_u64)r * t.ll_bytes);
 }
 

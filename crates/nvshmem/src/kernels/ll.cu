@@ -39,11 +39,11 @@
 //   G    = 1, 2, 4, 8 for n = 1, 2, 3-4, 5-8 (the _peers kernels: for n - 1 = 0-1, 2, 3-4, 5-7)
 //   block = min(512, roundup32(ppb * G) + 32)           (one extra warp for the flag stores)
 //   barrier: grid 1, block 64.
-// LIMITS: ll_bytes a multiple of 16 and at least 8192;
-// grid <= nvr_ll_blocks(n); ppb * 16 <= ll_bytes, that is x <= grid * ll_bytes / 2 (the host
-// takes nothing larger to LL: gmax * ll_bytes / 2, 512 KiB a pair for 2 PEs with the default
-// 32 KiB regions). A launch that breaks the limits records status NVR_FAIL_LIMITS
-// and returns (its peers then wait until abort/timeout).
+// LIMITS: ll_bytes a multiple of 16 and at least 8192; with rb = nvr_ll_region_bytes(n,
+// ll_bytes) (ll_bytes, twice that on 2 PEs): grid <= nvr_ll_blocks(n); ppb * 16 <= rb, that is
+// x <= grid * rb / 2 (the host takes nothing larger to LL: gmax * rb / 2, 1 MiB a pair for 2
+// PEs with the default 32 KiB regions, 256 KiB on 4). A launch that breaks the limits records
+// status NVR_FAIL_LIMITS and returns (its peers then wait until abort/timeout).
 
 typedef unsigned char nvr_byte;
 
@@ -90,12 +90,13 @@ __device__ __forceinline__ void nvr_st8(nvr_byte *p, nvr_u64 v, unsigned int nb)
 // ---- the work split -------------------------------------------------------------------------
 
 // Payload bytes and packet indices of one call, in 32 bits: nvr_ll_check bounds the payload by
-// 32 regions of half ll_bytes (at most 64 MiB each), so x < 2^31 and 8 * (any packet index)
-// fits. 64-bit index arithmetic took two instructions for one and a 64-bit division, and the
+// 32 regions of half their bytes (at most 32 MiB of payload each), so x <= 2^30 and 8 * (any
+// packet index) fits. 64-bit index arithmetic took two instructions for one and a 64-bit division, and the
 // small calls are bound by the length of that chain (docs/performance.md, "The small kernels'
 // path").
 typedef unsigned int nvr_pk;
-#define NVR_LL_MAX_REGION (1u << 26) // most ll_bytes a launch may have (the default: 32 KiB)
+#define NVR_LL_MAX_REGION (1u << 26) // most region bytes a launch may have (nvr_ll_region_bytes:
+                                     // the default 32 KiB, 64 KiB on 2 PEs)
 
 struct nvr_ll_ctx {
     unsigned int e; // this block's epoch of this run
@@ -124,11 +125,12 @@ __device__ __forceinline__ int nvr_ll_group_log2(int n) {
 // The limits of an LL launch (see LIMITS above); records NVR_FAIL_LIMITS when broken. Every
 // thread computes the same answer, so a refused block returns as a whole.
 __device__ __forceinline__ bool nvr_ll_check(const nvr_team &t, nvr_u64 x, int root) {
+    const nvr_u64 rb = nvr_ll_region_bytes(t.n, t.ll_bytes);
     const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
                     root < t.n && gridDim.x <= (unsigned int)nvr_ll_blocks(t.n) &&
-                    (blockDim.x & 31u) == 0 &&
-                    (t.ll_bytes & 15u) == 0 && t.ll_bytes <= NVR_LL_MAX_REGION &&
-                    x <= (nvr_u64)gridDim.x * (t.ll_bytes / 2); // ppb * 16 <= ll_bytes
+                    (blockDim.x & 31u) == 0 && (t.ll_bytes & 15u) == 0 &&
+                    rb <= NVR_LL_MAX_REGION &&
+                    x <= (nvr_u64)gridDim.x * (rb / 2); // ppb * 16 <= region bytes
     if (!ok && threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
     return ok;
 }

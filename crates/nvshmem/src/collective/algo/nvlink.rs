@@ -69,6 +69,15 @@ pub(crate) fn ll_blocks(n: usize, max_blocks: u32) -> usize {
     (max_blocks as usize).clamp(1, crate::channel::ll_blocks(n))
 }
 
+/// The most payload bytes a pair an LL launch carries on a team of `n` whose members keep
+/// `max_blocks` blocks resident, with LL regions of `ll_bytes`: half of each block's region is
+/// payload (PROTOCOL.md, "LL packets"), over as many blocks as the team's size leaves each
+/// sender and its members keep resident. 1 MiB on 2 PEs with the default regions (each block
+/// takes two: [`crate::channel::ll_region_bytes`]), 256 KiB on 4, 128 KiB on 8.
+pub(crate) fn ll_cap(n: usize, max_blocks: u32, ll_bytes: usize) -> usize {
+    ll_blocks(n, max_blocks) * crate::channel::ll_region_bytes(n, ll_bytes) / 2
+}
+
 /// Payload bytes a pair per block of an LL launch, up to [`ll_blocks`]: 2 KiB, so that the
 /// packets move over many SMs at once (2 x H200, 2026-11-27: forced LL fcollect took 4.21 us at
 /// 32 KiB a pair with one block per 4 KiB and 3.73 at 64 KiB with one per 2 KiB).
@@ -135,9 +144,7 @@ impl Algorithm for Ll {
             Ok(t) => t,
             Err(why) => return Some(why),
         };
-        // Half of each block's region is payload (PROTOCOL.md, "LL packets"), over as many
-        // blocks as the team's size leaves each sender and its members keep resident.
-        let cap = ll_blocks(call.n(), call.team.max_blocks) * team.ll_bytes as usize / 2;
+        let cap = ll_cap(call.n(), call.team.max_blocks, team.ll_bytes as usize);
         if call.block_bytes() > cap {
             return Some(format!(
                 "it carries at most {cap} bytes a PE, the call {}",
@@ -406,7 +413,7 @@ pub(super) fn flag_barrier(call: &Call, fence: bool) -> Launch {
 
 #[cfg(test)]
 mod tests {
-    use super::{direct_grid, ll_blocks, ll_shape};
+    use super::{direct_grid, ll_cap, ll_shape};
     use crate::collective::algo::tests::{f32_sum, team, team_fitting, with_channel};
     use crate::collective::Collective;
 
@@ -494,6 +501,7 @@ mod tests {
         assert_eq!(ll_shape((32 << 10) + 8, 2, 128, false), (17, 512));
         assert_eq!(ll_shape(64 << 10, 2, 128, false), (32, 512));
         assert_eq!(ll_shape(512 << 10, 2, 128, false), (32, 512));
+        assert_eq!(ll_shape(1 << 20, 2, 128, false), (32, 512));
         assert_eq!(ll_shape(64 << 10, 4, 128, false), (16, 512));
         assert_eq!(ll_shape(64 << 10, 3, 128, false), (21, 512));
         assert_eq!(ll_shape(64 << 10, 8, 128, false), (8, 512));
@@ -515,8 +523,9 @@ mod tests {
     fn every_accepted_payload_fits_its_blocks_regions() {
         let ll_bytes = crate::channel::DEFAULT_LL_BYTES;
         for n in 1..=crate::channel::MAX_TEAM {
+            let region = crate::channel::ll_region_bytes(n, ll_bytes);
             for max_blocks in [0, 1, 2, 3, 5, 8, 16, 21, 33, 128] {
-                let cap = ll_blocks(n, max_blocks) * ll_bytes / 2;
+                let cap = ll_cap(n, max_blocks, ll_bytes);
                 let mut xs: Vec<usize> = (0..=20).map(|p| 1usize << p).collect();
                 xs.extend([cap - 1, cap, (32 << 10) + 1, 3 << 14]);
                 for (x, peer_lanes) in xs
@@ -526,8 +535,8 @@ mod tests {
                 {
                     let (grid, block) = ll_shape(x, n, max_blocks, *peer_lanes);
                     let ppb = x.div_ceil(8).div_ceil(grid as usize);
-                    assert!(ppb * 16 <= ll_bytes, "n {n} mb {max_blocks} x {x}");
-                    assert!(x <= grid as usize * (ll_bytes / 2), "n {n} x {x}");
+                    assert!(ppb * 16 <= region, "n {n} mb {max_blocks} x {x}");
+                    assert!(x <= grid as usize * (region / 2), "n {n} x {x}");
                     assert!(grid as usize <= crate::channel::ll_blocks(n), "n {n} x {x}");
                     assert!(
                         grid as usize <= (max_blocks as usize).max(1),
@@ -537,7 +546,10 @@ mod tests {
                 }
             }
         }
-        // 2 PEs carry 512 KiB a pair with the default regions (issue 31).
-        assert_eq!(ll_blocks(2, 128) * ll_bytes / 2, 512 << 10);
+        // 2 PEs carry 1 MiB a pair with the default regions (issue 31; 512 KiB before each
+        // block took both of its regions), 4 PEs 256 KiB, 8 PEs 128 KiB.
+        assert_eq!(ll_cap(2, 128, ll_bytes), 1 << 20);
+        assert_eq!(ll_cap(4, 128, ll_bytes), 256 << 10);
+        assert_eq!(ll_cap(8, 128, ll_bytes), 128 << 10);
     }
 }

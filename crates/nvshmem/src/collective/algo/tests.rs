@@ -2071,9 +2071,11 @@ fn copy_choices() -> String {
 
 /// The automatic choice of a copy from 8 B to 1 MiB is the one recorded in
 /// `testdata/copy_choices.txt`: written before the LL channel grew (issue 31: up to 32 LL
-/// blocks, 32 KiB regions), which changed none, then rewritten once for the measured LL band of
-/// the 2-PE sm_90 rows (`WRITE_COPY_CHOICES=1` rewrites it, for a deliberate change of the
-/// crossover table; review its diff).
+/// blocks, 32 KiB regions), which changed none, then rewritten for the measured LL band of the
+/// 2-PE sm_90 rows, and for 2-PE blocks taking both of their regions (LL's capacity doubled:
+/// where members keep fewer than 32 blocks resident, LL now reaches the band instead of handing
+/// its upper half to NVSHMEM or the copy engines) (`WRITE_COPY_CHOICES=1` rewrites it, for a
+/// deliberate change of the crossover table; review its diff).
 #[test]
 fn the_copies_choose_as_recorded() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -2089,15 +2091,16 @@ fn the_copies_choose_as_recorded() {
     assert_eq!(before.lines().count(), now.lines().count());
 }
 
-/// Forced, LL runs the copies through the mid band on 2 PEs (issue 31): up to 512 KiB a pair
-/// with 32 blocks, refused past it with the capacity named; the automatic choice takes it where
-/// the crossover table's LL band says so (`the_copies_choose_as_recorded`).
+/// Forced, LL runs the copies through the mid band on 2 PEs (issue 31): up to 1 MiB a pair
+/// with 32 blocks (each block with both of its regions: `channel::ll_region_bytes`), refused
+/// past it with the capacity named; the automatic choice takes it where the crossover table's
+/// LL band says so (`the_copies_choose_as_recorded`).
 #[test]
-fn forced_ll_carries_the_copies_up_to_512_kib_a_pair() {
+fn forced_ll_carries_the_copies_up_to_1_mib_a_pair() {
     for coll in COPIES {
         for me in [0, 1] {
             let t = team(2, me, true);
-            for x in [64 << 10, 128 << 10, 256 << 10, 512 << 10] {
+            for x in [64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20] {
                 let c = with_channel(f32_sum(&t, coll, x / 4));
                 let a = choose(&c, Some(&nvlink::Ll)).unwrap_or_else(|e| panic!("{coll} {x}: {e}"));
                 let mut steps = Vec::new();
@@ -2132,12 +2135,12 @@ fn forced_ll_carries_the_copies_up_to_512_kib_a_pair() {
                 coll,
                 DataType::U8,
                 ReduceOp::Sum,
-                (512 << 10) + 1,
+                (1 << 20) + 1,
                 false,
                 0,
             ));
             let why = nvlink::Ll.refuses(&c).expect("past the capacity");
-            assert!(why.contains("at most 524288 bytes a PE"), "{why}");
+            assert!(why.contains("at most 1048576 bytes a PE"), "{why}");
             assert!(choose(&c, Some(&nvlink::Ll)).is_err());
         }
     }
