@@ -161,6 +161,13 @@ fn gpu_collectives() {
             graph_replay(&rt, &world, seed, BIG / 4, &mut cases)
         });
     }
+    if only.class(MEDIUM) && only.ty("f32") {
+        // 1 MiB blocks: LL's limit on 2 PEs (each block with both of its regions), forced with
+        // the others under MATRIX_FORCE=each, replayed as the small calls are.
+        c.run("graph_capture_and_replay_of_1_mib_calls", || {
+            graph_replay(&rt, &world, seed, MEDIUM / 4, &mut cases)
+        });
+    }
     c.run("graph_capture_and_replay_of_kernel_reductions", || {
         graph_replay_kernels(&rt, &world, seed, &mut cases)
     });
