@@ -266,8 +266,8 @@ const FOUR_PE_LARGE_RUN: &str = "mpirun -np 4 nvshmem-perf <each> -d f32 -b 1M -
 /// SWEEP_VARIANTS="ll direct"`). Sizes in the figures are whole calls.
 const LL_PAIR_RUN: &str = "mpirun -np 2 nvshmem-perf <each> -d f32 -b 256K -e 4M -f 2 -n 20 -w 3 \
                            --reps 3 -G 1, then --impl nvshmem-rs --algo \
-                           <each>=nvlink_ll|nvlink_direct (2 x H200, 2026-11-28, commit 0862878: \
-                           docs/perf/sweep-llpair-2026-11-28)";
+                           <each>=nvlink_ll|nvlink_direct (2 x H200, 2026-11-28, commit b2cba2f: \
+                           docs/perf/sweep-llpair-2026-11-28; two more H200 pairs alike)";
 
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
@@ -387,7 +387,7 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(64 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, LARGE_RUN, LL_PAIR_RUN],
-            figures: "LL_PAIR: LL 1 MiB: 8.21 against direct 8.88, NVSHMEM 11.38, NCCL 11.61. \
+            figures: "LL_PAIR: LL 1 MiB: 8.17 against direct 9.02, NVSHMEM 11.35, NCCL 11.66. \
                       LARGE: direct 32 MiB: 97.64 against copy engines 104.34, NCCL 110.44; 64 \
                       MiB: 189.23 against 192.17, NCCL 203.20; copy engines 128 MiB: 359.13 \
                       against direct 370.91, NCCL 385.70. LLWIDE (graph): LL 64 KiB: 2.91 \
@@ -449,8 +449,8 @@ pub(crate) static ROWS: &[Row] = &[
                 LARGE_RUN,
                 LL_PAIR_RUN,
             ],
-            figures: "LL_PAIR: LL 2 MiB: 7.43 against direct 8.71, NCCL 11.81 (scatter's LL 2 \
-                      MiB: 8.78 against direct 8.60, so scatter keeps LL to 512 KiB blocks). \
+            figures: "LL_PAIR: LL 2 MiB: 7.50 against direct 8.76, NCCL 11.78 (scatter's LL 2 \
+                      MiB: 8.72 against direct 8.62, so scatter keeps LL to 512 KiB blocks). \
                       LARGE: direct 32 MiB: 96.98 against copy engines 101.71, NCCL 102.68; 64 \
                       MiB: 188.28 against 188.39 (level); copy engines 128 MiB: 356.99 against \
                       direct 369.72, NCCL 379.47. LLWIDE (whole calls, graph): LL 128 KiB: \
