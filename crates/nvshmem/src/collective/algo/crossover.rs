@@ -258,16 +258,17 @@ const FOUR_PE_LARGE_RUN: &str = "mpirun -np 4 nvshmem-perf <each> -d f32 -b 1M -
                                  (4 x H200, 2026-11-27, commit 6ab7cfc: \
                                  docs/perf/sweep-large-2026-11-27/4pe)";
 
-/// The run that took the 2-PE broadcast and gather on LL to 1 MiB blocks once each 2-PE LL
-/// block took both of its regions (`channel::ll_region_bytes`: LL then carried 1 MiB a pair,
-/// 512 KiB before): the copies with LL and the direct kernels forced beside the automatic
+/// The run that took the 2-PE broadcast, gather and scatter on LL to 1 MiB blocks once each
+/// 2-PE LL block took both of its regions (`channel::ll_region_bytes`: LL then carried 1 MiB a
+/// pair, 512 KiB before): the copies with LL and the direct kernels forced beside the automatic
 /// choice, raw NVSHMEM and NCCL (`scripts/gpu-check.sh run sweep` with
 /// `SWEEP_COLLS=broadcast,fcollect,alltoall,gather,scatter SWEEP_SIZES="-b 256K -e 4M -f 2"
-/// SWEEP_VARIANTS="ll direct"`). Sizes in the figures are whole calls.
+/// SWEEP_VARIANTS="ll direct"`), on H200 and on H100. Sizes in the figures are whole calls.
 const LL_PAIR_RUN: &str = "mpirun -np 2 nvshmem-perf <each> -d f32 -b 256K -e 4M -f 2 -n 20 -w 3 \
                            --reps 3 -G 1, then --impl nvshmem-rs --algo \
-                           <each>=nvlink_ll|nvlink_direct (2 x H200, 2026-11-28, commit b2cba2f: \
-                           docs/perf/sweep-llpair-2026-11-28; two more H200 pairs alike)";
+                           <each>=nvlink_ll|nvlink_direct (2 x H200, 2026-11-28, commit b2cba2f, \
+                           two more H200 pairs alike; 2 x H100 at 2249441: \
+                           docs/perf/sweep-llpair-2026-11-28)";
 
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
@@ -387,7 +388,8 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(64 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, LARGE_RUN, LL_PAIR_RUN],
-            figures: "LL_PAIR: LL 1 MiB: 8.17 against direct 9.02, NVSHMEM 11.35, NCCL 11.66. \
+            figures: "LL_PAIR: LL 1 MiB: 8.17 against direct 9.02, NVSHMEM 11.35, NCCL 11.66; \
+                      H100 8.12 against 10.12, 11.51, 11.63. \
                       LARGE: direct 32 MiB: 97.64 against copy engines 104.34, NCCL 110.44; 64 \
                       MiB: 189.23 against 192.17, NCCL 203.20; copy engines 128 MiB: 359.13 \
                       against direct 370.91, NCCL 385.70. LLWIDE (graph): LL 64 KiB: 2.91 \
@@ -449,8 +451,8 @@ pub(crate) static ROWS: &[Row] = &[
                 LARGE_RUN,
                 LL_PAIR_RUN,
             ],
-            figures: "LL_PAIR: LL 2 MiB: 7.50 against direct 8.76, NCCL 11.78 (scatter's LL 2 \
-                      MiB: 8.72 against direct 8.62, so scatter keeps LL to 512 KiB blocks). \
+            figures: "LL_PAIR: LL 2 MiB: 7.50 against direct 8.76, NCCL 11.78; H100 7.29 \
+                      against 9.90, 12.81. \
                       LARGE: direct 32 MiB: 96.98 against copy engines 101.71, NCCL 102.68; 64 \
                       MiB: 188.28 against 188.39 (level); copy engines 128 MiB: 356.99 against \
                       direct 369.72, NCCL 379.47. LLWIDE (whole calls, graph): LL 128 KiB: \
@@ -464,14 +466,23 @@ pub(crate) static ROWS: &[Row] = &[
         coll: Collective::Scatter,
         pes: 2..=2,
         arch: Some(Arch::SM90),
-        ll: 512 * KIB,
+        ll: MIB,
         lamport: NEVER,
         direct: up_to(64 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, POINTS_RUN, LLWIDE_RUN, LARGE_RUN],
-            figures: "LARGE: direct 32 MiB: 97.97 against copy engines 105.22, NCCL 106.55; 64 \
+            runs: &[
+                GRAPH_RUN,
+                CE_RUN,
+                POINTS_RUN,
+                LLWIDE_RUN,
+                LARGE_RUN,
+                LL_PAIR_RUN,
+            ],
+            figures: "LL_PAIR: LL 2 MiB: H100 8.66 against direct 9.83, NCCL 13.16; H200 8.72 \
+                      against direct 8.62 (within 2 %), NCCL 11.77. \
+                      LARGE: direct 32 MiB: 97.97 against copy engines 105.22, NCCL 106.55; 64 \
                       MiB: 188.97 against 192.79; copy engines 128 MiB: 361.25 against direct \
                       371.00, NCCL 388.04. LLWIDE (whole calls, graph): LL 128 KiB: 2.93 \
                       against NCCL 5.96, direct 6.93; 1 MiB: 6.55 against NCCL 8.41, direct \
@@ -921,10 +932,10 @@ mod tests {
             <= match coll {
                 Collective::ReduceScatter => 16 << 10,
                 // Widened since by LLWIDE_RUN (issue 31: LL over up to 32 blocks), then to
-                // LL's limit by PEER_LANES_RUN; broadcast and gather to 1 MiB by LL_PAIR_RUN
-                // (LL's 2-PE limit doubled).
-                Collective::Broadcast | Collective::Gather => 1 << 20,
-                Collective::Fcollect | Collective::Alltoall | Collective::Scatter => 512 << 10,
+                // LL's limit by PEER_LANES_RUN; broadcast, gather and scatter to 1 MiB by
+                // LL_PAIR_RUN (LL's 2-PE limit doubled).
+                Collective::Broadcast | Collective::Gather | Collective::Scatter => 1 << 20,
+                Collective::Fcollect | Collective::Alltoall => 512 << 10,
                 // Widened since by SWEEP_RUN (LL beat Lamport to 64 KiB).
                 Collective::Reduce => 64 << 10,
                 _ => 32 << 10,
@@ -1092,7 +1103,9 @@ mod tests {
         assert_eq!(f32_sum(Collective::Broadcast, MIB + 4), "nvlink_direct");
         assert_eq!(f32_sum(Collective::Gather, MIB), "nvlink_ll");
         assert_eq!(f32_sum(Collective::Gather, MIB + 4), "nvlink_direct");
-        assert_eq!(f32_sum(Collective::Scatter, MIB), "nvlink_direct");
+        assert_eq!(f32_sum(Collective::Scatter, MIB), "nvlink_ll");
+        assert_eq!(f32_sum(Collective::Scatter, MIB + 4), "nvlink_direct");
+        assert_eq!(f32_sum(Collective::Fcollect, MIB), "nvlink_direct");
         assert_eq!(f32_sum(Collective::Broadcast, 64 * MIB), "nvlink_direct");
         assert_eq!(f32_sum(Collective::Broadcast, 128 * MIB), "nvlink_ce");
         assert_eq!(f32_sum(Collective::Fcollect, 64 * MIB), "nvlink_direct");
@@ -1241,9 +1254,14 @@ mod tests {
         ];
         // Where the table takes LL past the 512 KiB a pair it carried on 2 PEs before each
         // block took both of its regions (LL_PAIR_RUN): earlier sweeps could not time LL there
-        // (the broadcast of 1 MiB, the gather of 2 MiB; timed in sweep-llpair-2026-11-28).
-        const TWO_PE_BEFORE_LL_PAIR: &[(&str, usize)] = &[("broadcast", MIB), ("gather", 2 * MIB)];
-        let sweeps: [Sweep; 16] = [
+        // (the broadcast of 1 MiB, the gather and scatter of 2 MiB; timed in
+        // sweep-llpair-2026-11-28).
+        const TWO_PE_BEFORE_LL_PAIR: &[(&str, usize)] = &[
+            ("broadcast", MIB),
+            ("gather", 2 * MIB),
+            ("scatter", 2 * MIB),
+        ];
+        let sweeps: [Sweep; 17] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep). The direct kernels' one-way moves of
             // 32-64 MiB before the waits stopped reading the abort word every 256 polls
@@ -1325,7 +1343,8 @@ mod tests {
                 true,
             ),
             // LL_PAIR_RUN: the copies of 256 KiB to 4 MiB with LL carrying 1 MiB a pair.
-            (2, "sweep-llpair-2026-11-28", &[], true),
+            (2, "sweep-llpair-2026-11-28/h200", &[], true),
+            (2, "sweep-llpair-2026-11-28/h100", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {
