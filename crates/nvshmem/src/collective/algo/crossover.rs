@@ -1261,7 +1261,7 @@ mod tests {
             ("gather", 2 * MIB),
             ("scatter", 2 * MIB),
         ];
-        let sweeps: [Sweep; 17] = [
+        let sweeps: [Sweep; 18] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep). The direct kernels' one-way moves of
             // 32-64 MiB before the waits stopped reading the abort word every 256 polls
@@ -1345,6 +1345,8 @@ mod tests {
             // LL_PAIR_RUN: the copies of 256 KiB to 4 MiB with LL carrying 1 MiB a pair.
             (2, "sweep-llpair-2026-11-28/h200", &[], true),
             (2, "sweep-llpair-2026-11-28/h100", &[], true),
+            // The broadcast, gather and scatter again with the table as it stands (90131ec).
+            (2, "sweep-llpair-2026-11-28/h100-90131ec", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {
