@@ -58,6 +58,9 @@
 #                                         floorprobe (tools/probes/floor.cu: a graph node,
 #                                         the link's one-way latency, a plain barrier and
 #                                         8-byte LL all-reduce in a graph, 2 GPUs),
+#                                         llpathprobe (tools/probes/llpath.cu: the crate's
+#                                         LL all-reduce outside the library, pieces taken
+#                                         out one at a time, 2 GPUs),
 #                                         ll128probe (tools/probes/ll128.cu: copies of 64 KiB-
 #                                         2 MiB at 120 data bytes a 128-byte line, torn lines
 #                                         counted, beside LL and a direct push, 2 GPUs),
@@ -911,6 +914,12 @@ hostreadprobe() { probe_run hostreadprobe tools/probes/host_read.cu; }
 # outside the library, one process on 2 GPUs, beside plain Lamport kernels, 64 KiB-2 MiB.
 # PROBE_ITERS calls a graph (default 300); PROBE_VARIANTS a comma-separated list (default all).
 lamportprobe() { probe_run lamportprobe tools/probes/lamport.cu "${PROBE_ITERS:-300}" "${PROBE_VARIANTS:-}"; }
+
+# tools/probes/llpath.cu: the crate's LL all-reduce (ll.cu as it is) outside the library, one
+# process on 2 GPUs, at 8 B and 64 KiB, beside the kernel rebuilt with one piece out at a time
+# and a plain one, with each kernel's time inside and the gap between kernels. PROBE_ITERS calls
+# a graph (default 500); PROBE_VARIANTS a comma-separated list (default all).
+llpathprobe() { probe_run llpathprobe tools/probes/llpath.cu "${PROBE_ITERS:-500}" "${PROBE_VARIANTS:-}"; }
 
 # tools/probes/ll128.cu: one-way and both-way copies of 64 KiB-2 MiB between two GPUs in a CUDA
 # graph, LL (8 data bytes a 16-byte packet), LL128 (120 a 128-byte line, its flag in the line:

@@ -174,6 +174,14 @@ __device__ __forceinline__ unsigned int nvr_ld_relaxed(const unsigned int *p) {
     return v;
 }
 
+// An arrival word's load: with acquire where the writer released (direct kernels, barrier,
+// sync), relaxed where it did not (the staging kernels' arrivals, nvr_arrive: an acquire there
+// pairs with nothing, and its L1 invalidation cost each quiescence 0.12 us at 8 B,
+// tools/probes/llpath.cu). `acquire` is a constant at every call site.
+__device__ __forceinline__ unsigned int nvr_ld_flag(const unsigned int *p, bool acquire) {
+    return acquire ? nvr_ld_acquire(p) : nvr_ld_relaxed(p);
+}
+
 __device__ __forceinline__ void nvr_st_release(unsigned int *p, unsigned int v) {
     asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -206,7 +214,8 @@ __device__ __forceinline__ nvr_u64 nvr_globaltimer() {
 
 // ---- programmatic dependent launch ----------------------------------------------------------
 
-// The first statement of every kernel of these files (PROTOCOL.md, "Launch"). The host launches
+// Called by every kernel of these files before it touches memory (PROTOCOL.md, "Launch"):
+// before it, a kernel works from its launch arguments alone. The host launches
 // them with programmatic stream serialization (sm_90 and later), which lets a kernel be
 // scheduled while the kernel before it on the stream still runs. griddepcontrol.wait then holds
 // every thread until that kernel has finished and its writes are visible, so nothing after it
@@ -260,8 +269,8 @@ __device__ __forceinline__ void nvr_fail(unsigned int *status, unsigned int code
     nvr_fail_at(status, code, peer, e, what, 0ull);
 }
 
-// The one wait: polls ready() (which must load with acquire, or carry its data with its flag
-// as LL packets do) until it returns true. Every 256 polls it reads %globaltimer (the clock
+// The one wait: polls ready() (which must load with acquire where what it waits for orders
+// later reads, or carry its data with its flag as LL packets do) until it returns true. Every 256 polls it reads %globaltimer (the clock
 // starts at the first such check, so a wait lasts at least timeout_ns) and, once the wait has
 // lasted NVR_ABORT_EVERY_NS, the host's abort word, then again every NVR_ABORT_EVERY_NS. On
 // abort or timeout it records the failure and returns false; the caller then skips its
@@ -270,7 +279,8 @@ __device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e);
 __device__ __forceinline__ void nvr_fp_publish_to(const nvr_team &t, unsigned int e, int j);
 __device__ __forceinline__ bool nvr_fp_on(const nvr_team &t);
 __device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const unsigned int *flag,
-                                                    unsigned int e, int j, bool check);
+                                                    unsigned int e, int j, bool check,
+                                                    bool acquire);
 
 // How long a wait goes between reads of the host's abort word (and before its first). The word
 // is in host memory, and reading it in the middle of a large move held the move up: read every
@@ -347,12 +357,13 @@ __device__ __forceinline__ bool nvr_wait(const nvr_team &t, Ready ready, int pee
     return nvr_wait_for(t, ready, [=] { return peer; }, e, what);
 }
 
-// Waits until *flag (local, written by team PE `peer`) reaches `want`.
+// Waits until *flag (local, written by team PE `peer`) reaches `want`, loading it with acquire
+// or relaxed (nvr_ld_flag).
 __device__ __forceinline__ bool nvr_wait_flag(const nvr_team &t, const unsigned int *flag,
                                               unsigned int want, int peer, unsigned int e,
-                                              unsigned int what) {
+                                              unsigned int what, bool acquire = true) {
     return nvr_wait(
-        t, [=] { return nvr_reached(nvr_ld_acquire(flag), want); }, peer, e, what);
+        t, [=] { return nvr_reached(nvr_ld_flag(flag, acquire), want); }, peer, e, what);
 }
 
 // ---- per-block epochs -----------------------------------------------------------------------
@@ -488,12 +499,12 @@ __device__ __forceinline__ unsigned int nvr_arrive_ordered(const nvr_team &t, in
 // (nvr_block_ok).
 __device__ __forceinline__ bool nvr_wait_arrivals(const nvr_team &t, unsigned int e,
                                                   unsigned int want, unsigned int peers,
-                                                  bool check = true) {
+                                                  bool check = true, bool acquire = true) {
     const int j = nvr_flag_peer(t);
     if (j < 0 || !((peers >> j) & 1u)) return true;
     const unsigned int *flag = nvr_arrive_word(t, blockIdx.x, j);
-    if (want == e) return nvr_fp_wait_arrival(t, flag, e, j, check);
-    return nvr_wait_flag(t, flag, want, j, e, NVR_WAIT_ARRIVE);
+    if (want == e) return nvr_fp_wait_arrival(t, flag, e, j, check, acquire);
+    return nvr_wait_flag(t, flag, want, j, e, NVR_WAIT_ARRIVE, acquire);
 }
 
 // Depart (direct algorithms): after every thread of the block has made its last access to
@@ -514,10 +525,10 @@ __device__ __forceinline__ void nvr_depart(const nvr_team &t, unsigned int e, un
 // otherwise wait for (a peer that this PE does not touch, or an LL receiver that never
 // writes back): the flag lanes wait (one load each, nearly always already satisfied) until
 // every peer in `peers` has arrived at e. `ok`: this thread's waits so far succeeded (after a
-// failure the block exits without waiting more).
+// failure the block exits without waiting more). `acquire`: as nvr_ld_flag.
 __device__ __forceinline__ bool nvr_quiesce(const nvr_team &t, unsigned int e, unsigned int peers,
-                                            bool ok, bool check = true) {
-    return ok && nvr_wait_arrivals(t, e, e, peers, check);
+                                            bool ok, bool check = true, bool acquire = true) {
+    return ok && nvr_wait_arrivals(t, e, e, peers, check, acquire);
 }
 
 // Quiescence in the staging kernels (LL and Lamport, which write nothing of a peer's but its
@@ -527,10 +538,11 @@ __device__ __forceinline__ bool nvr_quiesce(const nvr_team &t, unsigned int e, u
 // found there; the watchdog's abort then ends the other blocks' waits (PROTOCOL.md,
 // "Fingerprints"). Checking in every block cost a 64 KiB Lamport all-reduce (32 blocks) about
 // 0.2 us (docs/performance.md, "The mid band"). (The same wait as nvr_quiesce's with the check
-// off, not a wait of its own: a second wait site grew every LL module's PTX by 4 %.)
+// off, not a wait of its own: a second wait site grew every LL module's PTX by 4 %.) The
+// arrivals are relaxed stores, so they are loaded relaxed (nvr_ld_flag).
 __device__ __forceinline__ bool nvr_quiesce_staged(const nvr_team &t, unsigned int e,
                                                    unsigned int peers, bool ok) {
-    return nvr_quiesce(t, e, peers, ok, blockIdx.x == 0);
+    return nvr_quiesce(t, e, peers, ok, blockIdx.x == 0, false);
 }
 
 // Waits (by the flag lanes) until every peer in `peers` has departed epoch e from this PE's
@@ -671,13 +683,15 @@ __device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e) {
 
 // Waits for peer j's arrival at this run's epoch e on *flag (local) and, where this block
 // checks (nvr_fp_on, and `check`), for its fingerprint of run e, which must equal this call's. Each poll
-// loads both fingerprint packets and then the flag (with acquire), all three in flight at
+// loads both fingerprint packets and then the flag (nvr_ld_flag), all three in flight at
 // once: the packets carry their own flags, so they need no ordering after the arrival, and
 // the check adds no load latency after the arrival is seen. False on a mismatch (recorded),
 // abort or timeout.
 __device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const unsigned int *flag,
-                                                    unsigned int e, int j, bool check) {
-    if (!check || !nvr_fp_on(t)) return nvr_wait_flag(t, flag, e, j, e, NVR_WAIT_ARRIVE);
+                                                    unsigned int e, int j, bool check,
+                                                    bool acquire) {
+    if (!check || !nvr_fp_on(t))
+        return nvr_wait_flag(t, flag, e, j, e, NVR_WAIT_ARRIVE, acquire);
     const char *s = nvr_fp_slot(t, e, blockIdx.x, j);
     const nvr_u64 m0 = t.fp[0], m1 = t.fp[1];
     unsigned int *status = t.status;
@@ -689,7 +703,7 @@ __device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const uns
             nvr_u64 w0, w1;
             const bool p0 = nvr_ll_poll(s, e, w0);
             const bool p1 = nvr_ll_poll(s + NVR_LL_PACKET, e, w1);
-            const bool arrived = nvr_reached(nvr_ld_acquire(flag), e);
+            const bool arrived = nvr_reached(nvr_ld_flag(flag, acquire), e);
             r = nvr_fp_judge(p0, p1, w0, w1, e, j, m0, m1, status, me);
             return r < 0 || (r > 0 && arrived);
         },

@@ -231,17 +231,15 @@ struct nvr_lam_ctx {
     char *area;
 };
 
-// The launch's limits (LIMITS above); NVR_FAIL_LIMITS when broken. Every thread computes the
-// same answer, so a refused block returns whole.
+// Whether the launch keeps its limits (LIMITS above), from its arguments alone. Every thread
+// computes the same answer, so a refused block returns whole.
 __device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_u64 slot,
                                               int root) {
-    const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
-                    root < t.n && gridDim.x <= NVR_LAM_MAX_GRID && blockDim.x >= 64 &&
-                    (blockDim.x & 31u) == 0 && (slot & 15u) == 0 && x <= NVR_LAM_MAX_BYTES &&
-                    (x + 15) / 16 * 16 <= slot &&
-                    NVR_LAM_HEADER + 3ull * (nvr_u64)(t.n - 1) * slot <= t.lam_bytes;
-    if (!ok && threadIdx.x == 0) nvr_fail_at(t.status, NVR_FAIL_LIMITS, -1, 0, 0, t.chan);
-    return ok;
+    return t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
+           root < t.n && gridDim.x <= NVR_LAM_MAX_GRID && blockDim.x >= 64 &&
+           (blockDim.x & 31u) == 0 && (slot & 15u) == 0 && x <= NVR_LAM_MAX_BYTES &&
+           (x + 15) / 16 * 16 <= slot &&
+           NVR_LAM_HEADER + 3ull * (nvr_u64)(t.n - 1) * slot <= t.lam_bytes;
 }
 
 // What the counter lane reads at a block's start for the whole block: the epoch and the header
@@ -289,29 +287,35 @@ __device__ __forceinline__ void nvr_lam_advance(char *area, unsigned int rot, nv
     h->rot = (rot + 1) % 3;
 }
 
-// Start of a block: the counter lane reads the block's epoch first (the load's latency covers
-// the launch's checks); the launch is checked (false: refused, recorded, and the block returns
-// whole); the counter lane reads the header (this run's buffer, what to clear) and leaves both
-// in nvr_lam_sh; every thread works out its vectors. Then (nvr_lam_count) the block takes
+// Start of a block. From the launch's arguments alone, before griddepcontrol.wait
+// (nvr_launch_begin), so while the kernel before it may still run: the launch check and the
+// block's vectors (as nvr_ll_start). Then the wait, and: a refused launch recorded (false: the
+// block returns whole); the counter lane reads the block's epoch and the header (this run's
+// buffer, what to clear) and leaves them in nvr_lam_sh. Then (nvr_lam_count) the block takes
 // them, counts itself and arrives; the kernels load their first vector in between, so that its
 // load and the header's overlap.
 __device__ __forceinline__ bool nvr_lam_start(const nvr_team &t, nvr_u64 bytes, nvr_u64 slot,
                                               int root, nvr_lam_ctx &c) {
-    const unsigned int e = nvr_lam_is_counter() ? nvr_begin(t) : 0u;
-    if (!nvr_lam_check(t, bytes, slot, root)) return false;
+    const bool ok = nvr_lam_check(t, bytes, slot, root);
     c.area = nvr_lam_area(t);
-    if (nvr_lam_is_counter()) {
-        const nvr_lam_read h = nvr_lam_read_header(c.area);
-        nvr_lam_sh[0] = e;
-        nvr_lam_sh[1] = h.rot;
-        nvr_lam_sh[2] = h.clear;
-    }
     c.x = (nvr_lv)bytes;
     const nvr_lv vectors = (c.x + 15) / 16;
     const nvr_lv vpb = gridDim.x == 1 ? vectors : (vectors + gridDim.x - 1) / gridDim.x;
     c.v0 = min(blockIdx.x * vpb, vectors);
     c.v1 = min(c.v0 + vpb, vectors);
     c.before = 0;
+    nvr_launch_begin();
+    if (!ok) {
+        if (threadIdx.x == 0) nvr_fail_at(t.status, NVR_FAIL_LIMITS, -1, 0, 0, t.chan);
+        return false;
+    }
+    if (nvr_lam_is_counter()) {
+        const unsigned int e = nvr_begin(t);
+        const nvr_lam_read h = nvr_lam_read_header(c.area);
+        nvr_lam_sh[0] = e;
+        nvr_lam_sh[1] = h.rot;
+        nvr_lam_sh[2] = h.clear;
+    }
     return true;
 }
 
@@ -522,7 +526,6 @@ __device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_
 extern "C" __global__ void __launch_bounds__(544, 1)
     nvr_lamport_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                            unsigned long long count, double scale, unsigned long long slot) {
-    nvr_launch_begin();
     nvr_lam_ctx c;
     if (!nvr_lam_start(t, count * sizeof(NVR_T), slot, 0, c)) return;
     const nvr_lv x = c.x;
@@ -542,7 +545,6 @@ extern "C" __global__ void __launch_bounds__(544, 1)
 extern "C" __global__ void __launch_bounds__(544, 1)
     nvr_lamport_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                                unsigned long long count, double scale, unsigned long long slot) {
-    nvr_launch_begin();
     nvr_lam_ctx c;
     if (!nvr_lam_start(t, count * sizeof(NVR_T), slot, 0, c)) return;
     const nvr_lv x = c.x;
@@ -567,7 +569,6 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     nvr_lamport_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src,
                        NVR_T *dst, unsigned long long count, double scale,
                        unsigned long long slot) {
-    nvr_launch_begin();
     nvr_lam_ctx c;
     if (!nvr_lam_start(t, count * sizeof(NVR_T), slot, root, c)) return;
     const nvr_lv x = c.x;

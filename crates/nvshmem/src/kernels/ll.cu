@@ -122,21 +122,18 @@ __device__ __forceinline__ int nvr_ll_group_log2(int n) {
     return n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : 3;
 }
 
-// The limits of an LL launch (see LIMITS above); records NVR_FAIL_LIMITS when broken. Every
-// thread computes the same answer, so a refused block returns as a whole.
+// Whether an LL launch keeps its limits (see LIMITS above), from the launch's arguments alone.
+// Every thread computes the same answer, so a refused block returns as a whole.
 __device__ __forceinline__ bool nvr_ll_check(const nvr_team &t, nvr_u64 x, int root) {
     const nvr_u64 rb = nvr_ll_region_bytes(t.n, t.ll_bytes);
-    const bool ok = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
-                    root < t.n && gridDim.x <= (unsigned int)nvr_ll_blocks(t.n) &&
-                    (blockDim.x & 31u) == 0 && (t.ll_bytes & 15u) == 0 &&
-                    rb <= NVR_LL_MAX_REGION &&
-                    x <= (nvr_u64)gridDim.x * (rb / 2); // ppb * 16 <= region bytes
-    if (!ok && threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
-    return ok;
+    return t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
+           root < t.n && gridDim.x <= (unsigned int)nvr_ll_blocks(t.n) &&
+           (blockDim.x & 31u) == 0 && (t.ll_bytes & 15u) == 0 && rb <= NVR_LL_MAX_REGION &&
+           x <= (nvr_u64)gridDim.x * (rb / 2); // ppb * 16 <= region bytes
 }
 
 // Start of an LL block: its epoch and packets.
-// (x has passed nvr_ll_check: it fits nvr_pk.)
+// (x has passed nvr_ll_check, so it fits nvr_pk; of one that has not, the packets are unused.)
 __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(nvr_u64 x, unsigned int e) {
     nvr_ll_ctx c;
     c.e = e;
@@ -148,14 +145,22 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(nvr_u64 x, unsigned int e) {
     return c;
 }
 
-// What every LL kernel does first: read the block's epoch (first, so that the load's latency
-// covers the checks), check the launch (false: refused, recorded, and the block returns
-// whole), work out the block's packets (into c) and arrive at every peer.
+// What every LL kernel does first. From the launch's arguments alone, before
+// griddepcontrol.wait (nvr_launch_begin), so while the kernel before it may still run: the
+// launch check and the block's packets (into c). Then the wait, and: a refused launch recorded
+// (false: the block returns whole), the block's epoch read, and the arrival at every peer.
+// Checked after the wait, the launch's check and packet split (a division) cost every small
+// call 0.16-0.21 us (2 x H200, tools/probes/llpath.cu, `bis-early`).
 __device__ __forceinline__ bool nvr_ll_start(const nvr_team &t, nvr_u64 x, int root,
                                              nvr_ll_ctx &c) {
-    const unsigned int e = nvr_begin(t);
-    if (!nvr_ll_check(t, x, root)) return false;
-    c = nvr_ll_begin(x, e);
+    const bool ok = nvr_ll_check(t, x, root);
+    c = nvr_ll_begin(x, 0u);
+    nvr_launch_begin();
+    if (!ok) {
+        if (threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
+        return false;
+    }
+    c.e = nvr_begin(t);
     nvr_arrive(t, c.e);
     return true;
 }
@@ -450,7 +455,6 @@ __device__ __forceinline__ bool nvr_ll_reduce_recv(const nvr_team &t, const nvr_
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                       unsigned long long count, double scale) {
-    nvr_launch_begin();
     nvr_ll_ctx c;
     if (!nvr_ll_start(t, count * sizeof(NVR_T), 0, c)) return;
     const nvr_lanes l = nvr_ll_lanes(t.n);
@@ -464,7 +468,6 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce(const __grid_constant__ nvr_team t, int root, const NVR_T *src, NVR_T *dst,
                   unsigned long long count, double scale) {
-    nvr_launch_begin();
     nvr_ll_ctx c;
     if (!nvr_ll_start(t, count * sizeof(NVR_T), root, c)) return;
     const nvr_byte *s = (const nvr_byte *)src;
@@ -482,7 +485,6 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_reduce_scatter(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
                           unsigned long long count, double scale) {
-    nvr_launch_begin();
     nvr_ll_ctx c;
     if (!nvr_ll_start(t, count * sizeof(NVR_T), 0, c)) return;
     const nvr_lanes l = nvr_ll_lanes(t.n);
@@ -499,7 +501,6 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_broadcast(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                      unsigned long long bytes) {
-    nvr_launch_begin();
     nvr_ll_ctx c;
     if (!nvr_ll_start(t, bytes, root, c)) return;
     const nvr_byte *s = (const nvr_byte *)src;
@@ -519,7 +520,6 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
-    nvr_launch_begin();
     nvr_ll_ctx c;
     if (!nvr_ll_start(t, bytes, 0, c)) return;
     const nvr_lanes l = nvr_ll_lanes(t.n);
@@ -536,7 +536,6 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_fcollect_peers(const __grid_constant__ nvr_team t, const void *src, void *dst,
                           unsigned long long bytes) {
-    nvr_launch_begin();
     nvr_ll_ctx c;
     if (!nvr_ll_start(t, bytes, 0, c)) return;
     const nvr_lanes l = nvr_ll_peer_lanes(t);
@@ -558,7 +557,6 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
-    nvr_launch_begin();
     nvr_ll_ctx c;
     if (!nvr_ll_start(t, bytes, 0, c)) return;
     const nvr_lanes l = nvr_ll_lanes(t.n);
@@ -577,7 +575,6 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_alltoall_peers(const __grid_constant__ nvr_team t, const void *src, void *dst,
                           unsigned long long bytes) {
-    nvr_launch_begin();
     nvr_ll_ctx c;
     if (!nvr_ll_start(t, bytes, 0, c)) return;
     const nvr_lanes l = nvr_ll_peer_lanes(t);
@@ -599,7 +596,6 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_gather(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                   unsigned long long bytes) {
-    nvr_launch_begin();
     nvr_ll_ctx c;
     if (!nvr_ll_start(t, bytes, root, c)) return;
     const nvr_byte *s = (const nvr_byte *)src;
@@ -620,7 +616,6 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_scatter(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
                    unsigned long long bytes) {
-    nvr_launch_begin();
     nvr_ll_ctx c;
     if (!nvr_ll_start(t, bytes, root, c)) return;
     const nvr_byte *s = (const nvr_byte *)src;
@@ -644,9 +639,9 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 // first, a checked barrier took 2.38-2.40 us on 2 x H200; with two, 2.28-2.30).
 extern "C" __global__ void __launch_bounds__(64)
     nvr_barrier(const __grid_constant__ nvr_team t, int fence) {
-    nvr_launch_begin();
     const bool fits = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n &&
                       gridDim.x == 1 && blockDim.x == 64;
+    nvr_launch_begin(); // after the check, which reads launch arguments only (nvr_ll_start)
     if (!fits) {
         if (threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
         return;

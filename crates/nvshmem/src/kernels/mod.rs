@@ -666,8 +666,8 @@ pub(crate) unsafe fn fire(
     // the C type and size inside `params`, which outlives the call; the driver copies them
     // before returning (as it copies `config` and the attribute it points at). The caller
     // guarantees the addresses they name hold what the kernel reads and writes. Every kernel
-    // launched with the attribute (the NVLink kernels) begins with `nvr_launch_begin`, which
-    // keeps it in stream order under it.
+    // launched with the attribute (the NVLink kernels) calls `nvr_launch_begin` before it
+    // touches memory, which keeps it in stream order under it (PROTOCOL.md, "Launch").
     unsafe { sys::cuLaunchKernelEx(&config, f, pointers.as_mut_ptr(), std::ptr::null_mut()) }
         .result()
         .map_err(Error::cuda(params.what()))
