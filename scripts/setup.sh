@@ -21,6 +21,11 @@
 #                    folder and removed): scripts/check-kernels.sh links every device-initiated
 #                    kernel against it too. NVSHMEM_RS_DEVICE_HOMES lists the NVSHMEM folders
 #                    (3.4.5's, 3.8.0's) the checks link against.
+#   nvcc 13.0:       the nvidia-cuda-nvcc and nvidia-nvvm wheels' bin/, include/ and nvvm/, into
+#                    .deps/nvcc (about 100 MB downloaded to a temporary folder and removed), so
+#                    that scripts/check-probes.sh compiles the probes of tools/probes (which
+#                    are otherwise built only on the GPU machine) without a GPU or a driver.
+#                    NVSHMEM_RS_NVCC names it.
 NVSHMEM_WHEEL_VERSION=${NVSHMEM_WHEEL_VERSION:-3.4.5}
 NVSHMEM_NEWER_WHEEL_VERSION=${NVSHMEM_NEWER_WHEEL_VERSION:-3.8.0}
 NVRTC_WHEEL_VERSION=${NVRTC_WHEEL_VERSION:-13.0.88}
@@ -28,6 +33,7 @@ CUDA_RUNTIME_WHEEL_VERSION=${CUDA_RUNTIME_WHEEL_VERSION:-13.0.96}
 NVJITLINK_WHEEL_VERSION=${NVJITLINK_WHEEL_VERSION:-13.0.88}
 CUDA_CCCL_WHEEL_VERSION=${CUDA_CCCL_WHEEL_VERSION:-13.0.85}
 CUDA_CRT_WHEEL_VERSION=${CUDA_CRT_WHEEL_VERSION:-13.0.88}
+NVCC_WHEEL_VERSION=${NVCC_WHEEL_VERSION:-13.0.88}
 _nvshmem_rs_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 _nvshmem_rs_setup() {
@@ -78,6 +84,13 @@ _nvshmem_rs_setup() {
       { echo "setup: could not install nvidia-nvshmem-cu13==$NVSHMEM_NEWER_WHEEL_VERSION's device files" >&2; return 1; }
   fi
   export NVSHMEM_RS_DEVICE_HOMES="$NVSHMEM_HOME $newer"
+  local nvcc="$_nvshmem_rs_root/.deps/nvcc"
+  if [ ! -x "$nvcc/bin/nvcc" ] || [ ! -x "$nvcc/nvvm/bin/cicc" ]; then
+    echo "setup: installing nvcc $NVCC_WHEEL_VERSION into .deps/nvcc" >&2
+    _nvshmem_rs_nvcc "$NVCC_WHEEL_VERSION" "$nvcc" ||
+      { echo "setup: could not install nvcc $NVCC_WHEEL_VERSION" >&2; return 1; }
+  fi
+  export NVSHMEM_RS_NVCC="$nvcc/bin/nvcc"
   # Sourced again by a script that another one runs: add the path once.
   case ":${LD_LIBRARY_PATH:-}:" in
   *":$py/nvidia/cu13/lib:"*) ;;
@@ -104,6 +117,36 @@ with zipfile.ZipFile(glob.glob(os.path.join(tmp, "*.whl"))[0]) as z:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with z.open(name) as src, open(path, "wb") as out:
                 shutil.copyfileobj(src, out)
+PY
+  local rc=$?
+  rm -rf "$tmp"
+  [ $rc -eq 0 ] && rm -rf "$dir" && mv "$dir.part" "$dir"
+}
+# _nvshmem_rs_nvcc VERSION DIR: nvcc, its tools and headers (nvidia-cuda-nvcc) and cicc
+# (nvidia-nvvm), VERSION each, into DIR as a CUDA toolkit lays them out (bin/, include/, nvvm/),
+# with their files' modes (zip extraction drops them, and nvcc runs the others).
+_nvshmem_rs_nvcc() {
+  local version=$1 dir=$2 tmp
+  tmp=$(mktemp -d) || return 1
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" \
+    "nvidia-cuda-nvcc==$version" "nvidia-nvvm==$version" &&
+    python3 - "$tmp" "$dir.part" <<'PY'
+import glob, os, shutil, sys, zipfile
+tmp, dest = sys.argv[1:3]
+shutil.rmtree(dest, ignore_errors=True)
+prefix = "nvidia/cu13/"
+for wheel in glob.glob(os.path.join(tmp, "*.whl")):
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            rel = info.filename[len(prefix):] if info.filename.startswith(prefix) else None
+            if not rel or info.filename.endswith("/") or rel.split("/")[0] not in ("bin", "include", "nvvm"):
+                continue
+            path = os.path.join(dest, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with z.open(info) as src, open(path, "wb") as out:
+                shutil.copyfileobj(src, out)
+            mode = (info.external_attr >> 16) & 0o777
+            os.chmod(path, mode or 0o644)
 PY
   local rc=$?
   rm -rf "$tmp"

@@ -7,7 +7,8 @@
 #   - `cargo package` of the published crates (nvshmem-sys, nvshmem, nvshmem-run), one check;
 #   - the NVRTC compile of every CUDA kernel, and the NVRTC compile + nvJitLink link of every
 #     device-initiated kernel (one test per source, tests/device_kernels.rs), both by
-#     scripts/check-kernels.sh, counted once: the main run skips them.
+#     scripts/check-kernels.sh, counted once: the main run skips them;
+#   - the nvcc compile of every probe of tools/probes (scripts/check-probes.sh), one check.
 # Exits non-zero when anything failed.
 #
 # Clippy and the tests share one build: the workspace's crates are compiled for the tests by
@@ -127,6 +128,9 @@ elif plain "$tmp/package.log" | grep -q '^warning'; then
 else
   passed=$((passed + 1))
 fi
+
+step scripts/check-probes.sh
+check "scripts/check-probes.sh (tools/probes compile with nvcc)" scripts/check-probes.sh
 
 step scripts/check-kernels.sh
 tests "scripts/check-kernels.sh" kernels scripts/check-kernels.sh

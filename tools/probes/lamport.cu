@@ -450,42 +450,11 @@ int main(int argc, char **argv) {
             if (!on[vi]) continue;
             const Variant v = (Variant)vi;
             reset(g);
-            cudaGraphExec_t exec[2];
             unsigned grid = 0, block = 0;
-            for (int i = 0; i < 2; ++i) {
-                CK(cudaSetDevice(i));
-                cudaGraph_t graph;
-                CK(cudaStreamBeginCapture(g[i].s, cudaStreamCaptureModeThreadLocal));
-                for (int c = 0; c < iters; ++c) launch(g, i, v, x, (unsigned)c, &grid, &block);
-                CK(cudaStreamEndCapture(g[i].s, &graph));
-                CK(cudaGraphInstantiate(&exec[i], graph, 0));
-                CK(cudaGraphDestroy(graph));
-            }
-            cudaEvent_t ev[2][2];
-            for (int i = 0; i < 2; ++i) {
-                CK(cudaSetDevice(i));
-                CK(cudaEventCreate(&ev[i][0]));
-                CK(cudaEventCreate(&ev[i][1]));
-            }
-            std::vector<double> t;
-            for (int rep = 0; rep < 6; ++rep) {
-                for (int i = 0; i < 2; ++i) {
-                    CK(cudaSetDevice(i));
-                    CK(cudaEventRecord(ev[i][0], g[i].s));
-                    CK(cudaGraphLaunch(exec[i], g[i].s));
-                    CK(cudaEventRecord(ev[i][1], g[i].s));
-                }
-                double worst = 0;
-                for (int i = 0; i < 2; ++i) {
-                    CK(cudaSetDevice(i));
-                    CK(cudaEventSynchronize(ev[i][1]));
-                    float ms = 0;
-                    CK(cudaEventElapsedTime(&ms, ev[i][0], ev[i][1]));
-                    worst = std::max(worst, (double)ms);
-                }
-                if (rep > 0) t.push_back(worst * 1e3 / iters);
-            }
-            std::sort(t.begin(), t.end());
+            const cudaStream_t streams[2] = {g[0].s, g[1].s};
+            const double us = graph_us_a_call(streams, iters, [&](int i, int c) {
+                launch(g, i, v, x, (unsigned)c, &grid, &block);
+            });
             bool ok = true;
             for (int i = 0; i < 2; ++i) {
                 CK(cudaSetDevice(i));
@@ -496,13 +465,9 @@ int main(int argc, char **argv) {
                 if (err != 0 || g[i].status[0] != 0) ok = false;
                 for (size_t k = 0; k < out.size() && ok; ++k)
                     if (out[k] != (float)(2 * ((int)(k % 251) - 100) + 7)) ok = false;
-                CK(cudaGraphExecDestroy(exec[i]));
-                CK(cudaEventDestroy(ev[i][0]));
-                CK(cudaEventDestroy(ev[i][1]));
             }
             wrong += !ok;
             ++points;
-            const double us = t[t.size() / 2];
             printf("%-13s x=%8zu grid %3u block %3u: %7.2f us (%6.1f GB/s a direction), %s\n",
                    NAMES[v], x, grid, block, us, x / us / 1e3, ok ? "ok" : "WRONG");
             fflush(stdout);

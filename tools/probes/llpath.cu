@@ -471,42 +471,10 @@ int main(int argc, char **argv) {
             const Variant v = (Variant)vi;
             if ((v == CRATE_1WARP || v == V_BIS_1WARP) && x > 8) continue;
             reset(g);
-            cudaGraphExec_t exec[2];
             unsigned grid = 0, block = 0;
-            for (int i = 0; i < 2; ++i) {
-                CK(cudaSetDevice(i));
-                cudaGraph_t graph;
-                CK(cudaStreamBeginCapture(g[i].s, cudaStreamCaptureModeThreadLocal));
-                for (int c = 0; c < iters; ++c) launch(g, i, v, x, &grid, &block);
-                CK(cudaStreamEndCapture(g[i].s, &graph));
-                CK(cudaGraphInstantiate(&exec[i], graph, 0));
-                CK(cudaGraphDestroy(graph));
-            }
-            cudaEvent_t ev[2][2];
-            for (int i = 0; i < 2; ++i) {
-                CK(cudaSetDevice(i));
-                CK(cudaEventCreate(&ev[i][0]));
-                CK(cudaEventCreate(&ev[i][1]));
-            }
-            std::vector<double> t;
-            for (int rep = 0; rep < 6; ++rep) {
-                for (int i = 0; i < 2; ++i) {
-                    CK(cudaSetDevice(i));
-                    CK(cudaEventRecord(ev[i][0], g[i].s));
-                    CK(cudaGraphLaunch(exec[i], g[i].s));
-                    CK(cudaEventRecord(ev[i][1], g[i].s));
-                }
-                double worst = 0;
-                for (int i = 0; i < 2; ++i) {
-                    CK(cudaSetDevice(i));
-                    CK(cudaEventSynchronize(ev[i][1]));
-                    float ms = 0;
-                    CK(cudaEventElapsedTime(&ms, ev[i][0], ev[i][1]));
-                    worst = std::max(worst, (double)ms);
-                }
-                if (rep > 0) t.push_back(worst * 1e3 / iters);
-            }
-            std::sort(t.begin(), t.end());
+            const cudaStream_t streams[2] = {g[0].s, g[1].s};
+            const double us = graph_us_a_call(
+                streams, iters, [&](int i, int) { launch(g, i, v, x, &grid, &block); });
             bool ok = true;
             double in_ns = 0, cycles = 0, gap_ns = 0;
             int stamped = 0;
@@ -535,13 +503,9 @@ int main(int argc, char **argv) {
                     gap_ns += (double)(int64_t)(b[0] - a[1]);
                     ++stamped;
                 }
-                CK(cudaGraphExecDestroy(exec[i]));
-                CK(cudaEventDestroy(ev[i][0]));
-                CK(cudaEventDestroy(ev[i][1]));
             }
             wrong += !ok;
             ++points;
-            const double us = t[t.size() / 2];
             if (stamped > 0)
                 printf("%-13s x=%6zu grid %2u block %3u: %6.2f us a call, in kernel %6.0f ns "
                        "(%5.0f cycles), gap %6.0f ns, %s\n",

@@ -1,5 +1,6 @@
-// What every probe of this folder shares: error checks for the runtime and driver calls, and
-// the two GPUs they all need, and the flags' ordered loads and stores.
+// What every probe of this folder shares: error checks for the runtime and driver calls, the
+// two GPUs they all need, the timing of calls in CUDA graphs on both, and the flags' ordered
+// loads and stores.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #define CK(x)                                                                                  \
     do {                                                                                       \
@@ -40,6 +42,55 @@ static cudaDeviceProp two_gpus() {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     return prop;
+}
+
+// Times `calls` calls a GPU in CUDA graphs on both GPUs: launch(i, c) enqueues call c on GPU
+// i's stream streams[i] (GPU i current). Each GPU's calls are captured into one graph; both
+// graphs are launched together `replays` times, the first a warm-up. Returns the median timed
+// replay's slower GPU over `calls`, in us a call, after the last replay has finished (so its
+// outputs can be read); the graphs and events are gone by then.
+template <class Launch>
+static double graph_us_a_call(const cudaStream_t streams[2], int calls, Launch launch,
+                              int replays = 6) {
+    cudaGraphExec_t exec[2];
+    cudaEvent_t ev[2][2];
+    for (int i = 0; i < 2; ++i) {
+        CK(cudaSetDevice(i));
+        cudaGraph_t graph;
+        CK(cudaStreamBeginCapture(streams[i], cudaStreamCaptureModeThreadLocal));
+        for (int c = 0; c < calls; ++c) launch(i, c);
+        CK(cudaStreamEndCapture(streams[i], &graph));
+        CK(cudaGraphInstantiate(&exec[i], graph, 0));
+        CK(cudaGraphDestroy(graph));
+        CK(cudaEventCreate(&ev[i][0]));
+        CK(cudaEventCreate(&ev[i][1]));
+    }
+    std::vector<double> t;
+    for (int rep = 0; rep < replays; ++rep) {
+        for (int i = 0; i < 2; ++i) {
+            CK(cudaSetDevice(i));
+            CK(cudaEventRecord(ev[i][0], streams[i]));
+            CK(cudaGraphLaunch(exec[i], streams[i]));
+            CK(cudaEventRecord(ev[i][1], streams[i]));
+        }
+        double worst = 0;
+        for (int i = 0; i < 2; ++i) {
+            CK(cudaSetDevice(i));
+            CK(cudaEventSynchronize(ev[i][1]));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, ev[i][0], ev[i][1]));
+            worst = std::max(worst, (double)ms);
+        }
+        if (rep > 0) t.push_back(worst * 1e3 / calls);
+    }
+    for (int i = 0; i < 2; ++i) {
+        CK(cudaSetDevice(i));
+        CK(cudaGraphExecDestroy(exec[i]));
+        CK(cudaEventDestroy(ev[i][0]));
+        CK(cudaEventDestroy(ev[i][1]));
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
 }
 
 // A flag's system-scope acquire load and release store, as the crate's kernels order theirs.
