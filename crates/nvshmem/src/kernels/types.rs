@@ -445,6 +445,65 @@ impl fmt::Display for KernelKey {
 mod tests {
     use super::*;
 
+    /// The body of the function whose definition starts at `at` in `src`: from its first `{`
+    /// to the matching `}`.
+    fn body_at(src: &str, at: usize) -> &str {
+        let open = at + src[at..].find('{').expect("a body");
+        let mut depth = 0usize;
+        for (i, c) in src[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return &src[open..=open + i];
+                    }
+                }
+                _ => {}
+            }
+        }
+        panic!("an unclosed body")
+    }
+
+    /// Every NVLink kernel is launched with programmatic stream serialization (`kernels::fire`),
+    /// so it may start while the kernel before it on the stream still runs: each must reach
+    /// `griddepcontrol.wait` (`nvr_launch_begin`) itself or through the start helper that calls
+    /// it (`nvr_ll_start`, `nvr_lam_start`) before it reads or writes memory (PROTOCOL.md,
+    /// "Launch"). A kernel without it would read its inputs, and its channel, before the kernel
+    /// that writes them has finished. (Checked in the source: what comes before the call is
+    /// reviewed, not checked.)
+    #[test]
+    fn every_nvlink_kernel_waits_for_the_kernel_before_it() {
+        let helpers = [
+            ("nvr_ll_start(", LL_SRC, "bool nvr_ll_start("),
+            ("nvr_lam_start(", LAMPORT_SRC, "bool nvr_lam_start("),
+        ];
+        for (_, src, def) in helpers {
+            let at = src.find(def).unwrap_or_else(|| panic!("no {def}"));
+            assert!(
+                body_at(src, at).contains("nvr_launch_begin();"),
+                "{def} does not wait"
+            );
+        }
+        let mut kernels = 0;
+        for source in NvlinkSource::ALL {
+            let src = source.source();
+            for (at, _) in src.match_indices("extern \"C\" __global__") {
+                let body = body_at(src, at);
+                let head = &src[at..at + src[at..].find('{').unwrap_or(0)];
+                let name = head.split_whitespace().collect::<Vec<_>>().join(" ");
+                assert!(
+                    body.contains("nvr_launch_begin();")
+                        || helpers.iter().any(|(call, _, _)| body.contains(call)),
+                    "{}.cu: a kernel that does not wait for the one before it: {name}",
+                    source.name()
+                );
+                kernels += 1;
+            }
+        }
+        assert!(kernels >= 25, "found only {kernels} NVLink kernels");
+    }
+
     /// The kernels compute every pair the table lets through ([`ReduceOp::applies_to`]): each
     /// operator's define is numbered once and has code in ops.cuh, which no longer spells the
     /// numbers itself.
