@@ -53,25 +53,7 @@
 
 #include "probe.cuh"
 
-// The prefix the crate's types.rs gives an f32 sum (the NVR_OP_* values need only differ).
-#define NVR_T float
-#define NVR_ACC float
-#define NVR_LOAD(x) ((NVR_ACC)(x))
-#define NVR_STORE(a) ((NVR_T)(a))
-#define NVR_IS_FLOAT 1
-#define NVR_IS_SIGNED 0
-#define NVR_OP_SUM 0
-#define NVR_OP_PROD 1
-#define NVR_OP_MIN 2
-#define NVR_OP_MAX 3
-#define NVR_OP_AND 4
-#define NVR_OP_OR 5
-#define NVR_OP_XOR 6
-#define NVR_OP_AVG 7
-#define NVR_OP_PREMULSUM 8
-#define NVR_OP NVR_OP_SUM
-#include "../../crates/nvshmem/src/kernels/ops.cuh"
-#include "../../crates/nvshmem/src/kernels/common.cuh"
+#include "f32_sum.cuh" // the crate's headers, as for an f32 sum
 #include "../../crates/nvshmem/src/kernels/ll.cu"
 
 #include <cstring>
@@ -439,13 +421,7 @@ static void launch(Gpu *g, int i, Variant v, size_t x, unsigned *grid_out, unsig
 int main(int argc, char **argv) {
     const cudaDeviceProp prop = two_gpus();
     const int iters = argc > 1 ? std::max(20, atoi(argv[1])) : 500;
-    std::vector<bool> on(VARIANTS, argc <= 2 || argv[2][0] == 0);
-    if (argc > 2 && argv[2][0] != 0) {
-        std::string list = argv[2];
-        for (int v = 0; v < VARIANTS; ++v)
-            if (("," + list + ",").find("," + std::string(NAMES[v]) + ",") != std::string::npos)
-                on[v] = true;
-    }
+    const std::vector<bool> on = chosen(argc > 2 ? argv[2] : "", NAMES, VARIANTS);
     printf("probe: llpath, %s x2, %d calls a graph\n", prop.name, iters);
     Gpu g[2];
     for (int i = 0; i < 2; ++i) {

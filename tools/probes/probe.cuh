@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                                  \
@@ -42,6 +43,14 @@ static cudaDeviceProp two_gpus() {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     return prop;
+}
+
+// Which of `count` variants (named `names`) a comma-separated list names: all when it is empty.
+static std::vector<bool> chosen(const std::string &list, const char *const *names, int count) {
+    std::vector<bool> on(count, list.empty());
+    for (int v = 0; v < count && !list.empty(); ++v)
+        on[v] = ("," + list + ",").find("," + std::string(names[v]) + ",") != std::string::npos;
+    return on;
 }
 
 // Times `calls` calls a GPU in CUDA graphs on both GPUs: launch(i, c) enqueues call c on GPU
