@@ -24,7 +24,7 @@ ratio is the implementation's time over the least time of any other implementati
 a row per --sizes entry (the range over every point of that size: each collective, type, \
 operator, root and placement in the file; the collective with the highest ratio in brackets) and \
 one for barrier and for sync; the second a row per collective (the range over its points of the \
---band sizes). A row whose check failed (WRONG) is never a figure: it is named on stderr \
+--band sizes), and with --at-most RATIO a last row counting, in each column, the band's points at or under that ratio. A row whose check failed (WRONG) is never a figure: it is named on stderr \
 and the exit status is 3. With --spread PCT, a point where either side's median repetition is \
 more than PCT % slower than its fastest (so that most repetitions were slowed: one slow \
 repetition does not move a median) is left out of the ranges as noisy: named on stderr and \
@@ -53,6 +53,12 @@ pub struct RatioArgs {
     /// fastest: a noisy host's figures, not the kernels'. Needs `--reps` of 3 or more.
     #[arg(long, value_name = "PCT")]
     pub spread: Option<f64>,
+
+    /// Count, in each column, the --band points (every collective, type, operator, root and
+    /// placement there) whose ratio is at or under RATIO, as a target such as issue 31's 0.45
+    /// is judged: a last row `at or under RATIO | N of M`.
+    #[arg(long, value_name = "RATIO")]
+    pub at_most: Option<f64>,
 }
 
 fn parse_band(s: &str) -> Result<(u64, u64), String> {
@@ -326,6 +332,22 @@ fn tables(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String> {
             .collect();
         out.push(format!("| {c} | {} |", cells.join(" | ")));
     }
+    if let Some(target) = args.at_most {
+        let cells: Vec<String> = all
+            .iter()
+            .map(|(_, rs)| {
+                let band: Vec<&Ratio> = rs
+                    .iter()
+                    .filter(|r| {
+                        !FLAGS_ONLY.contains(&r.collective.as_str()) && (lo..=hi).contains(&r.bytes)
+                    })
+                    .collect();
+                let met = band.iter().filter(|r| r.value() <= target).count();
+                format!("{met} of {}", band.len())
+            })
+            .collect();
+        out.push(format!("| at or under {target} | {} |", cells.join(" | ")));
+    }
     if let Some(pct) = args.spread {
         out.push(String::new());
         out.push(format!(
@@ -443,6 +465,27 @@ mod tests {
             noisy_points(&args(&["--spread", "25"]), &columns),
             ["stream: all_reduce f32 128 KiB (spread 41 %)"]
         );
+    }
+
+    #[test]
+    fn at_most_counts_the_band_points_that_meet_a_target() {
+        let rows = vec![
+            at("all_reduce", "nvshmem-rs", 65536, 2.0),
+            at("all_reduce", "nccl", 65536, 5.0), // 0.40: met
+            at("broadcast", "nvshmem-rs", 65536, 2.3),
+            at("broadcast", "nccl", 65536, 5.0), // 0.46: not
+            at("broadcast", "nvshmem-rs", 1 << 20, 4.5),
+            at("broadcast", "nccl", 1 << 20, 10.0), // 0.45: met (at, not only under)
+            at("broadcast", "nvshmem-rs", 8, 1.0),
+            at("broadcast", "nccl", 8, 5.0), // below the band: not counted
+            at("barrier", "nvshmem-rs", 0, 1.0),
+            at("barrier", "nccl", 0, 5.0), // no payload: not counted
+        ];
+        let columns = [("graph".to_string(), rows)];
+        let lines = tables(&args(&["--sizes", "8", "--at-most", "0.45"]), &columns);
+        assert_eq!(lines.last().unwrap(), "| at or under 0.45 | 2 of 3 |");
+        let lines = tables(&args(&["--sizes", "8"]), &columns);
+        assert!(!lines.iter().any(|l| l.contains("at or under")));
     }
 
     #[test]
