@@ -87,16 +87,9 @@ __device__ __forceinline__ void stamp(nvr_u64 *stamps, unsigned e, nvr_u64 g0, n
 #define BIS_ALL (BIS_NOQ | BIS_NOEND | BIS_NOCHK | BIS_SPIN)
 #define BIS_CAND (BIS_RELAXQ | BIS_EARLY | BIS_FAST)
 
-// nvr_ll_check's condition without its record (BIS_EARLY records after the wait).
-__device__ __forceinline__ bool bis_check_ok(const nvr_team &t, nvr_u64 x, int root) {
-    const nvr_u64 rb = nvr_ll_region_bytes(t.n, t.ll_bytes);
-    return t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
-           root < t.n && gridDim.x <= (unsigned int)nvr_ll_blocks(t.n) &&
-           (blockDim.x & 31u) == 0 && (t.ll_bytes & 15u) == 0 && rb <= NVR_LL_MAX_REGION &&
-           x <= (nvr_u64)gridDim.x * (rb / 2);
-}
-
-// nvr_quiesce_staged with relaxed loads of the arrival word (BIS_RELAXQ).
+// nvr_quiesce_staged with relaxed loads of the arrival word (BIS_RELAXQ). The crate's own since
+// f7e617e; a copy, so that the variant still times it against kernel sources from before then
+// (built beside these as tools/probes/README.md says), whose quiescence loads with acquire.
 __device__ __forceinline__ bool bis_quiesce_relaxed(const nvr_team &t, unsigned int e, bool ok) {
     if (!ok) return false;
     const int j = nvr_flag_peer(t);
@@ -208,7 +201,7 @@ __global__ void __launch_bounds__(512, 1)
     nvr_ll_ctx c;
     nvr_lanes l;
     if (B & BIS_EARLY) {
-        pre = bis_check_ok(t, x, 0);
+        pre = nvr_ll_check(t, x, 0);
         c = nvr_ll_begin(x, 0);
         l = nvr_ll_lanes(t.n);
     }

@@ -270,11 +270,11 @@ __device__ __forceinline__ void nvr_fail(unsigned int *status, unsigned int code
 }
 
 // The one wait: polls ready() (which must load with acquire where what it waits for orders
-// later reads, or carry its data with its flag as LL packets do) until it returns true. Every 256 polls it reads %globaltimer (the clock
-// starts at the first such check, so a wait lasts at least timeout_ns) and, once the wait has
-// lasted NVR_ABORT_EVERY_NS, the host's abort word, then again every NVR_ABORT_EVERY_NS. On
-// abort or timeout it records the failure and returns false; the caller then skips its
-// remaining waits and the block exits at nvr_end.
+// later reads, or carry its data with its flag as LL packets do) until it returns true. Every
+// 256 polls it reads %globaltimer (the clock starts at the first such check, so a wait lasts
+// at least timeout_ns) and, once the wait has lasted NVR_ABORT_EVERY_NS, the host's abort
+// word, then again every NVR_ABORT_EVERY_NS. On abort or timeout it records the failure and
+// returns false; the caller then skips its remaining waits and the block exits at nvr_end.
 __device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e);
 __device__ __forceinline__ void nvr_fp_publish_to(const nvr_team &t, unsigned int e, int j);
 __device__ __forceinline__ bool nvr_fp_on(const nvr_team &t);
@@ -682,11 +682,11 @@ __device__ __forceinline__ bool nvr_fp_scan(const nvr_team &t, unsigned int e) {
 }
 
 // Waits for peer j's arrival at this run's epoch e on *flag (local) and, where this block
-// checks (nvr_fp_on, and `check`), for its fingerprint of run e, which must equal this call's. Each poll
-// loads both fingerprint packets and then the flag (nvr_ld_flag), all three in flight at
-// once: the packets carry their own flags, so they need no ordering after the arrival, and
-// the check adds no load latency after the arrival is seen. False on a mismatch (recorded),
-// abort or timeout.
+// checks (nvr_fp_on, and `check`), for its fingerprint of run e, which must equal this call's.
+// Each poll loads both fingerprint packets and then the flag (nvr_ld_flag), all three in
+// flight at once: the packets carry their own flags, so they need no ordering after the
+// arrival, and the check adds no load latency after the arrival is seen. False on a mismatch
+// (recorded), abort or timeout.
 __device__ __forceinline__ bool nvr_fp_wait_arrival(const nvr_team &t, const unsigned int *flag,
                                                     unsigned int e, int j, bool check,
                                                     bool acquire) {

@@ -91,9 +91,9 @@ __device__ __forceinline__ void nvr_st8(nvr_byte *p, nvr_u64 v, unsigned int nb)
 
 // Payload bytes and packet indices of one call, in 32 bits: nvr_ll_check bounds the payload by
 // 32 regions of half their bytes (at most 32 MiB of payload each), so x <= 2^30 and 8 * (any
-// packet index) fits. 64-bit index arithmetic took two instructions for one and a 64-bit division, and the
-// small calls are bound by the length of that chain (docs/performance.md, "The small kernels'
-// path").
+// packet index) fits. 64-bit index arithmetic took two instructions for one and a 64-bit
+// division, and the small calls are bound by the length of that chain (docs/performance.md,
+// "The small kernels' path").
 typedef unsigned int nvr_pk;
 #define NVR_LL_MAX_REGION (1u << 26) // most region bytes a launch may have (nvr_ll_region_bytes:
                                      // the default 32 KiB, 64 KiB on 2 PEs)
