@@ -269,6 +269,18 @@ __device__ __forceinline__ void nvr_fail(unsigned int *status, unsigned int code
     nvr_fail_at(status, code, peer, e, what, 0ull);
 }
 
+// The wait for the kernel before (nvr_launch_begin) of a kernel whose launch check `fits` was
+// computed before it, from launch arguments alone, so while that kernel may still run; then a
+// refused launch recorded (NVR_FAIL_LIMITS). Returns `fits`: false, the block returns whole.
+// Checked after the wait, a launch's check cost every small call 0.16-0.21 us (2 x H200,
+// tools/probes/llpath.cu, `bis-early`). The channel is recorded as the launch names it: the
+// failure is the launch's, no PE was waited for.
+__device__ __forceinline__ bool nvr_launch_checked(const nvr_team &t, bool fits) {
+    nvr_launch_begin();
+    if (!fits && threadIdx.x == 0) nvr_fail_at(t.status, NVR_FAIL_LIMITS, -1, 0, 0, t.chan);
+    return fits;
+}
+
 // The one wait: polls ready() (which must load with acquire where what it waits for orders
 // later reads, or carry its data with its flag as LL packets do) until it returns true. Every
 // 256 polls it reads %globaltimer (the clock starts at the first such check, so a wait lasts

@@ -304,11 +304,7 @@ __device__ __forceinline__ bool nvr_lam_start(const nvr_team &t, nvr_u64 bytes, 
     c.v0 = min(blockIdx.x * vpb, vectors);
     c.v1 = min(c.v0 + vpb, vectors);
     c.before = 0;
-    nvr_launch_begin();
-    if (!ok) {
-        if (threadIdx.x == 0) nvr_fail_at(t.status, NVR_FAIL_LIMITS, -1, 0, 0, t.chan);
-        return false;
-    }
+    if (!nvr_launch_checked(t, ok)) return false;
     if (nvr_lam_is_counter()) {
         const unsigned int e = nvr_begin(t);
         const nvr_lam_read h = nvr_lam_read_header(c.area);

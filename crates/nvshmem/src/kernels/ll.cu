@@ -155,11 +155,7 @@ __device__ __forceinline__ bool nvr_ll_start(const nvr_team &t, nvr_u64 x, int r
                                              nvr_ll_ctx &c) {
     const bool ok = nvr_ll_check(t, x, root);
     c = nvr_ll_begin(x, 0u);
-    nvr_launch_begin();
-    if (!ok) {
-        if (threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
-        return false;
-    }
+    if (!nvr_launch_checked(t, ok)) return false;
     c.e = nvr_begin(t);
     nvr_arrive(t, c.e);
     return true;
@@ -641,11 +637,7 @@ extern "C" __global__ void __launch_bounds__(64)
     nvr_barrier(const __grid_constant__ nvr_team t, int fence) {
     const bool fits = t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n &&
                       gridDim.x == 1 && blockDim.x == 64;
-    nvr_launch_begin(); // after the check, which reads launch arguments only (nvr_ll_start)
-    if (!fits) {
-        if (threadIdx.x == 0) nvr_fail(t.status, NVR_FAIL_LIMITS, -1, 0, 0);
-        return;
-    }
+    if (!nvr_launch_checked(t, fits)) return;
     const unsigned int e =
         nvr_arrive_ordered(t, fence != 0 ? NVR_ARRIVE_FENCE : NVR_ARRIVE_RELEASE);
     nvr_end(t, e, nvr_wait_arrivals(t, e, e, nvr_all_peers(t)));

@@ -468,22 +468,31 @@ mod tests {
     /// Every NVLink kernel is launched with programmatic stream serialization (`kernels::fire`),
     /// so it may start while the kernel before it on the stream still runs: each must reach
     /// `griddepcontrol.wait` (`nvr_launch_begin`) itself or through the start helper that calls
-    /// it (`nvr_ll_start`, `nvr_lam_start`) before it reads or writes memory (PROTOCOL.md,
-    /// "Launch"). A kernel without it would read its inputs, and its channel, before the kernel
-    /// that writes them has finished. (Checked in the source: what comes before the call is
-    /// reviewed, not checked.)
+    /// it (`nvr_launch_checked`, `nvr_ll_start`, `nvr_lam_start`) before it reads or writes
+    /// memory (PROTOCOL.md, "Launch"). A kernel without it would read its inputs, and its
+    /// channel, before the kernel that writes them has finished. (Checked in the source: what
+    /// comes before the call is reviewed, not checked.)
     #[test]
     fn every_nvlink_kernel_waits_for_the_kernel_before_it() {
+        // Each helper must call the wait or a helper listed before it.
         let helpers = [
+            (
+                "nvr_launch_checked(",
+                COMMON_SRC,
+                "bool nvr_launch_checked(",
+            ),
             ("nvr_ll_start(", LL_SRC, "bool nvr_ll_start("),
             ("nvr_lam_start(", LAMPORT_SRC, "bool nvr_lam_start("),
         ];
-        for (_, src, def) in helpers {
+        let waits = |body: &str, before: usize| {
+            body.contains("nvr_launch_begin();")
+                || helpers[..before]
+                    .iter()
+                    .any(|(call, _, _)| body.contains(call))
+        };
+        for (i, (_, src, def)) in helpers.iter().enumerate() {
             let at = src.find(def).unwrap_or_else(|| panic!("no {def}"));
-            assert!(
-                body_at(src, at).contains("nvr_launch_begin();"),
-                "{def} does not wait"
-            );
+            assert!(waits(body_at(src, at), i), "{def} does not wait");
         }
         let mut kernels = 0;
         for source in NvlinkSource::ALL {
@@ -493,8 +502,7 @@ mod tests {
                 let head = &src[at..at + src[at..].find('{').unwrap_or(0)];
                 let name = head.split_whitespace().collect::<Vec<_>>().join(" ");
                 assert!(
-                    body.contains("nvr_launch_begin();")
-                        || helpers.iter().any(|(call, _, _)| body.contains(call)),
+                    waits(body, helpers.len()),
                     "{}.cu: a kernel that does not wait for the one before it: {name}",
                     source.name()
                 );
