@@ -54,7 +54,7 @@ typedef unsigned char nvr_byte;
 // reduce-scatter, gather and scatter), else byte loads, unrolled so that all are in flight
 // before any is used. A rolled byte loop waited for each load in turn, and those calls took
 // 0.2-0.6 us longer than their 8-byte siblings (docs/performance.md, "Short packets"). Kept
-// this small on purpose: every inlined copy adds to each LL kernel (LL_PTX_MOST). The rare
+// this small on purpose: every inlined copy adds to each LL kernel (LL_KERNEL_PTX_MOST). The rare
 // shapes out of line cost a device call, 0.2-0.3 us, each time they ran; loads in words of
 // the element's size (no byte path in an f32 reduction) made the smallest f32 reduce-scatter
 // and bf16 all-reduce 0.2-0.3 us slower, not faster. So a buffer that is not 8-aligned takes
@@ -304,6 +304,40 @@ __device__ __forceinline__ bool nvr_ll_recv(const nvr_team &t, const nvr_ll_ctx 
     return true;
 }
 
+// Forwards this thread's packets of what team PE `from` sends this PE (c's packets, in this
+// PE's region of `from`) to team PE k, each as it arrives, into k's region of this PE
+// (nvr_ll_broadcast_relay). B packets polled at once where all are there, as nvr_ll_recv; a
+// packet keeps its payload and epoch. Does nothing for k == me or k outside the team.
+template <int B>
+__device__ __forceinline__ bool nvr_ll_relay(const nvr_team &t, const nvr_ll_ctx &c, int from,
+                                             int k, nvr_pk q, nvr_pk step) {
+    if (k < 0 || k >= t.n || k == t.me) return true;
+    nvr_pk i = c.p0 + q;
+    if (i >= c.p1) return true;
+    const char *in = nvr_ll_region(t, c.e, from, c.b);
+    char *out = nvr_peer(t, nvr_ll_region(t, c.e, t.me, c.b), k);
+    const unsigned int seen = nvr_ld_relaxed(nvr_arrive_word(t, c.b, k));
+    for (; i < c.p1; i += (nvr_pk)B * step) {
+        nvr_u64 v[B];
+        bool all = true;
+#pragma unroll
+        for (int m = 0; m < B; ++m) {
+            const nvr_pk im = i + (nvr_pk)m * step;
+            v[m] = 0;
+            all &= im >= c.p1 || nvr_ll_poll(in + NVR_LL_PACKET * (im - c.p0), c.e, v[m]);
+        }
+#pragma unroll 1
+        for (int m = 0; m < B; ++m) {
+            const nvr_pk im = i + (nvr_pk)m * step;
+            if (im >= c.p1) break;
+            if (!all && !nvr_ll_wait(t, in + NVR_LL_PACKET * (im - c.p0), c.e, from, v[m]))
+                return false;
+            nvr_ll_store(out + NVR_LL_PACKET * (im - c.p0), v[m], c.e);
+        }
+    }
+    return nvr_ll_peer_was_ready(t, c, k, seen);
+}
+
 // Copies this thread's packets of src to dst locally (nothing when they are the same buffer).
 template <int B>
 __device__ __forceinline__ void nvr_ll_copy(const nvr_ll_ctx &c, nvr_pk q, nvr_pk step,
@@ -508,6 +542,80 @@ extern "C" __global__ void __launch_bounds__(512, 1)
         if (l.k == t.me) nvr_ll_copy<NVR_LL_BATCH>(c, l.q, l.groups, s, d);
     } else {
         ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, root, threadIdx.x, blockDim.x, d);
+    }
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
+}
+
+// ---- the relayed broadcast (teams of 3 or more) --------------------------------------------
+
+// Bytes of each of a relayed broadcast's chunks (the last may be shorter, or empty): the buffer
+// cut into one chunk a non-root, rounded up to whole packets so that every chunk but the last
+// is whole packets and starts as aligned as the buffer does up to 8 bytes. One chunk, the
+// whole buffer, on 1 and 2 PEs. The host computes the same (nvlink.rs, `ll_relay_chunk`).
+__device__ __forceinline__ nvr_u64 nvr_ll_relay_chunk(nvr_u64 bytes, int n) {
+    if (n <= 2) return bytes;
+    const nvr_u64 c = (bytes + (nvr_u64)(n - 2)) / (nvr_u64)(n - 1);
+    return (c + 7) & ~7ull;
+}
+
+// Chunk m of a relayed broadcast: the team PE it is first sent to, and back.
+__device__ __forceinline__ int nvr_ll_relay_pe(int m, int root) { return m < root ? m : m + 1; }
+__device__ __forceinline__ int nvr_ll_relay_of(int k, int root) { return k < root ? k : k - 1; }
+
+// The packets of chunk m (bytes [m * c.x, m * c.x + x_m) of a buffer of `bytes`), in c's
+// block: x_m is c.x but for the last chunk, and the block's packets are c's clipped to the
+// chunk, so that a packet keeps its slot (i - c.p0) in every chunk.
+__device__ __forceinline__ nvr_ll_ctx nvr_ll_chunk(const nvr_ll_ctx &c, nvr_u64 bytes, int m) {
+    nvr_ll_ctx d = c;
+    const nvr_u64 at = (nvr_u64)m * c.x;
+    d.x = at >= bytes ? 0u : (nvr_pk)min((nvr_u64)c.x, bytes - at);
+    d.p1 = min(c.p1, (d.x + 7) / 8);
+    d.p0 = min(c.p0, d.p1);
+    return d;
+}
+
+// every dst = root's src (bytes), through the non-roots: the root sends chunk m
+// (nvr_ll_relay_chunk) to the m-th non-root alone, which forwards it to every other non-root as
+// its packets arrive (nvr_ll_relay) and receives theirs. nvr_ll_broadcast sends the whole
+// buffer to every non-root, so the root's link carries n - 1 copies of it; here one, and each
+// other link about 2 (n - 2) / (n - 1) of it, for a second crossing. The launch rule's x is a
+// chunk (the host takes it on teams of 3 or more past a size: nvlink.rs, `ll_relay`). Lanes as
+// nvr_ll_broadcast's root: lane k of a group handles team PE k; on a non-root, lane `root`
+// receives this PE's chunk, and every other peer's lane forwards it to that peer, then receives
+// that peer's chunk.
+extern "C" __global__ void __launch_bounds__(512, 1)
+    nvr_ll_broadcast_relay(const __grid_constant__ nvr_team t, int root, const void *src,
+                           void *dst, unsigned long long bytes) {
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, nvr_ll_relay_chunk(bytes, t.n), root, c)) return;
+    const nvr_byte *s = (const nvr_byte *)src;
+    nvr_byte *d = (nvr_byte *)dst;
+    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const int chunks = t.n > 1 ? t.n - 1 : 1;
+    bool ok = true;
+    if (t.me == root) {
+        if (l.k == t.me) {
+            for (int m = 0; m < chunks; ++m) {
+                const nvr_u64 at = (nvr_u64)m * c.x;
+                nvr_ll_copy<NVR_LL_BATCH>(nvr_ll_chunk(c, bytes, m), l.q, l.groups, s + at,
+                                          d + at);
+            }
+        } else if (l.k < t.n) {
+            const int m = nvr_ll_relay_of(l.k, root);
+            ok = nvr_ll_send<NVR_LL_BATCH>(t, nvr_ll_chunk(c, bytes, m), l.k, l.q, l.groups,
+                                           s + (nvr_u64)m * c.x);
+        }
+    } else if (l.k < t.n && l.k != t.me) {
+        // Lane `root` receives this PE's chunk; another peer's lane forwards it, then receives
+        // that peer's chunk (one receive site: each inlined copy makes the kernel larger).
+        const int mine = nvr_ll_relay_of(t.me, root);
+        const int m = l.k == root ? mine : nvr_ll_relay_of(l.k, root);
+        if (l.k != root)
+            ok = nvr_ll_relay<NVR_LL_BATCH>(t, nvr_ll_chunk(c, bytes, mine), root, l.k, l.q,
+                                            l.groups);
+        if (ok)
+            ok = nvr_ll_recv<NVR_LL_BATCH>(t, nvr_ll_chunk(c, bytes, m), l.k, l.q, l.groups,
+                                           d + (nvr_u64)m * c.x);
     }
     nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }

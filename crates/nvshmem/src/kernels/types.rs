@@ -196,6 +196,7 @@ impl NvlinkSource {
             ],
             (NvlinkSource::Ll, false) => &[
                 "nvr_ll_broadcast",
+                "nvr_ll_broadcast_relay",
                 "nvr_ll_fcollect",
                 "nvr_ll_fcollect_peers",
                 "nvr_ll_alltoall",

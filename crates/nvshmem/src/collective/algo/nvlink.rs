@@ -111,6 +111,39 @@ pub(crate) fn ll_peer_lanes(coll: Collective, x: usize, n: usize) -> bool {
         && x > PEER_LANES_PAST
 }
 
+/// Broadcasts past this many bytes on teams of 3 or more take the relayed kernel
+/// (`nvr_ll_broadcast_relay`: [`ll_relay`]).
+const RELAY_PAST: usize = 16 << 10;
+
+/// Whether an LL call runs the relayed broadcast (`nvr_ll_broadcast_relay`): the root sends
+/// each non-root a chunk of the buffer (an `n - 1`-th, [`ll_relay_chunk`]) and the non-roots
+/// forward theirs to one another, so the root's link carries the buffer once rather than
+/// `n - 1` times, for a second crossing. Teams of 3 or more, broadcasts past [`RELAY_PAST`].
+pub(crate) fn ll_relay(coll: Collective, bytes: usize, n: usize) -> bool {
+    coll == Collective::Broadcast && n >= 3 && bytes > RELAY_PAST
+}
+
+/// Bytes of each chunk of a relayed broadcast of `bytes` on `n` PEs, the payload a pair
+/// carries (`ll.cu`'s `nvr_ll_relay_chunk`, which computes the same): an `n - 1`-th, rounded
+/// up to whole 8-byte packets; the whole buffer on 1 and 2 PEs.
+pub(crate) fn ll_relay_chunk(bytes: usize, n: usize) -> usize {
+    if n <= 2 {
+        return bytes;
+    }
+    bytes.div_ceil(n - 1).next_multiple_of(8)
+}
+
+/// The payload bytes a pair that LL carries for `call`: its block, or a relayed broadcast's
+/// chunk.
+fn ll_pair_bytes(call: &Call) -> usize {
+    let bytes = call.block_bytes();
+    if ll_relay(call.coll, bytes, call.n()) {
+        ll_relay_chunk(bytes, call.n())
+    } else {
+        bytes
+    }
+}
+
 /// The LL launch rule of `ll.cu` for `x` payload bytes per (sender, receiver) pair and a team
 /// of `n` whose members keep `max_blocks` blocks resident: (grid, block). `peer_lanes`: the
 /// peer-lane kernels' (lanes for `n - 1` PEs, not `n`: [`ll_peer_lanes`]).
@@ -145,9 +178,15 @@ impl Algorithm for Ll {
             Err(why) => return Some(why),
         };
         let cap = ll_cap(call.n(), call.team.max_blocks, team.ll_bytes as usize);
-        if call.block_bytes() > cap {
+        let pair = ll_pair_bytes(call);
+        if pair > cap {
+            let relayed = if pair == call.block_bytes() {
+                String::new()
+            } else {
+                format!(" (relayed through the non-roots: {pair} a pair)")
+            };
             return Some(format!(
-                "it carries at most {cap} bytes a PE, the call {}",
+                "it carries at most {cap} bytes a PE, the call {}{relayed}",
                 call.block_bytes()
             ));
         }
@@ -170,8 +209,9 @@ impl Algorithm for Ll {
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
         let peer_lanes = ll_peer_lanes(call.coll, call.block_bytes(), call.n());
+        let relay = ll_relay(call.coll, call.block_bytes(), call.n());
         let (grid, block) = ll_shape(
-            call.block_bytes(),
+            ll_pair_bytes(call),
             call.n(),
             call.team.max_blocks,
             peer_lanes,
@@ -179,6 +219,7 @@ impl Algorithm for Ll {
         let kernel = match (call.coll, peer_lanes) {
             (Collective::Fcollect, true) => "fcollect_peers",
             (Collective::Alltoall, true) => "alltoall_peers",
+            (Collective::Broadcast, _) if relay => "broadcast_relay",
             (coll, _) => coll.name(),
         };
         steps.push(launch(call, NvlinkSource::Ll, kernel, grid, block));
