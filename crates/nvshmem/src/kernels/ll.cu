@@ -151,9 +151,10 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_begin(nvr_u64 x, unsigned int e) {
 // (false: the block returns whole), the block's epoch read, and the arrival at every peer.
 // Checked after the wait, the launch's check and packet split (a division) cost every small
 // call 0.16-0.21 us (2 x H200, tools/probes/llpath.cu, `bis-early`).
+// `fits`: the kernel's own further limits, from launch arguments alike.
 __device__ __forceinline__ bool nvr_ll_start(const nvr_team &t, nvr_u64 x, int root,
-                                             nvr_ll_ctx &c) {
-    const bool ok = nvr_ll_check(t, x, root);
+                                             nvr_ll_ctx &c, bool fits = true) {
+    const bool ok = fits && nvr_ll_check(t, x, root);
     c = nvr_ll_begin(x, 0u);
     if (!nvr_launch_checked(t, ok)) return false;
     c.e = nvr_begin(t);
@@ -400,6 +401,26 @@ __device__ __forceinline__ nvr_lanes nvr_ll_peer_lanes(const nvr_team &t) {
     return l;
 }
 
+// Lanes by whole warps, for kernels whose lanes of different peers wait in different loops
+// (nvr_ll_broadcast_relay): segment k of blockDim.x / 32 / G warps handles team PE k (threads
+// past G whole segments get k = G: none). Lanes of one warp that spin in different loops take
+// turns (the warp runs one path at a time): a relayed broadcast with its roles split by lane,
+// as nvr_ll_lanes does, took 2 us longer than the one-shot from 32 KiB on 4 x H200, where a
+// second crossing costs about 1. Needs blockDim.x >= 32 * G (nvr_ll_warp_lanes_fit).
+__device__ __forceinline__ nvr_lanes nvr_ll_warp_lanes(int G) {
+    nvr_lanes l;
+    l.G = G;
+    const unsigned int seg = (blockDim.x >> 5) / (unsigned int)G * 32u;
+    l.k = (int)(threadIdx.x / seg);
+    l.q = threadIdx.x - (unsigned int)l.k * seg;
+    l.groups = seg;
+    return l;
+}
+
+__device__ __forceinline__ bool nvr_ll_warp_lanes_fit(int G) {
+    return (blockDim.x >> 5) >= (unsigned int)G;
+}
+
 // Lane 0 of a group in the peer layout.
 __device__ __forceinline__ bool nvr_ll_first_lane(const nvr_lanes &l) {
     return (threadIdx.x & (unsigned int)(l.G - 1)) == 0;
@@ -579,18 +600,21 @@ __device__ __forceinline__ nvr_ll_ctx nvr_ll_chunk(const nvr_ll_ctx &c, nvr_u64 
 // its packets arrive (nvr_ll_relay) and receives theirs. nvr_ll_broadcast sends the whole
 // buffer to every non-root, so the root's link carries n - 1 copies of it; here one, and each
 // other link about 2 (n - 2) / (n - 1) of it, for a second crossing. The launch rule's x is a
-// chunk (the host takes it on teams of 3 or more past a size: nvlink.rs, `ll_relay`). Lanes as
-// nvr_ll_broadcast's root: lane k of a group handles team PE k; on a non-root, lane `root`
-// receives this PE's chunk, and every other peer's lane forwards it to that peer, then receives
-// that peer's chunk.
+// chunk (the host takes it on teams of 3 or more past a size: nvlink.rs, `ll_relay`). Lanes by
+// whole warps (nvr_ll_warp_lanes): segment k handles team PE k; on a non-root, segment `root`
+// receives this PE's chunk, and every other peer's segment forwards it to that peer, then
+// receives that peer's chunk. LAUNCH RULE as LL's with x = the chunk, but block = n * min(
+// roundup32(ppb), rounddown32(512 / n)) (nvlink.rs, `ll_relay_shape`; at least 32 * n).
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_broadcast_relay(const __grid_constant__ nvr_team t, int root, const void *src,
                            void *dst, unsigned long long bytes) {
+    const int G = t.n; // a segment each, unrounded (G = 3 on 3 PEs: none idle)
     nvr_ll_ctx c;
-    if (!nvr_ll_start(t, nvr_ll_relay_chunk(bytes, t.n), root, c)) return;
+    if (!nvr_ll_start(t, nvr_ll_relay_chunk(bytes, t.n), root, c, nvr_ll_warp_lanes_fit(G)))
+        return;
     const nvr_byte *s = (const nvr_byte *)src;
     nvr_byte *d = (nvr_byte *)dst;
-    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_lanes l = nvr_ll_warp_lanes(G);
     const int chunks = t.n > 1 ? t.n - 1 : 1;
     bool ok = true;
     if (t.me == root) {

@@ -157,6 +157,20 @@ pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32, peer_lanes: bool) ->
     (grid as u32, block as u32)
 }
 
+/// The relayed broadcast's launch rule (`nvr_ll_broadcast_relay`) for a chunk of `x` bytes on
+/// a team of `n`: LL's grid, and a block of one segment of whole warps for each team PE
+/// (`nvr_ll_warp_lanes`), each as many threads as a block's packets, rounded up to a warp, at
+/// most 512 in all.
+pub(crate) fn ll_relay_shape(x: usize, n: usize, max_blocks: u32) -> (u32, u32) {
+    let (grid, _) = ll_shape(x, n, max_blocks, false);
+    let packets_per_block = x.div_ceil(8).div_ceil(grid as usize);
+    let n = n.max(1);
+    let segment = packets_per_block
+        .next_multiple_of(32)
+        .clamp(32, (512 / n) / 32 * 32);
+    (grid, (segment * n) as u32)
+}
+
 /// Payload bytes a pair that the automatic choice weighs LL for (besides the crossover table's
 /// LL band, which measured rows widen past it), on a team whose members keep `max_blocks`
 /// blocks resident: what LL carried before issue 31 widened it (8 blocks of 8 KiB), so that
@@ -210,12 +224,12 @@ impl Algorithm for Ll {
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
         let peer_lanes = ll_peer_lanes(call.coll, call.block_bytes(), call.n());
         let relay = ll_relay(call.coll, call.block_bytes(), call.n());
-        let (grid, block) = ll_shape(
-            ll_pair_bytes(call),
-            call.n(),
-            call.team.max_blocks,
-            peer_lanes,
-        );
+        let x = ll_pair_bytes(call);
+        let (grid, block) = if relay {
+            ll_relay_shape(x, call.n(), call.team.max_blocks)
+        } else {
+            ll_shape(x, call.n(), call.team.max_blocks, peer_lanes)
+        };
         let kernel = match (call.coll, peer_lanes) {
             (Collective::Fcollect, true) => "fcollect_peers",
             (Collective::Alltoall, true) => "alltoall_peers",
@@ -505,6 +519,39 @@ mod tests {
         assert_eq!(kernel(2, pull_from - 1), "nvr_direct_reduce");
         assert_eq!(kernel(2, pull_from), "nvr_direct_reduce_pull");
         assert_eq!(kernel(2, pull_from << 2), "nvr_direct_reduce_pull");
+    }
+
+    /// The relayed broadcast's chunks cover the buffer, each whole packets but the last, one a
+    /// non-root; its block holds a segment of whole warps for every team PE.
+    #[test]
+    fn a_relayed_broadcast_cuts_the_buffer_into_one_chunk_a_non_root() {
+        use super::{ll_relay, ll_relay_chunk, ll_relay_shape};
+        for n in 1..=8usize {
+            for bytes in [1usize, 7, 8, 1000, 16 << 10, (100 << 10) + 12, 768 << 10, 1 << 20] {
+                let c = ll_relay_chunk(bytes, n);
+                let chunks = n.saturating_sub(1).max(1);
+                assert!(c * chunks >= bytes, "{n} {bytes}");
+                if n > 2 {
+                    assert_eq!(c % 8, 0, "{n} {bytes}");
+                    // No chunk is wasted whole: the last starts inside the buffer...
+                    assert!(c * (chunks - 1) < bytes || bytes < chunks * 8, "{n} {bytes}");
+                } else {
+                    assert_eq!(c, bytes);
+                }
+                let (grid, block) = ll_relay_shape(c, n, 32);
+                assert!(block % 32 == 0 && block <= 512, "{n} {bytes}: {block}");
+                assert!(block as usize >= 32 * n, "{n} {bytes}: {block}");
+                assert_eq!(block as usize % n, 0, "{n} {bytes}: {block}");
+                assert_eq!(grid, ll_shape(c, n, 32, false).0);
+            }
+        }
+        assert!(!ll_relay(Collective::Broadcast, 1 << 20, 2));
+        assert!(!ll_relay(Collective::Scatter, 1 << 20, 4));
+        assert!(!ll_relay(Collective::Broadcast, 16 << 10, 4));
+        assert!(ll_relay(Collective::Broadcast, (16 << 10) + 1, 3));
+        // 4 PEs, 512 KiB: chunks of a third, 16 blocks, 4 segments of 4 warps.
+        assert_eq!(ll_relay_chunk(512 << 10, 4), 174_768);
+        assert_eq!(ll_relay_shape(174_768, 4, 32), (16, 512));
     }
 
     #[test]
