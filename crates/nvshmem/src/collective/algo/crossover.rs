@@ -258,6 +258,18 @@ const FOUR_PE_LARGE_RUN: &str = "mpirun -np 4 nvshmem-perf <each> -d f32 -b 1M -
                                  (4 x H200, 2026-11-27, commit 6ab7cfc: \
                                  docs/perf/sweep-large-2026-11-27/4pe)";
 
+/// The run that took the 4-PE broadcast on LL to 768 KiB: the relayed broadcast
+/// (`nvr_ll_broadcast_relay`, commit d51ef77: the root sends each non-root a third, which
+/// forwards it to the other two), forced beside the automatic choice of then (LL to 128 KiB,
+/// NVSHMEM past), raw NVSHMEM and NCCL; with the sweep of every collective that came before it
+/// the same day (commit 96b11de, LL's one-shot broadcast then), graph mode, one PE a GPU
+/// (`scripts/gpu-check.sh run sweep` with `SWEEP_PES=4`).
+const RELAY_RUN: &str = "mpirun -np 4 nvshmem-perf broadcast -d f32 -b 16K -e 1M -f 2 -n 100 \
+                         -w 10 --reps 3 -G 1, then --impl nvshmem-rs --algo \
+                         broadcast=nvlink_ll (4 x H200, 2026-11-28, commit d51ef77); every \
+                         collective -b 1K -e 4M -n 20 -w 3, LL, Lamport and the direct kernels \
+                         forced (commit 96b11de; docs/perf/relay-2026-11-28)";
+
 /// The run that took the 2-PE broadcast, gather and scatter on LL to 1 MiB blocks once each
 /// 2-PE LL block took both of its regions (`channel::ll_region_bytes`: LL then carried 1 MiB a
 /// pair, 512 KiB before): the copies with LL and the direct kernels forced beside the automatic
@@ -570,14 +582,17 @@ pub(crate) static ROWS: &[Row] = &[
         coll: Collective::Broadcast,
         pes: 4..=4,
         arch: Some(Arch::SM90),
-        ll: 128 * KIB,
+        ll: 768 * KIB,
         lamport: NEVER,
         direct: RangeInclusive::new(MIB + 1, 16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN, FOUR_PE_LARGE_RUN],
-            figures: "LARGE: direct 8 MiB: 41.48 against NVSHMEM 61.53, NCCL 36.24; 16 MiB: \
+            runs: &[FOUR_PE_RUN, FOUR_PE_LARGE_RUN, RELAY_RUN],
+            figures: "RELAY: LL relayed 256 KiB: 5.23 against NVSHMEM 7.12, NCCL 7.18 (the \
+                      one-shot 6.26-6.46); 512 KiB: 6.17 against NVSHMEM 8.13, NCCL 8.19 (the \
+                      one-shot carries at most 256 KiB on 4 PEs, the relay 768); one-shot \
+                      128 KiB: 3.57-3.64 against relayed 3.90. LARGE: direct 8 MiB: 41.48 against NVSHMEM 61.53, NCCL 36.24; 16 MiB: \
                       79.05 against NVSHMEM 87.23, NCCL 60.38; NVSHMEM 32 MiB: 109.81 against \
                       direct 142.33. FOUR_PE: LL 128 KiB: 6.14 against NVSHMEM 7.19; 256 KiB: \
                       9.70 against 7.31. NVSHMEM 1 MiB: 11.45 against direct 12.43. Direct 2 \
@@ -1166,7 +1181,9 @@ mod tests {
             (Alltoall, 512 * KIB, "nvlink_direct"),
             (Alltoall, 256 * MIB, "nvlink_direct"),
             (Broadcast, 128 * KIB, "nvlink_ll"),
-            (Broadcast, 256 * KIB, "nvshmem"),
+            (Broadcast, 256 * KIB, "nvlink_ll"),
+            (Broadcast, 768 * KIB, "nvlink_ll"),
+            (Broadcast, 768 * KIB + 8, "nvshmem"),
             (Broadcast, MIB, "nvshmem"),
             (Broadcast, 2 * MIB, "nvlink_direct"),
             (Broadcast, 4 * MIB, "nvlink_direct"),
@@ -1261,7 +1278,11 @@ mod tests {
             ("gather", 2 * MIB),
             ("scatter", 2 * MIB),
         ];
-        let sweeps: [Sweep; 18] = [
+        // The 4-PE broadcast of 512 KiB, where the table takes LL since its relayed kernel
+        // (RELAY_RUN): the one-shot LL could not carry it, so sweeps before it timed no LL
+        // there (timed in relay-2026-11-28/broadcast-4pe).
+        const FOUR_PE_BEFORE_RELAY: &[(&str, usize)] = &[("broadcast", 512 * KIB)];
+        let sweeps: [Sweep; 20] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep). The direct kernels' one-way moves of
             // 32-64 MiB before the waits stopped reading the abort word every 256 polls
@@ -1295,8 +1316,9 @@ mod tests {
                 "sweep-4pe-2026-11-27/full",
                 &[
                     FOUR_PE_BEFORE_C84AF28,
-                    &[("gather", MIB), ("scatter", MIB)],
+                    &[("gather", MIB), ("scatter", MIB), ("broadcast", 256 * KIB)],
                     FOUR_PE_LAMPORT_REDUCE_BEFORE_EA0EADB,
+                    FOUR_PE_BEFORE_RELAY,
                 ],
                 false,
             ),
@@ -1316,7 +1338,7 @@ mod tests {
             // The direct kernels with one fence less at entry and exit (3e4b6ca), 256 KiB to
             // 8 MiB calls.
             (2, "direct-2026-11-27/2pe", &[TWO_PE_BEFORE_LL_PAIR], true),
-            (4, "rooted-2026-11-27/4pe", &[], true),
+            (4, "rooted-2026-11-27/4pe", &[FOUR_PE_BEFORE_RELAY], true),
             // The reductions, 512 B to 8 MiB calls, after the Lamport kernels' re-fill and
             // pair loops (219b543).
             (2, "lamport-2026-11-27/2pe", &[TWO_PE_BEFORE_LL_PAIR], true),
@@ -1324,7 +1346,7 @@ mod tests {
             (
                 4,
                 "sweep-4pe-2026-11-27b/full",
-                &[FOUR_PE_BEFORE_C84AF28],
+                &[FOUR_PE_BEFORE_C84AF28, FOUR_PE_BEFORE_RELAY],
                 true,
             ),
             (4, "sweep-4pe-2026-11-27b/reduce", &[], true),
@@ -1347,6 +1369,15 @@ mod tests {
             (2, "sweep-llpair-2026-11-28/h100", &[], true),
             // The broadcast, gather and scatter again with the table as it stands (90131ec).
             (2, "sweep-llpair-2026-11-28/h100-90131ec", &[], true),
+            // RELAY_RUN: every collective on 4 x H200 with the one-shot LL broadcast (its
+            // relayed kernel came after), then the broadcast with it.
+            (
+                4,
+                "relay-2026-11-28/sweep-4pe",
+                &[FOUR_PE_BEFORE_RELAY],
+                true,
+            ),
+            (4, "relay-2026-11-28/broadcast-4pe", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {
@@ -1362,7 +1393,7 @@ mod tests {
                 })
                 .collect();
             files.sort();
-            assert!(files.len() >= 3, "{dir}: {files:?}");
+            assert!(files.len() >= 2, "{dir}: {files:?}");
             for f in files {
                 for line in std::fs::read_to_string(&f).unwrap().lines() {
                     let r: serde_json::Value = serde_json::from_str(line).unwrap();

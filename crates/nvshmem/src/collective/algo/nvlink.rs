@@ -111,16 +111,21 @@ pub(crate) fn ll_peer_lanes(coll: Collective, x: usize, n: usize) -> bool {
         && x > PEER_LANES_PAST
 }
 
-/// Broadcasts past this many bytes on teams of 3 or more take the relayed kernel
-/// (`nvr_ll_broadcast_relay`: [`ll_relay`]).
-const RELAY_PAST: usize = 16 << 10;
+/// Broadcasts past this many bytes on teams of 4 or more take the relayed kernel
+/// (`nvr_ll_broadcast_relay`: [`ll_relay`]). 4 x H200, LL forced, graph, µs at 32 / 64 / 128 /
+/// 256 KiB: relayed 3.36 / 3.50 / 3.90 / 5.25, one-shot 2.57-2.62 / 2.96-3.01 / 3.57-3.64 /
+/// 6.26-6.31 (2026-11-28, docs/perf/relay-2026-11-28). On 3 PEs the one-shot was faster as far
+/// as it carries (256 KiB: 4.49 against 4.97): its root sends two copies, not three.
+const RELAY_PAST: usize = 128 << 10;
 
-/// Whether an LL call runs the relayed broadcast (`nvr_ll_broadcast_relay`): the root sends
-/// each non-root a chunk of the buffer (an `n - 1`-th, [`ll_relay_chunk`]) and the non-roots
-/// forward theirs to one another, so the root's link carries the buffer once rather than
-/// `n - 1` times, for a second crossing. Teams of 3 or more, broadcasts past [`RELAY_PAST`].
-pub(crate) fn ll_relay(coll: Collective, bytes: usize, n: usize) -> bool {
-    coll == Collective::Broadcast && n >= 3 && bytes > RELAY_PAST
+/// Whether an LL broadcast of `bytes` on a team of `n` whose one-shot LL carries `cap` bytes a
+/// pair ([`ll_cap`]) runs the relayed kernel (`nvr_ll_broadcast_relay`): the root sends each
+/// non-root a chunk of the buffer (an `n - 1`-th, [`ll_relay_chunk`]) and the non-roots
+/// forward theirs to one another, so the root's link carries the buffer once rather than `n -
+/// 1` times, for a second crossing. On teams of 4 or more past [`RELAY_PAST`], and on 3 past
+/// what the one-shot carries; never on 2 (one non-root: nothing to relay).
+pub(crate) fn ll_relay(coll: Collective, bytes: usize, n: usize, cap: usize) -> bool {
+    coll == Collective::Broadcast && n >= 3 && (bytes > cap || (n >= 4 && bytes > RELAY_PAST))
 }
 
 /// Bytes of each chunk of a relayed broadcast of `bytes` on `n` PEs, the payload a pair
@@ -133,11 +138,19 @@ pub(crate) fn ll_relay_chunk(bytes: usize, n: usize) -> usize {
     bytes.div_ceil(n - 1).next_multiple_of(8)
 }
 
+/// Whether LL runs `call` relayed ([`ll_relay`]), on its team's channel.
+fn ll_relays(call: &Call) -> bool {
+    team_view(call).is_ok_and(|team| {
+        let cap = ll_cap(call.n(), call.team.max_blocks, team.ll_bytes as usize);
+        ll_relay(call.coll, call.block_bytes(), call.n(), cap)
+    })
+}
+
 /// The payload bytes a pair that LL carries for `call`: its block, or a relayed broadcast's
 /// chunk.
 fn ll_pair_bytes(call: &Call) -> usize {
     let bytes = call.block_bytes();
-    if ll_relay(call.coll, bytes, call.n()) {
+    if ll_relays(call) {
         ll_relay_chunk(bytes, call.n())
     } else {
         bytes
@@ -223,7 +236,7 @@ impl Algorithm for Ll {
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
         let peer_lanes = ll_peer_lanes(call.coll, call.block_bytes(), call.n());
-        let relay = ll_relay(call.coll, call.block_bytes(), call.n());
+        let relay = ll_relays(call);
         let x = ll_pair_bytes(call);
         let (grid, block) = if relay {
             ll_relay_shape(x, call.n(), call.team.max_blocks)
@@ -527,14 +540,26 @@ mod tests {
     fn a_relayed_broadcast_cuts_the_buffer_into_one_chunk_a_non_root() {
         use super::{ll_relay, ll_relay_chunk, ll_relay_shape};
         for n in 1..=8usize {
-            for bytes in [1usize, 7, 8, 1000, 16 << 10, (100 << 10) + 12, 768 << 10, 1 << 20] {
+            for bytes in [
+                1usize,
+                7,
+                8,
+                1000,
+                16 << 10,
+                (100 << 10) + 12,
+                768 << 10,
+                1 << 20,
+            ] {
                 let c = ll_relay_chunk(bytes, n);
                 let chunks = n.saturating_sub(1).max(1);
                 assert!(c * chunks >= bytes, "{n} {bytes}");
                 if n > 2 {
                     assert_eq!(c % 8, 0, "{n} {bytes}");
                     // No chunk is wasted whole: the last starts inside the buffer...
-                    assert!(c * (chunks - 1) < bytes || bytes < chunks * 8, "{n} {bytes}");
+                    assert!(
+                        c * (chunks - 1) < bytes || bytes < chunks * 8,
+                        "{n} {bytes}"
+                    );
                 } else {
                     assert_eq!(c, bytes);
                 }
@@ -545,10 +570,15 @@ mod tests {
                 assert_eq!(grid, ll_shape(c, n, 32, false).0);
             }
         }
-        assert!(!ll_relay(Collective::Broadcast, 1 << 20, 2));
-        assert!(!ll_relay(Collective::Scatter, 1 << 20, 4));
-        assert!(!ll_relay(Collective::Broadcast, 16 << 10, 4));
-        assert!(ll_relay(Collective::Broadcast, (16 << 10) + 1, 3));
+        let (k128, cap3, cap4) = (128 << 10, 336 << 10, 256 << 10);
+        assert!(!ll_relay(Collective::Broadcast, 1 << 20, 2, 1 << 20));
+        assert!(!ll_relay(Collective::Scatter, 1 << 20, 4, cap4));
+        assert!(!ll_relay(Collective::Broadcast, k128, 4, cap4));
+        assert!(ll_relay(Collective::Broadcast, k128 + 1, 4, cap4));
+        assert!(ll_relay(Collective::Broadcast, k128 + 1, 8, 128 << 10));
+        // 3 PEs: the one-shot as far as it carries.
+        assert!(!ll_relay(Collective::Broadcast, cap3, 3, cap3));
+        assert!(ll_relay(Collective::Broadcast, cap3 + 1, 3, cap3));
         // 4 PEs, 512 KiB: chunks of a third, 16 blocks, 4 segments of 4 warps.
         assert_eq!(ll_relay_chunk(512 << 10, 4), 174_768);
         assert_eq!(ll_relay_shape(174_768, 4, 32), (16, 512));
