@@ -259,14 +259,15 @@ const FOUR_PE_LARGE_RUN: &str = "mpirun -np 4 nvshmem-perf <each> -d f32 -b 1M -
                                  docs/perf/sweep-large-2026-11-27/4pe)";
 
 /// The run that took the 4-PE broadcast on LL to 768 KiB: the relayed broadcast
-/// (`nvr_ll_broadcast_relay`, commit d51ef77: the root sends each non-root a third, which
-/// forwards it to the other two), forced beside the automatic choice of then (LL to 128 KiB,
-/// NVSHMEM past), raw NVSHMEM and NCCL; with the sweep of every collective that came before it
-/// the same day (commit 96b11de, LL's one-shot broadcast then), graph mode, one PE a GPU
-/// (`scripts/gpu-check.sh run sweep` with `SWEEP_PES=4`).
+/// (`nvr_ll_broadcast_relay`: the root sends each non-root a third, which forwards it to the
+/// other two), LL forced beside the automatic choice (this table's), raw NVSHMEM and NCCL; with
+/// the sweep of every collective that came before it the same day (commit 96b11de, LL's
+/// one-shot broadcast then), graph mode, one PE a GPU (`scripts/gpu-check.sh run sweep` with
+/// `SWEEP_PES=4`). The relay's first build (d51ef77) had timed 5.23 and 6.17 µs at 256 and
+/// 512 KiB against NVSHMEM's 7.12 and 8.13.
 const RELAY_RUN: &str = "mpirun -np 4 nvshmem-perf broadcast -d f32 -b 16K -e 1M -f 2 -n 100 \
                          -w 10 --reps 3 -G 1, then --impl nvshmem-rs --algo \
-                         broadcast=nvlink_ll (4 x H200, 2026-11-28, commit d51ef77); every \
+                         broadcast=nvlink_ll (4 x H200, 2026-11-28, commit ee96790); every \
                          collective -b 1K -e 4M -n 20 -w 3, LL, Lamport and the direct kernels \
                          forced (commit 96b11de; docs/perf/relay-2026-11-28)";
 
@@ -589,10 +590,10 @@ pub(crate) static ROWS: &[Row] = &[
         ce: NEVER,
         basis: Basis::Measured {
             runs: &[FOUR_PE_RUN, FOUR_PE_LARGE_RUN, RELAY_RUN],
-            figures: "RELAY: LL relayed 256 KiB: 5.23 against NVSHMEM 7.12, NCCL 7.18 (the \
-                      one-shot 6.26-6.46); 512 KiB: 6.17 against NVSHMEM 8.13, NCCL 8.19 (the \
+            figures: "RELAY: LL relayed 256 KiB: 4.95 against NVSHMEM 7.18, NCCL 7.17 (the \
+                      one-shot 6.26-6.46); 512 KiB: 5.93 against NVSHMEM 8.00, NCCL 8.10 (the \
                       one-shot carries at most 256 KiB on 4 PEs, the relay 768); one-shot \
-                      128 KiB: 3.57-3.64 against relayed 3.90. LARGE: direct 8 MiB: 41.48 against NVSHMEM 61.53, NCCL 36.24; 16 MiB: \
+                      128 KiB: 3.51-3.64 against relayed 3.88-3.90. LARGE: direct 8 MiB: 41.48 against NVSHMEM 61.53, NCCL 36.24; 16 MiB: \
                       79.05 against NVSHMEM 87.23, NCCL 60.38; NVSHMEM 32 MiB: 109.81 against \
                       direct 142.33. FOUR_PE: LL 128 KiB: 6.14 against NVSHMEM 7.19; 256 KiB: \
                       9.70 against 7.31. NVSHMEM 1 MiB: 11.45 against direct 12.43. Direct 2 \

@@ -114,8 +114,9 @@ pub(crate) fn ll_peer_lanes(coll: Collective, x: usize, n: usize) -> bool {
 /// Broadcasts past this many bytes on teams of 4 or more take the relayed kernel
 /// (`nvr_ll_broadcast_relay`: [`ll_relay`]). 4 x H200, LL forced, graph, µs at 32 / 64 / 128 /
 /// 256 KiB: relayed 3.36 / 3.50 / 3.90 / 5.25, one-shot 2.57-2.62 / 2.96-3.01 / 3.57-3.64 /
-/// 6.26-6.31 (2026-11-28, docs/perf/relay-2026-11-28). On 3 PEs the one-shot was faster as far
-/// as it carries (256 KiB: 4.49 against 4.97): its root sends two copies, not three.
+/// 6.26-6.31 (2026-11-28, commit d51ef77 against 96b11de, one call; the relay at ee96790: 256
+/// KiB 4.95, docs/perf/relay-2026-11-28). On 3 PEs the one-shot was faster as far as it
+/// carries (256 KiB: 4.49 against 4.97): its root sends two copies, not three.
 const RELAY_PAST: usize = 128 << 10;
 
 /// Whether an LL broadcast of `bytes` on a team of `n` whose one-shot LL carries `cap` bytes a
