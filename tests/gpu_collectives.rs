@@ -168,6 +168,32 @@ fn gpu_collectives() {
             graph_replay(&rt, &world, seed, MEDIUM / 4, &mut cases)
         });
     }
+    if n >= 3 {
+        // The relayed LL broadcast (nvr_ll_broadcast_relay), forced at a size that takes it on
+        // this many PEs: past 128 KiB from 4 PEs (chunks of 40 KiB or more, under what LL
+        // carries a pair on 8), past the one-shot's reach on 3 (336 KiB a pair). A 12-byte tail
+        // leaves the last chunk shorter; the root is the last PE.
+        c.run("graph_capture_and_replay_of_relayed_broadcasts", || {
+            let bytes = if n == 3 {
+                500 << 10
+            } else {
+                (132usize << 10).max((n - 1) * (40 << 10))
+            } + 12;
+            let stream = rt.context().new_stream()?;
+            rt.set_algorithm(Collective::Broadcast, Some("nvlink_ll"))?;
+            let done = graph_replay_one(
+                &rt,
+                &world,
+                seed,
+                Collective::Broadcast,
+                bytes / 4,
+                &stream,
+                &mut cases,
+            );
+            rt.set_algorithm(Collective::Broadcast, None)?;
+            done
+        });
+    }
     c.run("graph_capture_and_replay_of_kernel_reductions", || {
         graph_replay_kernels(&rt, &world, seed, &mut cases)
     });
