@@ -258,6 +258,21 @@ __device__ __forceinline__ bool nvr_ll_send(const nvr_team &t, const nvr_ll_ctx 
     return nvr_ll_peer_was_ready(t, c, k, seen);
 }
 
+// Polls packets i, i + step, ... (B of them, those below c.p1) of region r once, all issued
+// before any is used: whether every one was there (payloads in v; 0 past c.p1).
+template <int B>
+__device__ __forceinline__ bool nvr_ll_poll_batch(const nvr_ll_ctx &c, const char *r, nvr_pk i,
+                                                  nvr_pk step, nvr_u64 *v) {
+    bool all = true;
+#pragma unroll
+    for (int m = 0; m < B; ++m) {
+        const nvr_pk im = i + (nvr_pk)m * step;
+        v[m] = 0;
+        all &= im >= c.p1 || nvr_ll_poll(r + NVR_LL_PACKET * (im - c.p0), c.e, v[m]);
+    }
+    return all;
+}
+
 // Receives this thread's packets from team PE k into dst (x bytes). Does nothing for k == me
 // or k outside the team.
 template <int B>
@@ -270,14 +285,7 @@ __device__ __forceinline__ bool nvr_ll_recv(const nvr_team &t, const nvr_ll_ctx 
         nvr_u64 *w = (nvr_u64 *)dst;
         for (; i < c.p1; i += (nvr_pk)B * step) {
             nvr_u64 v[B];
-            bool all = true;
-#pragma unroll
-            for (int m = 0; m < B; ++m) {
-                const nvr_pk im = i + (nvr_pk)m * step;
-                v[m] = 0;
-                all &= im >= c.p1 || nvr_ll_poll(r + NVR_LL_PACKET * (im - c.p0), c.e, v[m]);
-            }
-            if (all) {
+            if (nvr_ll_poll_batch<B>(c, r, i, step, v)) {
 #pragma unroll
                 for (int m = 0; m < B; ++m) {
                     const nvr_pk im = i + (nvr_pk)m * step;
@@ -320,13 +328,7 @@ __device__ __forceinline__ bool nvr_ll_relay(const nvr_team &t, const nvr_ll_ctx
     const unsigned int seen = nvr_ld_relaxed(nvr_arrive_word(t, c.b, k));
     for (; i < c.p1; i += (nvr_pk)B * step) {
         nvr_u64 v[B];
-        bool all = true;
-#pragma unroll
-        for (int m = 0; m < B; ++m) {
-            const nvr_pk im = i + (nvr_pk)m * step;
-            v[m] = 0;
-            all &= im >= c.p1 || nvr_ll_poll(in + NVR_LL_PACKET * (im - c.p0), c.e, v[m]);
-        }
+        const bool all = nvr_ll_poll_batch<B>(c, in, i, step, v);
 #pragma unroll 1
         for (int m = 0; m < B; ++m) {
             const nvr_pk im = i + (nvr_pk)m * step;
