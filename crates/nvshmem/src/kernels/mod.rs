@@ -1118,7 +1118,7 @@ mod tests {
     /// 13.0). Kernels, not modules: a kernel's size is what its calls pay, and a module grows
     /// with every kernel added to it. Whole modules were bounded before (the copies' `ll`:
     /// 229,757 bytes at 6a67b05, 318,520 at f833c9f, 303,736 at df5bd86). 2026-11-28, with
-    /// the relayed broadcast: its kernel 56,543, the copies 29,914-50,072 (scatter the largest
+    /// the relayed broadcast: its kernel 57,231, the copies 29,914-50,072 (scatter the largest
     /// of them), the barrier 12,508. The test prints the largest.
     const LL_KERNEL_PTX_MOST: usize = 64_000;
 
