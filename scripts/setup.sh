@@ -25,7 +25,8 @@
 #                    .deps/nvcc (about 100 MB downloaded to a temporary folder and removed), so
 #                    that scripts/check-probes.sh compiles the probes of tools/probes (which
 #                    are otherwise built only on the GPU machine) without a GPU or a driver.
-#                    NVSHMEM_RS_NVCC names it.
+#                    NVSHMEM_RS_NVCC names it. With it nvdisasm (nvidia-cuda-nvdisasm, 13.2:
+#                    no 13.0 wheel), NVSHMEM_RS_NVDISASM, for scripts/check-sass.sh.
 NVSHMEM_WHEEL_VERSION=${NVSHMEM_WHEEL_VERSION:-3.4.5}
 NVSHMEM_NEWER_WHEEL_VERSION=${NVSHMEM_NEWER_WHEEL_VERSION:-3.8.0}
 NVRTC_WHEEL_VERSION=${NVRTC_WHEEL_VERSION:-13.0.88}
@@ -34,6 +35,8 @@ NVJITLINK_WHEEL_VERSION=${NVJITLINK_WHEEL_VERSION:-13.0.88}
 CUDA_CCCL_WHEEL_VERSION=${CUDA_CCCL_WHEEL_VERSION:-13.0.85}
 CUDA_CRT_WHEEL_VERSION=${CUDA_CRT_WHEEL_VERSION:-13.0.88}
 NVCC_WHEEL_VERSION=${NVCC_WHEEL_VERSION:-13.0.88}
+# nvdisasm has no 13.0 wheel on PyPI; the oldest 13.x reads sm_90 cubins of 13.0 alike.
+NVDISASM_WHEEL_VERSION=${NVDISASM_WHEEL_VERSION:-13.2.51}
 _nvshmem_rs_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 _nvshmem_rs_setup() {
@@ -85,12 +88,12 @@ _nvshmem_rs_setup() {
   fi
   export NVSHMEM_RS_DEVICE_HOMES="$NVSHMEM_HOME $newer"
   local nvcc="$_nvshmem_rs_root/.deps/nvcc"
-  if [ ! -x "$nvcc/bin/nvcc" ] || [ ! -x "$nvcc/nvvm/bin/cicc" ]; then
-    echo "setup: installing nvcc $NVCC_WHEEL_VERSION into .deps/nvcc" >&2
-    _nvshmem_rs_nvcc "$NVCC_WHEEL_VERSION" "$nvcc" ||
+  if [ ! -x "$nvcc/bin/nvcc" ] || [ ! -x "$nvcc/nvvm/bin/cicc" ] || [ ! -x "$nvcc/bin/nvdisasm" ]; then
+    echo "setup: installing nvcc $NVCC_WHEEL_VERSION and nvdisasm $NVDISASM_WHEEL_VERSION into .deps/nvcc" >&2
+    _nvshmem_rs_nvcc "$NVCC_WHEEL_VERSION" "$NVDISASM_WHEEL_VERSION" "$nvcc" ||
       { echo "setup: could not install nvcc $NVCC_WHEEL_VERSION" >&2; return 1; }
   fi
-  export NVSHMEM_RS_NVCC="$nvcc/bin/nvcc"
+  export NVSHMEM_RS_NVCC="$nvcc/bin/nvcc" NVSHMEM_RS_NVDISASM="$nvcc/bin/nvdisasm"
   # Sourced again by a script that another one runs: add the path once.
   case ":${LD_LIBRARY_PATH:-}:" in
   *":$py/nvidia/cu13/lib:"*) ;;
@@ -122,14 +125,15 @@ PY
   rm -rf "$tmp"
   [ $rc -eq 0 ] && rm -rf "$dir" && mv "$dir.part" "$dir"
 }
-# _nvshmem_rs_nvcc VERSION DIR: nvcc, its tools and headers (nvidia-cuda-nvcc) and cicc
-# (nvidia-nvvm), VERSION each, into DIR as a CUDA toolkit lays them out (bin/, include/, nvvm/),
-# with their files' modes (zip extraction drops them, and nvcc runs the others).
+# _nvshmem_rs_nvcc VERSION DISASM DIR: nvcc, its tools and headers (nvidia-cuda-nvcc) and cicc
+# (nvidia-nvvm), VERSION each, and nvdisasm (nvidia-cuda-nvdisasm, DISASM), into DIR as a CUDA
+# toolkit lays them out (bin/, include/, nvvm/), with their files' modes (zip extraction drops
+# them, and nvcc runs the others).
 _nvshmem_rs_nvcc() {
-  local version=$1 dir=$2 tmp
+  local version=$1 disasm=$2 dir=$3 tmp
   tmp=$(mktemp -d) || return 1
   python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" \
-    "nvidia-cuda-nvcc==$version" "nvidia-nvvm==$version" &&
+    "nvidia-cuda-nvcc==$version" "nvidia-nvvm==$version" "nvidia-cuda-nvdisasm==$disasm" &&
     python3 - "$tmp" "$dir.part" <<'PY'
 import glob, os, shutil, sys, zipfile
 tmp, dest = sys.argv[1:3]

@@ -8,7 +8,9 @@
 #   - the NVRTC compile of every CUDA kernel, and the NVRTC compile + nvJitLink link of every
 #     device-initiated kernel (one test per source, tests/device_kernels.rs), both by
 #     scripts/check-kernels.sh, counted once: the main run skips them;
-#   - the nvcc compile of every probe of tools/probes (scripts/check-probes.sh), one check.
+#   - the nvcc compile of every probe of tools/probes (scripts/check-probes.sh), one check;
+#   - the SASS size of every LL and Lamport kernel against its record (scripts/check-sass.sh),
+#     one check.
 # Exits non-zero when anything failed.
 #
 # Clippy and the tests share one build: the workspace's crates are compiled for the tests by
@@ -131,6 +133,9 @@ fi
 
 step scripts/check-probes.sh
 check "scripts/check-probes.sh (tools/probes compile with nvcc)" scripts/check-probes.sh
+
+step scripts/check-sass.sh
+check "scripts/check-sass.sh (the small calls' kernels no larger in SASS than recorded)" scripts/check-sass.sh
 
 step scripts/check-kernels.sh
 tests "scripts/check-kernels.sh" kernels scripts/check-kernels.sh
