@@ -2,9 +2,9 @@
 // barrier. Compiled as `prefix + ops.cuh + common.cuh + ll.cu` (PROTOCOL.md):
 //   - with a type/operator prefix (NVR_T ... NVR_OP): the reductions nvr_ll_all_reduce,
 //     nvr_ll_reduce, nvr_ll_reduce_scatter;
-//   - with no prefix: the data-movement kernels nvr_ll_broadcast, nvr_ll_fcollect,
-//     nvr_ll_alltoall, nvr_ll_gather, nvr_ll_scatter (bytes, any length and alignment) and
-//     nvr_barrier.
+//   - with no prefix: the data-movement kernels nvr_ll_broadcast (and, relayed through the
+//     non-roots, nvr_ll_broadcast_relay), nvr_ll_fcollect, nvr_ll_alltoall, nvr_ll_gather,
+//     nvr_ll_scatter (bytes, any length and alignment) and nvr_barrier.
 //
 // How they work: every PE pushes its payload to the PEs that need it as LL packets (8 bytes of
 // payload + the epoch twice, one 16-byte store) into their channel's LL regions, and polls its
@@ -54,8 +54,8 @@ typedef unsigned char nvr_byte;
 // reduce-scatter, gather and scatter), else byte loads, unrolled so that all are in flight
 // before any is used. A rolled byte loop waited for each load in turn, and those calls took
 // 0.2-0.6 us longer than their 8-byte siblings (docs/performance.md, "Short packets"). Kept
-// this small on purpose: every inlined copy adds to each LL kernel (LL_KERNEL_PTX_MOST). The rare
-// shapes out of line cost a device call, 0.2-0.3 us, each time they ran; loads in words of
+// this small on purpose: every inlined copy adds to each LL kernel (scripts/check-sass.sh). The
+// rare shapes out of line cost a device call, 0.2-0.3 us, each time they ran; loads in words of
 // the element's size (no byte path in an f32 reduction) made the smallest f32 reduce-scatter
 // and bf16 all-reduce 0.2-0.3 us slower, not faster. So a buffer that is not 8-aligned takes
 // the byte loads for every packet.
@@ -581,8 +581,8 @@ __device__ __forceinline__ nvr_u64 nvr_ll_relay_chunk(nvr_u64 bytes, int n) {
     return (c + 7) & ~7ull;
 }
 
-// Chunk m of a relayed broadcast: the team PE it is first sent to, and back.
-__device__ __forceinline__ int nvr_ll_relay_pe(int m, int root) { return m < root ? m : m + 1; }
+// The chunk of a relayed broadcast that team PE k (a non-root) is first sent: the non-roots in
+// team order, the root skipped.
 __device__ __forceinline__ int nvr_ll_relay_of(int k, int root) { return k < root ? k : k - 1; }
 
 // The packets of chunk m (bytes [m * c.x, m * c.x + x_m) of a buffer of `bytes`), in c's
