@@ -277,8 +277,9 @@ __device__ __forceinline__ void nvr_fail(unsigned int *status, unsigned int code
 // failure is the launch's, no PE was waited for. The refused path returns on its own, never
 // rejoining the kernel's: where the recording call's path merged back into it (`if (!fits &&
 // tid == 0) record; return fits;`), the compiler kept the memory descriptor out of the uniform
-// registers, which a call may clobber, and reloaded it before every access: every LL kernel
-// 10 % larger and 0.1-0.2 us slower a call (2 x H200, 2026-11-28).
+// registers, which a call may clobber, and reloaded it before every access: every LL and
+// Lamport kernel 10-16 % larger in SASS and 0.1-0.2 us slower a call (2 x H200, 2026-11-28;
+// scripts/check-sass.sh now fails on that).
 __device__ __forceinline__ bool nvr_launch_checked(const nvr_team &t, bool fits) {
     nvr_launch_begin();
     if (fits) return true;
