@@ -139,22 +139,16 @@ pub(crate) fn ll_relay_chunk(bytes: usize, n: usize) -> usize {
     bytes.div_ceil(n - 1).next_multiple_of(8)
 }
 
-/// Whether LL runs `call` relayed ([`ll_relay`]), on its team's channel.
-fn ll_relays(call: &Call) -> bool {
-    team_view(call).is_ok_and(|team| {
-        let cap = ll_cap(call.n(), call.team.max_blocks, team.ll_bytes as usize);
-        ll_relay(call.coll, call.block_bytes(), call.n(), cap)
-    })
-}
-
-/// The payload bytes a pair that LL carries for `call`: its block, or a relayed broadcast's
-/// chunk.
-fn ll_pair_bytes(call: &Call) -> usize {
-    let bytes = call.block_bytes();
-    if ll_relays(call) {
-        ll_relay_chunk(bytes, call.n())
+/// How LL carries `call` over `team`'s channel: (what the one-shot carries a pair,
+/// [`ll_cap`]; the payload bytes a pair, its block or a relayed broadcast's chunk; whether it
+/// is relayed, [`ll_relay`]).
+fn ll_carry(call: &Call, team: &TeamDescriptor) -> (usize, usize, bool) {
+    let (bytes, n) = (call.block_bytes(), call.n());
+    let cap = ll_cap(n, call.team.max_blocks, team.ll_bytes as usize);
+    if ll_relay(call.coll, bytes, n, cap) {
+        (cap, ll_relay_chunk(bytes, n), true)
     } else {
-        bytes
+        (cap, bytes, false)
     }
 }
 
@@ -205,13 +199,12 @@ impl Algorithm for Ll {
             Ok(t) => t,
             Err(why) => return Some(why),
         };
-        let cap = ll_cap(call.n(), call.team.max_blocks, team.ll_bytes as usize);
-        let pair = ll_pair_bytes(call);
+        let (cap, pair, relay) = ll_carry(call, team);
         if pair > cap {
-            let relayed = if pair == call.block_bytes() {
-                String::new()
-            } else {
+            let relayed = if relay {
                 format!(" (relayed through the non-roots: {pair} a pair)")
+            } else {
+                String::new()
             };
             return Some(format!(
                 "it carries at most {cap} bytes a PE, the call {}{relayed}",
@@ -237,8 +230,8 @@ impl Algorithm for Ll {
 
     fn plan(&self, call: &Call, steps: &mut Vec<Step>) {
         let peer_lanes = ll_peer_lanes(call.coll, call.block_bytes(), call.n());
-        let relay = ll_relays(call);
-        let x = ll_pair_bytes(call);
+        let team = team_view(call).expect("accepted: the team has a channel");
+        let (_, x, relay) = ll_carry(call, team);
         let (grid, block) = if relay {
             ll_relay_shape(x, call.n(), call.team.max_blocks)
         } else {
