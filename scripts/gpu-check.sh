@@ -1381,8 +1381,8 @@ midband() {
 # LL over more blocks (issue 31): the copies (LLWIDE_COLLS, default broadcast, fcollect,
 # alltoall, gather, scatter), f32, 16 KiB to 1 MiB (LLWIDE_SIZES), on 2 PEs, in a CUDA graph
 # (unchecked) and on a stream (checked): this crate's automatic choice, raw NVSHMEM and NCCL in
-# one job per mode, then this crate alone with nvlink_ll forced (up to 32 blocks, 512 KiB a
-# pair: broadcast's 1 MiB is past it and shows as refused), then with nvlink_direct forced.
+# one job per mode, then this crate alone with nvlink_ll forced (up to 64 blocks, 1 MiB a
+# pair on 2 PEs; 512 KiB when this was written), then with nvlink_direct forced.
 # JSON and markdown into $final/llwide/ (llwide.tgz); last, µs a call per size and variant and
 # the count of WRONG rows. Six jobs, about 3-4 minutes (LLWIDE_TIMEOUT each, default 120 s;
 # export NCCL_GRAPH_REGISTER=0 if the three-implementation graph job hangs at its first point,

@@ -162,7 +162,7 @@ fn gpu_collectives() {
         });
     }
     if only.class(MEDIUM) && only.ty("f32") {
-        // 1 MiB blocks: LL's limit on 2 PEs (each block with both of its regions), forced with
+        // 1 MiB blocks: LL's limit on 2 PEs (64 blocks of one region each), forced with
         // the others under MATRIX_FORCE=each, replayed as the small calls are.
         c.run("graph_capture_and_replay_of_1_mib_calls", || {
             graph_replay(&rt, &world, seed, MEDIUM / 4, &mut cases)

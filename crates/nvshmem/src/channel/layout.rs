@@ -9,8 +9,9 @@ use crate::kernels::TeamDescriptor;
 pub(crate) use crate::kernels::MAX_TEAM;
 /// Per-block flag words (`NVR_MAX_BLOCKS`).
 pub(super) const MAX_BLOCKS: usize = 512;
-/// The most blocks an LL launch may have (`NVR_LL_BLOCKS`): those of a 2-PE team.
-pub(crate) const LL_BLOCKS: usize = 32;
+/// The most blocks an LL launch may have (`NVR_LL_BLOCKS`): those of a 2-PE team, whose one
+/// sender a receiver takes all [`LL_REGIONS`].
+pub(crate) const LL_BLOCKS: usize = 64;
 /// LL regions per epoch parity (`NVR_LL_REGIONS`), shared out among a team's senders.
 pub(crate) const LL_REGIONS: usize = 64;
 /// Blocks that publish call fingerprints (`NVR_FP_BLOCKS`).
@@ -23,22 +24,21 @@ const HEADER: usize = 4 * MAX_BLOCKS * (1 + 2 * MAX_TEAM) + 2 * FP_BLOCKS * MAX_
 /// together, `lane.rs`).
 pub(crate) const MAX_CHANNELS: usize = 64;
 
-/// The most blocks an LL launch on a team of `n` may have (`nvr_ll_blocks`): each parity's
-/// [`LL_REGIONS`] regions shared out among the `n` senders, at most [`LL_BLOCKS`] each (32 for
-/// 2 PEs, 21 for 3, 16 for 4, 12, 10, 9 and 8 for 5 to 8).
+/// The most blocks an LL launch on a team of `n` may have (`nvr_ll_blocks`), one region of
+/// `ll_bytes` a block: each parity's [`LL_REGIONS`] regions shared out among the senders. On 2
+/// PEs a receiver has one sender, which takes all 64 (a lone PE, which sends nothing, launches
+/// as many); larger teams index regions by sender, `n` of them, so that a PE's own index is
+/// never written in its channel: 21 for 3, 16 for 4, 12, 10, 9 and 8 for 5 to 8.
+///
+/// Until 2026-11-28 a 2-PE block took two regions as one, 32 blocks of 64 KiB: the same 1 MiB
+/// of payload a pair, but 64 blocks move 256 KiB-1 MiB 5-10 % faster (more SMs storing and
+/// polling; `docs/performance.md`, "Sixty-four blocks on two PEs"). 128 blocks of half a region
+/// were measured too, and were no better but at 1 MiB.
 pub(crate) fn ll_blocks(n: usize) -> usize {
-    (LL_REGIONS / n.max(1)).min(LL_BLOCKS)
-}
-
-/// Packet bytes of one LL region (parity, sender, block) on a team of `n`
-/// (`nvr_ll_region_bytes`): `ll_bytes`, twice that on 2 PEs. A PE never sends to itself, so
-/// the regions of its own index in its channel are never written; on 2 PEs each receiver has
-/// one sender, which so takes both regions of a block (`kernels/PROTOCOL.md`, "Channels").
-pub(crate) fn ll_region_bytes(n: usize, ll_bytes: usize) -> usize {
-    if n == 2 {
-        2 * ll_bytes
+    if n <= 2 {
+        LL_BLOCKS
     } else {
-        ll_bytes
+        LL_REGIONS / n.min(MAX_TEAM)
     }
 }
 
@@ -48,8 +48,8 @@ pub(crate) fn chan_bytes(ll_bytes: usize) -> usize {
 }
 
 /// Bytes of one LL region by default: 16 KiB of payload a block, so a 4-PE team's 16 blocks
-/// carry 256 KiB a pair, and a 2-PE team's 32 blocks, with two regions each
-/// ([`ll_region_bytes`]), 1 MiB (issue 31: LL one-shot copies through the mid band).
+/// carry 256 KiB a pair, and a 2-PE team's 64 blocks ([`ll_blocks`]) 1 MiB (issue 31: LL
+/// one-shot copies through the mid band).
 ///
 /// What a channel costs: the header, 100,352 bytes (epochs and flags 34,816, fingerprint slots
 /// 65,536), then the LL area, `2 x LL_REGIONS x ll_bytes` = 2 x 64 x 32 KiB = 4 MiB: 4.1 MiB a
@@ -108,19 +108,14 @@ mod tests {
 
     #[test]
     fn each_sender_gets_disjoint_regions_of_its_blocks() {
-        let want = [32, 32, 21, 16, 12, 10, 9, 8];
+        let want = [64, 64, 21, 16, 12, 10, 9, 8];
         for n in 1..=MAX_TEAM {
             let g = ll_blocks(n);
             assert_eq!(g, want[n - 1], "n {n}");
-            // Region (j, b) of a parity is j * g + b: every one inside the parity's regions.
-            assert!(n * g <= LL_REGIONS, "n {n}");
-            // On 2 PEs block b takes regions 2b and 2b + 1 (one sender a receiver), in units
-            // of ll_bytes: 2 * g of them, the parity's 64 again.
-            if n == 2 {
-                assert_eq!(g * ll_region_bytes(n, 1), LL_REGIONS);
-            } else {
-                assert_eq!(ll_region_bytes(n, 1), 1);
-            }
+            // Region (j, b) of a parity is j * g + b, or b on 2 PEs (one sender a receiver):
+            // every one inside the parity's regions.
+            let senders = if n == 2 { 1 } else { n };
+            assert!(senders * g <= LL_REGIONS, "n {n}");
             // Every grid an LL launch may have publishes and checks fingerprints.
             assert!(g <= FP_BLOCKS);
         }

@@ -12,9 +12,7 @@ pub(crate) mod lamport;
 pub(crate) mod lane;
 mod layout;
 
-pub(crate) use layout::{
-    chan_bytes, ll_blocks, ll_region_bytes, Sizing, FP_BLOCKS, MAX_CHANNELS, MAX_TEAM,
-};
+pub(crate) use layout::{chan_bytes, ll_blocks, Sizing, FP_BLOCKS, MAX_CHANNELS, MAX_TEAM};
 #[cfg(test)]
 pub(crate) use layout::{DEFAULT_LL_BYTES, LL_BLOCKS, LL_REGIONS};
 

@@ -10,10 +10,10 @@
 
 #define NVR_MAX_TEAM 8    // most PEs a fast-path team may have
 #define NVR_MAX_BLOCKS 512 // most blocks one launch on a channel may have
-#define NVR_LL_BLOCKS 32  // most blocks an LL launch may have (teams of 2: nvr_ll_blocks)
+#define NVR_LL_BLOCKS 64  // most blocks an LL launch may have (teams of 1 and 2: nvr_ll_blocks)
 #define NVR_LL_REGIONS 64 // LL regions per epoch parity, shared out among the team's senders
 #define NVR_FP_BLOCKS 128 // blocks that publish and check call fingerprints (every launch's:
-                          // direct grids are at most 128, LL grids 32, barriers 1)
+                          // direct grids are at most 128, LL grids 64, barriers 1)
 
 // Channel layout, in bytes from nvr_team::chan.
 #define NVR_CHAN_EPOCH 0ull
@@ -75,8 +75,8 @@ struct nvr_team {
     int n;                        // team size, 1..NVR_MAX_TEAM
     int me;                       // this PE's index in the team
     unsigned long long chan;      // local address of this (team, stream)'s channel
-    unsigned int ll_bytes;        // bytes of one of the channel's LL regions (a (parity,
-                                  // sender, block) region has nvr_ll_region_bytes)
+    unsigned int ll_bytes;        // bytes of one of the channel's LL regions (one a (parity,
+                                  // sender, block))
     unsigned int check;           // 1: publish and check call fingerprints (fp)
     volatile unsigned int *abort; // host-mapped word: non-zero means "stop waiting now"
     unsigned int *status;         // host-mapped record of the first failure (see Waits)
@@ -121,36 +121,31 @@ __device__ __forceinline__ char *nvr_fp_slot(const nvr_team &t, unsigned int e, 
 }
 
 // Most blocks an LL launch on a team of n may have: each parity's NVR_LL_REGIONS regions are
-// shared out among the n senders (64 / n: 32 for 2 PEs, 21 for 3, 16 for 4, 8 for 8), at most
-// NVR_LL_BLOCKS. A team of 8 gets the layout of 8 regions a sender that every team had before.
+// shared out among the team's senders, one region a block. A receiver on 2 PEs has one sender,
+// which so takes all 64 (and a lone PE, which sends nothing, launches as many); larger teams
+// index regions by sender, n of them (64 / n: 21 for 3, 16 for 4, 8 for 8), so a PE's own
+// index is never written in its channel. A team of 8 gets the layout of 8 regions a sender that
+// every team had before issue 31.
 __host__ __device__ __forceinline__ int nvr_ll_blocks(int n) {
 #ifdef __CUDA_ARCH__
     // The same figures from a table in one word (byte n - 1 for n = 1..8; n is clamped, as
     // the formula's n < 1 is), not a run-time division: every LL block computes this on its
     // way to its first packet (nvr_ll_region), and a division is some 15 dependent steps.
     const unsigned int k = (unsigned int)(n < 1 ? 1 : n > NVR_MAX_TEAM ? NVR_MAX_TEAM : n) - 1u;
-    return (int)((0x08090A0C10152020ull >> (8u * k)) & 0xFFu);
+    return (int)((0x08090A0C10154040ull >> (8u * k)) & 0xFFu);
 #else
-    const int per = NVR_LL_REGIONS / (n < 1 ? 1 : n);
-    return per < NVR_LL_BLOCKS ? per : NVR_LL_BLOCKS;
+    return n <= 2 ? NVR_LL_BLOCKS : NVR_LL_REGIONS / (n > NVR_MAX_TEAM ? NVR_MAX_TEAM : n);
 #endif
 }
 
-// Packet bytes of one LL region (parity, sender, block) on a team of n: ll_bytes, or twice
-// that on 2 PEs. A PE never sends to itself, so the regions of its own index in its channel
-// are never written; on 2 PEs each receiver has one sender, which so takes both regions of a
-// block (PROTOCOL.md, "Channels"): 1 MiB of packets a pair with the default regions, not 512
-// KiB, in the same channel.
-__host__ __device__ __forceinline__ nvr_u64 nvr_ll_region_bytes(int n, unsigned int ll_bytes) {
-    return n == 2 ? 2ull * ll_bytes : (nvr_u64)ll_bytes;
-}
-
 // LL region (parity of e, j, b): packets from team PE j for block b at epochs of e's parity,
-// nvr_ll_region_bytes long. Regions of j < n, b < nvr_ll_blocks(n) are disjoint: they start
-// at region j * nvr_ll_blocks(n) + b < 64, or on 2 PEs (one sender a receiver, whatever j) at
-// 2 * b and take regions 2 * b and 2 * b + 1 < 64.
+// ll_bytes long. Regions of j < n, b < nvr_ll_blocks(n) are disjoint: region j *
+// nvr_ll_blocks(n) + b < 64, or on 2 PEs (one sender a receiver, whatever j) region b < 64.
+// (Until 2026-11-28 a 2-PE block took regions 2b and 2b + 1 as one, 32 blocks of 64 KiB: the
+// same 1 MiB of payload a pair; 64 blocks move 256 KiB-1 MiB 5-10 % faster, PROTOCOL.md,
+// "Channels".)
 __device__ __forceinline__ char *nvr_ll_region(const nvr_team &t, unsigned int e, int j, int b) {
-    const int i = t.n == 2 ? 2 * b : j * nvr_ll_blocks(t.n) + b;
+    const int i = t.n == 2 ? b : j * nvr_ll_blocks(t.n) + b;
     const unsigned int r = (e & 1u) * NVR_LL_REGIONS + (unsigned int)i;
     return (char *)(t.chan + NVR_CHAN_HEADER + (nvr_u64)r * t.ll_bytes);
 }

@@ -33,16 +33,16 @@
 //   x    = per-pair payload bytes: all_reduce/reduce: count * sizeof(T); broadcast: bytes;
 //          reduce_scatter: count * sizeof(T) (one block); fcollect/alltoall/gather/scatter:
 //          bytes (one block)
-//   gmax = min(nvr_ll_blocks(n), max_blocks)  (32 for 2 PEs ... 8 for 8; Residency)
+//   gmax = min(nvr_ll_blocks(n), max_blocks)  (64 for 2 PEs, 21 for 3 ... 8 for 8; Residency)
 //   grid = min(gmax, max(1, ceil(x / 2048)))  (2 KiB a block until gmax)
 //   ppb  = ceil(ceil(x / 8) / grid)                      (packets per block)
 //   G    = 1, 2, 4, 8 for n = 1, 2, 3-4, 5-8 (the _peers kernels: for n - 1 = 0-1, 2, 3-4, 5-7)
 //   block = min(512, roundup32(ppb * G) + 32)           (one extra warp for the flag stores)
 //   barrier: grid 1, block 64.
-// LIMITS: ll_bytes a multiple of 16 and at least 8192; with rb = nvr_ll_region_bytes(n,
-// ll_bytes) (ll_bytes, twice that on 2 PEs): grid <= nvr_ll_blocks(n); ppb * 16 <= rb, that is
-// x <= grid * rb / 2 (the host takes nothing larger to LL: gmax * rb / 2, 1 MiB a pair for 2
-// PEs with the default 32 KiB regions, 256 KiB on 4). A launch that breaks the limits records
+// LIMITS: ll_bytes a multiple of 16 and at least 8192; grid <= nvr_ll_blocks(n); ppb * 16 <=
+// ll_bytes (one region a block), that is x <= grid * ll_bytes / 2 (the host takes nothing
+// larger to LL: gmax * ll_bytes / 2, 1 MiB a pair for 2 PEs with the default 32 KiB regions,
+// 256 KiB on 4). A launch that breaks the limits records
 // status NVR_FAIL_LIMITS and returns (its peers then wait until abort/timeout).
 
 typedef unsigned char nvr_byte;
@@ -95,8 +95,8 @@ __device__ __forceinline__ void nvr_st8(nvr_byte *p, nvr_u64 v, unsigned int nb)
 // division, and the small calls are bound by the length of that chain (docs/performance.md,
 // "The small kernels' path").
 typedef unsigned int nvr_pk;
-#define NVR_LL_MAX_REGION (1u << 26) // most region bytes a launch may have (nvr_ll_region_bytes:
-                                     // the default 32 KiB, 64 KiB on 2 PEs)
+#define NVR_LL_MAX_REGION (1u << 26) // most region bytes a launch may have (ll_bytes: the
+                                     // default 32 KiB)
 
 struct nvr_ll_ctx {
     unsigned int e; // this block's epoch of this run
@@ -125,11 +125,10 @@ __device__ __forceinline__ int nvr_ll_group_log2(int n) {
 // Whether an LL launch keeps its limits (see LIMITS above), from the launch's arguments alone.
 // Every thread computes the same answer, so a refused block returns as a whole.
 __device__ __forceinline__ bool nvr_ll_check(const nvr_team &t, nvr_u64 x, int root) {
-    const nvr_u64 rb = nvr_ll_region_bytes(t.n, t.ll_bytes);
     return t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
            root < t.n && gridDim.x <= (unsigned int)nvr_ll_blocks(t.n) &&
-           (blockDim.x & 31u) == 0 && (t.ll_bytes & 15u) == 0 && rb <= NVR_LL_MAX_REGION &&
-           x <= (nvr_u64)gridDim.x * (rb / 2); // ppb * 16 <= region bytes
+           (blockDim.x & 31u) == 0 && (t.ll_bytes & 15u) == 0 && t.ll_bytes <= NVR_LL_MAX_REGION &&
+           x <= (nvr_u64)gridDim.x * (t.ll_bytes / 2); // ppb * 16 <= region bytes
 }
 
 // Start of an LL block: its epoch and packets.

@@ -62,7 +62,7 @@ pub(super) fn team_view<'a>(call: &'a Call) -> Result<&'a TeamDescriptor, String
 }
 
 /// The most blocks an LL launch on a team of `n` whose members keep `max_blocks` blocks
-/// resident may have: `nvr_ll_blocks(n)` (32 for 2 PEs down to 8 for 8: the channel's LL
+/// resident may have: `nvr_ll_blocks(n)` (64 for 2 PEs down to 8 for 8: the channel's LL
 /// regions shared out among the senders), or fewer where fewer fit (`kernels/PROTOCOL.md`,
 /// "Residency"). The same on every member, as `n` and `max_blocks` are.
 pub(crate) fn ll_blocks(n: usize, max_blocks: u32) -> usize {
@@ -72,10 +72,10 @@ pub(crate) fn ll_blocks(n: usize, max_blocks: u32) -> usize {
 /// The most payload bytes a pair an LL launch carries on a team of `n` whose members keep
 /// `max_blocks` blocks resident, with LL regions of `ll_bytes`: half of each block's region is
 /// payload (PROTOCOL.md, "LL packets"), over as many blocks as the team's size leaves each
-/// sender and its members keep resident. 1 MiB on 2 PEs with the default regions (each block
-/// takes two: [`crate::channel::ll_region_bytes`]), 256 KiB on 4, 128 KiB on 8.
+/// sender and its members keep resident. 1 MiB on 2 PEs with the default regions (64 blocks:
+/// [`crate::channel::ll_blocks`]), 256 KiB on 4, 128 KiB on 8.
 pub(crate) fn ll_cap(n: usize, max_blocks: u32, ll_bytes: usize) -> usize {
-    ll_blocks(n, max_blocks) * crate::channel::ll_region_bytes(n, ll_bytes) / 2
+    ll_blocks(n, max_blocks) * ll_bytes / 2
 }
 
 /// Payload bytes a pair per block of an LL launch, up to [`ll_blocks`]: 2 KiB, so that the
@@ -608,12 +608,13 @@ mod tests {
         assert_eq!(ll_shape(4097, 8, 128, false), (3, 512));
         assert_eq!(ll_shape(32 << 10, 2, 128, false), (16, 512));
         assert_eq!(ll_shape(0, 1, 128, false), (1, 32));
-        // One block per 2 KiB up to the blocks a sender has: 32 for 2 PEs (issue 31; 8 for
-        // every team before), 16 for 4, 8 for 8.
+        // One block per 2 KiB up to the blocks a sender has: 64 for 2 PEs (issue 31; 8 for
+        // every team before, 32 until 2026-11-28), 16 for 4, 8 for 8.
         assert_eq!(ll_shape((32 << 10) + 8, 2, 128, false), (17, 512));
         assert_eq!(ll_shape(64 << 10, 2, 128, false), (32, 512));
-        assert_eq!(ll_shape(512 << 10, 2, 128, false), (32, 512));
-        assert_eq!(ll_shape(1 << 20, 2, 128, false), (32, 512));
+        assert_eq!(ll_shape(128 << 10, 2, 128, false), (64, 512));
+        assert_eq!(ll_shape(512 << 10, 2, 128, false), (64, 512));
+        assert_eq!(ll_shape(1 << 20, 2, 128, false), (64, 512));
         assert_eq!(ll_shape(64 << 10, 4, 128, false), (16, 512));
         assert_eq!(ll_shape(64 << 10, 3, 128, false), (21, 512));
         assert_eq!(ll_shape(64 << 10, 8, 128, false), (8, 512));
@@ -635,7 +636,7 @@ mod tests {
     fn every_accepted_payload_fits_its_blocks_regions() {
         let ll_bytes = crate::channel::DEFAULT_LL_BYTES;
         for n in 1..=crate::channel::MAX_TEAM {
-            let region = crate::channel::ll_region_bytes(n, ll_bytes);
+            let region = ll_bytes;
             for max_blocks in [0, 1, 2, 3, 5, 8, 16, 21, 33, 128] {
                 let cap = ll_cap(n, max_blocks, ll_bytes);
                 let mut xs: Vec<usize> = (0..=20).map(|p| 1usize << p).collect();
@@ -658,8 +659,8 @@ mod tests {
                 }
             }
         }
-        // 2 PEs carry 1 MiB a pair with the default regions (issue 31; 512 KiB before each
-        // block took both of its regions), 4 PEs 256 KiB, 8 PEs 128 KiB.
+        // 2 PEs carry 1 MiB a pair with the default regions (issue 31; 512 KiB before they
+        // took all 64 blocks), 4 PEs 256 KiB, 8 PEs 128 KiB.
         assert_eq!(ll_cap(2, 128, ll_bytes), 1 << 20);
         assert_eq!(ll_cap(4, 128, ll_bytes), 256 << 10);
         assert_eq!(ll_cap(8, 128, ll_bytes), 128 << 10);

@@ -2074,7 +2074,10 @@ fn copy_choices() -> String {
 /// blocks, 32 KiB regions), which changed none, then rewritten for the measured LL band of the
 /// 2-PE sm_90 rows, and for 2-PE blocks taking both of their regions (LL's capacity doubled:
 /// where members keep fewer than 32 blocks resident, LL now reaches the band instead of handing
-/// its upper half to NVSHMEM or the copy engines) (`WRITE_COPY_CHOICES=1` rewrites it, for a
+/// its upper half to NVSHMEM or the copy engines), then for 2-PE teams of 64 blocks of one
+/// region each (`channel::ll_blocks`: 2026-11-28; where members keep fewer than 64 blocks
+/// resident LL carries half of what it did, only the `mb1`-`mb16` rows of 2 PEs changed)
+/// (`WRITE_COPY_CHOICES=1` rewrites it, for a
 /// deliberate change of the crossover table; review its diff).
 #[test]
 fn the_copies_choose_as_recorded() {
@@ -2092,7 +2095,8 @@ fn the_copies_choose_as_recorded() {
 }
 
 /// Forced, LL runs the copies through the mid band on 2 PEs (issue 31): up to 1 MiB a pair
-/// with 32 blocks (each block with both of its regions: `channel::ll_region_bytes`), refused
+/// with 64 blocks (one region each: `channel::ll_blocks`; 32 blocks of two regions before
+/// 2026-11-28), refused
 /// past it with the capacity named; the automatic choice takes it where the crossover table's
 /// LL band says so (`the_copies_choose_as_recorded`).
 #[test]
@@ -2108,18 +2112,19 @@ fn forced_ll_carries_the_copies_up_to_1_mib_a_pair() {
                 match &steps[..] {
                     [Step::Kernel(Launch::Nvlink(l))] => {
                         // fcollect and alltoall: their peer-lane kernels, a lane a peer, so
-                        // a 64 KiB block's 256 packets a block take 256 threads and the flag
-                        // warp.
+                        // the 256 packets a block of 64 KiB (32 blocks) and 128 KiB (64) take
+                        // 256 threads and the flag warp.
                         let peer_lanes =
                             matches!(coll, Collective::Fcollect | Collective::Alltoall);
                         let kernel = if peer_lanes { "_peers" } else { "" };
                         assert_eq!(l.function, format!("nvr_ll_{}{kernel}", coll.name()));
-                        let block = if peer_lanes && x == 64 << 10 {
+                        let block = if peer_lanes && x <= 128 << 10 {
                             288
                         } else {
                             512
                         };
-                        assert_eq!((l.grid, l.block), (32, block), "{coll} {x}");
+                        let grid = if x == 64 << 10 { 32 } else { 64 };
+                        assert_eq!((l.grid, l.block), (grid, block), "{coll} {x}");
                     }
                     s => panic!("{s:?}"),
                 }
