@@ -33,7 +33,8 @@ pub(crate) const MAX_CHANNELS: usize = 64;
 /// Until 2026-11-28 a 2-PE block took two regions as one, 32 blocks of 64 KiB: the same 1 MiB
 /// of payload a pair, but 64 blocks move 256 KiB-1 MiB 5-10 % faster (more SMs storing and
 /// polling; `docs/performance.md`, "Sixty-four blocks on two PEs"). 128 blocks of half a region
-/// were measured too, and were no better but at 1 MiB.
+/// were measured too: faster for some copies at 512 KiB-1 MiB, slower at 256 KiB. Where members
+/// keep fewer than 64 blocks resident, a 2-PE team now carries half of what it did.
 pub(crate) fn ll_blocks(n: usize) -> usize {
     if n <= 2 {
         LL_BLOCKS
