@@ -34,7 +34,7 @@
 //          reduce_scatter: count * sizeof(T) (one block); fcollect/alltoall/gather/scatter:
 //          bytes (one block)
 //   gmax = min(nvr_ll_blocks(n), max_blocks)  (64 for 2 PEs, 21 for 3 ... 8 for 8; Residency)
-//   grid = min(gmax, max(1, ceil(x / 2048)))  (2 KiB a block until gmax)
+//   grid = min(gmax, max(1, ceil(x / bpb)))   (bpb = 1 KiB a block on 1-2 PEs, 2 KiB on more)
 //   ppb  = ceil(ceil(x / 8) / grid)                      (packets per block)
 //   G    = 1, 2, 4, 8 for n = 1, 2, 3-4, 5-8 (the _peers kernels: for n - 1 = 0-1, 2, 3-4, 5-7)
 //   block = min(512, roundup32(ppb * G) + 32)           (one extra warp for the flag stores)

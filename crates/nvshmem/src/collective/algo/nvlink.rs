@@ -83,6 +83,14 @@ pub(crate) fn ll_cap(n: usize, max_blocks: u32, ll_bytes: usize) -> usize {
 /// 32 KiB a pair with one block per 4 KiB and 3.73 at 64 KiB with one per 2 KiB).
 const LL_BYTES_PER_BLOCK: usize = 2 << 10;
 
+/// [`LL_BYTES_PER_BLOCK`] on teams of 1 and 2 PEs: 1 KiB. With 64 blocks a sender on 2 PEs
+/// (2026-11-28), twice the blocks at 2-32 KiB a pair took 0.05-0.2 us off the rooted copies and
+/// reduce there and nothing elsewhere (2 x H200, against 2 KiB in one call, 100 calls a graph:
+/// gather of 4 KiB 2.05 -> 1.83 us, scatter 2.02 -> 1.84, reduce of 8 KiB 2.24 -> 2.08;
+/// docs/performance.md, "Sixty-four blocks on two PEs"). Larger teams keep 2 KiB, the size
+/// their measured rows were swept with.
+const LL_BYTES_PER_BLOCK_PAIR: usize = 1 << 10;
+
 /// Lanes an LL packet has for `m` team PEs (`nvr_ll_group`): `m` rounded up to 1, 2, 4 or 8.
 fn ll_lanes(m: usize) -> usize {
     match m {
@@ -156,9 +164,12 @@ fn ll_carry(call: &Call, team: &TeamDescriptor) -> (usize, usize, bool) {
 /// of `n` whose members keep `max_blocks` blocks resident: (grid, block). `peer_lanes`: the
 /// peer-lane kernels' (lanes for `n - 1` PEs, not `n`: [`ll_peer_lanes`]).
 pub(crate) fn ll_shape(x: usize, n: usize, max_blocks: u32, peer_lanes: bool) -> (u32, u32) {
-    let grid = x
-        .div_ceil(LL_BYTES_PER_BLOCK)
-        .clamp(1, ll_blocks(n, max_blocks));
+    let per_block = if n <= 2 {
+        LL_BYTES_PER_BLOCK_PAIR
+    } else {
+        LL_BYTES_PER_BLOCK
+    };
+    let grid = x.div_ceil(per_block).clamp(1, ll_blocks(n, max_blocks));
     let packets_per_block = x.div_ceil(8).div_ceil(grid);
     let lanes = ll_lanes(if peer_lanes { n.saturating_sub(1) } else { n });
     let block = ((packets_per_block * lanes).next_multiple_of(32) + 32).min(512);
@@ -603,15 +614,17 @@ mod tests {
     fn the_ll_launch_rule_of_ll_cu() {
         // 8 bytes, 2 PEs: one packet, two lanes: one warp plus the flag warp.
         assert_eq!(ll_shape(8, 2, 128, false), (1, 64));
-        assert_eq!(ll_shape(2048, 2, 128, false), (1, 512));
-        assert_eq!(ll_shape(4096, 2, 128, false), (2, 512));
+        assert_eq!(ll_shape(2048, 2, 128, false), (2, 288));
+        assert_eq!(ll_shape(4096, 2, 128, false), (4, 288));
+        assert_eq!(ll_shape(4096, 4, 128, false), (2, 512));
         assert_eq!(ll_shape(4097, 8, 128, false), (3, 512));
-        assert_eq!(ll_shape(32 << 10, 2, 128, false), (16, 512));
+        assert_eq!(ll_shape(32 << 10, 2, 128, false), (32, 288));
         assert_eq!(ll_shape(0, 1, 128, false), (1, 32));
-        // One block per 2 KiB up to the blocks a sender has: 64 for 2 PEs (issue 31; 8 for
-        // every team before, 32 until 2026-11-28), 16 for 4, 8 for 8.
-        assert_eq!(ll_shape((32 << 10) + 8, 2, 128, false), (17, 512));
-        assert_eq!(ll_shape(64 << 10, 2, 128, false), (32, 512));
+        // One block per 1 KiB on 1 and 2 PEs, per 2 KiB on more, up to the blocks a sender
+        // has: 64 for 2 PEs (issue 31; 8 for every team before, 32 until 2026-11-28), 16 for
+        // 4, 8 for 8.
+        assert_eq!(ll_shape((32 << 10) + 8, 2, 128, false), (33, 288));
+        assert_eq!(ll_shape(64 << 10, 2, 128, false), (64, 288));
         assert_eq!(ll_shape(128 << 10, 2, 128, false), (64, 512));
         assert_eq!(ll_shape(512 << 10, 2, 128, false), (64, 512));
         assert_eq!(ll_shape(1 << 20, 2, 128, false), (64, 512));

@@ -2111,19 +2111,16 @@ fn forced_ll_carries_the_copies_up_to_1_mib_a_pair() {
                 a.plan(&c, &mut steps);
                 match &steps[..] {
                     [Step::Kernel(Launch::Nvlink(l))] => {
-                        // fcollect and alltoall: their peer-lane kernels, a lane a peer, so
-                        // the 256 packets a block of 64 KiB (32 blocks) and 128 KiB (64) take
-                        // 256 threads and the flag warp.
+                        // fcollect and alltoall: their peer-lane kernels, a lane a peer. 64
+                        // blocks, one per KiB up to 64 KiB, so 128 packets a block at 64 KiB
+                        // (128 threads a lane, and the flag warp), 256 at 128 KiB.
                         let peer_lanes =
                             matches!(coll, Collective::Fcollect | Collective::Alltoall);
                         let kernel = if peer_lanes { "_peers" } else { "" };
                         assert_eq!(l.function, format!("nvr_ll_{}{kernel}", coll.name()));
-                        let block = if peer_lanes && x <= 128 << 10 {
-                            288
-                        } else {
-                            512
-                        };
-                        let grid = if x == 64 << 10 { 32 } else { 64 };
+                        let lanes = if peer_lanes { 1 } else { 2 };
+                        let block = ((x / 8 / 64) * lanes + 32).min(512) as u32;
+                        let grid = 64;
                         assert_eq!((l.grid, l.block), (grid, block), "{coll} {x}");
                     }
                     s => panic!("{s:?}"),
