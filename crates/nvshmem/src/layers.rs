@@ -139,22 +139,7 @@ fn strip_test_items(code: &str, test_mods: &mut Vec<String>) -> String {
             match (item.find(';'), item.find('{')) {
                 (Some(semi), Some(brace)) if semi < brace => semi + 1,
                 (_, Some(brace)) => {
-                    let mut depth = 0;
-                    let mut end = item.len();
-                    for (k, c) in item[brace..].char_indices() {
-                        match c {
-                            '{' => depth += 1,
-                            '}' => {
-                                depth -= 1;
-                                if depth == 0 {
-                                    end = brace + k + 1;
-                                    break;
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                    end
+                    crate::kernels::closing_brace(item, brace).map_or(item.len(), |c| c + 1)
                 }
                 (Some(semi), None) => semi + 1,
                 (None, None) => item.len(),

@@ -52,6 +52,26 @@ pub(crate) fn common_define(name: &str) -> usize {
     source_define("common.cuh", include_str!("common.cuh"), name)
 }
 
+/// The index of the `}` that closes the `{` at `open` in `src` (braces counted, nothing else:
+/// for sources read as text by tests), or `None` where it is never closed.
+#[cfg(test)]
+pub(crate) fn closing_brace(src: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in src[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(open + i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The value of `#define NAME value` in `lamport.cu` (as [`common_define`]).
 #[cfg(test)]
 pub(crate) fn lamport_define(name: &str) -> usize {

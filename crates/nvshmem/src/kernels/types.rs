@@ -450,20 +450,8 @@ mod tests {
     /// to the matching `}`.
     fn body_at(src: &str, at: usize) -> &str {
         let open = at + src[at..].find('{').expect("a body");
-        let mut depth = 0usize;
-        for (i, c) in src[open..].char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return &src[open..=open + i];
-                    }
-                }
-                _ => {}
-            }
-        }
-        panic!("an unclosed body")
+        let close = crate::kernels::closing_brace(src, open).expect("an unclosed body");
+        &src[open..=close]
     }
 
     /// Every NVLink kernel is launched with programmatic stream serialization (`kernels::fire`),

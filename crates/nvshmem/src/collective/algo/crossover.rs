@@ -273,8 +273,9 @@ const RELAY_RUN: &str = "mpirun -np 4 nvshmem-perf broadcast -d f32 -b 16K -e 1M
 
 /// The run that took the 2-PE broadcast, gather and scatter on LL to 1 MiB blocks once each
 /// 2-PE LL block took both of its regions (LL then carried 1 MiB a pair, 512 KiB before; since
-/// 2026-11-28 it takes 64 blocks of one region each: `channel::ll_blocks`): the copies with LL and the direct kernels forced beside the automatic
-/// choice, raw NVSHMEM and NCCL (`scripts/gpu-check.sh run sweep` with
+/// 2026-11-28 it takes 64 blocks of one region each: `channel::ll_blocks`): the copies with LL
+/// and the direct kernels forced beside the automatic choice, raw NVSHMEM and NCCL
+/// (`scripts/gpu-check.sh run sweep` with
 /// `SWEEP_COLLS=broadcast,fcollect,alltoall,gather,scatter SWEEP_SIZES="-b 256K -e 4M -f 2"
 /// SWEEP_VARIANTS="ll direct"`), on H200 and on H100. Sizes in the figures are whole calls.
 const LL_PAIR_RUN: &str = "mpirun -np 2 nvshmem-perf <each> -d f32 -b 256K -e 4M -f 2 -n 20 -w 3 \
