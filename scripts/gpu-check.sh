@@ -1615,7 +1615,7 @@ sweep() {
   mkdir -p "$dir"
   colls=${SWEEP_COLLS:-all_reduce,reduce_scatter,reduce,broadcast,fcollect,alltoall,gather,scatter}
   # shellcheck disable=SC2054
-  local -A has=([ll]=$colls [lamport]=all_reduce,reduce_scatter,reduce [direct]=$colls
+  local -A has=([ll]=$colls [lamport]=$colls [direct]=$colls
     [ce]=broadcast,fcollect,alltoall,gather,scatter [nvshmem]=$colls)
   for mode in ${SWEEP_MODES:-graph}; do
     # shellcheck disable=SC2206

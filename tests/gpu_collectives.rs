@@ -200,6 +200,10 @@ fn gpu_collectives() {
     c.run("graph_replay_of_lamport_reductions_with_new_inputs", || {
         graph_replay_lamport(&rt, &world, seed, &mut cases)
     });
+    c.run(
+        "graph_replay_of_lamport_copies_with_the_sentinel_in_their_data",
+        || graph_replay_lamport_copies(&rt, &world, seed, &mut cases),
+    );
     c.run("bad_inputs_are_refused_before_launch", || {
         bad_inputs(&rt, &world, &stream)
     });
@@ -1105,6 +1109,177 @@ fn lamport_rounds(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> a
         println!(
             "lamport graph: {LAMPORT_ROUNDS} rounds with new inputs and {LAMPORT_BACK_TO_BACK} \
              back-to-back replays of 5 calls, every output checked: PASS"
+        );
+    }
+    Ok(())
+}
+
+/// `nvlink_lamport` forced for the five copies (broadcast of 256 KiB, fcollect out of place and
+/// in place, alltoall, gather and scatter of blocks of 25603 words, whose 102412 bytes leave
+/// every block but the first unaligned), captured in one CUDA graph, replayed
+/// [`LAMPORT_ROUNDS`] times with new inputs and then [`LAMPORT_BACK_TO_BACK`] times back to
+/// back, every output checked bit for bit. The inputs are full of `0x80000000`, the buffers'
+/// fill: every block starts with 256 such words, and a third of the word pairs after that are
+/// two of them, which is how a copy's 64-bit word reads "not yet written" (`lamport.cu`,
+/// COPIES); a receiver that took the data alone for its flag would wait there for ever, one
+/// that took a mask packet wrongly would pass the fill off as data.
+fn graph_replay_lamport_copies(
+    rt: &Runtime,
+    world: &Team,
+    seed: u64,
+    cases: &mut usize,
+) -> anyhow::Result<()> {
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    if n < 2 || !world.has_nvlink_kernels() {
+        if me == 0 {
+            println!("lamport copies: needs 2+ PEs with NVLink kernels; nothing to check");
+        }
+        return Ok(());
+    }
+    let colls = [
+        Collective::Broadcast,
+        Collective::Fcollect,
+        Collective::Alltoall,
+        Collective::Gather,
+        Collective::Scatter,
+    ];
+    for coll in colls {
+        rt.set_algorithm(coll, Some("nvlink_lamport"))?;
+    }
+    let done = lamport_copy_rounds(rt, world, seed, cases);
+    for coll in colls {
+        rt.set_algorithm(coll, None)?;
+    }
+    done
+}
+
+fn lamport_copy_rounds(
+    rt: &Runtime,
+    world: &Team,
+    seed: u64,
+    cases: &mut usize,
+) -> anyhow::Result<()> {
+    const FILL: u32 = 0x8000_0000;
+    const POISON: u32 = 0xdead_beef;
+    let (me, n) = (rt.my_pe(), rt.n_pes());
+    let root = n - 1;
+    let stream = rt.context().new_stream()?;
+    let (m, mb) = (25603, 65536);
+    // Member pe's word i (of a buffer of blocks of `block` words) of call `salt` in round r.
+    let of = |pe: usize, i: usize, block: usize, r: u64, salt: u64| -> u32 {
+        let h = i as u64 / 2 + seed + r * 7 + salt * 13 + pe as u64 * 1000;
+        if i % block < 256 || h.is_multiple_of(3) {
+            FILL
+        } else {
+            (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
+        }
+    };
+    let mut bc_src = rt.alloc_zeroed::<u32>(mb)?;
+    let mut bc_dst = rt.alloc_zeroed::<u32>(mb)?;
+    let mut fc_src = rt.alloc_zeroed::<u32>(m)?;
+    let mut fc_dst = rt.alloc_zeroed::<u32>(n * m)?;
+    let mut fi = rt.alloc_zeroed::<u32>(n * m)?;
+    let mut aa_src = rt.alloc_zeroed::<u32>(n * m)?;
+    let mut aa_dst = rt.alloc_zeroed::<u32>(n * m)?;
+    let mut ga_src = rt.alloc_zeroed::<u32>(m)?;
+    let mut ga_dst = rt.alloc_zeroed::<u32>(n * m)?;
+    let mut sc_src = rt.alloc_zeroed::<u32>(n * m)?;
+    let mut sc_dst = rt.alloc_zeroed::<u32>(m)?;
+    type Outs<'a> = [&'a mut SymArray<u32>; 6];
+    let queue = |s: &std::sync::Arc<CudaStream>, o: Outs| -> nvshmem::Result<()> {
+        let [bc, fc, fi, aa, ga, sc] = o;
+        world.broadcast(root, &bc_src, bc, s)?;
+        world.fcollect(&fc_src, fc, s)?;
+        world.fcollect_in_place(fi, s)?;
+        world.alltoall(&aa_src, aa, s)?;
+        world.gather(root, &ga_src, ga, s)?;
+        world.scatter(root, &sc_src, sc, s)
+    };
+    macro_rules! outs {
+        () => {
+            [
+                &mut bc_dst,
+                &mut fc_dst,
+                &mut fi,
+                &mut aa_dst,
+                &mut ga_dst,
+                &mut sc_dst,
+            ]
+        };
+    }
+    // Once outside the capture: the kernels compile and load.
+    queue(&stream, outs!())?;
+    stream.synchronize()?;
+    rt.barrier_all(&stream)?;
+    let graph = rt.capture(&stream, |s| queue(s, outs!()))?;
+    let mut last = 0;
+    for round in 0..LAMPORT_ROUNDS + 1 {
+        let (r, times) = if round == LAMPORT_ROUNDS {
+            (last, LAMPORT_BACK_TO_BACK)
+        } else {
+            (round, 1)
+        };
+        last = r;
+        let input = |len: usize, block: usize, salt: u64| -> Vec<u32> {
+            (0..len).map(|i| of(me, i, block, r, salt)).collect()
+        };
+        bc_src.copy_from_host(&input(mb, mb, 0))?;
+        fc_src.copy_from_host(&input(m, m, 1))?;
+        let mut own = vec![POISON; n * m];
+        own[me * m..(me + 1) * m].copy_from_slice(&input(m, m, 2));
+        fi.copy_from_host(&own)?;
+        aa_src.copy_from_host(&input(n * m, m, 3))?;
+        ga_src.copy_from_host(&input(m, m, 4))?;
+        sc_src.copy_from_host(&input(n * m, m, 5))?;
+        for out in [
+            &mut bc_dst,
+            &mut fc_dst,
+            &mut aa_dst,
+            &mut ga_dst,
+            &mut sc_dst,
+        ] {
+            out.copy_from_host(&vec![POISON; out.len()])?;
+        }
+        rt.barrier_all(&stream)?;
+        for _ in 0..times {
+            graph.launch()?;
+        }
+        stream.synchronize()?;
+        let check = |call: &str, got: Vec<u32>, want: &dyn Fn(usize) -> u32| match (0..got.len())
+            .find(|&i| got[i] != want(i))
+        {
+            None => Ok(()),
+            Some(i) => Err(anyhow::anyhow!(
+                "lamport copies round {round} ({times} replays), {call}: word {i} is {:#x}, \
+                     expected {:#x}",
+                got[i],
+                want(i)
+            )),
+        };
+        check("broadcast", bc_dst.to_vec()?, &|i| of(root, i, mb, r, 0))?;
+        check("fcollect", fc_dst.to_vec()?, &|i| of(i / m, i % m, m, r, 1))?;
+        check("fcollect in place", fi.to_vec()?, &|i| {
+            of(i / m, i % m, m, r, 2)
+        })?;
+        check("alltoall", aa_dst.to_vec()?, &|i| {
+            of(i / m, me * m + i % m, m, r, 3)
+        })?;
+        check("gather", ga_dst.to_vec()?, &|i| {
+            if me == root {
+                of(i / m, i % m, m, r, 4)
+            } else {
+                POISON
+            }
+        })?;
+        check("scatter", sc_dst.to_vec()?, &|i| {
+            of(root, me * m + i, m, r, 5)
+        })?;
+        *cases += 1;
+    }
+    if me == 0 {
+        println!(
+            "lamport copies: {LAMPORT_ROUNDS} rounds with new inputs and {LAMPORT_BACK_TO_BACK} \
+             back-to-back replays of 6 calls, every output checked: PASS"
         );
     }
     Ok(())

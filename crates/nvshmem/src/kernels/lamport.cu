@@ -1,10 +1,12 @@
-// Lamport one-shot reductions for the mid band (64 KiB - 2 MiB) over NVLink: every PE pushes its
-// input with 16-byte stores into receive buffers in its peers' channels that were filled with a
-// sentinel beforehand, and polls its own receive buffers until no word is the sentinel. The data
-// is its own flag (like LL packets, but at full payload), so there is no barrier before or after
-// and no separate flag per vector. Compiled as `prefix + ops.cuh + common.cuh + lamport.cu` with
-// a float type's reduction prefix (types.rs): nvr_lamport_all_reduce, nvr_lamport_reduce_scatter,
-// nvr_lamport_reduce. PROTOCOL.md, "Lamport buffers", is the contract; the gist:
+// Lamport one-shot reductions and copies for the mid band (64 KiB - 2 MiB) over NVLink: every PE
+// pushes its input with 16-byte stores into receive buffers in its peers' channels that were
+// filled with a sentinel beforehand, and polls its own receive buffers until no word is the
+// sentinel. The data is its own flag (like LL packets, but at full payload), so there is no
+// barrier before or after and no separate flag per vector. Compiled as `prefix + ops.cuh +
+// common.cuh + lamport.cu` with a float type's reduction prefix (types.rs): nvr_lamport_all_reduce,
+// nvr_lamport_reduce_scatter, nvr_lamport_reduce; and without one (type-free): the copies
+// nvr_lamport_broadcast, _fcollect, _alltoall, _gather and _scatter (COPIES, at the end).
+// PROTOCOL.md, "Lamport buffers", is the contract; the gist:
 //
 // SENTINEL. Every 32-bit word of an unwritten receive buffer is 0x80000000 (f32's -0.0). The
 // host fills the buffers so (cuMemsetD32) whenever it zeroes a channel; the kernels refill what
@@ -86,6 +88,13 @@
 typedef unsigned int nvr_lv;
 #define NVR_LAM_MAX_BYTES 1073741824u // 1 GiB: channel/lamport.rs, MAX_SLOT
 
+// Bytes of a slot that a copy of x bytes a pair uses (COPIES, LAYOUT): its vectors, then one
+// mask packet a line of 32 of them. The host computes the same (lamport.rs, `copy_need`).
+__device__ __forceinline__ nvr_u64 nvr_lamc_need(nvr_u64 x) {
+    const nvr_u64 v = (x + 15) / 16;
+    return 16 * (v + (v + 31) / 32);
+}
+
 struct nvr_lam_head {
     unsigned int rot;   // this run's buffer index, 0..2
     unsigned int done;  // blocks of the current run that have counted themselves
@@ -126,6 +135,160 @@ __device__ __forceinline__ void nvr_lam_st16(char *p, uint4 v) {
     asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x),
                  "r"(v.y), "r"(v.z), "r"(v.w)
                  : "memory");
+}
+
+struct nvr_lam_ctx {
+    unsigned int e;    // this block's epoch
+    unsigned int rot;  // this run's buffer
+    unsigned int before; // the counter lane: blocks counted before this one (others: 0)
+    nvr_lv x;          // payload bytes per (sender, receiver) pair
+    nvr_lv clear;      // bytes per slot to re-fill in buffer (rot + 2) % 3
+    nvr_lv v0, v1;     // this block's vectors [v0, v1)
+    char *area;
+};
+
+// Whether the launch keeps its limits (LIMITS above), from its arguments alone. Every thread
+// computes the same answer, so a refused block returns whole.
+__device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_u64 need,
+                                              nvr_u64 slot, int root) {
+    return t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
+           root < t.n && gridDim.x <= NVR_LAM_MAX_GRID && blockDim.x >= 64 &&
+           (blockDim.x & 31u) == 0 && (slot & 15u) == 0 && x <= NVR_LAM_MAX_BYTES &&
+           need <= slot && NVR_LAM_HEADER + 3ull * (nvr_u64)(t.n - 1) * slot <= t.lam_bytes;
+}
+
+// What the counter lane reads at a block's start for the whole block: the epoch and the header
+// {rot, done, clear}. One thread reads, the rest take it from here after the block barrier: with
+// every thread reading, a 1 MiB launch sent some 2,000 loads of one line to one L2 slice, and
+// the barrier made every block wait for the last of them (1 MiB all-reduce 7.7 us against 7.2
+// before the barrier, 2 x H200).
+__shared__ unsigned int nvr_lam_sh[3];
+
+// The header's run index and what the last run received, in one 16-byte load (`clear` fits in
+// its low word: nvr_lam_advance writes a payload that passed nvr_lam_check, or 0).
+struct nvr_lam_read {
+    unsigned int rot;
+    nvr_lv clear;
+};
+__device__ __forceinline__ nvr_lam_read nvr_lam_read_header(const char *area) {
+    unsigned int rot, done, lo, hi;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(rot), "=r"(done), "=r"(lo), "=r"(hi)
+                 : "l"(area)
+                 : "memory");
+    (void)done;
+    (void)hi;
+    return {rot, lo};
+}
+
+// Counts the calling block into this run (ROTATION): the blocks counted before it. A release
+// after the caller's read of the header (see nvr_lam_count).
+__device__ __forceinline__ unsigned int nvr_lam_count_block(char *area) {
+    unsigned int before;
+    asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(before)
+                 : "l"(area + 4)
+                 : "memory");
+    return before;
+}
+
+// The last block's update of the header (nvr_lam_finish): the next run's buffer, and the
+// bytes a slot this run received (`got`), which the next run re-fills.
+__device__ __forceinline__ void nvr_lam_advance(char *area, unsigned int rot, nvr_lv got) {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    volatile nvr_lam_head *h = (volatile nvr_lam_head *)area;
+    h->done = 0;
+    h->clear = got;
+    h->rot = (rot + 1) % 3;
+}
+
+// Start of a block. From the launch's arguments alone, before griddepcontrol.wait
+// (nvr_launch_begin), so while the kernel before it may still run: the launch check and the
+// block's vectors (as nvr_ll_start). Then the wait, and: a refused launch recorded (false: the
+// block returns whole); the counter lane reads the block's epoch and the header (this run's
+// buffer, what to clear) and leaves them in nvr_lam_sh. Then (nvr_lam_count) the block takes
+// them, counts itself and arrives; the kernels load their first vector in between, so that its
+// load and the header's overlap.
+// `lines`: a copy's (COPIES): blocks take whole lines of 32 vectors, and the slot holds
+// nvr_lamc_need(bytes).
+__device__ __forceinline__ bool nvr_lam_start(const nvr_team &t, nvr_u64 bytes, nvr_u64 slot,
+                                              int root, nvr_lam_ctx &c, bool lines = false) {
+    const bool ok = nvr_lam_check(t, bytes, lines ? nvr_lamc_need(bytes) : (bytes + 15) / 16 * 16,
+                                  slot, root);
+    c.area = nvr_lam_area(t);
+    c.x = (nvr_lv)bytes;
+    const nvr_lv vectors = (c.x + 15) / 16;
+    nvr_lv vpb = gridDim.x == 1 ? vectors : (vectors + gridDim.x - 1) / gridDim.x;
+    if (lines) vpb = (vpb + 31) / 32 * 32;
+    c.v0 = min(blockIdx.x * vpb, vectors);
+    c.v1 = min(c.v0 + vpb, vectors);
+    c.before = 0;
+    if (!nvr_launch_checked(t, ok)) return false;
+    if (nvr_lam_is_counter()) {
+        const unsigned int e = nvr_begin(t);
+        const nvr_lam_read h = nvr_lam_read_header(c.area);
+        nvr_lam_sh[0] = e;
+        nvr_lam_sh[1] = h.rot;
+        nvr_lam_sh[2] = h.clear;
+    }
+    return true;
+}
+
+// The block takes what the counter lane read, counts itself (ROTATION) and arrives (relaxed,
+// with the fingerprint).
+__device__ __forceinline__ void nvr_lam_count(const nvr_team &t, nvr_lam_ctx &c) {
+    __syncthreads();
+    c.e = nvr_lam_sh[0];
+    c.rot = nvr_lam_sh[1];
+    c.clear = nvr_lam_sh[2];
+    // The one read of the header precedes the count in the counter lane's program order, and
+    // the count is a release: so the last block's update of the header (nvr_lam_finish), which
+    // follows every count, reaches no read of this run. The control warp has stored nothing yet,
+    // so the release waits for nothing, and the count's result is used only at the block's end.
+    if (nvr_lam_is_counter()) c.before = nvr_lam_count_block(c.area);
+    nvr_arrive(t, c.e);
+}
+
+// Re-fills with the sentinel buffer (rot + 2) % 3 over c.clear bytes of every slot; the work is
+// spread over the control warps of the grid (consecutive vectors to consecutive lanes), slot by
+// slot. (Not one loop over every slot's vectors with the slot and offset of vector w as w / per
+// and w % per: those 64-bit divisions, dozens of instructions each, made every block's end wait
+// for its control warp; the 1 MiB all-reduce took 7.43 us that way against 6.63, 2 x H200,
+// tools/probes/lamport.cu's `bis-oldrefill` and `bis`.)
+__device__ __forceinline__ void nvr_lam_refill(const nvr_team &t, const nvr_lam_ctx &c,
+                                               nvr_u64 slot) {
+    if (c.clear == 0 || t.n < 2) return;
+    const nvr_lv bytes = (c.clear + 15) / 16 * 16;
+    char *buf = c.area + NVR_LAM_HEADER + (nvr_u64)((c.rot + 2) % 3) * (nvr_u64)(t.n - 1) * slot;
+    const uint4 s = make_uint4(NVR_LAM_SENTINEL, NVR_LAM_SENTINEL, NVR_LAM_SENTINEL,
+                               NVR_LAM_SENTINEL);
+    const nvr_lv first = 16u * (32u * blockIdx.x + (threadIdx.x & 31u)),
+                 stride = 16u * 32u * gridDim.x;
+    for (int k = 0; k < t.n - 1; ++k, buf += slot)
+        for (nvr_lv o = first; o < bytes; o += stride) *(uint4 *)(buf + o) = s;
+}
+
+// The control warp's part of a run: its share of the re-fill, then every peer's arrival at this
+// run (Quiescence, the fingerprint checked, by the flag lanes). Whether its waits succeeded.
+__device__ __forceinline__ bool nvr_lam_control(const nvr_team &t, const nvr_lam_ctx &c,
+                                                nvr_u64 slot) {
+    nvr_lam_refill(t, c, slot);
+    return nvr_quiesce_staged(t, c.e, nvr_all_peers(t), true);
+}
+
+// End of a block: the block counted last (ROTATION) advances the channel's run index and
+// records what this run received (`got` bytes per slot) for the next run to clear; every block
+// counted itself after its one read of the header, and the next Lamport launch reads it
+// only after this one has completed. The fence makes the count an acquire (the counts are
+// releases), so this update follows every read. Then the protocol's end (epoch). Done even when
+// a wait failed: a failed run's channel is re-made (header included) before reuse. The wait for
+// every peer's arrival of this run (the control warp's nvr_quiesce_staged, all peers, whatever
+// this PE received) is what keeps a peer from running two Lamport runs ahead (ROTATION): it must
+// not be narrowed.
+__device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_ctx &c,
+                                               nvr_lv got, bool ok) {
+    if (nvr_lam_is_counter() && c.before == gridDim.x - 1) nvr_lam_advance(c.area, c.rot, got);
+    nvr_end(t, c.e, ok);
 }
 
 #ifdef NVR_OP
@@ -221,115 +384,6 @@ __device__ __forceinline__ uint4 nvr_lam_out(const NVR_ACC *acc, int n) {
     return v;
 }
 
-struct nvr_lam_ctx {
-    unsigned int e;    // this block's epoch
-    unsigned int rot;  // this run's buffer
-    unsigned int before; // the counter lane: blocks counted before this one (others: 0)
-    nvr_lv x;          // payload bytes per (sender, receiver) pair
-    nvr_lv clear;      // bytes per slot to re-fill in buffer (rot + 2) % 3
-    nvr_lv v0, v1;     // this block's vectors [v0, v1)
-    char *area;
-};
-
-// Whether the launch keeps its limits (LIMITS above), from its arguments alone. Every thread
-// computes the same answer, so a refused block returns whole.
-__device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_u64 slot,
-                                              int root) {
-    return t.n >= 1 && t.n <= NVR_MAX_TEAM && t.me >= 0 && t.me < t.n && root >= 0 &&
-           root < t.n && gridDim.x <= NVR_LAM_MAX_GRID && blockDim.x >= 64 &&
-           (blockDim.x & 31u) == 0 && (slot & 15u) == 0 && x <= NVR_LAM_MAX_BYTES &&
-           (x + 15) / 16 * 16 <= slot &&
-           NVR_LAM_HEADER + 3ull * (nvr_u64)(t.n - 1) * slot <= t.lam_bytes;
-}
-
-// What the counter lane reads at a block's start for the whole block: the epoch and the header
-// {rot, done, clear}. One thread reads, the rest take it from here after the block barrier: with
-// every thread reading, a 1 MiB launch sent some 2,000 loads of one line to one L2 slice, and
-// the barrier made every block wait for the last of them (1 MiB all-reduce 7.7 us against 7.2
-// before the barrier, 2 x H200).
-__shared__ unsigned int nvr_lam_sh[3];
-
-// The header's run index and what the last run received, in one 16-byte load (`clear` fits in
-// its low word: nvr_lam_advance writes a payload that passed nvr_lam_check, or 0).
-struct nvr_lam_read {
-    unsigned int rot;
-    nvr_lv clear;
-};
-__device__ __forceinline__ nvr_lam_read nvr_lam_read_header(const char *area) {
-    unsigned int rot, done, lo, hi;
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(rot), "=r"(done), "=r"(lo), "=r"(hi)
-                 : "l"(area)
-                 : "memory");
-    (void)done;
-    (void)hi;
-    return {rot, lo};
-}
-
-// Counts the calling block into this run (ROTATION): the blocks counted before it. A release
-// after the caller's read of the header (see nvr_lam_count).
-__device__ __forceinline__ unsigned int nvr_lam_count_block(char *area) {
-    unsigned int before;
-    asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
-                 : "=r"(before)
-                 : "l"(area + 4)
-                 : "memory");
-    return before;
-}
-
-// The last block's update of the header (nvr_lam_finish): the next run's buffer, and the
-// bytes a slot this run received (`got`), which the next run re-fills.
-__device__ __forceinline__ void nvr_lam_advance(char *area, unsigned int rot, nvr_lv got) {
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    volatile nvr_lam_head *h = (volatile nvr_lam_head *)area;
-    h->done = 0;
-    h->clear = got;
-    h->rot = (rot + 1) % 3;
-}
-
-// Start of a block. From the launch's arguments alone, before griddepcontrol.wait
-// (nvr_launch_begin), so while the kernel before it may still run: the launch check and the
-// block's vectors (as nvr_ll_start). Then the wait, and: a refused launch recorded (false: the
-// block returns whole); the counter lane reads the block's epoch and the header (this run's
-// buffer, what to clear) and leaves them in nvr_lam_sh. Then (nvr_lam_count) the block takes
-// them, counts itself and arrives; the kernels load their first vector in between, so that its
-// load and the header's overlap.
-__device__ __forceinline__ bool nvr_lam_start(const nvr_team &t, nvr_u64 bytes, nvr_u64 slot,
-                                              int root, nvr_lam_ctx &c) {
-    const bool ok = nvr_lam_check(t, bytes, slot, root);
-    c.area = nvr_lam_area(t);
-    c.x = (nvr_lv)bytes;
-    const nvr_lv vectors = (c.x + 15) / 16;
-    const nvr_lv vpb = gridDim.x == 1 ? vectors : (vectors + gridDim.x - 1) / gridDim.x;
-    c.v0 = min(blockIdx.x * vpb, vectors);
-    c.v1 = min(c.v0 + vpb, vectors);
-    c.before = 0;
-    if (!nvr_launch_checked(t, ok)) return false;
-    if (nvr_lam_is_counter()) {
-        const unsigned int e = nvr_begin(t);
-        const nvr_lam_read h = nvr_lam_read_header(c.area);
-        nvr_lam_sh[0] = e;
-        nvr_lam_sh[1] = h.rot;
-        nvr_lam_sh[2] = h.clear;
-    }
-    return true;
-}
-
-// The block takes what the counter lane read, counts itself (ROTATION) and arrives (relaxed,
-// with the fingerprint).
-__device__ __forceinline__ void nvr_lam_count(const nvr_team &t, nvr_lam_ctx &c) {
-    __syncthreads();
-    c.e = nvr_lam_sh[0];
-    c.rot = nvr_lam_sh[1];
-    c.clear = nvr_lam_sh[2];
-    // The one read of the header precedes the count in the counter lane's program order, and
-    // the count is a release: so the last block's update of the header (nvr_lam_finish), which
-    // follows every count, reaches no read of this run. The control warp has stored nothing yet,
-    // so the release waits for nothing, and the count's result is used only at the block's end.
-    if (nvr_lam_is_counter()) c.before = nvr_lam_count_block(c.area);
-    nvr_arrive(t, c.e);
-}
-
 // A data thread's first vector of src (x bytes), cleaned, loaded before the count (`have`:
 // whether the thread has one).
 struct nvr_lam_first {
@@ -408,33 +462,6 @@ __device__ __forceinline__ void nvr_lam_send_all(const nvr_team &t, const nvr_la
         }
 }
 
-// Re-fills with the sentinel buffer (rot + 2) % 3 over c.clear bytes of every slot; the work is
-// spread over the control warps of the grid (consecutive vectors to consecutive lanes), slot by
-// slot. (Not one loop over every slot's vectors with the slot and offset of vector w as w / per
-// and w % per: those 64-bit divisions, dozens of instructions each, made every block's end wait
-// for its control warp; the 1 MiB all-reduce took 7.43 us that way against 6.63, 2 x H200,
-// tools/probes/lamport.cu's `bis-oldrefill` and `bis`.)
-__device__ __forceinline__ void nvr_lam_refill(const nvr_team &t, const nvr_lam_ctx &c,
-                                               nvr_u64 slot) {
-    if (c.clear == 0 || t.n < 2) return;
-    const nvr_lv bytes = (c.clear + 15) / 16 * 16;
-    char *buf = c.area + NVR_LAM_HEADER + (nvr_u64)((c.rot + 2) % 3) * (nvr_u64)(t.n - 1) * slot;
-    const uint4 s = make_uint4(NVR_LAM_SENTINEL, NVR_LAM_SENTINEL, NVR_LAM_SENTINEL,
-                               NVR_LAM_SENTINEL);
-    const nvr_lv first = 16u * (32u * blockIdx.x + (threadIdx.x & 31u)),
-                 stride = 16u * 32u * gridDim.x;
-    for (int k = 0; k < t.n - 1; ++k, buf += slot)
-        for (nvr_lv o = first; o < bytes; o += stride) *(uint4 *)(buf + o) = s;
-}
-
-// The control warp's part of a run: its share of the re-fill, then every peer's arrival at this
-// run (Quiescence, the fingerprint checked, by the flag lanes). Whether its waits succeeded.
-__device__ __forceinline__ bool nvr_lam_control(const nvr_team &t, const nvr_lam_ctx &c,
-                                                nvr_u64 slot) {
-    nvr_lam_refill(t, c, slot);
-    return nvr_quiesce_staged(t, c.e, nvr_all_peers(t), true);
-}
-
 // Receives and reduces vectors [v0, v1): own src (cleaned) and every peer's from buffer c.rot,
 // combined in team order, into dst. After a failed wait the thread stores nothing more. M: TEAM
 // LOOPS (t.n <= M); nvr_lam_reduce_recv chooses it.
@@ -503,21 +530,6 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv(const nvr_team &t, const nvr
     return NVR_TEAM_DISPATCH(t.n, nvr_lam_reduce_recv_over, t, c, own, dst, x, slot, s);
 }
 
-// End of a block: the block counted last (ROTATION) advances the channel's run index and
-// records what this run received (`got` bytes per slot) for the next run to clear; every block
-// counted itself after its one read of the header, and the next Lamport launch reads it
-// only after this one has completed. The fence makes the count an acquire (the counts are
-// releases), so this update follows every read. Then the protocol's end (epoch). Done even when
-// a wait failed: a failed run's channel is re-made (header included) before reuse. The wait for
-// every peer's arrival of this run (the control warp's nvr_quiesce_staged, all peers, whatever
-// this PE received) is what keeps a peer from running two Lamport runs ahead (ROTATION): it must
-// not be narrowed.
-__device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_ctx &c,
-                                               nvr_lv got, bool ok) {
-    if (nvr_lam_is_counter() && c.before == gridDim.x - 1) nvr_lam_advance(c.area, c.rot, got);
-    nvr_end(t, c.e, ok);
-}
-
 // every dst = the reduction of every member's src (count elements).
 extern "C" __global__ void __launch_bounds__(544, 1)
     nvr_lamport_all_reduce(const __grid_constant__ nvr_team t, const NVR_T *src, NVR_T *dst,
@@ -580,5 +592,258 @@ extern "C" __global__ void __launch_bounds__(544, 1)
         nvr_lam_send(t, c, root, (const char *)src, x, slot, f);
     // A non-root received nothing: the next run has nothing of this one to clear.
     nvr_lam_finish(t, c, t.me == root ? x : 0u, ok);
+}
+#else // !NVR_OP
+// ---- data movement (type-free): COPIES -------------------------------------------------------
+//
+// broadcast, fcollect, alltoall, gather and scatter move bytes, which take every value: no
+// rewrite keeps the sentinel out of them, as the reductions' does. So a copy's data words are
+// 64-bit (a 16-byte vector stored as two, each of which lands whole, as each 32-bit word of a
+// reduction's does), a word not yet written holds NVR_LAMC_EMPTY (two sentinel words: the fill),
+// and every line of 32 vectors (512 bytes, one warp's stores) has a mask packet that says which
+// of its words are NVR_LAMC_EMPTY in the data itself: four 32-bit words, word k holding in bit m
+// (low word) and bit 8 + m (high word) those of vector 32 q + 8 k + m. A mask word is below
+// 2^16, never the sentinel, so it is its own flag too. A receiver takes a data word once it is
+// not NVR_LAMC_EMPTY, or once its mask word has come and says the data is that value: what the
+// slot holds is then the data. Nothing waits for anything but data, as in the reductions; the
+// masks cost 16 bytes a 512, and a load only for a word that still looks unwritten.
+//
+// LAYOUT of a copy's slot (x bytes a pair, V = ceil(x / 16) vectors): vectors [0, V), then the
+// mask packet of line q at 16 (V + q), ceil(V / 32) of them: nvr_lamc_need(x) bytes, which the
+// launch check bounds by the slot. A receiver's run records all of them as received (`got`), so
+// the next run re-fills the masks with the sentinel too (ROTATION).
+//
+// SPLIT. The blocks take whole lines (vpb a multiple of 32, nvr_lam_start's `lines`) and the
+// senders step by whole warps, so each line's vectors and mask are one warp's. Receivers need
+// no such split (vector i and its mask are at fixed places whoever reads them).
+//
+// WHO. A copy is given by who sends to whom (`who`: NVR_LAMC_ALL, every PE to every other;
+// NVR_LAMC_FROM_ROOT, the root to the others; NVR_LAMC_TO_ROOT, the others to the root), the
+// bytes each sends PE k (src + k * x for alltoall and scatter, src for the rest) and where the
+// bytes from PE j go (dst + j * x for fcollect, alltoall and gather, dst for the rest); a PE's
+// own part is copied locally (every PE, or the root alone in a rooted copy), skipped where it is
+// already in place (fcollect's and gather's own block is then src itself, which no receive
+// writes; alltoall is never in place). A data thread sends its vectors to every receiver, then
+// copies, then receives the same vectors.
+//
+// LAUNCH RULE as the reductions' with x = the bytes a pair, and vpb rounded up to 32 (the host
+// rounds the block's data threads alike). LIMITS: nvr_lamc_need(x) <= slot, the rest as the
+// reductions'.
+
+#define NVR_LAMC_EMPTY 0x8000000080000000ull
+#define NVR_LAMC_ALL 0
+#define NVR_LAMC_FROM_ROOT 1
+#define NVR_LAMC_TO_ROOT 2
+// Lines a warp sends, or vectors a thread receives, at once: their loads in flight together.
+#define NVR_LAMC_BATCH 4
+
+// Vector i of a payload of x bytes at p: one 16-byte load where aligned and whole, else byte by
+// byte, zero past x.
+__device__ __forceinline__ uint4 nvr_lamc_ld(const char *p, nvr_lv i, nvr_lv x) {
+    const char *q = p + 16 * i;
+    if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) return *(const uint4 *)q;
+    unsigned int w[4] = {0, 0, 0, 0};
+    const nvr_lv nb = min((nvr_lv)16, x - 16 * i);
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+        if ((nvr_lv)k < nb) w[k / 4] |= (unsigned int)(unsigned char)q[k] << (8 * (k % 4));
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Stores vector i of a payload of x bytes at p (the bytes below x only).
+__device__ __forceinline__ void nvr_lamc_st(char *p, nvr_lv i, nvr_lv x, uint4 v) {
+    char *q = p + 16 * i;
+    if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) {
+        *(uint4 *)q = v;
+        return;
+    }
+    const unsigned int w[4] = {v.x, v.y, v.z, v.w};
+    const nvr_lv nb = min((nvr_lv)16, x - 16 * i);
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+        if ((nvr_lv)k < nb) q[k] = (char)(w[k / 4] >> (8 * (k % 4)));
+}
+
+__device__ __forceinline__ nvr_u64 nvr_lamc_lo(const uint4 &v) {
+    return v.x | ((nvr_u64)v.y << 32);
+}
+__device__ __forceinline__ nvr_u64 nvr_lamc_hi(const uint4 &v) {
+    return v.z | ((nvr_u64)v.w << 32);
+}
+
+// Byte offset of the mask packet of the line holding vector i, in a slot of V vectors.
+__device__ __forceinline__ nvr_lv nvr_lamc_mask_at(nvr_lv V, nvr_lv i) {
+    return 16 * (V + i / 32);
+}
+
+// Sends vectors [v0, v1) of src (c.x bytes) into team PE k's buffer c.rot, slot of me, with
+// each line's mask packet (SPLIT: whole warps, the loop warp-uniform for the ballots).
+__device__ __forceinline__ void nvr_lamc_send(const nvr_team &t, const nvr_lam_ctx &c, int k,
+                                              const char *src, nvr_u64 slot) {
+    char *to = nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k);
+    const nvr_lv lane = threadIdx.x & 31u, D = nvr_lam_data_threads(), V = (c.x + 15) / 16;
+    for (nvr_lv base = c.v0 + threadIdx.x - lane; base < c.v1; base += NVR_LAMC_BATCH * D) {
+        uint4 v[NVR_LAMC_BATCH];
+#pragma unroll
+        for (int b = 0; b < NVR_LAMC_BATCH; ++b) {
+            const nvr_lv i = base + b * D + lane;
+            v[b] = i < c.v1 ? nvr_lamc_ld(src, i, c.x) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int b = 0; b < NVR_LAMC_BATCH; ++b) {
+            const nvr_lv line = base + b * D; // a multiple of 32, the same on every lane
+            if (line >= c.v1) break;
+            const nvr_lv i = line + lane;
+            const bool have = i < c.v1;
+            const unsigned int lo = __ballot_sync(~0u, have && nvr_lamc_lo(v[b]) == NVR_LAMC_EMPTY);
+            const unsigned int hi = __ballot_sync(~0u, have && nvr_lamc_hi(v[b]) == NVR_LAMC_EMPTY);
+            if (have)
+                asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(to + 16 * i),
+                             "l"(nvr_lamc_lo(v[b])), "l"(nvr_lamc_hi(v[b]))
+                             : "memory");
+            if (lane == 0) {
+                uint4 m;
+                m.x = (lo & 0xffu) | ((hi & 0xffu) << 8);
+                m.y = ((lo >> 8) & 0xffu) | (((hi >> 8) & 0xffu) << 8);
+                m.z = ((lo >> 16) & 0xffu) | (((hi >> 16) & 0xffu) << 8);
+                m.w = (lo >> 24) | ((hi >> 24) << 8);
+                nvr_lam_st16(to + nvr_lamc_mask_at(V, line), m);
+            }
+        }
+    }
+}
+
+// One poll of vector i of a slot of V vectors at `from`: true (and the vector in v) once both
+// its words have come (COPIES). The mask word is loaded only for a word that looks unwritten.
+__device__ __forceinline__ bool nvr_lamc_poll(const char *from, nvr_lv V, nvr_lv i, uint4 &v) {
+    nvr_u64 lo, hi;
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+                 : "=l"(lo), "=l"(hi)
+                 : "l"(from + 16 * i)
+                 : "memory");
+    v = make_uint4((unsigned int)lo, (unsigned int)(lo >> 32), (unsigned int)hi,
+                   (unsigned int)(hi >> 32));
+    if (lo != NVR_LAMC_EMPTY && hi != NVR_LAMC_EMPTY) return true;
+    unsigned int w;
+    asm volatile("ld.volatile.global.u32 %0, [%1];"
+                 : "=r"(w)
+                 : "l"(from + nvr_lamc_mask_at(V, i) + 4 * ((i & 31u) >> 3))
+                 : "memory");
+    if (w == NVR_LAM_SENTINEL) return false;
+    const unsigned int m = i & 7u;
+    return (lo != NVR_LAMC_EMPTY || ((w >> m) & 1u)) && (hi != NVR_LAMC_EMPTY || ((w >> (8 + m)) & 1u));
+}
+
+// Receives vectors [v0, v1) of team PE j's slot in buffer c.rot into dst (c.x bytes),
+// NVR_LAMC_BATCH at once. After a failed wait the thread stores nothing more.
+__device__ __forceinline__ bool nvr_lamc_recv(const nvr_team &t, const nvr_lam_ctx &c, int j,
+                                              nvr_u64 slot, char *dst) {
+    const char *from = nvr_lam_slot(c.area, c.rot, j, t.me, t.n, slot);
+    const nvr_lv D = nvr_lam_data_threads(), V = (c.x + 15) / 16;
+    for (nvr_lv i0 = c.v0 + threadIdx.x; i0 < c.v1; i0 += NVR_LAMC_BATCH * D) {
+        uint4 v[NVR_LAMC_BATCH];
+        bool got[NVR_LAMC_BATCH];
+        bool all = true;
+#pragma unroll
+        for (int b = 0; b < NVR_LAMC_BATCH; ++b) {
+            const nvr_lv i = i0 + b * D;
+            got[b] = i >= c.v1 || nvr_lamc_poll(from, V, i, v[b]);
+            all = all && got[b];
+        }
+        if (!all && !nvr_wait(
+                        t,
+                        [&] {
+                            bool done = true;
+#pragma unroll
+                            for (int b = 0; b < NVR_LAMC_BATCH; ++b) {
+                                if (!got[b]) got[b] = nvr_lamc_poll(from, V, i0 + b * D, v[b]);
+                                done = done && got[b];
+                            }
+                            return done;
+                        },
+                        j, c.e, NVR_WAIT_LL))
+            return false;
+#pragma unroll
+        for (int b = 0; b < NVR_LAMC_BATCH; ++b) {
+            const nvr_lv i = i0 + b * D;
+            if (i < c.v1) nvr_lamc_st(dst, i, c.x, v[b]);
+        }
+    }
+    return true;
+}
+
+// Copies vectors [v0, v1) of src to dst (c.x bytes); nothing where they are one place.
+__device__ __forceinline__ void nvr_lamc_copy(const nvr_lam_ctx &c, const char *src, char *dst) {
+    if (src == dst) return;
+    for (nvr_lv i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads())
+        nvr_lamc_st(dst, i, c.x, nvr_lamc_ld(src, i, c.x));
+}
+
+// Every copy (WHO): `who`, and whether PE k's bytes are src's block k (`src_blocks`) and PE j's
+// go to dst's block j (`dst_blocks`); x bytes a pair.
+__device__ __forceinline__ void nvr_lamc_run(const nvr_team &t, int root, int who,
+                                             bool src_blocks, bool dst_blocks, const void *src,
+                                             void *dst, unsigned long long bytes,
+                                             unsigned long long slot) {
+    nvr_lam_ctx c;
+    if (!nvr_lam_start(t, bytes, slot, root, c, true)) return;
+    nvr_lam_count(t, c);
+    const char *s = (const char *)src;
+    char *d = (char *)dst;
+    const nvr_u64 ss = src_blocks ? c.x : 0, ds = dst_blocks ? c.x : 0;
+    const bool all = who == NVR_LAMC_ALL, am_root = t.me == root;
+    const bool sends = all || (who == NVR_LAMC_FROM_ROOT) == am_root;
+    const bool receives = all || (who == NVR_LAMC_TO_ROOT) == am_root;
+    bool ok = true;
+    if (nvr_lam_is_control()) {
+        ok = nvr_lam_control(t, c, slot);
+    } else {
+        if (sends)
+            for (int k = 0; k < t.n; ++k)
+                if (k != t.me && (all || who == NVR_LAMC_FROM_ROOT || k == root))
+                    nvr_lamc_send(t, c, k, s + (nvr_u64)k * ss, slot);
+        if (all || am_root) nvr_lamc_copy(c, s + (nvr_u64)t.me * ss, d + (nvr_u64)t.me * ds);
+        if (receives)
+            for (int j = 0; j < t.n && ok; ++j)
+                if (j != t.me && (all || who == NVR_LAMC_TO_ROOT || j == root))
+                    ok = nvr_lamc_recv(t, c, j, slot, d + (nvr_u64)j * ds);
+    }
+    // A PE that received nothing leaves nothing of this run to re-fill.
+    nvr_lam_finish(t, c, receives && t.n > 1 ? (nvr_lv)nvr_lamc_need(c.x) : 0u, ok);
+}
+
+// every dst = root's src (bytes).
+extern "C" __global__ void __launch_bounds__(544, 1)
+    nvr_lamport_broadcast(const __grid_constant__ nvr_team t, int root, const void *src,
+                          void *dst, unsigned long long bytes, unsigned long long slot) {
+    nvr_lamc_run(t, root, NVR_LAMC_FROM_ROOT, false, false, src, dst, bytes, slot);
+}
+
+// dst = n blocks of `bytes`, block j = PE j's src.
+extern "C" __global__ void __launch_bounds__(544, 1)
+    nvr_lamport_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
+                         unsigned long long bytes, unsigned long long slot) {
+    nvr_lamc_run(t, 0, NVR_LAMC_ALL, false, true, src, dst, bytes, slot);
+}
+
+// block j of my src goes to block me of PE j's dst.
+extern "C" __global__ void __launch_bounds__(544, 1)
+    nvr_lamport_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
+                         unsigned long long bytes, unsigned long long slot) {
+    nvr_lamc_run(t, 0, NVR_LAMC_ALL, true, true, src, dst, bytes, slot);
+}
+
+// root's dst block j = PE j's src; other members' dst untouched.
+extern "C" __global__ void __launch_bounds__(544, 1)
+    nvr_lamport_gather(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
+                       unsigned long long bytes, unsigned long long slot) {
+    nvr_lamc_run(t, root, NVR_LAMC_TO_ROOT, false, true, src, dst, bytes, slot);
+}
+
+// PE j's dst = block j of root's src.
+extern "C" __global__ void __launch_bounds__(544, 1)
+    nvr_lamport_scatter(const __grid_constant__ nvr_team t, int root, const void *src, void *dst,
+                        unsigned long long bytes, unsigned long long slot) {
+    nvr_lamc_run(t, root, NVR_LAMC_FROM_ROOT, true, false, src, dst, bytes, slot);
 }
 #endif // NVR_OP

@@ -178,6 +178,15 @@ pub(crate) enum NvlinkArgs {
         scale: f64,
         slot: u64,
     },
+    /// `(team, [root,] src, dst, bytes, slot)`: a Lamport copy (`lamport.cu`, COPIES) of
+    /// `bytes` a pair whose receive buffers hold `slot` bytes per sender.
+    LamportMove {
+        root: Option<i32>,
+        src: u64,
+        dst: u64,
+        bytes: u64,
+        slot: u64,
+    },
 }
 
 /// One launch of an NVLink kernel: the function, its grid (the same on every member) and its
@@ -391,7 +400,8 @@ pub(crate) enum Params<'a> {
     /// unsigned long long count, double scale)` for a reduction, `(nvr_team t, [int root,] src,
     /// dst, unsigned long long bytes)` for data movement, `nvr_barrier(nvr_team t, int fence)`;
     /// lamport.cu: `(nvr_team t, [int root,] src, dst, unsigned long long count, double scale,
-    /// unsigned long long slot)`.
+    /// unsigned long long slot)` for a reduction, `(nvr_team t, [int root,] src, dst, unsigned
+    /// long long bytes, unsigned long long slot)` for a copy.
     Nvlink {
         team: &'a TeamDescriptor,
         args: &'a NvlinkArgs,
@@ -500,6 +510,20 @@ impl Params<'_> {
                         scale,
                         slot,
                     } => put(&[team, at(src), at(dst), at(count), at(scale), at(slot)]),
+                    NvlinkArgs::LamportMove {
+                        root: Some(root),
+                        src,
+                        dst,
+                        bytes,
+                        slot,
+                    } => put(&[team, at(root), at(src), at(dst), at(bytes), at(slot)]),
+                    NvlinkArgs::LamportMove {
+                        root: None,
+                        src,
+                        dst,
+                        bytes,
+                        slot,
+                    } => put(&[team, at(src), at(dst), at(bytes), at(slot)]),
                 }
             }
             Params::SignalWait(SignalWaitParams {
@@ -910,14 +934,7 @@ mod tests {
         let reductions = ["all_reduce", "reduce", "reduce_scatter"];
         let moves = ["broadcast", "fcollect", "alltoall", "gather", "scatter"];
         for file in NvlinkSource::ALL {
-            // lamport.cu reduces only.
-            let moves = if file == NvlinkSource::Lamport {
-                assert_eq!(file.function("broadcast", false), None);
-                &[][..]
-            } else {
-                &moves[..]
-            };
-            for (names, reducing) in [(&reductions[..], true), (moves, false)] {
+            for (names, reducing) in [(&reductions[..], true), (&moves[..], false)] {
                 for name in names {
                     let f = file.function(name, reducing);
                     assert_eq!(f.map(|f| f.ends_with(name)), Some(true), "{file:?} {name}");
@@ -990,8 +1007,16 @@ mod tests {
             slot: 4096,
         };
         let (l1, l0) = (lamport(Some(1)), lamport(None));
+        let lamport_move = |root| NvlinkArgs::LamportMove {
+            root,
+            src: 0x10,
+            dst: 0x20,
+            bytes: 64,
+            slot: 4096,
+        };
+        let (c1, c0) = (lamport_move(Some(1)), lamport_move(None));
         let half = 0.5f64.to_bits();
-        let cases: [(Params, &str, &[u64]); 12] = [
+        let cases: [(Params, &str, &[u64]); 14] = [
             (
                 Params::SignalWait(&SignalWaitParams {
                     signal: 0x40,
@@ -1056,6 +1081,8 @@ mod tests {
                 &[0xc000, 1, 0x10, 0x20, 5, half, 4096],
             ),
             (args(&l0), "tuuudu", &[0xc000, 0x10, 0x20, 5, half, 4096]),
+            (args(&c1), "tiuuuu", &[0xc000, 1, 0x10, 0x20, 64, 4096]),
+            (args(&c0), "tuuuu", &[0xc000, 0x10, 0x20, 64, 4096]),
         ];
         for (params, types, values) in cases {
             let p = params.pointers();

@@ -125,8 +125,8 @@ pub(crate) enum NvlinkSource {
     Ll,
     /// `direct.cu`: large-message collectives loading and storing peers' buffers directly.
     Direct,
-    /// `lamport.cu`: one-shot reductions of 32-, 16- and 8-bit floats through sentinel-filled
-    /// receive buffers ([`lamport_serves`]); no type-free kernels.
+    /// `lamport.cu`: one-shot reductions of 32-, 16- and 8-bit floats ([`lamport_serves`])
+    /// and type-free copies through sentinel-filled receive buffers.
     Lamport,
 }
 
@@ -151,7 +151,6 @@ impl NvlinkSource {
     #[cfg(test)]
     fn serves(self, r: Option<(DataType, ReduceOp)>) -> bool {
         match (self, r) {
-            (NvlinkSource::Lamport, None) => false,
             (NvlinkSource::Lamport, Some((t, op))) => lamport_serves(t) && op.applies_to(t.kind()),
             (_, None) => true,
             (_, Some((t, op))) => op.applies_to(t.kind()),
@@ -224,7 +223,13 @@ impl NvlinkSource {
                 "nvr_lamport_reduce_scatter",
                 "nvr_lamport_reduce",
             ],
-            (NvlinkSource::Lamport, false) => &[],
+            (NvlinkSource::Lamport, false) => &[
+                "nvr_lamport_broadcast",
+                "nvr_lamport_fcollect",
+                "nvr_lamport_alltoall",
+                "nvr_lamport_gather",
+                "nvr_lamport_scatter",
+            ],
         }
     }
 }
@@ -472,6 +477,7 @@ mod tests {
             ),
             ("nvr_ll_start(", LL_SRC, "bool nvr_ll_start("),
             ("nvr_lam_start(", LAMPORT_SRC, "bool nvr_lam_start("),
+            ("nvr_lamc_run(", LAMPORT_SRC, "void nvr_lamc_run("),
         ];
         let waits = |body: &str, before: usize| {
             body.contains("nvr_launch_begin();")
@@ -534,14 +540,17 @@ mod tests {
         // 12 numbers: sum prod min max avg premul (+ and or xor for the 8 integers); fp8:
         // the same six; bool: and or min max.
         assert_eq!(reductions, 12 * 6 + 8 * 3 + 2 * 6 + 4);
-        // lamport.cu: the six float operators of f32, f16, bf16 and both fp8 kinds, no
-        // type-free kernels.
-        let lamport = 5 * 6;
+        // lamport.cu: the six float operators of f32, f16, bf16 and both fp8 kinds, and its
+        // type-free copies.
+        let lamport = 5 * 6 + 1;
         assert_eq!(
             all.len(),
             reductions + 4 * 14 + 5 + 2 * (1 + reductions) + 1 + lamport
         );
-        assert!(!all.contains(&KernelKey::Nvlink(NvlinkSource::Lamport, None)));
+        assert!(all.contains(&KernelKey::Nvlink(NvlinkSource::Lamport, None)));
+        assert!(KernelKey::Nvlink(NvlinkSource::Lamport, None)
+            .source()
+            .contains("nvr_lamport_broadcast"));
         assert!(!all.contains(&KernelKey::Nvlink(
             NvlinkSource::Lamport,
             Some((DataType::F64, ReduceOp::Sum))

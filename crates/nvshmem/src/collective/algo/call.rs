@@ -191,7 +191,7 @@ impl Collective {
     /// use nvshmem::collective::Collective;
     /// assert_eq!(
     ///     Collective::Broadcast.algorithms(),
-    ///     ["local", "nvlink_ll", "nvlink_ce", "nvlink_direct", "nvshmem"]
+    ///     ["local", "nvlink_ll", "nvlink_lamport", "nvlink_ce", "nvlink_direct", "nvshmem"]
     /// );
     /// ```
     pub fn algorithms(self) -> Vec<&'static str> {

@@ -3,12 +3,12 @@
 //! crate's NVLink algorithms are preferred over what follows them in the registry.
 //!
 //! Each [`Row`] holds four preferences: LL (`nvlink_ll`) up to [`Row::ll`] bytes, the Lamport
-//! reductions (`nvlink_lamport`, float all-reduce, reduce-scatter and reduce only) for blocks
-//! in [`Row::lamport`], the direct kernels (`nvlink_direct`) for blocks in [`Row::direct`], the
+//! kernels (`nvlink_lamport`: float reductions, and copies of any type) for blocks in
+//! [`Row::lamport`], the direct kernels (`nvlink_direct`) for blocks in [`Row::direct`], the
 //! copy engines (`nvlink_ce`, data movement only) for blocks in [`Row::ce`]. Where two hold at
 //! once the registry's order decides (LL, then Lamport or the copy engines, then the direct
-//! kernels), except that LL gives way to Lamport for a float reduction in Lamport's band that
-//! the Lamport kernel accepts, even within LL's limit (which every other type keeps); where
+//! kernels), except that LL gives way to Lamport for a call in Lamport's band that the Lamport
+//! kernel accepts (a float reduction, or a copy), even within LL's limit; where
 //! none holds, NVSHMEM's own collectives (or, for
 //! gather and scatter, which NVSHMEM lacks, `rooted_get`) run. Every row says what it rests
 //! on ([`Basis`]): the `nvshmem-perf` runs that measured it and their figures, or, where
@@ -105,9 +105,9 @@ pub(crate) struct Row {
     pub(crate) arch: Option<Arch>,
     /// LL up to this many bytes a block.
     pub(crate) ll: usize,
-    /// The Lamport reductions (`nvlink_lamport`) for float all-reduce, reduce-scatter and
-    /// reduce of blocks in this band (the registry tries them after LL, before the direct
-    /// kernels).
+    /// The Lamport kernels (`nvlink_lamport`) for blocks in this band: float all-reduce,
+    /// reduce-scatter and reduce, and the copies of any type (the registry tries them after
+    /// LL, before the copy engines and the direct kernels).
     pub(crate) lamport: RangeInclusive<usize>,
     /// The direct kernels for blocks of these sizes.
     pub(crate) direct: RangeInclusive<usize>,
@@ -284,6 +284,16 @@ const LL_PAIR_RUN: &str = "mpirun -np 2 nvshmem-perf <each> -d f32 -b 256K -e 4M
                            two more H200 pairs alike; 2 x H100 at 2249441: \
                            docs/perf/sweep-llpair-2026-11-28)";
 
+/// The run that placed the copies' Lamport bands (`lamport.cu`, COPIES: full payload at one
+/// crossing, where LL carries half): the five copies with LL and then Lamport forced, twice
+/// in turn, graph mode. Sizes in the figures are blocks (fcollect's, alltoall's, gather's and
+/// scatter's whole call is two).
+const LAMPORT_COPY_RUN: &str =
+    "mpirun -np 2 nvshmem-perf broadcast,fcollect,alltoall,gather,scatter \
+                                -d f32 -b 32K -e 2M -f 2 -n 100 -w 10 --reps 3 -c 0 -G 1 --impl \
+                                nvshmem-rs --algo <each>=nvlink_ll, then =nvlink_lamport, twice \
+                                in turn (2 x H200, 2026-11-28, commit f727acd)";
+
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
     launch and one flag exchange; each PE moves (n - 1) blocks in or out, so the limit keeps \
@@ -352,14 +362,16 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 512 * KIB,
-        lamport: NEVER,
+        lamport: RangeInclusive::new(224 * KIB + 1, MIB),
         // From 256 KiB, where LL cannot carry it (fewer resident blocks), the direct kernels.
         direct: above(256 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, PEER_LANES_RUN],
-            figures: "PEER_LANES (whole calls, graph): LL 1 MiB: 6.62 against direct 8.09, \
+            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, PEER_LANES_RUN, LAMPORT_COPY_RUN],
+            figures: "LAMPORT_COPY (blocks): Lamport 256 KiB: 3.85 against LL 4.00-4.01; 512 \
+                      KiB: 4.74-4.76 against 5.68-5.69; 1 MiB: 6.39-6.43 against 8.80-8.84; LL \
+                      128 KiB: 3.05-3.07 against 3.44-3.48. PEER_LANES (whole calls, graph): LL 1 MiB: 6.62 against direct 8.09, \
                       NCCL 10.39, NVSHMEM 10.36; 512 KiB: 4.84 against direct 7.21; 2 MiB: \
                       direct 10.43 (past LL). LLWIDE (before the peer lanes): LL 128 KiB: 3.73 \
                       against NVSHMEM 6.31, NCCL 6.32, direct 6.75; 512 KiB: 5.85 against 7.85, \
@@ -375,13 +387,15 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 512 * KIB,
-        lamport: NEVER,
+        lamport: RangeInclusive::new(192 * KIB + 1, MIB),
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, PEER_LANES_RUN],
-            figures: "PEER_LANES (whole calls, graph): LL 1 MiB: 6.73 against direct 7.91, \
+            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, PEER_LANES_RUN, LAMPORT_COPY_RUN],
+            figures: "LAMPORT_COPY (blocks): Lamport 256 KiB: 3.78-3.82 against LL 4.10-4.13; \
+                      512 KiB: 4.75-4.76 against 5.73-5.78; 1 MiB: 6.38-6.43 against \
+                      8.93-8.95; LL 128 KiB: 3.17 against 3.43-3.47. PEER_LANES (whole calls, graph): LL 1 MiB: 6.73 against direct 7.91, \
                       NCCL 12.32, NVSHMEM 12.33; 512 KiB: 5.06 against direct 7.06. LLWIDE \
                       (before the peer lanes): LL 128 KiB: 3.72 against direct 6.59, NVSHMEM \
                       7.78, NCCL 7.82; 512 KiB: 6.18 against direct 7.08; 1 MiB: 9.83 against \
@@ -396,13 +410,21 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: MIB,
-        lamport: NEVER,
+        lamport: RangeInclusive::new(384 * KIB + 1, MIB),
         direct: RangeInclusive::new(MIB + 1, 64 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, LARGE_RUN, LL_PAIR_RUN],
-            figures: "LL_PAIR: LL 1 MiB: 8.17 against direct 9.02, NVSHMEM 11.35, NCCL 11.66; \
+            runs: &[
+                GRAPH_RUN,
+                CE_RUN,
+                LLWIDE_RUN,
+                LARGE_RUN,
+                LL_PAIR_RUN,
+                LAMPORT_COPY_RUN,
+            ],
+            figures: "LAMPORT_COPY: Lamport 512 KiB: 3.81-3.85 against LL 4.02-4.03; 1 MiB: \
+                      5.10-5.13 against 7.03; LL 256 KiB: 3.04-3.06 against 3.28-3.30. LL_PAIR: LL 1 MiB: 8.17 against direct 9.02, NVSHMEM 11.35, NCCL 11.66; \
                       H100 8.12 against 10.12, 11.51, 11.63. \
                       LARGE: direct 32 MiB: 97.64 against copy engines 104.34, NCCL 110.44; 64 \
                       MiB: 189.23 against 192.17, NCCL 203.20; copy engines 128 MiB: 359.13 \
@@ -452,7 +474,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: MIB,
-        lamport: NEVER,
+        lamport: RangeInclusive::new(240 * KIB + 1, MIB),
         direct: up_to(64 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
@@ -464,8 +486,11 @@ pub(crate) static ROWS: &[Row] = &[
                 LLWIDE_RUN,
                 LARGE_RUN,
                 LL_PAIR_RUN,
+                LAMPORT_COPY_RUN,
             ],
-            figures: "LL_PAIR: LL 2 MiB: 7.50 against direct 8.76, NCCL 11.78; H100 7.29 \
+            figures: "LAMPORT_COPY (blocks): Lamport 256 KiB: 3.23-3.24 against LL \
+                      3.29-3.32; 512 KiB: 3.69-3.70 against 4.40-4.41; 1 MiB: 4.90 against \
+                      6.84-6.87; LL 128 KiB: 2.64-2.65 against 3.03-3.04. LL_PAIR: LL 2 MiB: 7.50 against direct 8.76, NCCL 11.78; H100 7.29 \
                       against 9.90, 12.81. \
                       LARGE: direct 32 MiB: 96.98 against copy engines 101.71, NCCL 102.68; 64 \
                       MiB: 188.28 against 188.39 (level); copy engines 128 MiB: 356.99 against \
@@ -481,7 +506,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: MIB,
-        lamport: NEVER,
+        lamport: RangeInclusive::new(368 * KIB + 1, MIB),
         direct: up_to(64 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
@@ -493,8 +518,11 @@ pub(crate) static ROWS: &[Row] = &[
                 LLWIDE_RUN,
                 LARGE_RUN,
                 LL_PAIR_RUN,
+                LAMPORT_COPY_RUN,
             ],
-            figures: "LL_PAIR: LL 2 MiB: H100 8.66 against direct 9.83, NCCL 13.16; H200 8.72 \
+            figures: "LAMPORT_COPY (blocks): Lamport 512 KiB: 3.79 against LL \
+                      4.08-4.10; 1 MiB: 5.07-5.08 against 7.46-7.48; LL 256 KiB: 3.03-3.04 \
+                      against 3.26-3.28. LL_PAIR: LL 2 MiB: H100 8.66 against direct 9.83, NCCL 13.16; H200 8.72 \
                       against direct 8.62 (within 2 %), NCCL 11.77. \
                       LARGE: direct 32 MiB: 97.97 against copy engines 105.22, NCCL 106.55; 64 \
                       MiB: 188.97 against 192.79; copy engines 128 MiB: 361.25 against direct \
@@ -859,7 +887,7 @@ pub(crate) static ROWS: &[Row] = &[
 
 /// Whether the automatic choice takes the Lamport reductions for `call` (which they accept).
 pub(super) fn lamport(call: &Call) -> bool {
-    call.dtype.is_float()
+    (!call.coll.reduces() || call.dtype.is_float())
         && lookup(call.coll, call.n(), call.arch)
             .is_some_and(|r| r.lamport.contains(&call.block_bytes()))
 }
@@ -1116,13 +1144,39 @@ mod tests {
             f32_sum(Collective::AllReduce, 2 * MIB + 16),
             "nvlink_direct"
         );
-        assert_eq!(f32_sum(Collective::Broadcast, MIB), "nvlink_ll");
-        assert_eq!(f32_sum(Collective::Broadcast, MIB + 4), "nvlink_direct");
-        assert_eq!(f32_sum(Collective::Gather, MIB), "nvlink_ll");
-        assert_eq!(f32_sum(Collective::Gather, MIB + 4), "nvlink_direct");
-        assert_eq!(f32_sum(Collective::Scatter, MIB), "nvlink_ll");
-        assert_eq!(f32_sum(Collective::Scatter, MIB + 4), "nvlink_direct");
-        assert_eq!(f32_sum(Collective::Fcollect, MIB), "nvlink_direct");
+        // The copies: LL, then Lamport (LAMPORT_COPY_RUN) up to 1 MiB blocks, whatever the
+        // type, then the direct kernels.
+        let u8_copy = |coll, x| decide(coll, 2, Some(Arch::SM90), DataType::U8, ReduceOp::Sum, x).3;
+        for (coll, from) in [
+            (Collective::Broadcast, 384 * KIB),
+            (Collective::Fcollect, 224 * KIB),
+            (Collective::Alltoall, 192 * KIB),
+            (Collective::Gather, 240 * KIB),
+            (Collective::Scatter, 368 * KIB),
+        ] {
+            assert_eq!(f32_sum(coll, from), "nvlink_ll", "{coll}");
+            assert_eq!(f32_sum(coll, from + 4), "nvlink_lamport", "{coll}");
+            assert_eq!(u8_copy(coll, from + 1), "nvlink_lamport", "{coll}");
+            assert_eq!(f32_sum(coll, MIB), "nvlink_lamport", "{coll}");
+            assert_eq!(f32_sum(coll, MIB + 4), "nvlink_direct", "{coll}");
+            // Not measured on 3 or 4 PEs, nor on another architecture.
+            assert_ne!(
+                decide(
+                    coll,
+                    4,
+                    Some(Arch::SM90),
+                    DataType::F32,
+                    ReduceOp::Sum,
+                    MIB / 2
+                )
+                .3,
+                "nvlink_lamport"
+            );
+            assert_ne!(
+                decide(coll, 2, None, DataType::F32, ReduceOp::Sum, MIB / 2).3,
+                "nvlink_lamport"
+            );
+        }
         assert_eq!(f32_sum(Collective::Broadcast, 64 * MIB), "nvlink_direct");
         assert_eq!(f32_sum(Collective::Broadcast, 128 * MIB), "nvlink_ce");
         assert_eq!(f32_sum(Collective::Fcollect, 64 * MIB), "nvlink_direct");
@@ -1280,6 +1334,23 @@ mod tests {
             ("gather", 2 * MIB),
             ("scatter", 2 * MIB),
         ];
+        // Where the table takes the Lamport copies (LAMPORT_COPY_RUN, whole calls here):
+        // sweeps before them could not time them (timed in sweep-lamport-copies-2026-11-28).
+        const TWO_PE_BEFORE_LAMPORT_COPIES: &[(&str, usize)] = &[
+            ("broadcast", 512 * KIB),
+            ("broadcast", MIB),
+            ("fcollect", 512 * KIB),
+            ("fcollect", MIB),
+            ("fcollect", 2 * MIB),
+            ("alltoall", 512 * KIB),
+            ("alltoall", MIB),
+            ("alltoall", 2 * MIB),
+            ("gather", 512 * KIB),
+            ("gather", MIB),
+            ("gather", 2 * MIB),
+            ("scatter", MIB),
+            ("scatter", 2 * MIB),
+        ];
         // The 4-PE broadcast of 512 KiB, where the table takes LL since its relayed kernel
         // (RELAY_RUN): the one-shot LL could not carry it, so sweeps before it timed no LL
         // there (timed in relay-2026-11-28/broadcast-4pe).
@@ -1304,10 +1375,16 @@ mod tests {
                         ("scatter", 128 * MIB),
                     ],
                     TWO_PE_BEFORE_LL_PAIR,
+                    TWO_PE_BEFORE_LAMPORT_COPIES,
                 ],
                 false,
             ),
-            (2, "sweep-2026-11-27/small", &[TWO_PE_BEFORE_LL_PAIR], false),
+            (
+                2,
+                "sweep-2026-11-27/small",
+                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
+                false,
+            ),
             // FOUR_PE_BEFORE_C84AF28 (the rooted reduce of 64 MiB: direct 407.6 against
             // NVSHMEM's 357.2 where direct wins at 32 and 128 MiB); LL's gather and scatter of
             // 1 MiB before LL batched their packets (6a67b05; timed again in the rooted sweep:
@@ -1330,20 +1407,35 @@ mod tests {
                 &[FOUR_PE_LAMPORT_REDUCE_BEFORE_EA0EADB],
                 false,
             ),
-            (2, "rooted-2026-11-27/2pe", &[TWO_PE_BEFORE_LL_PAIR], true),
+            (
+                2,
+                "rooted-2026-11-27/2pe",
+                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
+                true,
+            ),
             (
                 2,
                 "peerlanes-2026-11-27/2pe",
-                &[TWO_PE_BEFORE_LL_PAIR],
+                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
                 true,
             ),
             // The direct kernels with one fence less at entry and exit (3e4b6ca), 256 KiB to
             // 8 MiB calls.
-            (2, "direct-2026-11-27/2pe", &[TWO_PE_BEFORE_LL_PAIR], true),
+            (
+                2,
+                "direct-2026-11-27/2pe",
+                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
+                true,
+            ),
             (4, "rooted-2026-11-27/4pe", &[FOUR_PE_BEFORE_RELAY], true),
             // The reductions, 512 B to 8 MiB calls, after the Lamport kernels' re-fill and
             // pair loops (219b543).
-            (2, "lamport-2026-11-27/2pe", &[TWO_PE_BEFORE_LL_PAIR], true),
+            (
+                2,
+                "lamport-2026-11-27/2pe",
+                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
+                true,
+            ),
             (4, "sweep-4pe-2026-11-27b/reductions", &[], true),
             (
                 4,
@@ -1355,7 +1447,7 @@ mod tests {
             (
                 2,
                 "sweep-large-2026-11-27/2pe",
-                &[TWO_PE_BEFORE_LL_PAIR],
+                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
                 true,
             ),
             (4, "sweep-large-2026-11-27/4pe", &[], true),
@@ -1363,14 +1455,29 @@ mod tests {
             (
                 2,
                 "sweep-h100-2026-11-28/full",
-                &[TWO_PE_BEFORE_LL_PAIR],
+                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
                 true,
             ),
             // LL_PAIR_RUN: the copies of 256 KiB to 4 MiB with LL carrying 1 MiB a pair.
-            (2, "sweep-llpair-2026-11-28/h200", &[], true),
-            (2, "sweep-llpair-2026-11-28/h100", &[], true),
+            (
+                2,
+                "sweep-llpair-2026-11-28/h200",
+                &[TWO_PE_BEFORE_LAMPORT_COPIES],
+                true,
+            ),
+            (
+                2,
+                "sweep-llpair-2026-11-28/h100",
+                &[TWO_PE_BEFORE_LAMPORT_COPIES],
+                true,
+            ),
             // The broadcast, gather and scatter again with the table as it stands (90131ec).
-            (2, "sweep-llpair-2026-11-28/h100-90131ec", &[], true),
+            (
+                2,
+                "sweep-llpair-2026-11-28/h100-90131ec",
+                &[TWO_PE_BEFORE_LAMPORT_COPIES],
+                true,
+            ),
             // RELAY_RUN: every collective on 4 x H200 with the one-shot LL broadcast (its
             // relayed kernel came after), then the broadcast with it.
             (
@@ -1466,12 +1573,19 @@ mod tests {
     /// The Lamport band on 2-PE sm_90 teams: float reductions past 1 KiB blocks (64 KiB for the
     /// rooted reduce, where LL stays faster) up to 2 MiB; 4-PE sm_90 teams have a band of their
     /// own (`four_pe_sm90_choices_name_the_measured_algorithms`); integers, f64 (which the
-    /// algorithm refuses), other team sizes and unknown architectures never prefer it.
+    /// algorithm refuses), other team sizes and unknown architectures never prefer it. The
+    /// copies' bands are 2-PE sm_90 ones (`two_pe_sm90_choices_name_the_measured_algorithms`).
     #[test]
     fn lamport_is_preferred_for_float_reductions_of_the_mid_band_on_measured_sm90_teams_only() {
         for r in ROWS.iter().filter(|r| !r.lamport.is_empty()) {
-            assert!(r.coll.reduces() && r.arch == Some(Arch::SM90));
-            assert!(r.pes == (2..=2) || r.pes == (4..=4), "{:?}", r.pes);
+            assert!(r.arch == Some(Arch::SM90));
+            let pes = if r.coll.reduces() { 2..=4 } else { 2..=2 };
+            assert!(
+                pes.contains(r.pes.start()) && pes.contains(r.pes.end()) && r.pes != (3..=3),
+                "{} {:?}",
+                r.coll,
+                r.pes
+            );
         }
         let choice = |coll, n, arch, dtype, x| decide(coll, n, arch, dtype, ReduceOp::Sum, x).3;
         let sm90 = Some(Arch::SM90);
@@ -1514,7 +1628,11 @@ mod tests {
             Collective::Alltoall,
         ] {
             assert_ne!(
-                choice(coll, 2, sm90, DataType::F32, 256 * KIB),
+                choice(coll, 2, sm90, DataType::F32, 128 * KIB),
+                "nvlink_lamport"
+            );
+            assert_ne!(
+                choice(coll, 4, sm90, DataType::F32, 256 * KIB),
                 "nvlink_lamport"
             );
         }

@@ -1,6 +1,6 @@
-//! `nvlink_lamport`: one-shot float reductions for the mid band (about 64 KiB to 2 MiB a PE)
-//! through sentinel-filled receive buffers (`kernels/lamport.cu`, whose header gives the
-//! protocol and the argument for its three rotating buffers).
+//! `nvlink_lamport`: one-shot float reductions and copies for the mid band (about 64 KiB to 2
+//! MiB a PE) through sentinel-filled receive buffers (`kernels/lamport.cu`, whose header gives
+//! the protocol and the argument for its three rotating buffers).
 //!
 //! Every PE stores what each peer needs of its input (all_reduce: all of it; reduce_scatter:
 //! the peer's block; reduce: all of it, to the root only), 16 bytes at a time, into a receive
@@ -13,9 +13,14 @@
 //!
 //! [`RuntimeBuilder::lamport_bytes`]: crate::RuntimeBuilder::lamport_bytes
 //!
-//! What it refuses: anything but all_reduce, reduce_scatter and reduce; integers and bool
-//! (every bit pattern is a value, so there is no sentinel) and f64 (its words take any value);
-//! calls larger than a slot; teams that are not peer-mapped or got no channel.
+//! The copies (broadcast, fcollect, alltoall, gather, scatter) move any type: their bytes may
+//! hold the sentinel, so every line of 32 vectors carries a mask packet naming the words whose
+//! data is the sentinel itself (`lamport.cu`, COPIES), 16 bytes a 512, and LL's half payload
+//! becomes full payload at one crossing.
+//!
+//! What it refuses: barrier and sync; reductions of integers and bool (every bit pattern is a
+//! value, so there is no sentinel) and f64 (its words take any value); calls larger than a slot
+//! ([`copy_need`] for a copy); teams that are not peer-mapped or got no channel.
 //!
 //! Semantics differ from the other algorithms in one point: every member's -0.0 is read as
 //! +0.0 (a sender must never send the sentinel, and the receiver reads its own input alike so
@@ -49,7 +54,24 @@ pub(crate) fn shape(x: usize, max_blocks: u32) -> (u32, u32) {
     (grid as u32, data as u32 + 32)
 }
 
-/// Lamport one-shot reductions.
+/// Bytes of a slot that a copy of `x` bytes a pair uses (`nvr_lamc_need`): its 16-byte
+/// vectors, then one 16-byte mask packet for each line of 32 of them.
+pub(crate) fn copy_need(x: usize) -> usize {
+    let vectors = x.div_ceil(16);
+    16 * (vectors + vectors.div_ceil(32))
+}
+
+/// Bytes of a slot that `call` uses: its block rounded up to 16 bytes for a reduction, and
+/// [`copy_need`] for a copy.
+fn slot_need(call: &Call) -> usize {
+    if call.coll.reduces() {
+        call.block_bytes().next_multiple_of(16)
+    } else {
+        copy_need(call.block_bytes())
+    }
+}
+
+/// Lamport one-shot reductions and copies.
 pub(super) struct Lamport;
 
 impl Algorithm for Lamport {
@@ -62,16 +84,13 @@ impl Algorithm for Lamport {
     }
 
     fn refuses(&self, call: &Call) -> Option<String> {
-        if !matches!(
-            call.coll,
-            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
-        ) {
-            return Some(format!("it runs reductions only, not {}", call.coll));
+        if matches!(call.coll, Collective::Barrier | Collective::Sync) {
+            return Some(format!("it moves data; it has no {}", call.coll));
         }
         if call.n() < 2 {
             return Some("it needs a team of at least 2 PEs".to_string());
         }
-        if !kernels::lamport_serves(call.dtype) {
+        if call.coll.reduces() && !kernels::lamport_serves(call.dtype) {
             return Some(format!(
                 "it needs a float type of at most 32 bits, whose -0.0 can stand in for \
                  'not yet written'; {} has no such value",
@@ -90,14 +109,21 @@ impl Algorithm for Lamport {
                     .to_string(),
             );
         }
-        if call.block_bytes().next_multiple_of(16) > slot {
+        if slot_need(call) > slot {
             return Some(format!(
-                "its buffers hold at most {slot} bytes a PE on a team of {}, the call {}",
+                "its buffers hold {slot} bytes a PE on a team of {}; the call needs {} for {}",
                 call.n(),
+                slot_need(call),
                 call.block_bytes()
             ));
         }
         None
+    }
+
+    fn weighed(&self, call: &Call) -> bool {
+        // A copy only in its measured band: elsewhere the copies' order (LL, then the copy
+        // engines and the direct kernels) stays the fallback it was.
+        call.coll.reduces() || crossover::lamport(call)
     }
 
     fn prefers(&self, call: &Call) -> bool {
@@ -108,13 +134,24 @@ impl Algorithm for Lamport {
         let team = fingerprinted(call);
         let slot = slot_bytes(team.lam_bytes as usize, call.n()) as u64;
         let (grid, block) = shape(call.block_bytes(), call.team.max_blocks);
-        let args = NvlinkArgs::Lamport {
-            root: (call.coll == Collective::Reduce).then_some(call.root as i32),
-            src: call.src.ptr,
-            dst: call.dst.ptr,
-            count: call.count as u64,
-            scale: premul_scale(call),
-            slot,
+        let root = call.coll.is_rooted().then_some(call.root as i32);
+        let args = if call.coll.reduces() {
+            NvlinkArgs::Lamport {
+                root,
+                src: call.src.ptr,
+                dst: call.dst.ptr,
+                count: call.count as u64,
+                scale: premul_scale(call),
+                slot,
+            }
+        } else {
+            NvlinkArgs::LamportMove {
+                root,
+                src: call.src.ptr,
+                dst: call.dst.ptr,
+                bytes: call.block_bytes() as u64,
+                slot,
+            }
         };
         steps.push(kernel_step(
             call,
@@ -156,7 +193,7 @@ mod tests {
     }
 
     #[test]
-    fn it_refuses_integers_f64_data_movement_and_calls_past_its_buffers() {
+    fn it_refuses_integer_and_f64_reductions_and_calls_past_its_buffers() {
         use Collective::*;
         let m = DEFAULT_MAX;
         for coll in [AllReduce, ReduceScatter, Reduce] {
@@ -181,8 +218,25 @@ mod tests {
                 assert!(why.contains("float type of at most 32 bits"), "{why}");
             }
         }
-        let why = refusal(Broadcast, 2, DataType::F32, ReduceOp::Sum, 1000, m).unwrap();
-        assert!(why.contains("reductions only"), "{why}");
+        // Copies move any type; a slot holds their vectors and a mask packet every 32.
+        for coll in [Broadcast, Fcollect, Alltoall, Gather, Scatter] {
+            for t in [DataType::U8, DataType::F64, DataType::Bool8, DataType::F32] {
+                assert_eq!(
+                    refusal(coll, 2, t, ReduceOp::Sum, 1000, m),
+                    None,
+                    "{coll} {t}"
+                );
+            }
+            let why = refusal(coll, 2, DataType::U8, ReduceOp::Sum, m, m).unwrap();
+            assert!(
+                why.contains("hold 2097152 bytes a PE on a team of 2; the call needs 2162688"),
+                "{why}"
+            );
+            let most = m / 33 * 32;
+            assert_eq!(copy_need(most), m);
+            assert_eq!(refusal(coll, 2, DataType::U8, ReduceOp::Sum, most, m), None);
+            assert!(refusal(coll, 2, DataType::U8, ReduceOp::Sum, most + 1, m).is_some());
+        }
         // 2 MiB a PE fits the default on 2 PEs, one element more does not; on 4 PEs a third.
         let f32s = m / 4;
         assert_eq!(
@@ -191,7 +245,7 @@ mod tests {
         );
         let why = refusal(AllReduce, 2, DataType::F32, ReduceOp::Sum, f32s + 1, m).unwrap();
         assert!(
-            why.contains("at most 2097152 bytes a PE on a team of 2"),
+            why.contains("hold 2097152 bytes a PE on a team of 2"),
             "{why}"
         );
         assert!(refusal(AllReduce, 4, DataType::F32, ReduceOp::Sum, f32s / 2, m).is_some());
@@ -224,7 +278,8 @@ mod tests {
             forced.get(Collective::Reduce).unwrap().name(),
             "nvlink_lamport"
         );
-        assert!(forced.apply("broadcast=nvlink_lamport").is_err());
+        forced.apply("broadcast=nvlink_lamport").unwrap();
+        assert!(forced.apply("barrier=nvlink_lamport").is_err());
         let a = forced.get(Collective::AllReduce).expect("forced by name");
         assert_eq!(a.name(), "nvlink_lamport");
         let t = team(2, 0, true);
@@ -259,9 +314,10 @@ mod tests {
         assert!(Collective::ReduceScatter
             .algorithms()
             .contains(&"nvlink_lamport"));
-        assert!(!Collective::Broadcast
+        assert!(Collective::Broadcast
             .algorithms()
             .contains(&"nvlink_lamport"));
+        assert!(!Collective::Sync.algorithms().contains(&"nvlink_lamport"));
     }
 
     #[test]
@@ -321,6 +377,51 @@ mod tests {
                 }
             );
         }
+    }
+
+    #[test]
+    fn a_copy_plans_its_type_free_kernel_with_the_bytes_and_the_slot() {
+        use crate::kernels::{KernelKey, Launch, NvlinkArgs, NvlinkSource};
+        let t = team(2, 1, true);
+        for (coll, function, root) in [
+            (Collective::Broadcast, "nvr_lamport_broadcast", Some(1)),
+            (Collective::Fcollect, "nvr_lamport_fcollect", None),
+            (Collective::Alltoall, "nvr_lamport_alltoall", None),
+            (Collective::Gather, "nvr_lamport_gather", Some(1)),
+            (Collective::Scatter, "nvr_lamport_scatter", Some(1)),
+        ] {
+            let c = with_channel(call(
+                &t,
+                coll,
+                DataType::U8,
+                ReduceOp::Sum,
+                100_001,
+                false,
+                1,
+            ));
+            let mut steps = Vec::new();
+            Lamport.plan(&c, &mut steps);
+            let [Step::Kernel(Launch::Nvlink(l))] = &steps[..] else {
+                panic!("{steps:?}")
+            };
+            assert_eq!(l.function, function);
+            assert_eq!(l.key, KernelKey::Nvlink(NvlinkSource::Lamport, None));
+            assert_eq!((l.grid, l.block), shape(100_001, t.max_blocks));
+            assert_eq!(
+                l.args,
+                NvlinkArgs::LamportMove {
+                    root,
+                    src: c.src.ptr,
+                    dst: c.dst.ptr,
+                    bytes: 100_001,
+                    slot: DEFAULT_MAX as u64,
+                }
+            );
+        }
+        // 6251 vectors and 196 mask packets.
+        assert_eq!(copy_need(100_001), 16 * (6251 + 196));
+        assert_eq!(copy_need(0), 0);
+        assert_eq!(copy_need(512), 16 * 33);
     }
 
     #[test]

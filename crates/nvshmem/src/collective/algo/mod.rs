@@ -107,11 +107,11 @@ pub(crate) fn registry(coll: Collective) -> &'static [&'static dyn Algorithm] {
             &PeerKernel,
         ],
         Collective::Broadcast | Collective::Fcollect | Collective::Alltoall => {
-            &[&Local, &Ll, &Ce, &Direct, &Native]
+            &[&Local, &Ll, &Lamport, &Ce, &Direct, &Native]
         }
         Collective::Barrier | Collective::Sync => &[&Local, &Flags, &Native],
         Collective::Gather | Collective::Scatter => {
-            &[&Local, &Ll, &Ce, &Direct, &RootedGet, &PeerCopy]
+            &[&Local, &Ll, &Lamport, &Ce, &Direct, &RootedGet, &PeerCopy]
         }
     }
 }

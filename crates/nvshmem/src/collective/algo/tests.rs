@@ -659,7 +659,7 @@ fn forced_algorithms_parse_and_unknown_names_are_refused() {
     let e = state.set(Collective::Gather, Some("nvshmem")).unwrap_err();
     assert_eq!(
         e,
-        "gather has no algorithm \"nvshmem\"; it has auto, local, nvlink_ll, nvlink_ce, nvlink_direct, rooted_get, peer_copy"
+        "gather has no algorithm \"nvshmem\"; it has auto, local, nvlink_ll, nvlink_lamport, nvlink_ce, nvlink_direct, rooted_get, peer_copy"
     );
     assert!(parse_forced("all_reduce").is_err());
     assert!(parse_forced("everything=nvshmem")
@@ -2125,10 +2125,11 @@ fn forced_ll_carries_the_copies_up_to_1_mib_a_pair() {
                     }
                     s => panic!("{s:?}"),
                 }
-                // The automatic choice takes it where the crossover table's LL band holds.
+                // The automatic choice takes it where the crossover table's LL band holds and
+                // its Lamport band does not.
                 assert_eq!(
                     choose(&c, None).unwrap().name() == "nvlink_ll",
-                    x <= crossover::ll_limit(&c),
+                    x <= crossover::ll_limit(&c) && !crossover::lamport(&c),
                     "{coll} {x}"
                 );
             }
