@@ -162,6 +162,20 @@ fn cases() -> Vec<Case> {
             ar(MID),
             side(C::ReduceScatter, MID),
         ),
+        // The Lamport copies (any type, a mask packet a line): a broadcast longer on one
+        // side, and two copies of one length.
+        case(
+            "length_lamport_copy",
+            "nvlink_lamport",
+            side(C::Broadcast, MID),
+            side(C::Broadcast, MID + 4),
+        ),
+        case(
+            "collective_lamport_copy",
+            "nvlink_lamport",
+            side(C::Fcollect, MID / 2),
+            side(C::Gather, MID / 2),
+        ),
         // The 8-byte all-reduce against a barrier: the barrier's one block meets the
         // all-reduce's.
         case(
