@@ -606,7 +606,11 @@ extern "C" __global__ void __launch_bounds__(544, 1)
 // 2^16, never the sentinel, so it is its own flag too. A receiver takes a data word once it is
 // not NVR_LAMC_EMPTY, or once its mask word has come and says the data is that value: what the
 // slot holds is then the data. Nothing waits for anything but data, as in the reductions; the
-// masks cost 16 bytes a 512, and a load only for a word that still looks unwritten.
+// masks cost 16 bytes a 512 on the link, and each poll a second load, issued beside the data's
+// (one after the other made every poll of a wait two loads long: 2 x H200, 2026-11-28, with the
+// prefetch below, the broadcast of 1 MiB 5.11 -> 4.71 us, fcollect and alltoall 0.2 faster).
+// As in the reductions, a sender's first lines are loaded before the count (nvr_lamc_load),
+// so that their loads overlap the header's.
 //
 // LAYOUT of a copy's slot (x bytes a pair, V = ceil(x / 16) vectors): vectors [0, V), then the
 // mask packet of line q at 16 (V + q), ceil(V / 32) of them: nvr_lamc_need(x) bytes, which the
@@ -628,7 +632,9 @@ extern "C" __global__ void __launch_bounds__(544, 1)
 //
 // LAUNCH RULE as the reductions' with x = the bytes a pair, and vpb rounded up to 32 (the host
 // rounds the block's data threads alike). LIMITS: nvr_lamc_need(x) <= slot, the rest as the
-// reductions'.
+// reductions'. Measured on 2 x H200 (2026-11-28, graph, 100 calls): against LL, faster from
+// 192-384 KiB blocks (LL's half payload), slower below (a floor of about 2.7 us against LL's
+// 2.1, not broken down); collective/algo/crossover.rs has the bands.
 
 #define NVR_LAMC_EMPTY 0x8000000080000000ull
 #define NVR_LAMC_ALL 0
@@ -676,19 +682,34 @@ __device__ __forceinline__ nvr_lv nvr_lamc_mask_at(nvr_lv V, nvr_lv i) {
     return 16 * (V + i / 32);
 }
 
+// The first line a warp sends: its loop below starts there.
+__device__ __forceinline__ nvr_lv nvr_lamc_first_line(const nvr_lam_ctx &c) {
+    return c.v0 + threadIdx.x - (threadIdx.x & 31u);
+}
+
+// Loads the thread's vectors of the NVR_LAMC_BATCH lines from `base` of src (c.x bytes) into v.
+__device__ __forceinline__ void nvr_lamc_load(const nvr_lam_ctx &c, const char *src, nvr_lv base,
+                                              uint4 (&v)[NVR_LAMC_BATCH]) {
+    const nvr_lv D = nvr_lam_data_threads(), lane = threadIdx.x & 31u;
+#pragma unroll
+    for (int b = 0; b < NVR_LAMC_BATCH; ++b) {
+        const nvr_lv i = base + b * D + lane;
+        v[b] = i < c.v1 ? nvr_lamc_ld(src, i, c.x) : make_uint4(0, 0, 0, 0);
+    }
+}
+
 // Sends vectors [v0, v1) of src (c.x bytes) into team PE k's buffer c.rot, slot of me, with
-// each line's mask packet (SPLIT: whole warps, the loop warp-uniform for the ballots).
+// each line's mask packet (SPLIT: whole warps, the loop warp-uniform for the ballots). v: the
+// first lines' vectors when `loaded` (nvr_lamc_load, before the count: their loads then overlap
+// the header's, as the reductions' first vector does).
 __device__ __forceinline__ void nvr_lamc_send(const nvr_team &t, const nvr_lam_ctx &c, int k,
-                                              const char *src, nvr_u64 slot) {
+                                              const char *src, nvr_u64 slot,
+                                              uint4 (&v)[NVR_LAMC_BATCH], bool loaded) {
     char *to = nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k);
     const nvr_lv lane = threadIdx.x & 31u, D = nvr_lam_data_threads(), V = (c.x + 15) / 16;
-    for (nvr_lv base = c.v0 + threadIdx.x - lane; base < c.v1; base += NVR_LAMC_BATCH * D) {
-        uint4 v[NVR_LAMC_BATCH];
-#pragma unroll
-        for (int b = 0; b < NVR_LAMC_BATCH; ++b) {
-            const nvr_lv i = base + b * D + lane;
-            v[b] = i < c.v1 ? nvr_lamc_ld(src, i, c.x) : make_uint4(0, 0, 0, 0);
-        }
+    for (nvr_lv base = nvr_lamc_first_line(c); base < c.v1; base += NVR_LAMC_BATCH * D) {
+        if (!loaded) nvr_lamc_load(c, src, base, v);
+        loaded = false;
 #pragma unroll
         for (int b = 0; b < NVR_LAMC_BATCH; ++b) {
             const nvr_lv line = base + b * D; // a multiple of 32, the same on every lane
@@ -714,21 +735,22 @@ __device__ __forceinline__ void nvr_lamc_send(const nvr_team &t, const nvr_lam_c
 }
 
 // One poll of vector i of a slot of V vectors at `from`: true (and the vector in v) once both
-// its words have come (COPIES). The mask word is loaded only for a word that looks unwritten.
+// its words have come (COPIES). The mask word is loaded beside the data, not after it: a
+// wait's polls would otherwise take two loads' latency each.
 __device__ __forceinline__ bool nvr_lamc_poll(const char *from, nvr_lv V, nvr_lv i, uint4 &v) {
     nvr_u64 lo, hi;
+    unsigned int w;
     asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
                  : "=l"(lo), "=l"(hi)
                  : "l"(from + 16 * i)
                  : "memory");
-    v = make_uint4((unsigned int)lo, (unsigned int)(lo >> 32), (unsigned int)hi,
-                   (unsigned int)(hi >> 32));
-    if (lo != NVR_LAMC_EMPTY && hi != NVR_LAMC_EMPTY) return true;
-    unsigned int w;
     asm volatile("ld.volatile.global.u32 %0, [%1];"
                  : "=r"(w)
                  : "l"(from + nvr_lamc_mask_at(V, i) + 4 * ((i & 31u) >> 3))
                  : "memory");
+    v = make_uint4((unsigned int)lo, (unsigned int)(lo >> 32), (unsigned int)hi,
+                   (unsigned int)(hi >> 32));
+    if (lo != NVR_LAMC_EMPTY && hi != NVR_LAMC_EMPTY) return true;
     if (w == NVR_LAM_SENTINEL) return false;
     const unsigned int m = i & 7u;
     return (lo != NVR_LAMC_EMPTY || ((w >> m) & 1u)) && (hi != NVR_LAMC_EMPTY || ((w >> (8 + m)) & 1u));
@@ -787,13 +809,19 @@ __device__ __forceinline__ void nvr_lamc_run(const nvr_team &t, int root, int wh
                                              unsigned long long slot) {
     nvr_lam_ctx c;
     if (!nvr_lam_start(t, bytes, slot, root, c, true)) return;
-    nvr_lam_count(t, c);
     const char *s = (const char *)src;
     char *d = (char *)dst;
     const nvr_u64 ss = src_blocks ? c.x : 0, ds = dst_blocks ? c.x : 0;
     const bool all = who == NVR_LAMC_ALL, am_root = t.me == root;
     const bool sends = all || (who == NVR_LAMC_FROM_ROOT) == am_root;
     const bool receives = all || (who == NVR_LAMC_TO_ROOT) == am_root;
+    // The first PE this one sends to (the root, from a non-root of a gather; else the first
+    // other), whose first lines are loaded before the count.
+    const int first = who == NVR_LAMC_TO_ROOT ? root : t.me == 0 ? 1 : 0;
+    uint4 v[NVR_LAMC_BATCH];
+    const bool pre = sends && t.n > 1 && !nvr_lam_is_control();
+    if (pre) nvr_lamc_load(c, s + (nvr_u64)first * ss, nvr_lamc_first_line(c), v);
+    nvr_lam_count(t, c);
     bool ok = true;
     if (nvr_lam_is_control()) {
         ok = nvr_lam_control(t, c, slot);
@@ -801,7 +829,7 @@ __device__ __forceinline__ void nvr_lamc_run(const nvr_team &t, int root, int wh
         if (sends)
             for (int k = 0; k < t.n; ++k)
                 if (k != t.me && (all || who == NVR_LAMC_FROM_ROOT || k == root))
-                    nvr_lamc_send(t, c, k, s + (nvr_u64)k * ss, slot);
+                    nvr_lamc_send(t, c, k, s + (nvr_u64)k * ss, slot, v, pre && k == first);
         if (all || am_root) nvr_lamc_copy(c, s + (nvr_u64)t.me * ss, d + (nvr_u64)t.me * ds);
         if (receives)
             for (int j = 0; j < t.n && ok; ++j)
