@@ -62,7 +62,8 @@
 //! `Row::lamport` in the crossover table) reads every member's -0.0 as +0.0, since its receive
 //! buffers use -0.0 as "not yet written". A zero result may so be +0.0 where another
 //! algorithm gives -0.0 (a sum of -0.0s, a product with a -0.0 factor, min and max of zeros);
-//! every other value is the same, and every PE gets the same bits.
+//! every other value is the same, and every PE gets the same bits. Its copies (broadcast,
+//! fcollect, alltoall, gather, scatter) are bit for bit, -0.0 included.
 //!
 //! | element | operators | how |
 //! |---|---|---|

@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `ll.cu` | the NVLink collectives for small messages (one-shot LL protocol) and the flag barrier `nvr_barrier` |
 //! | `direct.cu` | the NVLink collectives for large messages (loads and stores of peers' buffers) |
-//! | `lamport.cu` | one-shot float reductions for the mid band through sentinel-filled receive buffers in the channel (Lamport) |
+//! | `lamport.cu` | one-shot float reductions and copies of any type for the mid band through sentinel-filled receive buffers in the channel (Lamport) |
 //! | `common.cuh` | what `ll.cu` and `direct.cu` share: the protocol of `PROTOCOL.md` in code (team descriptor, channel layout, epochs, flags) |
 //! | `ops.cuh` | the reduction operators, shared by `reduce.cu`, `ll.cu` and `direct.cu` |
 //! | `reduce.cu` | element-wise reductions over peer-mapped buffers (`peer_kernel`), and the scaling and division around NVSHMEM's sum (`premul_sum`, `avg`) |

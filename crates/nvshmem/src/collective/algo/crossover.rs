@@ -284,15 +284,21 @@ const LL_PAIR_RUN: &str = "mpirun -np 2 nvshmem-perf <each> -d f32 -b 256K -e 4M
                            two more H200 pairs alike; 2 x H100 at 2249441: \
                            docs/perf/sweep-llpair-2026-11-28)";
 
-/// The run that placed the copies' Lamport bands (`lamport.cu`, COPIES: full payload at one
-/// crossing, where LL carries half): the five copies with LL and then Lamport forced, twice
-/// in turn, graph mode. Sizes in the figures are blocks (fcollect's, alltoall's, gather's and
-/// scatter's whole call is two).
-const LAMPORT_COPY_RUN: &str =
-    "mpirun -np 2 nvshmem-perf broadcast,fcollect,alltoall,gather,scatter \
-                                -d f32 -b 32K -e 2M -f 2 -n 100 -w 10 --reps 3 -c 0 -G 1 --impl \
-                                nvshmem-rs --algo <each>=nvlink_ll, then =nvlink_lamport, twice \
-                                in turn (2 x H200, 2026-11-28, commit f727acd)";
+/// The runs of the copies' Lamport bands (`lamport.cu`, COPIES: full payload at one crossing,
+/// where LL carries half): the five copies with LL and then Lamport forced, twice in turn,
+/// which placed each band's start between the sizes measured (commit f727acd); then, with
+/// the kernels as they stand, every algorithm forced beside the automatic choice, raw NVSHMEM
+/// and NCCL (`scripts/gpu-check.sh run sweep` with `SWEEP_COLLS=broadcast,fcollect,alltoall,
+/// gather,scatter SWEEP_SIZES="-b 64K -e 4M -f 2" SWEEP_ITERS="-n 100 -w 10"
+/// SWEEP_VARIANTS="ll lamport direct"`): the choice within 5 % of the fastest at all 35
+/// points. Sizes in the figures are blocks (fcollect's, alltoall's, gather's and scatter's
+/// whole call is two).
+const LAMPORT_COPY_RUN: &str = "mpirun -np 2 nvshmem-perf broadcast,fcollect,alltoall,gather,\
+                                scatter -d f32 -b 32K -e 2M -f 2 -n 100 -w 10 --reps 3 -c 0 -G 1 \
+                                --impl nvshmem-rs --algo <each>=nvlink_ll, then =nvlink_lamport, \
+                                twice in turn (2 x H200, 2026-11-28, commit f727acd); the sweep \
+                                -b 64K -e 4M -n 100 -w 10, LL, Lamport and the direct kernels \
+                                forced (commit bd102fa: docs/perf/sweep-lamport-copies-2026-11-28)";
 
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
@@ -369,9 +375,9 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(64 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, PEER_LANES_RUN, LAMPORT_COPY_RUN],
-            figures: "LAMPORT_COPY (blocks): Lamport 256 KiB: 3.85 against LL 4.00-4.01; 512 \
-                      KiB: 4.74-4.76 against 5.68-5.69; 1 MiB: 6.39-6.43 against 8.80-8.84; LL \
-                      128 KiB: 3.05-3.07 against 3.44-3.48. PEER_LANES (whole calls, graph): LL 1 MiB: 6.62 against direct 8.09, \
+            figures: "LAMPORT_COPY (the sweep, blocks): Lamport 256 KiB: 3.68 against LL 3.99; \
+                      512 KiB: 4.55 against 5.70; 1 MiB: 6.16 against 8.79, direct 8.36; LL 128 \
+                      KiB: 3.06 against 3.24. PEER_LANES (whole calls, graph): LL 1 MiB: 6.62 against direct 8.09, \
                       NCCL 10.39, NVSHMEM 10.36; 512 KiB: 4.84 against direct 7.21; 2 MiB: \
                       direct 10.43 (past LL). LLWIDE (before the peer lanes): LL 128 KiB: 3.73 \
                       against NVSHMEM 6.31, NCCL 6.32, direct 6.75; 512 KiB: 5.85 against 7.85, \
@@ -393,9 +399,9 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(64 * MIB),
         basis: Basis::Measured {
             runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, PEER_LANES_RUN, LAMPORT_COPY_RUN],
-            figures: "LAMPORT_COPY (blocks): Lamport 256 KiB: 3.78-3.82 against LL 4.10-4.13; \
-                      512 KiB: 4.75-4.76 against 5.73-5.78; 1 MiB: 6.38-6.43 against \
-                      8.93-8.95; LL 128 KiB: 3.17 against 3.43-3.47. PEER_LANES (whole calls, graph): LL 1 MiB: 6.73 against direct 7.91, \
+            figures: "LAMPORT_COPY (the sweep, blocks): Lamport 256 KiB: 3.70 against LL 4.11; \
+                      512 KiB: 4.57 against 5.72; 1 MiB: 6.13 against 8.90, direct 8.07; LL 128 \
+                      KiB: 3.16 against 3.24. PEER_LANES (whole calls, graph): LL 1 MiB: 6.73 against direct 7.91, \
                       NCCL 12.32, NVSHMEM 12.33; 512 KiB: 5.06 against direct 7.06. LLWIDE \
                       (before the peer lanes): LL 128 KiB: 3.72 against direct 6.59, NVSHMEM \
                       7.78, NCCL 7.82; 512 KiB: 6.18 against direct 7.08; 1 MiB: 9.83 against \
@@ -423,8 +429,8 @@ pub(crate) static ROWS: &[Row] = &[
                 LL_PAIR_RUN,
                 LAMPORT_COPY_RUN,
             ],
-            figures: "LAMPORT_COPY: Lamport 512 KiB: 3.81-3.85 against LL 4.02-4.03; 1 MiB: \
-                      5.10-5.13 against 7.03; LL 256 KiB: 3.04-3.06 against 3.28-3.30. LL_PAIR: LL 1 MiB: 8.17 against direct 9.02, NVSHMEM 11.35, NCCL 11.66; \
+            figures: "LAMPORT_COPY (the sweep): Lamport 512 KiB: 3.71 against LL 4.02; 1 MiB: \
+                      4.73 against 7.04, direct 8.78; LL 256 KiB: 3.04 against 3.22. LL_PAIR: LL 1 MiB: 8.17 against direct 9.02, NVSHMEM 11.35, NCCL 11.66; \
                       H100 8.12 against 10.12, 11.51, 11.63. \
                       LARGE: direct 32 MiB: 97.64 against copy engines 104.34, NCCL 110.44; 64 \
                       MiB: 189.23 against 192.17, NCCL 203.20; copy engines 128 MiB: 359.13 \
@@ -488,9 +494,9 @@ pub(crate) static ROWS: &[Row] = &[
                 LL_PAIR_RUN,
                 LAMPORT_COPY_RUN,
             ],
-            figures: "LAMPORT_COPY (blocks): Lamport 256 KiB: 3.23-3.24 against LL \
-                      3.29-3.32; 512 KiB: 3.69-3.70 against 4.40-4.41; 1 MiB: 4.90 against \
-                      6.84-6.87; LL 128 KiB: 2.64-2.65 against 3.03-3.04. LL_PAIR: LL 2 MiB: 7.50 against direct 8.76, NCCL 11.78; H100 7.29 \
+            figures: "LAMPORT_COPY (the sweep, blocks): Lamport 256 KiB: 3.22 against \
+                      LL 3.31; 512 KiB: 3.73 against 4.44; 1 MiB: 4.72 against 6.84; LL 128 \
+                      KiB: 2.66 against 2.90. LL_PAIR: LL 2 MiB: 7.50 against direct 8.76, NCCL 11.78; H100 7.29 \
                       against 9.90, 12.81. \
                       LARGE: direct 32 MiB: 96.98 against copy engines 101.71, NCCL 102.68; 64 \
                       MiB: 188.28 against 188.39 (level); copy engines 128 MiB: 356.99 against \
@@ -520,9 +526,8 @@ pub(crate) static ROWS: &[Row] = &[
                 LL_PAIR_RUN,
                 LAMPORT_COPY_RUN,
             ],
-            figures: "LAMPORT_COPY (blocks): Lamport 512 KiB: 3.79 against LL \
-                      4.08-4.10; 1 MiB: 5.07-5.08 against 7.46-7.48; LL 256 KiB: 3.03-3.04 \
-                      against 3.26-3.28. LL_PAIR: LL 2 MiB: H100 8.66 against direct 9.83, NCCL 13.16; H200 8.72 \
+            figures: "LAMPORT_COPY (the sweep, blocks): Lamport 512 KiB: 3.70 against \
+                      LL 4.13; 1 MiB: 4.82 against 7.45; LL 256 KiB: 3.04 against 3.24. LL_PAIR: LL 2 MiB: H100 8.66 against direct 9.83, NCCL 13.16; H200 8.72 \
                       against direct 8.62 (within 2 %), NCCL 11.77. \
                       LARGE: direct 32 MiB: 97.97 against copy engines 105.22, NCCL 106.55; 64 \
                       MiB: 188.97 against 192.79; copy engines 128 MiB: 361.25 against direct \
@@ -1355,7 +1360,7 @@ mod tests {
         // (RELAY_RUN): the one-shot LL could not carry it, so sweeps before it timed no LL
         // there (timed in relay-2026-11-28/broadcast-4pe).
         const FOUR_PE_BEFORE_RELAY: &[(&str, usize)] = &[("broadcast", 512 * KIB)];
-        let sweeps: [Sweep; 20] = [
+        let sweeps: [Sweep; 21] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep). The direct kernels' one-way moves of
             // 32-64 MiB before the waits stopped reading the abort word every 256 polls
@@ -1487,6 +1492,8 @@ mod tests {
                 true,
             ),
             (4, "relay-2026-11-28/broadcast-4pe", &[], true),
+            // LAMPORT_COPY_RUN: the copies of 64 KiB to 4 MiB with the Lamport copies.
+            (2, "sweep-lamport-copies-2026-11-28/h200", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {

@@ -42,7 +42,7 @@ const COLUMNS: &[Column] = &[
         cell: |r| size(r.ll),
     },
     Column {
-        header: "Lamport (float reductions)",
+        header: "Lamport (float reductions, copies)",
         cell: |r| band(&r.lamport),
     },
     Column {
