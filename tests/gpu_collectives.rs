@@ -198,11 +198,29 @@ fn gpu_collectives() {
         graph_replay_kernels(&rt, &world, seed, &mut cases)
     });
     c.run("graph_replay_of_lamport_reductions_with_new_inputs", || {
-        graph_replay_lamport(&rt, &world, seed, &mut cases)
+        let colls = [
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::Reduce,
+        ];
+        with_lamport_forced(&rt, &world, "lamport graph", &colls, || {
+            lamport_rounds(&rt, &world, seed, &mut cases)
+        })
     });
     c.run(
         "graph_replay_of_lamport_copies_with_the_sentinel_in_their_data",
-        || graph_replay_lamport_copies(&rt, &world, seed, &mut cases),
+        || {
+            let colls = [
+                Collective::Broadcast,
+                Collective::Fcollect,
+                Collective::Alltoall,
+                Collective::Gather,
+                Collective::Scatter,
+            ];
+            with_lamport_forced(&rt, &world, "lamport copies", &colls, || {
+                lamport_copy_rounds(&rt, &world, seed, &mut cases)
+            })
+        },
     );
     c.run("bad_inputs_are_refused_before_launch", || {
         bad_inputs(&rt, &world, &stream)
@@ -957,9 +975,48 @@ fn graph_replay_one(
     Ok(())
 }
 
-/// Rounds of [`graph_replay_lamport`] with new inputs, each checked; then back-to-back replays.
+/// Rounds of [`lamport_rounds`] and [`lamport_copy_rounds`] with new inputs, each checked; then back-to-back replays.
 const LAMPORT_ROUNDS: u64 = 60;
 const LAMPORT_BACK_TO_BACK: u64 = 500;
+
+/// The Lamport graph tests' replays: (round, the inputs' round, replays) for each of
+/// [`LAMPORT_ROUNDS`] rounds with new inputs, then the last inputs again
+/// [`LAMPORT_BACK_TO_BACK`] times back to back.
+fn lamport_schedule() -> impl Iterator<Item = (u64, u64, u64)> {
+    (0..LAMPORT_ROUNDS)
+        .map(|r| (r, r, 1))
+        .chain(std::iter::once((
+            LAMPORT_ROUNDS,
+            LAMPORT_ROUNDS - 1,
+            LAMPORT_BACK_TO_BACK,
+        )))
+}
+
+/// `rounds` with `nvlink_lamport` forced on `colls`, the automatic choice again after it
+/// whatever it returned; nothing (`what` says so) on fewer than 2 PEs or a team without this
+/// crate's NVLink kernels.
+fn with_lamport_forced(
+    rt: &Runtime,
+    world: &Team,
+    what: &str,
+    colls: &[Collective],
+    rounds: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    if rt.n_pes() < 2 || !world.has_nvlink_kernels() {
+        if rt.my_pe() == 0 {
+            println!("{what}: needs 2+ PEs with NVLink kernels; nothing to check");
+        }
+        return Ok(());
+    }
+    for &coll in colls {
+        rt.set_algorithm(coll, Some("nvlink_lamport"))?;
+    }
+    let done = rounds();
+    for &coll in colls {
+        rt.set_algorithm(coll, None)?;
+    }
+    done
+}
 
 /// `nvlink_lamport` forced, five calls of different sizes and types captured in one CUDA graph
 /// (all_reduce f32 of 256 KiB, all_reduce in place by max of 64 KiB, reduce_scatter of an odd
@@ -970,34 +1027,6 @@ const LAMPORT_BACK_TO_BACK: u64 = 500;
 /// re-fills a buffer another size used (the rotation of `lamport.cu`), and every 101st input
 /// is -0.0 on every PE: a sender that sent it as it is would leave its peers waiting on the
 /// sentinel, and the documented result is +0.0 (checked by its bits).
-fn graph_replay_lamport(
-    rt: &Runtime,
-    world: &Team,
-    seed: u64,
-    cases: &mut usize,
-) -> anyhow::Result<()> {
-    let (me, n) = (rt.my_pe(), rt.n_pes());
-    if n < 2 || !world.has_nvlink_kernels() {
-        if me == 0 {
-            println!("lamport graph: needs 2+ PEs with NVLink kernels; nothing to check");
-        }
-        return Ok(());
-    }
-    let colls = [
-        Collective::AllReduce,
-        Collective::ReduceScatter,
-        Collective::Reduce,
-    ];
-    for coll in colls {
-        rt.set_algorithm(coll, Some("nvlink_lamport"))?;
-    }
-    let done = lamport_rounds(rt, world, seed, cases);
-    for coll in colls {
-        rt.set_algorithm(coll, None)?;
-    }
-    done
-}
-
 fn lamport_rounds(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> anyhow::Result<()> {
     use half::f16;
     let (me, n) = (rt.my_pe(), rt.n_pes());
@@ -1050,14 +1079,7 @@ fn lamport_rounds(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> a
     };
     // Equal, and a zero result is +0.0 (every -0.0 input is read as +0.0).
     let same = |got: f32, want: f32| got == want && (want != 0.0 || got.to_bits() == 0);
-    let mut last = 0;
-    for round in 0..LAMPORT_ROUNDS + 1 {
-        let (r, times) = if round == LAMPORT_ROUNDS {
-            (last, LAMPORT_BACK_TO_BACK)
-        } else {
-            (round, 1)
-        };
-        last = r;
+    for (round, r, times) in lamport_schedule() {
         a_src.copy_from_host(&(0..ma).map(|i| of(me, i, r, 0)).collect::<Vec<_>>())?;
         b.copy_from_host(&(0..mb).map(|i| of(me, i, r, 1)).collect::<Vec<_>>())?;
         c_src.copy_from_host(&(0..n * mc).map(|i| of(me, i, r, 2)).collect::<Vec<_>>())?;
@@ -1123,36 +1145,6 @@ fn lamport_rounds(rt: &Runtime, world: &Team, seed: u64, cases: &mut usize) -> a
 /// two of them, which is how a copy's 64-bit word reads "not yet written" (`lamport.cu`,
 /// COPIES); a receiver that took the data alone for its flag would wait there for ever, one
 /// that took a mask packet wrongly would pass the fill off as data.
-fn graph_replay_lamport_copies(
-    rt: &Runtime,
-    world: &Team,
-    seed: u64,
-    cases: &mut usize,
-) -> anyhow::Result<()> {
-    let (me, n) = (rt.my_pe(), rt.n_pes());
-    if n < 2 || !world.has_nvlink_kernels() {
-        if me == 0 {
-            println!("lamport copies: needs 2+ PEs with NVLink kernels; nothing to check");
-        }
-        return Ok(());
-    }
-    let colls = [
-        Collective::Broadcast,
-        Collective::Fcollect,
-        Collective::Alltoall,
-        Collective::Gather,
-        Collective::Scatter,
-    ];
-    for coll in colls {
-        rt.set_algorithm(coll, Some("nvlink_lamport"))?;
-    }
-    let done = lamport_copy_rounds(rt, world, seed, cases);
-    for coll in colls {
-        rt.set_algorithm(coll, None)?;
-    }
-    done
-}
-
 fn lamport_copy_rounds(
     rt: &Runtime,
     world: &Team,
@@ -1212,14 +1204,7 @@ fn lamport_copy_rounds(
     stream.synchronize()?;
     rt.barrier_all(&stream)?;
     let graph = rt.capture(&stream, |s| queue(s, outs!()))?;
-    let mut last = 0;
-    for round in 0..LAMPORT_ROUNDS + 1 {
-        let (r, times) = if round == LAMPORT_ROUNDS {
-            (last, LAMPORT_BACK_TO_BACK)
-        } else {
-            (round, 1)
-        };
-        last = r;
+    for (round, r, times) in lamport_schedule() {
         let input = |len: usize, block: usize, salt: u64| -> Vec<u32> {
             (0..len).map(|i| of(me, i, block, r, salt)).collect()
         };

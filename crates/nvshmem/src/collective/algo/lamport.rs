@@ -320,9 +320,20 @@ mod tests {
         assert!(!Collective::Sync.algorithms().contains(&"nvlink_lamport"));
     }
 
+    /// The one launch of `nvlink_lamport`'s plan for `c`.
+    fn the_launch(c: &Call) -> crate::kernels::NvlinkLaunch {
+        use crate::kernels::Launch;
+        let mut steps = Vec::new();
+        Lamport.plan(c, &mut steps);
+        match steps.pop() {
+            Some(Step::Kernel(Launch::Nvlink(l))) if steps.is_empty() => l,
+            other => panic!("{other:?} after {steps:?}"),
+        }
+    }
+
     #[test]
     fn its_plan_is_one_launch_with_the_slot_and_the_root() {
-        use crate::kernels::{KernelKey, Launch, NvlinkArgs, NvlinkSource};
+        use crate::kernels::{KernelKey, NvlinkArgs, NvlinkSource};
         let t = team(2, 1, true);
         for (coll, function, root) in [
             (Collective::AllReduce, "nvr_lamport_all_reduce", None),
@@ -342,11 +353,7 @@ mod tests {
                 false,
                 1,
             ));
-            let mut steps = Vec::new();
-            Lamport.plan(&c, &mut steps);
-            let [Step::Kernel(Launch::Nvlink(l))] = &steps[..] else {
-                panic!("{steps:?}")
-            };
+            let l = the_launch(&c);
             assert_eq!(l.function, function);
             assert_eq!(
                 l.key,
@@ -381,7 +388,7 @@ mod tests {
 
     #[test]
     fn a_copy_plans_its_type_free_kernel_with_the_bytes_and_the_slot() {
-        use crate::kernels::{KernelKey, Launch, NvlinkArgs, NvlinkSource};
+        use crate::kernels::{KernelKey, NvlinkArgs, NvlinkSource};
         let t = team(2, 1, true);
         for (coll, function, root) in [
             (Collective::Broadcast, "nvr_lamport_broadcast", Some(1)),
@@ -399,11 +406,7 @@ mod tests {
                 false,
                 1,
             ));
-            let mut steps = Vec::new();
-            Lamport.plan(&c, &mut steps);
-            let [Step::Kernel(Launch::Nvlink(l))] = &steps[..] else {
-                panic!("{steps:?}")
-            };
+            let l = the_launch(&c);
             assert_eq!(l.function, function);
             assert_eq!(l.key, KernelKey::Nvlink(NvlinkSource::Lamport, None));
             assert_eq!((l.grid, l.block), shape(100_001, t.max_blocks));
