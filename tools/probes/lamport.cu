@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(544, 1)
                    unsigned rot_arg, unsigned *rotb) {
     nvr_launch_begin();
     const nvr_u64 x = count * sizeof(float);
-    if (!nvr_lam_check(t, x, slot, 0)) return;
+    if (!nvr_lam_check(t, x, (x + 15) / 16 * 16, slot, 0)) return;
     nvr_lam_ctx c;
     nvr_lam_first f;
     if (B & BIS_NOSTART) {

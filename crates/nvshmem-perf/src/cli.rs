@@ -672,7 +672,7 @@ mod tests {
         let err = |v: &str| parse_algos(v).unwrap_err();
         assert_eq!(
             err("gather=carrier_pigeon"),
-            "gather has no algorithm `carrier_pigeon` (it has auto, local, nvlink_ll, nvlink_ce, nvlink_direct, rooted_get, peer_copy)"
+            "gather has no algorithm `carrier_pigeon` (it has auto, local, nvlink_ll, nvlink_lamport, nvlink_ce, nvlink_direct, rooted_get, peer_copy)"
         );
         assert!(err("gathr=rooted_get").contains("\"gathr\": expected one of all_reduce"));
         assert_eq!(err("gather"), "`gather` is not collective=algorithm");
