@@ -890,7 +890,8 @@ pub(crate) static ROWS: &[Row] = &[
     },
 ];
 
-/// Whether the automatic choice takes the Lamport reductions for `call` (which they accept).
+/// Whether the automatic choice takes the Lamport kernels for `call` (which they accept): a
+/// float reduction or a copy of any type in its row's band.
 pub(super) fn lamport(call: &Call) -> bool {
     (!call.coll.reduces() || call.dtype.is_float())
         && lookup(call.coll, call.n(), call.arch)

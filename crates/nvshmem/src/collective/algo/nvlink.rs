@@ -230,10 +230,10 @@ impl Algorithm for Ll {
     }
 
     fn prefers(&self, call: &Call) -> bool {
-        // A float reduction in the Lamport band goes to the Lamport kernel, where it accepts
-        // the call, even within LL's limit (which every other type keeps): it was faster from
-        // 2 KiB blocks (crossover.rs, SWEEP_RUN). The registry keeps LL first, so that where
-        // nothing prefers a call the fallback order is as before.
+        // A call in the Lamport band goes to the Lamport kernel, where it accepts the call,
+        // even within LL's limit: a float reduction (faster from 2 KiB blocks, crossover.rs,
+        // SWEEP_RUN; every other type keeps LL) or a copy (LAMPORT_COPY_RUN). The registry
+        // keeps LL first, so that where nothing prefers a call the fallback order is as before.
         let lamport = super::lamport::Lamport;
         call.block_bytes() <= ll_crossover(call)
             && !(lamport.prefers(call) && lamport.refuses(call).is_none())
