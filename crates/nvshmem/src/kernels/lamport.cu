@@ -291,6 +291,42 @@ __device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_
     nvr_end(t, c.e, ok);
 }
 
+// Vector i (bytes [16i, 16i + 16) of a payload of x bytes) of the buffer at p: one 16-byte load
+// where aligned and whole, else element by element (E bytes each, p E-aligned: the reductions'
+// element type, 1 for the type-free copies), zero past x.
+template <int E>
+__device__ __forceinline__ uint4 nvr_lam_ld(const char *p, nvr_lv i, nvr_lv x) {
+    const char *q = p + 16 * i;
+    if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) return *(const uint4 *)q;
+    unsigned char b[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) b[k] = 0;
+    const nvr_lv nb = min((nvr_lv)16, x - 16 * i);
+    // Unrolled with constant offsets, so that b stays in registers.
+#pragma unroll
+    for (int k = 0; k < 16; k += E)
+        if ((nvr_lv)k < nb) memcpy(b + k, q + k, E);
+    uint4 v;
+    memcpy(&v, b, 16);
+    return v;
+}
+
+// Stores vector i of a payload of x bytes at p (the bytes below x only; E as nvr_lam_ld).
+template <int E>
+__device__ __forceinline__ void nvr_lam_st(char *p, nvr_lv i, nvr_lv x, uint4 v) {
+    char *q = p + 16 * i;
+    if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) {
+        *(uint4 *)q = v;
+        return;
+    }
+    unsigned char b[16];
+    memcpy(b, &v, 16);
+    const nvr_lv nb = min((nvr_lv)16, x - 16 * i);
+#pragma unroll
+    for (int k = 0; k < 16; k += E)
+        if ((nvr_lv)k < nb) memcpy(q + k, b + k, E);
+}
+
 #ifdef NVR_OP
 static_assert(sizeof(NVR_T) <= 4, "Lamport kernels serve 32-, 16- and 8-bit floats only");
 #define NVR_LAM_EPV (16 / (int)sizeof(NVR_T)) // elements per vector
@@ -322,39 +358,6 @@ __device__ __forceinline__ uint4 nvr_lam_clean4(uint4 v) {
     v.z = nvr_lam_clean(v.z);
     v.w = nvr_lam_clean(v.w);
     return v;
-}
-
-// Vector i (bytes [16i, 16i + 16) of a payload of x bytes) of the buffer at p: one 16-byte load
-// when aligned and whole, else element by element (p is element-aligned), zero past x.
-__device__ __forceinline__ uint4 nvr_lam_ld(const char *p, nvr_lv i, nvr_lv x) {
-    const char *q = p + 16 * i;
-    if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) return *(const uint4 *)q;
-    unsigned char b[16];
-#pragma unroll
-    for (int k = 0; k < 16; ++k) b[k] = 0;
-    const nvr_lv nb = min((nvr_lv)16, x - 16 * i);
-    // Unrolled with constant offsets, so that b stays in registers.
-#pragma unroll
-    for (int k = 0; k < 16; k += (int)sizeof(NVR_T))
-        if ((nvr_lv)k < nb) memcpy(b + k, q + k, sizeof(NVR_T));
-    uint4 v;
-    memcpy(&v, b, 16);
-    return v;
-}
-
-// Stores vector i of a payload of x bytes at p (the bytes below x only).
-__device__ __forceinline__ void nvr_lam_st(char *p, nvr_lv i, nvr_lv x, uint4 v) {
-    char *q = p + 16 * i;
-    if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) {
-        *(uint4 *)q = v;
-        return;
-    }
-    unsigned char b[16];
-    memcpy(b, &v, 16);
-    const nvr_lv nb = min((nvr_lv)16, x - 16 * i);
-#pragma unroll
-    for (int k = 0; k < 16; k += (int)sizeof(NVR_T))
-        if ((nvr_lv)k < nb) memcpy(q + k, b + k, sizeof(NVR_T));
 }
 
 __device__ __forceinline__ NVR_T nvr_lam_elem(const uint4 &v, int m) {
@@ -395,7 +398,8 @@ __device__ __forceinline__ nvr_lam_first nvr_lam_prefetch(const nvr_lam_ctx &c, 
     nvr_lam_first f;
     const nvr_lv i = c.v0 + threadIdx.x;
     f.have = !nvr_lam_is_control() && i < c.v1;
-    f.v = f.have ? nvr_lam_clean4(nvr_lam_ld(src, i, x)) : make_uint4(0, 0, 0, 0);
+    f.v = f.have ? nvr_lam_clean4(nvr_lam_ld<sizeof(NVR_T)>(src, i, x))
+                 : make_uint4(0, 0, 0, 0);
     return f;
 }
 
@@ -411,7 +415,7 @@ __device__ __forceinline__ void nvr_lam_send(const nvr_team &t, const nvr_lam_ct
         i += nvr_lam_data_threads();
     }
     for (; i < c.v1; i += nvr_lam_data_threads())
-        nvr_lam_st16(to + 16 * i, nvr_lam_clean4(nvr_lam_ld(src, i, x)));
+        nvr_lam_st16(to + 16 * i, nvr_lam_clean4(nvr_lam_ld<sizeof(NVR_T)>(src, i, x)));
 }
 
 // TEAM LOOPS. The loops over the team below are unrolled over M members (every index a
@@ -434,8 +438,9 @@ __device__ __forceinline__ void nvr_lam_send_whole(const nvr_team &t, const nvr_
                     ? nvr_peer(t, nvr_lam_slot(c.area, c.rot, t.me, k, t.n, slot), k)
                     : nullptr;
     for (nvr_lv i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads()) {
-        const uint4 v =
-            f.have && i == c.v0 + threadIdx.x ? f.v : nvr_lam_clean4(nvr_lam_ld(src, i, x));
+        const uint4 v = f.have && i == c.v0 + threadIdx.x
+                            ? f.v
+                            : nvr_lam_clean4(nvr_lam_ld<sizeof(NVR_T)>(src, i, x));
 #pragma unroll
         for (int k = 0; k < M; ++k)
             if (to[k] != nullptr) nvr_lam_st16(to[k] + 16 * i, v);
@@ -487,7 +492,7 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv_over(const nvr_team &t, cons
             got[j] = from[j] == nullptr || nvr_lam_poll(from[j] + 16 * i, v[j]);
             all = all && got[j];
         }
-        const uint4 mine = nvr_lam_clean4(nvr_lam_ld(own, i, x));
+        const uint4 mine = nvr_lam_clean4(nvr_lam_ld<sizeof(NVR_T)>(own, i, x));
         if (!all && !nvr_wait_for(
                         t,
                         [&] {
@@ -518,7 +523,7 @@ __device__ __forceinline__ bool nvr_lam_reduce_recv_over(const nvr_team &t, cons
                 if (j == t.me) w = mine;
                 nvr_lam_fold(acc, w, j, s);
             }
-        nvr_lam_st(dst, i, x, nvr_lam_out(acc, t.n));
+        nvr_lam_st<sizeof(NVR_T)>(dst, i, x, nvr_lam_out(acc, t.n));
     }
     return true;
 }
@@ -643,33 +648,6 @@ extern "C" __global__ void __launch_bounds__(544, 1)
 // Lines a warp sends, or vectors a thread receives, at once: their loads in flight together.
 #define NVR_LAMC_BATCH 4
 
-// Vector i of a payload of x bytes at p: one 16-byte load where aligned and whole, else byte by
-// byte, zero past x.
-__device__ __forceinline__ uint4 nvr_lamc_ld(const char *p, nvr_lv i, nvr_lv x) {
-    const char *q = p + 16 * i;
-    if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) return *(const uint4 *)q;
-    unsigned int w[4] = {0, 0, 0, 0};
-    const nvr_lv nb = min((nvr_lv)16, x - 16 * i);
-#pragma unroll
-    for (int k = 0; k < 16; ++k)
-        if ((nvr_lv)k < nb) w[k / 4] |= (unsigned int)(unsigned char)q[k] << (8 * (k % 4));
-    return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-// Stores vector i of a payload of x bytes at p (the bytes below x only).
-__device__ __forceinline__ void nvr_lamc_st(char *p, nvr_lv i, nvr_lv x, uint4 v) {
-    char *q = p + 16 * i;
-    if ((((nvr_u64)q) & 15u) == 0 && 16 * i + 16 <= x) {
-        *(uint4 *)q = v;
-        return;
-    }
-    const unsigned int w[4] = {v.x, v.y, v.z, v.w};
-    const nvr_lv nb = min((nvr_lv)16, x - 16 * i);
-#pragma unroll
-    for (int k = 0; k < 16; ++k)
-        if ((nvr_lv)k < nb) q[k] = (char)(w[k / 4] >> (8 * (k % 4)));
-}
-
 __device__ __forceinline__ nvr_u64 nvr_lamc_lo(const uint4 &v) {
     return v.x | ((nvr_u64)v.y << 32);
 }
@@ -694,7 +672,7 @@ __device__ __forceinline__ void nvr_lamc_load(const nvr_lam_ctx &c, const char *
 #pragma unroll
     for (int b = 0; b < NVR_LAMC_BATCH; ++b) {
         const nvr_lv i = base + b * D + lane;
-        v[b] = i < c.v1 ? nvr_lamc_ld(src, i, c.x) : make_uint4(0, 0, 0, 0);
+        v[b] = i < c.v1 ? nvr_lam_ld<1>(src, i, c.x) : make_uint4(0, 0, 0, 0);
     }
 }
 
@@ -788,7 +766,7 @@ __device__ __forceinline__ bool nvr_lamc_recv(const nvr_team &t, const nvr_lam_c
 #pragma unroll
         for (int b = 0; b < NVR_LAMC_BATCH; ++b) {
             const nvr_lv i = i0 + b * D;
-            if (i < c.v1) nvr_lamc_st(dst, i, c.x, v[b]);
+            if (i < c.v1) nvr_lam_st<1>(dst, i, c.x, v[b]);
         }
     }
     return true;
@@ -798,7 +776,7 @@ __device__ __forceinline__ bool nvr_lamc_recv(const nvr_team &t, const nvr_lam_c
 __device__ __forceinline__ void nvr_lamc_copy(const nvr_lam_ctx &c, const char *src, char *dst) {
     if (src == dst) return;
     for (nvr_lv i = c.v0 + threadIdx.x; i < c.v1; i += nvr_lam_data_threads())
-        nvr_lamc_st(dst, i, c.x, nvr_lamc_ld(src, i, c.x));
+        nvr_lam_st<1>(dst, i, c.x, nvr_lam_ld<1>(src, i, c.x));
 }
 
 // Every copy (WHO): `who`, and whether PE k's bytes are src's block k (`src_blocks`) and PE j's
