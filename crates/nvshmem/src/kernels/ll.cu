@@ -645,80 +645,76 @@ extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
 }
 
+// fcollect and alltoall (`src_blocks`: team PE k gets block k of src, else all of src), each
+// PE's block landing in block me of every dst (`bytes` a block).
+__device__ __forceinline__ void nvr_ll_exchange(const nvr_team &t, bool src_blocks,
+                                                const void *src, void *dst, nvr_u64 bytes) {
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, bytes, 0, c)) return;
+    const nvr_lanes l = nvr_ll_lanes(t.n);
+    const nvr_byte *s = (const nvr_byte *)src;
+    nvr_byte *d = (nvr_byte *)dst;
+    const nvr_u64 ss = src_blocks ? bytes : 0;
+    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * ss);
+    if (l.k == t.me)
+        nvr_ll_copy<1>(c, l.q, l.groups, s + (nvr_u64)t.me * ss, d + (nvr_u64)t.me * bytes);
+    if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
+}
+
+// nvr_ll_exchange with the peer lanes (nvr_ll_peer_lanes): the host takes it on 2, 3 and 5 PEs
+// for blocks past 1 KiB (collective/algo/nvlink.rs, `ll_peer_lanes`); right on any team.
+__device__ __forceinline__ void nvr_ll_exchange_peers(const nvr_team &t, bool src_blocks,
+                                                      const void *src, void *dst,
+                                                      nvr_u64 bytes) {
+    nvr_ll_ctx c;
+    if (!nvr_ll_start(t, bytes, 0, c)) return;
+    const nvr_lanes l = nvr_ll_peer_lanes(t);
+    const nvr_byte *s = (const nvr_byte *)src;
+    nvr_byte *d = (nvr_byte *)dst;
+    const nvr_u64 ss = src_blocks ? bytes : 0;
+    const nvr_byte *mine = s + (nvr_u64)t.me * ss;
+    nvr_byte *own = d + (nvr_u64)t.me * bytes; // == mine in place (fcollect): no copy then
+    bool ok = true;
+    if (l.k >= 0) {
+        // The first lane's local copy rides on its sends (nvr_ll_send's cd): from the packets
+        // sent (fcollect) or from this PE's own block of src (alltoall).
+        nvr_byte *cd = nvr_ll_first_lane(l) && own != mine ? own : nullptr;
+        ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * ss,
+                            src_blocks ? mine : nullptr, cd);
+        if (ok) ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
+    } else if (t.n == 1 && own != mine) {
+        nvr_ll_copy<1>(c, l.q, l.groups, mine, own);
+    }
+    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
+}
+
 // dst = n blocks of `bytes`, block j = PE j's src.
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_fcollect(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
-    nvr_ll_ctx c;
-    if (!nvr_ll_start(t, bytes, 0, c)) return;
-    const nvr_lanes l = nvr_ll_lanes(t.n);
-    const nvr_byte *s = (const nvr_byte *)src;
-    nvr_byte *d = (nvr_byte *)dst;
-    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s);
-    if (l.k == t.me) nvr_ll_copy<1>(c, l.q, l.groups, s, d + (nvr_u64)t.me * bytes);
-    if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
+    nvr_ll_exchange(t, false, src, dst, bytes);
 }
 
-// fcollect with the peer lanes (nvr_ll_peer_lanes): the host takes it on 2, 3 and 5 PEs for
-// blocks past 1 KiB (collective/algo/nvlink.rs, `ll_peer_lanes`); right on any team.
+// fcollect with the peer lanes.
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_fcollect_peers(const __grid_constant__ nvr_team t, const void *src, void *dst,
                           unsigned long long bytes) {
-    nvr_ll_ctx c;
-    if (!nvr_ll_start(t, bytes, 0, c)) return;
-    const nvr_lanes l = nvr_ll_peer_lanes(t);
-    const nvr_byte *s = (const nvr_byte *)src;
-    nvr_byte *d = (nvr_byte *)dst;
-    nvr_byte *own = d + (nvr_u64)t.me * bytes; // == s in place: no copy then
-    bool ok = true;
-    if (l.k >= 0) {
-        nvr_byte *cd = nvr_ll_first_lane(l) && own != s ? own : nullptr;
-        ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s, nullptr, cd);
-        if (ok) ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    } else if (t.n == 1 && own != s) {
-        nvr_ll_copy<1>(c, l.q, l.groups, s, own);
-    }
-    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
+    nvr_ll_exchange_peers(t, false, src, dst, bytes);
 }
 
-// block j of my src goes to block me of PE j's dst.
+// block j of my src goes to block me of PE j's dst (never in place).
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_alltoall(const __grid_constant__ nvr_team t, const void *src, void *dst,
                     unsigned long long bytes) {
-    nvr_ll_ctx c;
-    if (!nvr_ll_start(t, bytes, 0, c)) return;
-    const nvr_lanes l = nvr_ll_lanes(t.n);
-    const nvr_byte *s = (const nvr_byte *)src;
-    nvr_byte *d = (nvr_byte *)dst;
-    bool ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes);
-    if (l.k == t.me) {
-        const nvr_u64 o = (nvr_u64)t.me * bytes;
-        nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
-    }
-    if (ok) ok = nvr_ll_recv<1>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
+    nvr_ll_exchange(t, true, src, dst, bytes);
 }
 
-// alltoall with the peer lanes, as nvr_ll_fcollect_peers.
+// alltoall with the peer lanes.
 extern "C" __global__ void __launch_bounds__(512, 1)
     nvr_ll_alltoall_peers(const __grid_constant__ nvr_team t, const void *src, void *dst,
                           unsigned long long bytes) {
-    nvr_ll_ctx c;
-    if (!nvr_ll_start(t, bytes, 0, c)) return;
-    const nvr_lanes l = nvr_ll_peer_lanes(t);
-    const nvr_byte *s = (const nvr_byte *)src;
-    nvr_byte *d = (nvr_byte *)dst;
-    const nvr_u64 o = (nvr_u64)t.me * bytes; // never in place (alltoall)
-    bool ok = true;
-    if (l.k >= 0) {
-        ok = nvr_ll_send<1>(t, c, l.k, l.q, l.groups, s + (nvr_u64)l.k * bytes, s + o,
-                            nvr_ll_first_lane(l) ? d + o : nullptr);
-        if (ok) ok = nvr_ll_recv<NVR_LL_BATCH>(t, c, l.k, l.q, l.groups, d + (nvr_u64)l.k * bytes);
-    } else if (t.n == 1) {
-        nvr_ll_copy<1>(c, l.q, l.groups, s + o, d + o);
-    }
-    nvr_end(t, c.e, nvr_quiesce_staged(t, c.e, nvr_all_peers(t), ok));
+    nvr_ll_exchange_peers(t, true, src, dst, bytes);
 }
 
 // root's dst block j = PE j's src; other members' dst untouched.
