@@ -4,7 +4,8 @@
 //! direct for large ones), must
 //! each get [`Error::CallMismatch`] within a short bound, never a result reported as good or a
 //! hang; and a PE that makes one more call on a team the others dropped must get an error, not
-//! corrupt the new team's calls. Run by `scripts/gpu-check.sh run mismatch` (one process per
+//! corrupt the new team's calls; and PEs that start with settings out of step (or channels
+//! that do not fit the heap) must each get the error from `init`, not wait for ever. Run by `scripts/gpu-check.sh run mismatch` (one process per
 //! case, `GPU_MISMATCH_CASE=<name>`, with `NVSHMEM_RS_TIMEOUT=20s`); skipped (ignored, with
 //! the reason) in a plain `cargo test`. `GPU_MISMATCH_CASE=list` prints the case names.
 //!
@@ -202,10 +203,24 @@ fn gpu_mismatch() {
             println!("mismatch-case: {}", c.name);
         }
         println!("mismatch-case: stale_team");
+        println!("mismatch-case: start_out_of_step");
+        println!("mismatch-case: start_out_of_heap");
         return;
     }
     let result = if name == "stale_team" {
         stale_team()
+    } else if name == "start_out_of_step" {
+        start_refused(
+            "out of step",
+            |b, rank| b.lamport_bytes(if rank == 0 { 1 << 20 } else { 2 << 20 }),
+            |e| matches!(e, Error::OutOfStep { .. }),
+        )
+    } else if name == "start_out_of_heap" {
+        start_refused(
+            "out of heap",
+            |b, _| b.heap_size(64 << 20).channels(64).lamport_bytes(1 << 20),
+            |e| matches!(e, Error::OutOfHeap { .. }),
+        )
     } else {
         let case = cases()
             .into_iter()
@@ -345,6 +360,37 @@ fn mismatch(case: &Case) -> anyhow::Result<usize> {
         other => bail!("a later call returned {other:?}, not the mismatch"),
     }
     Ok(me)
+}
+
+/// A start that NVSHMEM passes but the crate's own set-up refuses (settings out of step, or
+/// channels that do not fit the heap): every PE must get the error from `init` within a bound,
+/// not wait for ever (the runtime made so far is finalised on the way out, under the start's
+/// lock until that was fixed, which the PE then waited on itself). `rank`: the launcher's.
+fn start_refused(
+    what: &str,
+    settings: impl Fn(RuntimeBuilder, usize) -> RuntimeBuilder,
+    expected: impl Fn(&Error) -> bool,
+) -> anyhow::Result<usize> {
+    let rank = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK", "SLURM_PROCID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse::<usize>().ok())
+        .context("no launcher's rank variable")?;
+    // A hang is this case's failure: the watchdog (no runtime to poll) ends the process.
+    let t0 = Instant::now();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(60));
+        eprintln!("PE {rank}: the refused start has not returned after 60 s");
+        std::process::exit(3);
+    });
+    let got = settings(Runtime::builder().heap_size(1 << 30), rank).init();
+    let secs = t0.elapsed().as_secs_f64();
+    match got {
+        Err(e) if expected(&e) => {
+            println!("PE {rank}: start {what} after {secs:.3} s: {e}");
+            Ok(rank)
+        }
+        other => bail!("PE {rank}: expected the start to be refused ({what}), got {other:?}"),
+    }
 }
 
 /// PE 1 makes one more call on a team (PEs 0 and 1) that PE 0 has dropped, while a new team

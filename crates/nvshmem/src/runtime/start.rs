@@ -106,7 +106,17 @@ impl RuntimeBuilder {
         // A failure here is seen alike by every PE (an allocation refused, an agreement out of
         // step), or ends their next agreement: dropping the runtime then finalises NVSHMEM
         // where every PE agrees to, and leaves it otherwise.
-        let teams = Teams::start(&rt, self.channels, self.lamport_bytes, check_calls)?;
+        let teams = match Teams::start(&rt, self.channels, self.lamport_bytes, check_calls) {
+            Ok(teams) => teams,
+            Err(e) => {
+                // Dropping the runtime finalises NVSHMEM (or leaves it) under the state's
+                // lock, which std's Mutex does not take twice: let go of it first (a `?`
+                // would drop `rt` before `state`, and the PE would wait on itself for ever).
+                drop(state);
+                drop(rt);
+                return Err(e);
+            }
+        };
         if rt.inner.teams.set(teams).is_err() {
             unreachable!("the teams are set once, here");
         }
