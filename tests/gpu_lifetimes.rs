@@ -43,6 +43,10 @@ fn gpu_lifetimes() {
         || page_locked_copies(&rt, &spin),
     );
     c.run("a_graph_keeps_what_it_captured_alive", || graph_keeps(&rt));
+    c.run(
+        "a_graph_of_cudarc_copies_keeps_its_arrays_until_its_launches_are_done",
+        || graph_of_cudarc_copies(&rt, &spin),
+    );
     c.run("a_capture_this_crate_did_not_start_is_refused", || {
         foreign_capture(&rt)
     });
@@ -176,6 +180,40 @@ fn graph_keeps(rt: &Runtime) -> anyhow::Result<()> {
     );
     stream.synchronize()?;
     // Now the arrays can go: every PE dropped them and the graph's launches are done.
+    rt.free_retired()?;
+    Ok(())
+}
+
+/// A graph of cudarc's own work on an array (a memset through `DevicePtrMut`), launched
+/// behind a spinning kernel, then dropped with the array: the memory must not be handed to
+/// new arrays while the launch is still queued. (The graph kept the array but had not noted
+/// its stream, so the array's drop found no work to wait for and the memory was reused.)
+fn graph_of_cudarc_copies(rt: &Runtime, f: &CudaFunction) -> anyhow::Result<()> {
+    const N: usize = 1 << 20;
+    let stream = rt.context().new_stream()?;
+    let mut a = rt.alloc_from(&vec![1.0f32; N])?;
+    let graph = rt.capture(&stream, |s| -> anyhow::Result<()> {
+        s.memset_zeros(&mut a)?;
+        Ok(())
+    })?;
+    spin(f, &stream, Duration::from_millis(300))?;
+    graph.launch()?;
+    drop(graph);
+    drop(a);
+    let others: Vec<_> = (0..16)
+        .map(|_| rt.alloc_from(&vec![-3.0f32; N]))
+        .collect::<nvshmem::Result<_>>()?;
+    stream.synchronize()?;
+    for (k, o) in others.iter().enumerate() {
+        let v = o.to_vec()?;
+        if let Some(i) = v.iter().position(|&x| x != -3.0) {
+            bail!(
+                "array {k} allocated after the graph and its array were dropped: element {i} \
+                 is {}, written by the graph's memset",
+                v[i]
+            );
+        }
+    }
     rt.free_retired()?;
     Ok(())
 }

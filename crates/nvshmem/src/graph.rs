@@ -107,6 +107,14 @@ impl Runtime {
             .map_err(Error::cuda("cuStreamEndCapture"))?
             .ok_or_else(|| Error::arg(CALL, "f", "queued nothing on the stream"))?;
         let keep = std::mem::take(&mut *capture.keep.lock().unwrap_or_else(|p| p.into_inner()));
+        // The graph runs on `stream`: whatever it keeps is used there, so a drop after the
+        // graph's waits for its launches. This crate's calls noted the stream already; cudarc's
+        // own copies in the capture (through `DevicePtr`) see it only as a borrow, and did not.
+        for r in &keep {
+            if let Some(uses) = r.uses() {
+                uses.add(stream);
+            }
+        }
         Ok(Graph {
             graph,
             stream: stream.clone(),
