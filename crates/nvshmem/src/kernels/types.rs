@@ -462,7 +462,8 @@ mod tests {
     /// Every NVLink kernel is launched with programmatic stream serialization (`kernels::fire`),
     /// so it may start while the kernel before it on the stream still runs: each must reach
     /// `griddepcontrol.wait` (`nvr_launch_begin`) itself or through the start helper that calls
-    /// it (`nvr_launch_checked`, `nvr_ll_start`, `nvr_lam_start`) before it reads or writes
+    /// it (`nvr_launch_checked`, `nvr_ll_start`, `nvr_lam_start`, and the routines several
+    /// kernels share: `nvr_lamc_run`, `nvr_ll_exchange[_peers]`) before it reads or writes
     /// memory (PROTOCOL.md, "Launch"). A kernel without it would read its inputs, and its
     /// channel, before the kernel that writes them has finished. (Checked in the source: what
     /// comes before the call is reviewed, not checked.)
@@ -478,6 +479,8 @@ mod tests {
             ("nvr_ll_start(", LL_SRC, "bool nvr_ll_start("),
             ("nvr_lam_start(", LAMPORT_SRC, "bool nvr_lam_start("),
             ("nvr_lamc_run(", LAMPORT_SRC, "void nvr_lamc_run("),
+            ("nvr_ll_exchange(", LL_SRC, "void nvr_ll_exchange("),
+            ("nvr_ll_exchange_peers(", LL_SRC, "void nvr_ll_exchange_peers("),
         ];
         let waits = |body: &str, before: usize| {
             body.contains("nvr_launch_begin();")
