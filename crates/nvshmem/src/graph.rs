@@ -139,11 +139,16 @@ impl Graph {
     /// ```
     pub fn launch(&self) -> Result<()> {
         self.rt.enter("Graph::launch", &self.stream)?;
-        for r in &self.keep {
-            if let Some(order) = r.ordered() {
-                order.enter(&self.stream, self.rt.captures())?;
-            }
-        }
+        // Every turn held until the launch is queued, taken in the one order every holder of
+        // several follows (teams, then the scratch), once each: teams with the same members
+        // share one lane.
+        let mut orders: Vec<_> = self.keep.iter().filter_map(|r| r.ordered()).collect();
+        orders.sort_by_key(|o| o.rank());
+        orders.dedup_by_key(|o| o.rank());
+        let _turns = orders
+            .iter()
+            .map(|o| o.enter(&self.stream, self.rt.captures()))
+            .collect::<Result<Vec<_>>>()?;
         self.graph.launch().map_err(Error::cuda("cuGraphLaunch"))
     }
 

@@ -354,7 +354,7 @@ impl Heap {
         let alloc = self.alloc(rt, "Runtime::reserve_scratch", bytes, false)?;
         *scratch = Some(Arc::new(Scratch {
             alloc,
-            order: Ordered::default(),
+            order: Ordered::taken_after_teams(),
         }));
         Ok(())
     }

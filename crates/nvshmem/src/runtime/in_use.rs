@@ -10,7 +10,8 @@
 //! - [`Ordered`]: a resource whose uses must not overlap (a team's channel, the scratch). A use
 //!   on another stream than the last one first makes the new stream wait for the old one, as
 //!   NCCL orders the calls of one communicator; so the last stream alone tells when all its
-//!   work is done.
+//!   work is done. A use holds the resource's [`Turn`] from then until its work is queued, so
+//!   that uses from several threads are ordered as they are queued.
 //! - [`Captures`]: the graphs being captured through [`Runtime::capture`](crate::Runtime::capture).
 //!   Work queued into a graph runs whenever the graph is launched, so a call queued while its
 //!   stream is captured hands the resources it uses to the graph, which keeps them alive; a
@@ -218,35 +219,51 @@ impl std::fmt::Debug for Pending {
 
 /// A resource whose uses must follow one another on the GPU (a team's channel: its kernels
 /// share flags; the collective scratch). The last stream it was used on: a use on another
-/// stream first makes that stream wait for everything queued on the last one.
+/// stream first makes that stream wait for everything queued on the last one. A use holds the
+/// resource's [`Turn`] until its work is queued: otherwise a use on another stream, from
+/// another thread, could be ordered after the work queued so far but not after this use's,
+/// which it would then overlap on the GPU.
 #[derive(Default)]
 pub(crate) struct Ordered {
     last: Mutex<Option<Arc<CudaStream>>>,
-    /// The stream `last` holds: a use on it again (the common case) has nothing to order and
-    /// costs one load. Set under the lock.
-    handle: LastStream,
+    /// Where a use that holds several turns at once takes this one ([`Ordered::rank`]).
+    rank: u8,
+}
+
+/// A use's turn on an [`Ordered`] resource: no other use is ordered while it is held.
+#[must_use = "a turn is held until the use's work is queued"]
+pub(crate) struct Turn<'o> {
+    _held: MutexGuard<'o, Option<Arc<CudaStream>>>,
 }
 
 impl Ordered {
-    /// Orders a use on `stream` after every earlier use, on whatever stream.
-    #[inline]
-    pub(crate) fn enter(&self, stream: &Arc<CudaStream>, captures: &Captures) -> Result<()> {
-        if self.handle.is(stream) {
-            return Ok(());
+    /// A resource whose turn is taken after every team's (the scratch): a call holds its
+    /// team's turn, then the scratch's, and a graph's launch takes them in the same order
+    /// ([`Ordered::rank`]), so no two holders wait for each other.
+    pub(crate) fn taken_after_teams() -> Self {
+        Ordered {
+            rank: 1,
+            ..Ordered::default()
         }
-        self.enter_other(stream, captures)
     }
 
-    /// [`Ordered::enter`] on another stream than the last: out of line, as [`Uses::add_new`].
-    #[cold]
-    fn enter_other(&self, stream: &Arc<CudaStream>, captures: &Captures) -> Result<()> {
+    /// The order in which a holder of several turns takes them: by rank, then by address.
+    pub(crate) fn rank(&self) -> (u8, usize) {
+        (self.rank, self as *const Ordered as usize)
+    }
+
+    /// Orders a use on `stream` after every earlier use, on whatever stream; the turn is
+    /// held until the use's work is queued.
+    #[inline]
+    pub(crate) fn enter(&self, stream: &Arc<CudaStream>, captures: &Captures) -> Result<Turn<'_>> {
         let mut last = lock(&self.last);
-        if let Some(prev) = last.as_ref() {
-            if prev.cu_stream() != stream.cu_stream() {
+        match last.as_ref() {
+            Some(prev) if prev.cu_stream() == stream.cu_stream() => {}
+            Some(prev) => {
                 let event =
                     if capturing(prev)? {
-                        // Its earlier work was queued before the capture began: the event
-                        // recorded then stands for it.
+                        // Its earlier work was queued before the capture began: the event recorded
+                        // then stands for it.
                         captures.entry_event(prev)?
                     } else {
                         Arc::new(prev.record_event(None).map_err(Error::cuda(
@@ -256,11 +273,11 @@ impl Ordered {
                 stream.wait(&event).map_err(Error::cuda(
                     "cuStreamWaitEvent (ordering calls across streams)",
                 ))?;
+                *last = Some(stream.clone());
             }
+            None => *last = Some(stream.clone()),
         }
-        *last = Some(stream.clone());
-        self.handle.set(stream);
-        Ok(())
+        Ok(Turn { _held: last })
     }
 
     /// The work queued so far (for retiring the resource).
@@ -373,24 +390,23 @@ impl Captures {
 }
 
 /// What a call notes of a resource it queues work on: in eager mode, its use on the stream
-/// (and its order); in a capture, the graph keeps it (and orders it at every launch).
+/// (and its order: the turn, for a resource whose uses take turns); in a capture, the graph
+/// keeps it (and orders it at every launch).
 #[inline]
-pub(crate) fn note(
-    r: &Arc<impl Resource>,
+pub(crate) fn note<'r>(
+    r: &'r Arc<impl Resource>,
     stream: &Arc<CudaStream>,
     capture: Option<&Capture>,
     captures: &Captures,
-) -> Result<()> {
+) -> Result<Option<Turn<'r>>> {
     if let Some(uses) = r.uses() {
         uses.add(stream);
     }
     match capture {
-        Some(c) => c.hold(r.clone()),
-        None => {
-            if let Some(order) = r.ordered() {
-                order.enter(stream, captures)?;
-            }
+        Some(c) => {
+            c.hold(r.clone());
+            Ok(None)
         }
+        None => r.ordered().map(|o| o.enter(stream, captures)).transpose(),
     }
-    Ok(())
 }

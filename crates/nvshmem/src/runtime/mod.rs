@@ -623,10 +623,26 @@ pub struct Enqueue<'a> {
 }
 
 impl Enqueue<'_> {
-    /// Notes that the work queued now uses `r` (see [`in_use`]): its use on the stream, its
-    /// order after its earlier uses, or, in a capture, the graph keeping it.
+    /// Notes that the work queued now uses `r` (see [`in_use`]), a resource whose uses do not
+    /// take turns (an array, a module): its use on the stream or, in a capture, the graph
+    /// keeping it.
     #[inline]
     pub(crate) fn uses(&self, r: &Arc<impl in_use::Resource>) -> Result<()> {
+        debug_assert!(
+            r.ordered().is_none(),
+            "a resource that takes turns: Enqueue::turn"
+        );
+        self.turn(r).map(drop)
+    }
+
+    /// [`Enqueue::uses`] for a resource whose uses take turns (a team, the scratch): also its
+    /// order after its earlier uses, and its turn, to be held until the work is queued (none
+    /// in a capture, where each launch of the graph takes the turns).
+    #[inline]
+    pub(crate) fn turn<'r>(
+        &self,
+        r: &'r Arc<impl in_use::Resource>,
+    ) -> Result<Option<in_use::Turn<'r>>> {
         in_use::note(
             r,
             self.stream,

@@ -129,7 +129,7 @@ impl Team {
         let core = &self.rt.teams().core;
         let table = self.rt.agree_over(about, self.handle(), n, |stream| {
             // As any call on the team: after its earlier calls, on whatever stream.
-            self.inner.lane.order.enter(stream, self.rt.captures())?;
+            let _turn = self.inner.lane.order.enter(stream, self.rt.captures())?;
             let mut words = args.to_vec();
             words.extend(core.offer(&self.rt, &self.inner.shape.world, stream)?);
             Ok(entry(tag::MAKE_TEAM, &words))

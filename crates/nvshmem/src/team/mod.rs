@@ -696,7 +696,7 @@ impl Team {
             ));
         }
         self.rt.bind()?;
-        self.inner.lane.order.enter(stream, self.rt.captures())?;
+        let _turn = self.inner.lane.order.enter(stream, self.rt.captures())?;
         self.inner.lane.preset_epoch(epoch, stream)
     }
 }

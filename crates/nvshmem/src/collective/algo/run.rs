@@ -207,14 +207,13 @@ impl Plan {
         if self.empty {
             return Ok(());
         }
-        // The team first: its order makes this stream wait for the team's earlier calls.
-        q.uses(team.inner())?;
+        // The team first: its order makes this stream wait for the team's earlier calls. Its
+        // turn, and the scratch's, are held until the work is queued (dropped at the end).
+        let _team = q.turn(team.inner())?;
         for a in arrays {
             q.uses(a)?;
         }
-        if let Some(s) = scratch {
-            q.uses(s)?;
-        }
+        let _scratch = scratch.map(|s| q.turn(s)).transpose()?;
         if let Some((function, launch)) = &self.kernel {
             // SAFETY: `function` was resolved for this launch in the runtime's context (made
             // current by `enqueue`), whose kernel cache keeps its module loaded while the
