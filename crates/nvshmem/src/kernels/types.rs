@@ -480,7 +480,11 @@ mod tests {
             ("nvr_lam_start(", LAMPORT_SRC, "bool nvr_lam_start("),
             ("nvr_lamc_run(", LAMPORT_SRC, "void nvr_lamc_run("),
             ("nvr_ll_exchange(", LL_SRC, "void nvr_ll_exchange("),
-            ("nvr_ll_exchange_peers(", LL_SRC, "void nvr_ll_exchange_peers("),
+            (
+                "nvr_ll_exchange_peers(",
+                LL_SRC,
+                "void nvr_ll_exchange_peers(",
+            ),
         ];
         let waits = |body: &str, before: usize| {
             body.contains("nvr_launch_begin();")

@@ -17,7 +17,9 @@
 //! order, on every PE alike. So nothing is freed while queued work (on any PE) may still use
 //! it, no PE ever synchronises its device for it, a drop on one thread never waits for an
 //! allocation on another, and PEs whose drops land at different moments (threads) still free
-//! the same arrays at the same point: the heaps never come apart. An array that work captured
+//! the same arrays at the same point: the heaps never come apart. Whether an allocation fits is
+//! judged by what NVSHMEM still holds (allocated, not yet freed), the same on every PE, not by
+//! what each PE still uses: so every PE finds room, or refuses, alike. An array that work captured
 //! into a graph uses is kept alive by the [`Graph`](crate::Graph) until the graph is dropped.
 //!
 //! **A program's own memory** (a cudarc allocation) can be the local side of a put or a get
@@ -113,10 +115,36 @@ pub(crate) struct Heap {
 struct Ledger {
     /// Bytes allocated through this runtime and not retired (arrays, scratch, internal).
     in_use: usize,
+    /// Bytes NVSHMEM holds for this runtime: allocated and not yet freed at an agreement. What
+    /// an allocation's room is judged by: allocations and frees are agreed, so it is the same
+    /// on every PE at every allocation, where `in_use` falls on each PE when its arrays drop
+    /// (a PE that judged by it could find room where another did not, and wait alone in
+    /// NVSHMEM's collective malloc for ever).
+    held: usize,
     /// The most `in_use` has been.
     peak: usize,
     /// The serial number the next allocation gets (the same on every PE).
     serial: u64,
+}
+
+impl Ledger {
+    /// An allocation made (on every PE alike: the next serial).
+    fn allocated(&mut self, bytes: usize) {
+        self.serial += 1;
+        self.in_use += bytes;
+        self.held += bytes;
+        self.peak = self.peak.max(self.in_use);
+    }
+
+    /// An allocation dropped on this PE: no longer in use here, still held until freed.
+    fn retired(&mut self, bytes: usize) {
+        self.in_use = self.in_use.saturating_sub(bytes);
+    }
+
+    /// An allocation freed at an agreement (on every PE alike).
+    fn freed(&mut self, bytes: usize) {
+        self.held = self.held.saturating_sub(bytes);
+    }
 }
 
 /// The collective scratch: one allocation, and the order of the calls that use it (calls on
@@ -163,6 +191,7 @@ impl Heap {
             origin,
             ledger: Mutex::new(Ledger {
                 in_use: origin_bytes,
+                held: origin_bytes,
                 peak: origin_bytes,
                 serial: 0,
             }),
@@ -193,8 +222,8 @@ impl Heap {
         rt.bind()?;
         let serial = self.ledger().serial;
         self.agree_and_free(rt, call, tag::ALLOC, &[serial, bytes as u64, zeroed as u64])?;
-        let in_use = self.ledger().in_use;
-        let room = check_room(bytes, in_use, 0, self.heap_size);
+        let held = self.ledger().held;
+        let room = check_room(bytes, held, 0, self.heap_size);
         let ptr = match room {
             // SAFETY: the runtime's context is current; every PE makes this call alike (agreed
             // above, and the ledger that judged the room is the same everywhere).
@@ -207,18 +236,22 @@ impl Heap {
         same_call(call, &placed, tag::PLACED)?;
         if let Some(pe) = placed.iter().position(|e| e[2] == u64::MAX) {
             // NVSHMEM refused somewhere; what it gave elsewhere stays allocated (freeing is
-            // collective and the PEs without it would not take part), counted as in use.
+            // collective and the PEs without it would not take part), counted as in use there,
+            // and as held on every PE, so that the PEs still judge the room alike.
             if let Some(p) = ptr {
                 tracing::warn!(
                     ptr = p,
                     bytes,
                     "an allocation refused on another PE is kept"
                 );
-                self.charge(bytes);
+                self.ledger().in_use += bytes;
+            }
+            if placed.iter().any(|e| e[2] != u64::MAX) {
+                self.ledger().held += bytes;
             }
             return Err(room.err().unwrap_or(Error::OutOfHeap {
                 requested: bytes,
-                in_use,
+                in_use: held,
                 heap_size: self.heap_size,
             }))
             .map_err(|e| note_refusal(e, pe));
@@ -234,19 +267,8 @@ impl Heap {
             ));
         }
         let ptr = ptr.expect("every PE got memory");
-        let mut ledger = self.ledger();
-        ledger.serial += 1;
-        ledger.in_use += bytes;
-        ledger.peak = ledger.peak.max(ledger.in_use);
-        drop(ledger);
+        self.ledger().allocated(bytes);
         Ok(Alloc::new(rt.downgrade(), Block { ptr, bytes }, serial))
-    }
-
-    /// Counts `bytes` as in use.
-    fn charge(&self, bytes: usize) {
-        let mut ledger = self.ledger();
-        ledger.in_use += bytes;
-        ledger.peak = ledger.peak.max(ledger.in_use);
     }
 
     /// The agreement that opens an allocation or a free: every PE says what it is doing
@@ -280,6 +302,7 @@ impl Heap {
                 // (each offered it only then); every PE frees it here, in the same order; the
                 // context is current.
                 unsafe { rt.nv().free(r.block.ptr) };
+                self.ledger().freed(r.block.bytes);
             }
         });
         // What was not freed goes back, before anything dropped meanwhile.
@@ -293,10 +316,7 @@ impl Heap {
     /// retired it and its work is done. Never blocks and never calls NVSHMEM, so it is safe
     /// in `Drop`, on one PE alone, or while unwinding.
     pub(crate) fn retire(&self, r: Retired) {
-        {
-            let mut ledger = self.ledger();
-            ledger.in_use = ledger.in_use.saturating_sub(r.block.bytes);
-        }
+        self.ledger().retired(r.block.bytes);
         lock(&self.retired).push(r);
     }
 
@@ -414,21 +434,21 @@ fn note_refusal(e: Error, pe: usize) -> Error {
     e
 }
 
-/// Refuses `requested` bytes on a heap of `heap_size` with `in_use` allocated, `freed` of
-/// which are freed first. Judged from the ledger, which every PE keeps alike (they allocate
-/// and free alike), so every PE refuses alike.
+/// Refuses `requested` bytes on a heap of `heap_size` of which NVSHMEM holds `held`, `freed`
+/// of which are freed first. Judged from the ledger's `held`, which every PE keeps alike (they
+/// allocate and free alike), so every PE refuses alike.
 pub(crate) fn check_room(
     requested: usize,
-    in_use: usize,
+    held: usize,
     freed: usize,
     heap_size: usize,
 ) -> Result<()> {
-    if requested <= heap_size.saturating_sub(in_use.saturating_sub(freed)) {
+    if requested <= heap_size.saturating_sub(held.saturating_sub(freed)) {
         return Ok(());
     }
     Err(Error::OutOfHeap {
         requested,
-        in_use,
+        in_use: held,
         heap_size,
     })
 }
@@ -646,6 +666,32 @@ mod tests {
         // One PE: what it offers.
         let t = table(&[&[1, 8, 1, 2, 5, 3]]);
         assert_eq!(agreed_frees(&t, 3), vec![3, 5]);
+    }
+
+    /// Two PEs that allocated alike, one of which has dropped an array the other still holds
+    /// (drops are not collective): the next allocation's room is judged alike on both, by what
+    /// NVSHMEM still holds, until the agreed free. (Judged by what each PE still uses, the PE
+    /// that had dropped found room, and would have entered NVSHMEM's collective malloc alone.)
+    #[test]
+    fn every_pe_judges_the_room_alike_whenever_its_arrays_drop() {
+        let heap = 1000;
+        let (mut dropped, mut kept) = (Ledger::default(), Ledger::default());
+        for l in [&mut dropped, &mut kept] {
+            l.allocated(600);
+        }
+        dropped.retired(600);
+        assert_eq!((dropped.in_use, kept.in_use), (0, 600));
+        for l in [&dropped, &kept] {
+            assert!(check_room(600, l.held, 0, heap).is_err());
+            assert!(check_room(400, l.held, 0, heap).is_ok());
+        }
+        // The other PE drops it too; the next agreement frees it on both.
+        kept.retired(600);
+        for l in [&mut dropped, &mut kept] {
+            l.freed(600);
+            assert_eq!((l.in_use, l.held, l.peak, l.serial), (0, 0, 600, 1));
+            assert!(check_room(600, l.held, 0, heap).is_ok());
+        }
     }
 
     #[test]
