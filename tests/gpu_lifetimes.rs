@@ -59,6 +59,9 @@ fn gpu_lifetimes() {
     c.run("drops_at_different_moments_keep_the_heaps_in_step", || {
         heaps_in_step(&rt)
     });
+    c.run("a_full_heap_is_refused_alike_whatever_was_dropped", || {
+        full_heap_alike(&rt)
+    });
     c.run(
         "a_dropped_teams_channel_is_reused_only_after_its_work",
         || channel_reuse(&rt, &spin),
@@ -402,6 +405,45 @@ fn heaps_in_step(rt: &Runtime) -> anyhow::Result<()> {
             bail!("round {round}: element {i} is {}, expected {want}", got[i]);
         }
     }
+    Ok(())
+}
+
+/// Every PE allocates 55 % of the heap's free room; every other PE drops it at once, the rest
+/// keep it; then every PE asks for 55 % again. NVSHMEM still holds the first everywhere, so
+/// every PE must be refused (`OutOfHeap`) alike; a PE that judged by its own arrays found room,
+/// entered NVSHMEM's collective malloc alone and waited there for ever. Once every PE has
+/// dropped it, the same allocation succeeds everywhere.
+fn full_heap_alike(rt: &Runtime) -> anyhow::Result<()> {
+    let me = rt.my_pe();
+    let stream = rt.stream().clone();
+    rt.barrier_all(&stream)?;
+    stream.synchronize()?;
+    rt.free_retired()?;
+    let u = rt.heap_usage();
+    let room = u.heap_size - u.in_use - u.retired;
+    let big = room / 100 * 55;
+    let first = rt.alloc_zeroed::<u8>(big)?;
+    let first = if me.is_multiple_of(2) {
+        drop(first);
+        None
+    } else {
+        Some(first)
+    };
+    match rt.alloc_zeroed::<u8>(big) {
+        Err(Error::OutOfHeap { .. }) => {}
+        other => bail!(
+            "PE {me} (dropped its first: {}): expected OutOfHeap, got {:?}",
+            first.is_none(),
+            other.map(|a| a.len())
+        ),
+    }
+    drop(first);
+    // Its zeroing done everywhere, so that every PE offers it at the next agreement.
+    rt.context().synchronize()?;
+    rt.barrier_all(&stream)?;
+    stream.synchronize()?;
+    let second = rt.alloc_zeroed::<u8>(big)?;
+    ensure!(second.len() == big);
     Ok(())
 }
 
