@@ -338,6 +338,18 @@ fn registered(rt: &Runtime) -> anyhow::Result<()> {
     ensure!(registered.is_empty());
     rt.put(&registered, &mut empty, right, &stream)?;
     drop(registered);
+    // An empty put with a signal delivers the signal alone (the set above made it 1).
+    let nothing = rt.alloc_zeroed::<u32>(0)?;
+    rt.put_with_signal(
+        &nothing,
+        &mut empty,
+        flags.signal(0)?,
+        SignalOp::Add(1),
+        right,
+        &stream,
+    )?;
+    rt.signal_wait_until(flags.signal(0)?, Cmp::Ge, 2, &stream)?;
+    stream.synchronize()?;
     barrier_all(rt)?;
     Ok(())
 }

@@ -282,19 +282,18 @@ impl Runtime {
         q.uses(signal.alloc)?;
         let cu = q.cu;
         let (op, value) = op.raw();
+        let bytes = src.local_len() * std::mem::size_of::<T>();
+        if bytes == 0 {
+            // An empty array has no symmetric address (0) to hand NVSHMEM: the signal alone.
+            // SAFETY: as in `signal_op`.
+            unsafe { self.nv().signal(signal.ptr, value, op, pe, cu) };
+            return Ok(());
+        }
         let (src_ptr, _record) = src.local_ptr(stream);
         // SAFETY: as in `put`; the signal word is a symmetric u64 of this runtime (checked).
         unsafe {
-            self.nv().put_signal(
-                dst.sym_ptr(),
-                src_ptr,
-                src.local_len() * std::mem::size_of::<T>(),
-                signal.ptr,
-                value,
-                op,
-                pe,
-                cu,
-            )
+            self.nv()
+                .put_signal(dst.sym_ptr(), src_ptr, bytes, signal.ptr, value, op, pe, cu)
         };
         Ok(())
     }
