@@ -38,8 +38,9 @@ impl RuntimeInner {
         }
     }
 
-    /// Waits, at most the timeout, until no queued work can still use the heap: every dropped
-    /// array's and team's work, and the runtime's own streams.
+    /// Waits, at most the timeout, until no queued work can still use the heap or the control
+    /// block: every dropped array's and team's work, the runtime's own streams, and NVSHMEM's
+    /// calls framed on the program's streams.
     fn settle(&self) -> bool {
         let mut last = Vec::new();
         for s in [&self.stream, self.exchange.stream()] {
@@ -61,7 +62,10 @@ impl RuntimeInner {
             let streams_done = last.iter().all(|e| e.try_is_complete().unwrap_or(false))
                 && live.iter_mut().all(|p| p.done());
             let teams_done = self.teams.get().is_none_or(|t| t.settled());
-            if streams_done && teams_done && self.heap.settled() {
+            // NVSHMEM's calls framed on the program's streams (a quiet holds no resource):
+            // their frame's last write goes into the control block, freed when this ends.
+            let framed_done = !self.health.framed_unfinished();
+            if streams_done && teams_done && framed_done && self.heap.settled() {
                 return true;
             }
             if self.health.timeout().is_some_and(|t| start.elapsed() >= t) || self.health.failed() {

@@ -814,6 +814,12 @@ impl Health {
             ))
     }
 
+    /// Whether a call framed in the progress ring has not been left by its stream yet (queued,
+    /// or inside NVSHMEM): the stream will still write into the control block.
+    pub(crate) fn framed_unfinished(&self) -> bool {
+        self.unfinished().is_some()
+    }
+
     /// Whether a stream is inside one of NVSHMEM's calls framed by this crate now.
     fn in_nvshmem(&self) -> bool {
         (0..PROGRESS_SLOTS).any(|i| {
