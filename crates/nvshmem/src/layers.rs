@@ -37,6 +37,7 @@ const SANCTIONED: &[(&str, &str)] = &[
     ("runtime", "collective::algo::ForcedAlgorithms"),
     ("runtime", "collective::algo::fingerprint::describe"),
     ("runtime", "device::release_retired"),
+    ("runtime", "device::retired_settled"),
     ("team", "collective::algo::Plans"),
 ];
 

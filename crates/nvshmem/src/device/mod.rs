@@ -100,7 +100,7 @@ mod module;
 pub use build::{
     BuildTimes, DeviceImage, DeviceSource, Route, Toolchain, HEADER, HEADER_NAME, NVSHMEM_HOME_VAR,
 };
-pub(crate) use module::release_retired;
+pub(crate) use module::{release_retired, retired_settled};
 pub use module::{Args, DeviceArray, DeviceKernel, DeviceModule};
 
 /// nvJitLink's version, e.g. `(13, 0)`, or why it cannot be loaded.

@@ -816,6 +816,17 @@ pub(crate) fn release_retired() {
     reap(true)
 }
 
+/// Whether the work queued with every retired device module is done: the runtime finalises
+/// NVSHMEM only then (a kernel still running would use the heap it tears down), and waits for
+/// it as long as for the rest of its work (its timeout), not [`reap`]'s fixed bound.
+pub(crate) fn retired_settled() -> bool {
+    RETIRED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter_mut()
+        .all(Retired::done)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

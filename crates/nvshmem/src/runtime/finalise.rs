@@ -39,8 +39,8 @@ impl RuntimeInner {
     }
 
     /// Waits, at most the timeout, until no queued work can still use the heap or the control
-    /// block: every dropped array's and team's work, the runtime's own streams, and NVSHMEM's
-    /// calls framed on the program's streams.
+    /// block: every dropped array's, team's and device module's work, the runtime's own
+    /// streams, and NVSHMEM's calls framed on the program's streams.
     fn settle(&self) -> bool {
         let mut last = Vec::new();
         for s in [&self.stream, self.exchange.stream()] {
@@ -65,7 +65,12 @@ impl RuntimeInner {
             // NVSHMEM's calls framed on the program's streams (a quiet holds no resource):
             // their frame's last write goes into the control block, freed when this ends.
             let framed_done = !self.health.framed_unfinished();
-            if streams_done && teams_done && framed_done && self.heap.settled() {
+            if streams_done
+                && teams_done
+                && framed_done
+                && self.heap.settled()
+                && crate::device::retired_settled()
+            {
                 return true;
             }
             if self.health.timeout().is_some_and(|t| start.elapsed() >= t) || self.health.failed() {
