@@ -216,6 +216,9 @@ fn gpu_foundation() {
     });
 
     c.run("registered_memory_put_and_get", || registered(&rt));
+    c.run("a_module_not_linked_with_nvshmem_is_refused", || {
+        unlinked_module(&rt)
+    });
 
     c.run("finalize_while_in_use_is_refused", || {
         let held = rt.alloc_zeroed::<u8>(8)?;
@@ -351,6 +354,40 @@ fn registered(rt: &Runtime) -> anyhow::Result<()> {
     rt.signal_wait_until(flags.signal(0)?, Cmp::Ge, 2, &stream)?;
     stream.synchronize()?;
     barrier_all(rt)?;
+    Ok(())
+}
+
+/// An image that is no module (bytes) is refused; one that loads but was not linked with
+/// NVSHMEM's device library (a plain kernel's PTX, which the driver compiles) is refused or
+/// registered, as NVSHMEM decides; either way the runtime goes on.
+fn unlinked_module(rt: &Runtime) -> anyhow::Result<()> {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    use nvshmem::device::{DeviceImage, DeviceModule};
+    let ctx = rt.context();
+    let arch = format!(
+        "sm_{}{}",
+        ctx.attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+        ctx.attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?
+    );
+    let junk = DeviceImage::from_linked_cubin("junk", &arch, vec![0x42; 4096]);
+    ensure!(
+        DeviceModule::load(rt, &junk).is_err(),
+        "4 KiB of junk loaded as a module"
+    );
+    let ptx = cudarc::nvrtc::compile_ptx("extern \"C\" __global__ void plain(int *p) { *p = 1; }")?;
+    let plain = DeviceImage::from_linked_cubin("plain", &arch, ptx.to_src().into_bytes());
+    // What NVSHMEM does with it is its own choice (refuse it, or register a module that uses
+    // nothing of it); what is checked is that either way the module goes and the runtime goes
+    // on (a module never registered must not be unregistered).
+    match DeviceModule::load(rt, &plain) {
+        Err(e) => println!("PE {}: a module without NVSHMEM: {e}", rt.my_pe()),
+        Ok(m) => {
+            println!("PE {}: a module without NVSHMEM was registered", rt.my_pe());
+            drop(m);
+        }
+    }
+    rt.barrier_all(rt.stream())?;
+    rt.stream().synchronize()?;
     Ok(())
 }
 

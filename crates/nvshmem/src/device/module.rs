@@ -94,6 +94,9 @@ struct Loaded {
     rt: Runtime,
     name: String,
     module: sys::CUmodule,
+    /// Whether NVSHMEM registered it (`nvshmemx_cumodule_init` succeeded): only then is it
+    /// unregistered before it is unloaded.
+    registered: bool,
     /// The streams the module's kernels were launched on (eagerly, or into a graph that
     /// launches on them): when the module is dropped, an event on each says when its work is
     /// done.
@@ -168,17 +171,19 @@ impl DeviceModule {
         unsafe { sys::cuModuleLoadData(&mut module, bytes.as_ptr().cast()) }
             .result()
             .map_err(Error::cuda("cuModuleLoadData (device-initiated kernels)"))?;
-        let loaded = Loaded {
+        let mut loaded = Loaded {
             rt: rt.clone(),
             name: image.name().to_string(),
             module,
+            registered: false,
             uses: Uses::default(),
         };
-        // SAFETY: `module` was just loaded in the runtime's context (current), linked with
-        // NVSHMEM's device library; it is registered once, here. If this fails, `loaded`'s drop
-        // unregisters nothing NVSHMEM did not register (finalize of an unregistered module only
-        // finds nothing to remove) and unloads it.
+        // SAFETY: `module` was just loaded in the runtime's context (current) and is registered
+        // once, here. NVSHMEM looks its device state up in the module by name and refuses a
+        // module without it (an image not linked with its device library: the image's bytes
+        // are the caller's); then `loaded`'s drop only unloads it.
         unsafe { rt.nv().cumodule_init(module) }?;
+        loaded.registered = true;
         preload(module)?;
         Ok(DeviceModule {
             inner: Arc::new(loaded),
@@ -708,6 +713,7 @@ impl Drop for Loaded {
             nv: self.rt.nv(),
             ctx: Arc::clone(self.rt.context()),
             module: self.module,
+            registered: self.registered,
             name: std::mem::take(&mut self.name),
             pending,
         };
@@ -735,6 +741,7 @@ struct Retired {
     nv: Nvshmem,
     ctx: Arc<CudaContext>,
     module: sys::CUmodule,
+    registered: bool,
     name: String,
     pending: Pending,
 }
@@ -764,10 +771,13 @@ impl Retired {
             tracing::warn!(%e, module = %self.name, "binding the context to release a device module");
             return;
         }
-        // SAFETY: the module was registered by `DeviceModule::load` and is finalised once,
-        // here, while NVSHMEM is initialised (see `nv`); its launches have completed.
-        if let Err(e) = unsafe { self.nv.cumodule_finalize(self.module) } {
-            tracing::warn!(%e, module = %self.name, "unregistering a device module");
+        if self.registered {
+            // SAFETY: the module was registered by `DeviceModule::load` (checked) and is
+            // finalised once, here, while NVSHMEM is initialised (see `nv`); its launches have
+            // completed.
+            if let Err(e) = unsafe { self.nv.cumodule_finalize(self.module) } {
+                tracing::warn!(%e, module = %self.name, "unregistering a device module");
+            }
         }
         // SAFETY: no launch of the module is queued any more and NVSHMEM no longer writes
         // into it; it is unloaded once.
