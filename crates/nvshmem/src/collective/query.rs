@@ -187,12 +187,13 @@ const DST: u64 = 1 << 62;
 /// `forced` forced for its collective: the same checks, the same choice and the same scratch
 /// as the call itself ([`super::algo::run`], [`super::algo::prepare`]).
 /// `room` is the collective scratch reserved now, which the automatic choice weighs as the
-/// call does.
+/// call does; `heap_size` the symmetric heap's size, which the call's arrays fit in.
 pub(crate) fn plan_with_room(
     spec: &CallSpec,
     team: &TeamShape,
     forced: Option<&'static dyn Algorithm>,
     room: usize,
+    heap_size: usize,
 ) -> Result<CallPlan> {
     let name = spec.kind.call_name("Team::plan_of", "spec")?;
     let (coll, in_place) = (spec.kind.coll, spec.kind.in_place);
@@ -227,6 +228,7 @@ pub(crate) fn plan_with_room(
         bufs,
     };
     let mut call = check_call(&args, team)?;
+    fits_the_heap(name, spec, &args.bufs, heap_size)?;
     call.room = room;
     let alg = algo::choose(&call, forced)?;
     Ok(CallPlan {
@@ -240,6 +242,30 @@ pub(crate) fn plan_with_room(
     })
 }
 
+/// Refuses a description whose buffers need more bytes than the symmetric heap has. A call
+/// takes symmetric arrays, all of them in the heap, so no call of that size can be made; and
+/// the algorithms plan for arrays that exist (NVSHMEM's 16-bit integer reductions queue one
+/// step per 1 MiB, which for a count no heap holds is more steps than the host's memory).
+fn fits_the_heap(name: &'static str, spec: &CallSpec, bufs: &Bufs, heap_size: usize) -> Result<()> {
+    let bytes = match bufs {
+        Bufs::None => 0,
+        Bufs::InPlace { buf, .. } => buf.bytes(),
+        Bufs::Two { src, dst, .. } => src.bytes() + dst.bytes(),
+    };
+    if bytes <= heap_size as u128 {
+        return Ok(());
+    }
+    Err(Error::arg(
+        name,
+        "count",
+        format_args!(
+            "blocks of {} elements of {} need {bytes} bytes of arrays, more than the symmetric \
+             heap's {heap_size} bytes hold (RuntimeBuilder::heap_size)",
+            spec.count, spec.dtype
+        ),
+    ))
+}
+
 impl Team {
     /// What the call `spec` describes would run on this PE's team, now: the algorithm (the
     /// automatic choice, or the one forced for its collective) and the collective scratch it
@@ -247,7 +273,9 @@ impl Team {
     /// choice depends only on what every member passes alike). The arguments are checked as
     /// the call checks them, so a call that would be refused is refused here with the same
     /// error ([`Error::AlgorithmRefused`] for a forced algorithm that cannot run it,
-    /// [`Error::Unsupported`] when none can).
+    /// [`Error::Unsupported`] when none can). A size whose buffers need more bytes than the
+    /// symmetric heap has ([`RuntimeInfo::heap_size`](crate::RuntimeInfo::heap_size)), which no
+    /// call can have, is refused with [`Error::InvalidArgument`] naming `count`.
     ///
     /// ```no_run
     /// use nvshmem::{collective::{CallSpec, Collective}, DataType, ReduceOp, Runtime};
@@ -264,18 +292,26 @@ impl Team {
     pub fn plan_of(&self, spec: &CallSpec) -> Result<CallPlan> {
         // Resolved as the calls resolve it.
         let forced = self.runtime().forced_algorithms().forced(spec.kind.coll);
-        plan_with_room(spec, self.shape(), forced, self.runtime().scratch_bytes())
+        let rt = self.runtime();
+        plan_with_room(
+            spec,
+            self.shape(),
+            forced,
+            rt.scratch_bytes(),
+            rt.heap().size(),
+        )
     }
 }
 
-/// [`plan_with_room`] with unlimited scratch, as the algorithm layer's tests describe calls.
+/// [`plan_with_room`] with unlimited scratch on an unlimited heap, as the algorithm layer's
+/// tests describe calls.
 #[cfg(test)]
 fn plan_for(
     spec: &CallSpec,
     team: &TeamShape,
     forced: Option<&'static dyn Algorithm>,
 ) -> Result<CallPlan> {
-    plan_with_room(spec, team, forced, usize::MAX)
+    plan_with_room(spec, team, forced, usize::MAX, usize::MAX)
 }
 
 #[cfg(test)]
@@ -506,6 +542,42 @@ mod tests {
             ("nvshmem", 128),
             "{got:?}"
         );
+    }
+
+    /// A size whose arrays no heap holds is refused before anything is planned. An i16
+    /// all-reduce of 2^50 elements on a team that is not peer-mapped and was made by
+    /// nvshmemx_team_init had NVSHMEM's plan made only to be looked at, one step per 2^19
+    /// elements: 2^31 steps, and the process aborted for want of memory.
+    #[test]
+    fn a_size_whose_arrays_no_heap_holds_is_refused() {
+        let mut t = shape(2, 0, false);
+        t.nvshmem_collectives = false;
+        let heap = 1 << 30;
+        let plan = |count, in_place| {
+            let spec = CallSpec::new(Collective::AllReduce, DataType::I16, count);
+            plan_with_room(&spec.in_place(in_place), &t, None, 0, heap)
+        };
+        let e = plan(1 << 50, false).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument { arg: "count", .. }),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "all_reduce: invalid count: blocks of 1125899906842624 elements of i16 need \
+             4503599627370496 bytes of arrays, more than the symmetric heap's 1073741824 bytes \
+             hold (RuntimeBuilder::heap_size)"
+        );
+        // Two arrays of half the heap each, or one of all of it in place, are planned.
+        assert_eq!(plan(heap / 4, false).unwrap().algorithm, "nvshmem");
+        assert!(plan(heap / 4 + 1, false).is_err());
+        assert_eq!(plan(heap / 2, true).unwrap().scratch_bytes, heap);
+        assert!(plan(heap / 2 + 1, true).is_err());
+        // The arrays of the gathering and scattering collectives count whole.
+        let fcollect = CallSpec::new(Collective::Fcollect, DataType::U8, heap / 3);
+        assert!(plan_with_room(&fcollect, &t, None, 0, heap).is_ok());
+        let fcollect = CallSpec::new(Collective::Fcollect, DataType::U8, heap / 3 + 1);
+        assert!(plan_with_room(&fcollect, &t, None, 0, heap).is_err());
     }
 
     #[test]

@@ -333,6 +333,11 @@ impl Heap {
         lock(&self.retired).iter_mut().all(|r| r.pending.done())
     }
 
+    /// The heap's size (the same on every PE: checked at start-up).
+    pub(crate) fn size(&self) -> usize {
+        self.heap_size
+    }
+
     /// Bytes in use (not retired).
     pub(crate) fn in_use(&self) -> usize {
         self.ledger().in_use
