@@ -195,6 +195,23 @@ pub(crate) fn plan_with_room(
     room: usize,
     heap_size: usize,
 ) -> Result<CallPlan> {
+    let mut call = described(spec, team, heap_size)?;
+    call.room = room;
+    let alg = algo::choose(&call, forced)?;
+    Ok(CallPlan {
+        algorithm: alg.name(),
+        scratch_bytes: if call.is_empty() {
+            0
+        } else {
+            alg.scratch(&call)
+        },
+        forced: forced.is_some(),
+    })
+}
+
+/// The call `spec` describes on `team`, its stand-in buffers checked as a call's arrays are,
+/// and refused where they need more than `heap_size` bytes ([`fits_the_heap`]).
+fn described<'t>(spec: &CallSpec, team: &'t TeamShape, heap_size: usize) -> Result<algo::Call<'t>> {
     let name = spec.kind.call_name("Team::plan_of", "spec")?;
     let (coll, in_place) = (spec.kind.coll, spec.kind.in_place);
     let elem = spec.dtype.size();
@@ -227,19 +244,9 @@ pub(crate) fn plan_with_room(
         root: spec.kind.root_arg(),
         bufs,
     };
-    let mut call = check_call(&args, team)?;
+    let call = check_call(&args, team)?;
     fits_the_heap(name, spec, &args.bufs, heap_size)?;
-    call.room = room;
-    let alg = algo::choose(&call, forced)?;
-    Ok(CallPlan {
-        algorithm: alg.name(),
-        scratch_bytes: if call.is_empty() {
-            0
-        } else {
-            alg.scratch(&call)
-        },
-        forced: forced.is_some(),
-    })
+    Ok(call)
 }
 
 /// Refuses a description whose buffers need more bytes than the symmetric heap has. A call
@@ -578,6 +585,117 @@ mod tests {
         assert!(plan_with_room(&fcollect, &t, None, 0, heap).is_ok());
         let fcollect = CallSpec::new(Collective::Fcollect, DataType::U8, heap / 3 + 1);
         assert!(plan_with_room(&fcollect, &t, None, 0, heap).is_err());
+    }
+
+    /// Counts near the most the stand-in buffers can hold, through every collective, type,
+    /// operator, kind of team, forced algorithm and reserved scratch, with no heap to bound
+    /// them: the query answers (a plan or a typed error), and every algorithm that accepts
+    /// such a call sizes its scratch and plans it, without an overflow. The offset of
+    /// NVSHMEM's staged input (`Staging::staged_at`) and the scratch address after it
+    /// overflowed: a panic in a debug build, a wrapped address in release.
+    #[test]
+    fn counts_near_the_largest_buffers_never_overflow() {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        let ops = [
+            ReduceOp::Sum,
+            ReduceOp::Avg,
+            ReduceOp::PreMulSum(2.0),
+            ReduceOp::Xor,
+        ];
+        // The largest buffers each stand-in address has room for, and round sizes near them.
+        let most = [u64::MAX - SRC, u64::MAX - DST, 1 << 63, 3 << 61, u64::MAX];
+        let mut failed = Vec::new();
+        let mut planned = 0;
+        for n in [1, 2, 3, 8] {
+            for (mapped, avoid) in [(false, 0), (true, 0), (true, 1), (false, 2)] {
+                let mut t = shape(n, n - 1, mapped);
+                t.shares_gpu = avoid == 1;
+                t.nvshmem_collectives = avoid != 2;
+                for coll in Collective::ALL {
+                    for &dtype in DataType::ALL {
+                        // NVSHMEM's 16-bit integer reductions are planned one step per 2^19
+                        // elements: where the choice looks at that plan (avoid), only a heap's
+                        // worth (a_size_whose_arrays_no_heap_holds_is_refused), and such plans
+                        // are not made below.
+                        let chunked =
+                            coll.reduces() && crate::ffi::max_reduce_count(dtype) < usize::MAX;
+                        let heap = if chunked && avoid > 0 {
+                            1 << 40
+                        } else {
+                            usize::MAX
+                        };
+                        let ops = if coll.reduces() { &ops[..] } else { &ops[..1] };
+                        for &op in ops {
+                            if coll.reduces() && op.check_for("t", dtype).is_err() {
+                                continue;
+                            }
+                            let e = dtype.size() as u64;
+                            let counts = most.iter().flat_map(|&b| {
+                                [b / e, b / e - 1, b / e / n as u64, b / e / n as u64 - 1]
+                            });
+                            for count in counts {
+                                for in_place in [false, true] {
+                                    let spec = CallSpec::new(coll, dtype, count as usize)
+                                        .op(op)
+                                        .root(n - 1)
+                                        .in_place(in_place);
+                                    let what = format!(
+                                        "{coll} {dtype} {op} x{count} in place {in_place} n {n} \
+                                         mapped {mapped} avoid {avoid}"
+                                    );
+                                    let registry = algo::registry(coll).iter().copied();
+                                    for forced in std::iter::once(None).chain(registry.map(Some)) {
+                                        for room in [0, 1 << 30, usize::MAX] {
+                                            let r = catch_unwind(AssertUnwindSafe(|| {
+                                                plan_with_room(&spec, &t, forced, room, heap)
+                                            }));
+                                            if r.is_err() {
+                                                failed.push(format!(
+                                                    "{what} forced {forced:?} room {room}"
+                                                ));
+                                            }
+                                        }
+                                    }
+                                    // Each algorithm that accepts the call, planned as the
+                                    // call would plan it with its scratch reserved.
+                                    let Ok(mut c) = described(&spec, &t, usize::MAX) else {
+                                        continue;
+                                    };
+                                    c.room = usize::MAX;
+                                    for &a in algo::registry(coll) {
+                                        let chunks = chunked
+                                            && matches!(a.name(), "nvshmem" | "scale_then_sum");
+                                        let r = catch_unwind(AssertUnwindSafe(|| {
+                                            if a.refuses(&c).is_some() {
+                                                return false;
+                                            }
+                                            let mut c = c.clone();
+                                            c.scratch = 1 << 40;
+                                            let _ = a.scratch(&c);
+                                            if !chunks {
+                                                a.plan(&c, &mut Vec::new());
+                                            }
+                                            true
+                                        }));
+                                        planned += usize::from(matches!(r, Ok(true)));
+                                        if r.is_err() {
+                                            failed.push(format!("{what}: {a:?}'s plan"));
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            failed.is_empty(),
+            "{} panicked: {:#?}",
+            failed.len(),
+            &failed[..failed.len().min(20)]
+        );
+        assert!(planned > 1000, "{planned}");
     }
 
     #[test]

@@ -55,17 +55,22 @@ pub(crate) fn shape(x: usize, max_blocks: u32) -> (u32, u32) {
 }
 
 /// Bytes of a slot that a copy of `x` bytes a pair uses (`nvr_lamc_need`): its 16-byte
-/// vectors, then one 16-byte mask packet for each line of 32 of them.
+/// vectors, then one 16-byte mask packet for each line of 32 of them. Saturating: a block
+/// near the largest span needs more than any slot holds, and is refused as such.
 pub(crate) fn copy_need(x: usize) -> usize {
     let vectors = x.div_ceil(16);
-    16 * (vectors + vectors.div_ceil(32))
+    vectors
+        .saturating_add(vectors.div_ceil(32))
+        .saturating_mul(16)
 }
 
 /// Bytes of a slot that `call` uses: its block rounded up to 16 bytes for a reduction, and
-/// [`copy_need`] for a copy.
+/// [`copy_need`] for a copy (saturating alike).
 fn slot_need(call: &Call) -> usize {
     if call.coll.reduces() {
-        call.block_bytes().next_multiple_of(16)
+        call.block_bytes()
+            .checked_next_multiple_of(16)
+            .unwrap_or(usize::MAX)
     } else {
         copy_need(call.block_bytes())
     }

@@ -171,9 +171,11 @@ impl Staging {
         Staging { result, staged }
     }
 
-    /// Offset of the staged input.
+    /// Offset of the staged input; saturating, as [`Staging::bytes`].
     fn staged_at(&self) -> usize {
-        self.result.next_multiple_of(SCRATCH_ALIGN)
+        self.result
+            .checked_next_multiple_of(SCRATCH_ALIGN)
+            .unwrap_or(usize::MAX)
     }
 
     /// Saturating: a call too large for any scratch asks for `usize::MAX` bytes, which the
@@ -182,10 +184,7 @@ impl Staging {
     fn bytes(&self) -> usize {
         match self.staged {
             0 => self.result,
-            s => self
-                .result
-                .checked_next_multiple_of(SCRATCH_ALIGN)
-                .map_or(usize::MAX, |at| at.saturating_add(s)),
+            s => self.staged_at().saturating_add(s),
         }
     }
 }
@@ -214,13 +213,16 @@ fn all_reduce_of(
     let mut done = 0;
     while done < count {
         let n = step.min(count - done);
+        // Within the call's spans, whose bytes count in a usize; the addresses saturate only
+        // in a plan whose scratch no heap holds, which is looked at but never queued (the
+        // call's scratch check refuses it first).
         let off = (done * dtype.size()) as u64;
         steps.push(Step::Reduce {
             kind: Reduction::AllReduce,
             dtype,
             op,
-            dst: dst + off,
-            src: src + off,
+            dst: dst.saturating_add(off),
+            src: src.saturating_add(off),
             count: n,
         });
         done += n;
@@ -245,7 +247,8 @@ fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
     let (src, dst, scratch, count) = (call.src.ptr, call.dst.ptr, call.scratch, call.count);
     let len = call.src.len;
     let staging = Staging::of(call, around);
-    let staged = scratch + staging.staged_at() as u64;
+    // Saturating, as the scratch's size (Staging::bytes): such a plan is never queued.
+    let staged = scratch.saturating_add(staging.staged_at() as u64);
     if let Some((wide, per)) = around.widened(dtype) {
         return plan_widened(call, around, (wide, per), staged, steps);
     }
@@ -301,7 +304,7 @@ fn plan_reduction(call: &Call, around: Around, steps: &mut Vec<Step>) {
                 // before any PE may reuse its input.
                 all_reduce(call, around.op, scratch, from, len, steps);
                 take_out(
-                    scratch + (call.me * count * dtype.size()) as u64,
+                    scratch.saturating_add((call.me * count * dtype.size()) as u64),
                     count,
                     steps,
                 );
@@ -356,6 +359,7 @@ fn plan_widened(
     };
     let join = if around.divide { n } else { 1.0 };
     steps.push(map(dtype, MapKind::Widen, src, staged, len, split));
+    // The wide counts saturate where the staging's bytes did: such a plan is never queued.
     let out = match call.coll {
         Collective::ReduceScatter => {
             steps.push(Step::Reduce {
@@ -364,12 +368,19 @@ fn plan_widened(
                 op: around.op,
                 dst: scratch,
                 src: staged,
-                count: call.count * per,
+                count: call.count.saturating_mul(per),
             });
             call.count
         }
         _ => {
-            all_reduce_of(wide, around.op, scratch, staged, len * per, steps);
+            all_reduce_of(
+                wide,
+                around.op,
+                scratch,
+                staged,
+                len.saturating_mul(per),
+                steps,
+            );
             len
         }
     };
