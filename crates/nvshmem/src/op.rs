@@ -161,10 +161,12 @@ reduce_op_table! { define_reduce_ops
     /// sum in the accumulator (`f32` for 16- and 8-bit floats, the type for `f32` and `f64`)
     /// divided by the team size, rounded once. `PreMulSum(s)` multiplies every input by `s`
     /// before summing (NCCL's `ncclRedOpCreatePreMulSum`); for integer types `s` must be a whole
-    /// number (NCCL takes the scalar in the data's type). Integer `Sum`, `Prod` and `PreMulSum`
-    /// wrap modulo 2^bits. The meaning is the same at every size and by every algorithm (the
-    /// table in [`crate::collective`], "Reductions"). [`ReduceOp::supports`] says whether a
-    /// reduction of a given type by an operator can run at all.
+    /// number (NCCL takes the scalar in the data's type), and for the floats that accumulate
+    /// in `f32` one that `f32` holds (0, or a magnitude from 1e-45 to `f32::MAX`). Integer
+    /// `Sum`, `Prod` and `PreMulSum` wrap modulo 2^bits. The meaning is the same at every size
+    /// and by every algorithm (the table in [`crate::collective`], "Reductions").
+    /// [`ReduceOp::supports`] says whether a reduction of a given type by an operator can run
+    /// at all.
     ///
     /// Parsed from and printed as `sum`, `prod`, `min`, `max`, `and`, `or`, `xor`, `avg` and
     /// `premul_sum(S)` (and `product`, `band`, `bor`, `bxor`, `mean`, `premulsum(S)`):
@@ -215,17 +217,29 @@ impl ReduceOp {
             ));
         }
         if let ReduceOp::PreMulSum(s) = self {
-            check_scale(call, dtype.kind(), dtype.name(), s)?;
+            check_scale(call, dtype, s)?;
         }
         Ok(())
     }
 }
 
-/// The scale of `premul_sum` on elements of `kind`: finite; for integers a whole number that
-/// converts exactly to the 64-bit integer the kernels compute in (non-negative for unsigned
-/// types), since integer data is scaled by an integer (NCCL takes the scalar in the data's
-/// type).
-pub(crate) fn check_scale(call: &'static str, kind: ElementKind, name: &str, s: f64) -> Result<()> {
+/// The float type the kernels compute `dtype` in (`NVR_ACC`, `kernels/types.rs`), and cast
+/// premul_sum's scale to: f32 for every float type but f64, which computes in f64. `None` for
+/// integers and bool.
+pub(crate) fn float_accumulator(dtype: DataType) -> Option<DataType> {
+    match dtype {
+        DataType::F64 => Some(DataType::F64),
+        _ if dtype.is_float() => Some(DataType::F32),
+        _ => None,
+    }
+}
+
+/// The scale of `premul_sum` on elements of `dtype`: finite; for floats also finite, and not
+/// 0 unless it is 0, once cast to the type the kernels compute in ([`float_accumulator`]);
+/// for integers a whole number that converts exactly to the 64-bit integer the kernels compute
+/// in (non-negative for unsigned types), since integer data is scaled by an integer (NCCL
+/// takes the scalar in the data's type).
+pub(crate) fn check_scale(call: &'static str, dtype: DataType, s: f64) -> Result<()> {
     if !s.is_finite() {
         return Err(Error::arg(
             call,
@@ -233,22 +247,47 @@ pub(crate) fn check_scale(call: &'static str, kind: ElementKind, name: &str, s: 
             format_args!("premul_sum's scale must be finite, not {s}"),
         ));
     }
-    let (lo, hi, range) = match kind {
+    let (lo, hi, range) = match dtype.kind() {
         ElementKind::Signed => (-(2f64.powi(63)), 2f64.powi(63), "-2^63..2^63"),
         ElementKind::Unsigned => (0.0, 2f64.powi(64), "0..2^64"),
-        ElementKind::Float | ElementKind::Bool => return Ok(()),
+        ElementKind::Float => return check_float_scale(call, dtype, s),
+        ElementKind::Bool => return Ok(()),
     };
     if s.fract() != 0.0 || s < lo || s >= hi {
         return Err(Error::arg(
             call,
             "op",
             format_args!(
-                "premul_sum's scale {s} must be a whole number in {range} for {name} (integer \
-                 data is scaled by an integer)"
+                "premul_sum's scale {s} must be a whole number in {range} for {} (integer \
+                 data is scaled by an integer)",
+                dtype.name()
             ),
         ));
     }
     Ok(())
+}
+
+/// A float type's scale, as its kernels hold it: a scale that f32 rounds to infinity (or to
+/// zero) would scale every input to infinity (or zero) where f32 is the accumulator.
+fn check_float_scale(call: &'static str, dtype: DataType, s: f64) -> Result<()> {
+    if float_accumulator(dtype) != Some(DataType::F32) {
+        return Ok(());
+    }
+    let held = s as f32;
+    if held.is_finite() && (held != 0.0 || s == 0.0) {
+        return Ok(());
+    }
+    Err(Error::arg(
+        call,
+        "op",
+        format_args!(
+            "premul_sum's scale {s:e} becomes {held} in f32, the type {} is scaled in: it \
+             must be 0 or of a magnitude from {:e} to {:e}",
+            dtype.name(),
+            f32::from_bits(1),
+            f32::MAX
+        ),
+    ))
 }
 
 impl fmt::Display for ReduceOp {
@@ -427,5 +466,53 @@ mod tests {
         assert!(ReduceOp::PreMulSum(f64::INFINITY)
             .check_for("t", <f64 as crate::Element>::DTYPE)
             .is_err());
+    }
+
+    /// The kernels cast the scale to the type they compute in, f32 for every float type but
+    /// f64: PreMulSum(1e39) of f32 was accepted and scaled every input to infinity (and the
+    /// calls' fingerprints, which carry the scale as f32, could not tell 1e39 from 1e40).
+    #[test]
+    fn float_scales_must_hold_in_the_accumulator() {
+        let check = |s: f64, dtype| ReduceOp::PreMulSum(s).check_for("all_reduce", dtype);
+        let e = check(1e39, DataType::F32).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument { arg: "op", .. }),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "all_reduce: invalid op: premul_sum's scale 1e39 becomes inf in f32, the type f32 \
+             is scaled in: it must be 0 or of a magnitude from 1e-45 to 3.4028235e38"
+        );
+        let f32_acc = [
+            DataType::F32,
+            DataType::F16,
+            DataType::BF16,
+            DataType::F8E4M3,
+            DataType::F8E5M2,
+        ];
+        for dtype in f32_acc {
+            for s in [1e39, -1e39, f64::MAX, 1e-50, -1e-46] {
+                let e = check(s, dtype).unwrap_err().to_string();
+                assert!(e.contains(&format!("the type {dtype} is scaled in")), "{e}");
+            }
+            for s in [
+                f32::MAX as f64,
+                -(f32::MAX as f64),
+                1e-45,
+                0.0,
+                -0.0,
+                0.1,
+                3e38,
+            ] {
+                assert!(check(s, dtype).is_ok(), "{s} {dtype}");
+            }
+        }
+        // f64 scales in f64.
+        for s in [1e39, f64::MAX, 1e-300, f64::MIN_POSITIVE] {
+            assert!(check(s, DataType::F64).is_ok(), "{s}");
+        }
+        assert!(!ReduceOp::PreMulSum(1e39).supports::<f32>());
+        assert!(ReduceOp::PreMulSum(1e39).supports::<f64>());
     }
 }

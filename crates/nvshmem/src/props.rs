@@ -115,14 +115,21 @@ pub(crate) fn names_arg(e: &Error, args: &[&str]) -> bool {
 }
 
 /// The scale rule of `premul_sum`, stated on its own: finite; for integers a whole number
-/// that converts exactly to the 64-bit integer the kernels compute in.
-fn scale_fits(kind: ElementKind, s: f64) -> bool {
+/// that converts exactly to the 64-bit integer the kernels compute in; for floats other than
+/// f64, which compute in f32, 0 or of a magnitude f32 holds (from its least subnormal, half
+/// of which rounds up to it, to its largest, and what rounds down to it).
+fn scale_fits(dtype: DataType, s: f64) -> bool {
     let two63 = 9_223_372_036_854_775_808f64;
+    let least = f64::from(f32::from_bits(1)) / 2.0;
+    let most =
+        f64::from(f32::MAX) + f64::from(f32::MAX - f32::from_bits(f32::MAX.to_bits() - 1)) / 2.0;
     s.is_finite()
-        && match kind {
+        && match dtype.kind() {
             ElementKind::Signed => s.trunc() == s && (-two63..two63).contains(&s),
             ElementKind::Unsigned => s.trunc() == s && (0.0..2.0 * two63).contains(&s),
-            ElementKind::Float | ElementKind::Bool => true,
+            ElementKind::Float if dtype == DataType::F64 => true,
+            ElementKind::Float => s == 0.0 || (least < s.abs() && s.abs() < most),
+            ElementKind::Bool => true,
         }
 }
 
@@ -140,7 +147,7 @@ proptest! {
         let kind = dtype.kind();
         let want = op.applies_to(kind)
             && match op {
-                ReduceOp::PreMulSum(s) => scale_fits(kind, s),
+                ReduceOp::PreMulSum(s) => scale_fits(dtype, s),
                 _ => true,
             };
         match check_op(op, dtype) {

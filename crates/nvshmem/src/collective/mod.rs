@@ -45,7 +45,7 @@
 //! | operator | integers | floats |
 //! |---|---|---|
 //! | sum, prod | wrap modulo 2^bits | IEEE, in the accumulator (below) |
-//! | premul_sum(s) | each input times `s` (a whole number), summed, modulo 2^bits | each input times `s`, summed, in the accumulator |
+//! | premul_sum(s) | each input times `s` (a whole number), summed, modulo 2^bits | each input times `s` (one the accumulator holds), summed, in the accumulator |
 //! | avg | the exact mean, truncated toward zero (no overflow, at 64 bits too) | the sum in the accumulator divided by the team size, rounded once |
 //! | min, max | as the type compares (signed or not) | IEEE minNum / maxNum |
 //! | and, or, xor | bitwise | |
@@ -566,7 +566,8 @@ impl Team {
     ///
     /// Every operator [`ReduceOp::supports`] for `T` (module docs, "Reductions"); an operator
     /// the type does not define, or a `premul_sum` scale that is not a whole number for an
-    /// integer type, is [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `op`. Needs no scratch, but
+    /// integer type (or that an `f32` accumulator cannot hold), is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `op`. Needs no scratch, but
     /// for `premul_sum` on NVSHMEM's path (module docs, "Reductions"). `src` is never written.
     ///
     /// ```no_run

@@ -758,7 +758,7 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
             }
             let scale = match *op {
                 ReduceOp::PreMulSum(s) => {
-                    crate::op::check_scale(CALL, dtype.kind(), dtype.name(), s)?;
+                    crate::op::check_scale(CALL, *dtype, s)?;
                     s
                 }
                 _ => 1.0,
@@ -790,7 +790,7 @@ pub(crate) fn launch(stream: &CudaStream, launch: &Launch) -> Result<()> {
             if *dtype == DataType::Bool8 {
                 return Err(Error::arg(CALL, "dtype", "bool8 cannot be scaled"));
             }
-            crate::op::check_scale(CALL, dtype.kind(), dtype.name(), *factor)?;
+            crate::op::check_scale(CALL, *dtype, *factor)?;
             let divides = match kind {
                 MapKind::Mul => false,
                 MapKind::Widen => !dtype.is_float(),

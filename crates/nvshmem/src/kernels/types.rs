@@ -620,6 +620,34 @@ mod tests {
         );
     }
 
+    /// The accumulator a premul_sum scale is checked against (`op::float_accumulator`) is
+    /// the one the reductions and the scaling kernels are compiled with, and the one NVSHMEM's
+    /// path scales in (`kernels::wide`: 16- and 8-bit floats widened into f32, f32 and f64
+    /// scaled in their own type).
+    #[test]
+    fn the_float_accumulator_is_the_compiled_one() {
+        for &t in DataType::ALL {
+            let Some(acc) = crate::op::float_accumulator(t) else {
+                assert!(!t.is_float(), "{t}");
+                continue;
+            };
+            let c = match acc {
+                DataType::F32 => "float",
+                DataType::F64 => "double",
+                other => panic!("{t}: {other}"),
+            };
+            let define = format!("#define NVR_ACC {c}\n");
+            for key in [
+                KernelKey::Reduce(t, ReduceOp::PreMulSum(2.0)),
+                KernelKey::Scale(t),
+                KernelKey::Widen(t),
+            ] {
+                assert!(key.source().contains(&define), "{t} {key:?}");
+            }
+            assert_eq!(acc, super::super::wide(t).0, "{t}");
+        }
+    }
+
     #[test]
     fn scales_do_not_make_new_kernels() {
         let a = KernelKey::Reduce(DataType::F32, ReduceOp::PreMulSum(0.5));

@@ -15,7 +15,7 @@
 //! | 0 | 47..50 | root (rooted collectives; 0 otherwise) |
 //! | 0 | 0..47 | count, saturated at 2^47 - 1 |
 //! | 1 | 32..64 | the team's tag: a hash of its members' world PEs, in team order |
-//! | 1 | 0..32 | premul_sum's scale as f32 bits (0 for other operators) |
+//! | 1 | 0..32 | premul_sum's scale: f64's top 32 bits for f64 elements, else f32 bits (0 for other operators) |
 //!
 //! The tag tells apart the teams that can share a channel over time: a new team takes a
 //! channel only once every member's earlier team on it is dropped, and a PE that still calls
@@ -84,6 +84,10 @@ impl Fingerprint {
             | (root as u64 & 7) << 47
             | (count as u64).min(COUNT_MAX);
         let scale = match op {
+            // The scale as the kernels hold it: f32 for every other float type (exact: the
+            // operator's check refuses a scale f32 cannot hold), f64 for f64, whose top 32
+            // bits (sign, exponent, 20 bits of mantissa) keep scales beyond f32's range apart.
+            Some(ReduceOp::PreMulSum(s)) if dtype == DataType::F64 => s.to_bits() >> 32,
             Some(ReduceOp::PreMulSum(s)) => u64::from((s as f32).to_bits()),
             _ => 0,
         };
@@ -146,11 +150,12 @@ impl fmt::Display for Fingerprint {
         if coll.reduces() {
             let dtype = (w0 >> 55 & 15)
                 .checked_sub(1)
-                .and_then(|i| DataType::ALL.get(i as usize))
-                .map_or("?", |d| d.name());
+                .and_then(|i| DataType::ALL.get(i as usize));
             let op = w0 >> 51 & 15;
-            write!(f, " of {dtype} {}", op_name(op))?;
-            if op == PREMUL {
+            write!(f, " of {} {}", dtype.map_or("?", |d| d.name()), op_name(op))?;
+            if op == PREMUL && dtype == Some(&DataType::F64) {
+                write!(f, " (scale {:e})", f64::from_bits(w1 << 32))?;
+            } else if op == PREMUL {
                 write!(f, " (scale {})", f32::from_bits(w1 as u32))?;
             }
             write!(f, ", {saturated}{count} elements")?;
@@ -313,6 +318,23 @@ mod tests {
             )
         };
         assert_ne!(p(0.5), p(0.25));
+        // f64 scales in f64: those beyond f32's range too (as f32 they were all infinity).
+        let p64 = |s| {
+            base(
+                Collective::AllReduce,
+                DataType::F64,
+                Some(ReduceOp::PreMulSum(s)),
+                8,
+                false,
+                0,
+                1,
+            )
+        };
+        assert_ne!(p64(1e39), p64(1e40));
+        assert_ne!(p64(-1e300), p64(1e300));
+        assert_ne!(p64(0.5), p64(0.25));
+        assert!(p64(0.5).to_string().contains("f64 premul_sum (scale 5e-1)"));
+        assert!(p64(-1e300).to_string().contains("(scale -9.99999"));
         // Every type and collective has a code of its own, none of them 0.
         for (i, &d) in DataType::ALL.iter().enumerate() {
             let f = base(
