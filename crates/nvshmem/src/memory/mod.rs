@@ -367,21 +367,55 @@ impl Heap {
 
     fn reserve_scratch(&self, rt: &Runtime, bytes: usize) -> Result<()> {
         let mut scratch = lock(&self.scratch);
-        if scratch
-            .as_ref()
-            .is_some_and(|s| bytes <= s.alloc.block.bytes)
-        {
+        let old = scratch.as_ref().map(|s| s.alloc.block.bytes);
+        if old.is_some_and(|old| bytes <= old) {
             return Ok(());
         }
         // The old scratch is retired first, so that this allocation's agreement can free it
         // once its users are done (a graph that captured a call on it keeps it until then).
         *scratch = None;
-        let alloc = self.alloc(rt, "Runtime::reserve_scratch", bytes, false)?;
-        *scratch = Some(Arc::new(Scratch {
-            alloc,
-            order: Ordered::taken_after_teams(),
-        }));
-        Ok(())
+        let (alloc, grown) = grow(old.unwrap_or(0), bytes, |bytes| {
+            self.alloc(rt, "Runtime::reserve_scratch", bytes, false)
+        });
+        *scratch = alloc.map(|alloc| {
+            Arc::new(Scratch {
+                alloc,
+                order: Ordered::taken_after_teams(),
+            })
+        });
+        grown
+    }
+}
+
+/// A grow of the scratch from `old` bytes (0: none), already retired, to `bytes`: the new
+/// allocation (`alloc`), and whether it was made. Where the heap has no room for it
+/// ([`Error::OutOfHeap`]) the old size is allocated again, so that a failed grow leaves the
+/// calls the scratch they ran with: that refusal is decided on every PE alike (by the ledger
+/// every PE keeps alike, or by NVSHMEM on some PE, which the placement's agreement tells every
+/// PE), and the old size is the same everywhere, so every PE makes this second collective
+/// allocation, or none. Any other failure is not retried: one seen before the agreement (the
+/// runtime's health, binding the device) may be this PE's alone, while the others wait in the
+/// agreement until it times out and fails the runtime.
+fn grow<A>(
+    old: usize,
+    bytes: usize,
+    mut alloc: impl FnMut(usize) -> Result<A>,
+) -> (Option<A>, Result<()>) {
+    match alloc(bytes) {
+        Ok(a) => (Some(a), Ok(())),
+        Err(e @ Error::OutOfHeap { .. }) if old > 0 => match alloc(old) {
+            Ok(a) => (Some(a), Err(e)),
+            Err(again) => {
+                tracing::warn!(
+                    old,
+                    bytes,
+                    error = %again,
+                    "the scratch could not grow, nor be reserved again at its old size"
+                );
+                (None, Err(e))
+            }
+        },
+        Err(e) => (None, Err(e)),
     }
 }
 
@@ -549,10 +583,20 @@ impl Runtime {
     /// you need. A size not above the current one does nothing. Calls that use the scratch take
     /// turns on the GPU, whatever their streams and teams.
     ///
+    /// A grow the heap has no room for returns [`Error::OutOfHeap`] on every PE, after
+    /// reserving the old size again (a collective allocation, which every PE makes alike), so
+    /// the calls that ran before still run. Only where even that finds no room (the old
+    /// scratch, still in use by queued work or a graph on some PE, was not yet freed) is no
+    /// scratch left reserved; [`Runtime::scratch_bytes`] says which.
+    ///
     /// ```no_run
     /// let rt = nvshmem::Runtime::init()?;
     /// rt.reserve_scratch(64 << 20)?;
     /// assert!(rt.scratch_bytes() >= 64 << 20);
+    /// // More than the heap holds: refused on every PE, the 64 MiB kept.
+    /// if let Err(e) = rt.reserve_scratch(1 << 50) {
+    ///     eprintln!("{e}; {} bytes of scratch reserved", rt.scratch_bytes());
+    /// }
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn reserve_scratch(&self, bytes: usize) -> Result<()> {
@@ -696,6 +740,66 @@ mod tests {
             l.freed(600);
             assert_eq!((l.in_use, l.held, l.peak, l.serial), (0, 0, 600, 1));
             assert!(check_room(600, l.held, 0, heap).is_ok());
+        }
+    }
+
+    /// A failed grow keeps a scratch of the old size: the old scratch was set aside before
+    /// the new one was asked for (so that the allocation's agreement can free it), and a
+    /// refusal left none (scratch_bytes() fell to 0, and every call that had run with the old
+    /// scratch then failed with ScratchTooSmall). A heap of 100 bytes, the old scratch of 60
+    /// freed at the agreement, a grow to 120.
+    #[test]
+    fn a_grow_the_heap_has_no_room_for_keeps_the_old_size() {
+        let heap = 100;
+        let out = |requested| Error::OutOfHeap {
+            requested,
+            in_use: 0,
+            heap_size: heap,
+        };
+        let mut asked = Vec::new();
+        let (kept, grown) = grow(60, 120, |b| {
+            asked.push(b);
+            if b <= heap {
+                Ok(b)
+            } else {
+                Err(out(b))
+            }
+        });
+        assert_eq!((kept, asked), (Some(60), vec![120, 60]));
+        assert!(matches!(
+            grown,
+            Err(Error::OutOfHeap { requested: 120, .. })
+        ));
+        // Where the grow fits there is one allocation.
+        let (new, grown) = grow(60, 80, Ok);
+        assert_eq!(new, Some(80));
+        assert!(grown.is_ok());
+        // The old size refused too (still held elsewhere): none, and the grow's error.
+        let (none, grown) = grow(60, 120, |b| Err::<usize, _>(out(b)));
+        assert_eq!(none, None);
+        assert!(matches!(
+            grown,
+            Err(Error::OutOfHeap { requested: 120, .. })
+        ));
+        // Nothing to keep, or a failure that may be this PE's alone: one allocation only.
+        for (old, e) in [
+            (0, out(120)),
+            (
+                60,
+                Error::OutOfStep {
+                    call: "Runtime::reserve_scratch",
+                    detail: String::new(),
+                },
+            ),
+        ] {
+            let mut calls = 0;
+            let mut e = Some(e);
+            let (none, grown) = grow(old, 120, |_| {
+                calls += 1;
+                Err::<usize, _>(e.take().expect("asked once"))
+            });
+            assert_eq!((none, calls), (None, 1));
+            assert!(grown.is_err());
         }
     }
 
