@@ -272,7 +272,11 @@ impl Buffers {
         let len = sides
             .iter()
             .map(|s| {
-                let (i, o) = s.coll.geometry().lengths(s.count, n);
+                let (i, o) = s
+                    .coll
+                    .geometry()
+                    .lengths(s.count, n)
+                    .expect("a test's sizes fit a usize");
                 i.max(o)
             })
             .max()
@@ -289,7 +293,11 @@ impl Buffers {
     /// Queues `s` over `team` on views of the arrays (the caller waits as it needs: a
     /// mismatched call is not waited for, since NVSHMEM's collectives cannot be ended).
     fn call(&mut self, team: &Team, s: Side, stream: &Arc<CudaStream>) -> anyhow::Result<()> {
-        let (inp, out) = s.coll.geometry().lengths(s.count, team.n_pes());
+        let (inp, out) = s
+            .coll
+            .geometry()
+            .lengths(s.count, team.n_pes())
+            .expect("a test's sizes fit a usize");
         if s.int {
             let sv = self.src_i.view(..inp.max(1))?;
             let mut dv = self.dst_i.view_mut(..out.max(1))?;

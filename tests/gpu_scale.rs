@@ -396,7 +396,10 @@ fn repeated<T: Element>(
     rounds: u64,
 ) -> anyhow::Result<()> {
     let n = rt.n_pes();
-    let (sl, dl) = coll.geometry().lengths(m, n);
+    let (sl, dl) = coll
+        .geometry()
+        .lengths(m, n)
+        .expect("a test's sizes fit a usize");
     let mut src = rt.alloc_zeroed::<T>(sl)?;
     let mut dst = rt.alloc_zeroed::<T>(dl)?;
     for round in 0..rounds {

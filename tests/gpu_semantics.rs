@@ -345,7 +345,10 @@ fn per_type<T: Sem>(
     ] {
         for m in counts(coll, n, T::DTYPE.size()) {
             // This PE's input, made once for every case of this size.
-            let (src_len, _) = coll.geometry().lengths(m, n);
+            let (src_len, _) = coll
+                .geometry()
+                .lengths(m, n)
+                .expect("a test's sizes fit a usize");
             let own: Vec<T> = (0..src_len).map(|i| T::input(r, i)).collect();
             for &op in ops {
                 // min and max have no arithmetic to go wrong at size: the small counts only.

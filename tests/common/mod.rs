@@ -244,7 +244,10 @@ pub struct Layout {
 impl Layout {
     /// (input, output) elements of one member out of place.
     pub fn lens(&self) -> (usize, usize) {
-        self.coll.geometry().lengths(self.m, self.n)
+        self.coll
+            .geometry()
+            .lengths(self.m, self.n)
+            .expect("a test's sizes fit a usize")
     }
 
     /// Elements of the output buffer the call gets: in place, one buffer of the larger length,

@@ -126,7 +126,9 @@ impl CollectiveExt for Collective {
         let geometry = self.geometry();
         // nccl-tests' size is the larger buffer: the block is that over n where chunked.
         let chunk = if self.is_chunked() { count / n } else { count };
-        let (in_elems, out_elems) = geometry.lengths(chunk, n);
+        let (in_elems, out_elems) = geometry
+            .lengths(chunk, n)
+            .expect("n chunks of count / n are at most count");
         Layout {
             in_elems,
             out_elems,

@@ -215,14 +215,13 @@ fn described<'t>(spec: &CallSpec, team: &'t TeamShape, heap_size: usize) -> Resu
     let name = spec.kind.call_name("Team::plan_of", "spec")?;
     let (coll, in_place) = (spec.kind.coll, spec.kind.in_place);
     let elem = spec.dtype.size();
-    if spec.count.checked_mul(team.n_pes).is_none() {
+    let Some((src_len, dst_len)) = coll.geometry().lengths(spec.count, team.n_pes) else {
         return Err(Error::arg(
             name,
             "count",
             format_args!("{} PEs x {} elements overflow", team.n_pes, spec.count),
         ));
-    }
-    let (src_len, dst_len) = coll.geometry().lengths(spec.count, team.n_pes);
+    };
     let bufs = match coll.geometry() {
         Geometry::None => Bufs::None,
         _ if in_place => Bufs::InPlace {

@@ -106,7 +106,7 @@ macro_rules! collectives {
 /// ```
 /// use nvshmem::collective::Geometry;
 /// // (input, output) elements a PE for blocks of 4 elements in a team of 3.
-/// assert_eq!(Geometry::Scattered.lengths(4, 3), (12, 4));
+/// assert_eq!(Geometry::Scattered.lengths(4, 3), Some((12, 4)));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -128,20 +128,24 @@ pub enum Geometry {
 
 impl Geometry {
     /// Input and output lengths of one PE, in elements, for blocks of `count` elements in a
-    /// team of `n`.
+    /// team of `n`; `None` where `n` blocks of `count` overflow a `usize` (no buffer holds
+    /// them).
     ///
     /// ```
     /// use nvshmem::collective::Geometry;
-    /// assert_eq!(Geometry::Gathered.lengths(4, 3), (4, 12));
-    /// assert_eq!(Geometry::Exchanged.lengths(4, 3), (12, 12));
+    /// assert_eq!(Geometry::Gathered.lengths(4, 3), Some((4, 12)));
+    /// assert_eq!(Geometry::Exchanged.lengths(4, 3), Some((12, 12)));
+    /// assert_eq!(Geometry::Gathered.lengths(usize::MAX, 2), None);
+    /// assert_eq!(Geometry::Same.lengths(usize::MAX, 2), Some((usize::MAX, usize::MAX)));
     /// ```
-    pub const fn lengths(self, count: usize, n: usize) -> (usize, usize) {
-        match self {
-            Geometry::None => (0, 0),
-            Geometry::Same => (count, count),
-            Geometry::Gathered => (count, count * n),
-            Geometry::Scattered => (count * n, count),
-            Geometry::Exchanged => (count * n, count * n),
+    pub const fn lengths(self, count: usize, n: usize) -> Option<(usize, usize)> {
+        match (self, count.checked_mul(n)) {
+            (Geometry::None, _) => Some((0, 0)),
+            (Geometry::Same, _) => Some((count, count)),
+            (Geometry::Gathered, Some(all)) => Some((count, all)),
+            (Geometry::Scattered, Some(all)) => Some((all, count)),
+            (Geometry::Exchanged, Some(all)) => Some((all, all)),
+            (_, None) => None,
         }
     }
 
@@ -315,5 +319,26 @@ impl Call<'_> {
     /// Whether this PE can load and store every member's symmetric memory.
     pub(crate) fn peer_mapped(&self) -> bool {
         self.team.peer_offsets.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `lengths(usize::MAX, 2)` multiplied unchecked: a panic in a debug build, and in release
+    /// a wrapped length, from which a program or a benchmark would size a buffer too short.
+    #[test]
+    fn lengths_that_overflow_are_none() {
+        for g in [Geometry::Gathered, Geometry::Scattered, Geometry::Exchanged] {
+            assert_eq!(g.lengths(usize::MAX, 2), None, "{g:?}");
+            assert_eq!(g.lengths(usize::MAX / 2 + 1, 2), None, "{g:?}");
+            let (i, o) = g.lengths(usize::MAX / 2, 2).unwrap();
+            assert_eq!(i.max(o), usize::MAX - 1, "{g:?}");
+        }
+        // A geometry that multiplies nothing has lengths for any team.
+        let most = usize::MAX;
+        assert_eq!(Geometry::Same.lengths(most, most), Some((most, most)));
+        assert_eq!(Geometry::None.lengths(most, most), Some((0, 0)));
     }
 }
