@@ -912,8 +912,11 @@ hostreadprobe() { probe_run hostreadprobe tools/probes/host_read.cu; }
 
 # tools/probes/lamport.cu: the crate's Lamport all-reduce kernel (lamport.cu as it is) run
 # outside the library, one process on 2 GPUs, beside plain Lamport kernels, 64 KiB-2 MiB.
-# PROBE_ITERS calls a graph (default 300); PROBE_VARIANTS a comma-separated list (default all).
-lamportprobe() { probe_run lamportprobe tools/probes/lamport.cu "${PROBE_ITERS:-300}" "${PROBE_VARIANTS:-}"; }
+# PROBE_ITERS calls a graph (default 300); PROBE_VARIANTS a comma-separated list (default all);
+# PROBE_SIZES a comma-separated list of bytes (default 64 KiB-2 MiB).
+lamportprobe() {
+  probe_run lamportprobe tools/probes/lamport.cu "${PROBE_ITERS:-300}" "${PROBE_VARIANTS:-}" ${PROBE_SIZES:+"$PROBE_SIZES"}
+}
 
 # tools/probes/llpath.cu: the crate's LL all-reduce (ll.cu as it is) outside the library, one
 # process on 2 GPUs, at 8 B and 64 KiB, beside the kernel rebuilt with one piece out at a time

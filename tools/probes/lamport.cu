@@ -10,8 +10,9 @@
 // bisect it; if it is fast here, the cause is the library's setting (its heap, two processes).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 tools/probes/lamport.cu -o /tmp/lamport -lcuda
-//   /tmp/lamport [ITERS [VARIANTS]]   (default 300 calls a graph; VARIANTS a comma-separated
-//                                      list of names, default all)
+//   /tmp/lamport [ITERS [VARIANTS [SIZES]]]   (default 300 calls a graph; VARIANTS a
+//                                      comma-separated list of names, default all; SIZES one
+//                                      of bytes, default 64 KiB to 2 MiB)
 //
 // Variants (every one an out-of-place f32 sum all-reduce of x bytes on both GPUs):
 //   crate          nvr_lamport_all_reduce, launched as the library launches it (its `shape`:
@@ -419,7 +420,20 @@ int main(int argc, char **argv) {
         for (size_t k = 0; k < h.size(); ++k) h[k] = (float)((int)(k % 251) - 100 + 7 * i);
         CK(cudaMemcpy(g[i].src, h.data(), SLOT, cudaMemcpyHostToDevice));
     }
-    const size_t sizes[] = {64 << 10, 256 << 10, 512 << 10, 768 << 10, 1 << 20, 1536 << 10, 2 << 20};
+    std::vector<size_t> sizes = {64 << 10, 256 << 10, 512 << 10, 768 << 10, 1 << 20, 1536 << 10, 2 << 20};
+    if (argc > 3) { // SIZES: a comma-separated list of bytes, each a multiple of 4 up to SLOT
+        sizes.clear();
+        for (const char *p = argv[3]; *p;) {
+            char *end;
+            const size_t x = strtoull(p, &end, 10);
+            if (end == p || x == 0 || x % 4 != 0 || x > SLOT) {
+                fprintf(stderr, "bad size list '%s'\n", argv[3]);
+                return 1;
+            }
+            sizes.push_back(x);
+            p = *end == ',' ? end + 1 : end;
+        }
+    }
     int wrong = 0, points = 0;
     for (size_t x : sizes) {
         for (int vi = 0; vi < VARIANTS; ++vi) {
