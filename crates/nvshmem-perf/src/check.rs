@@ -8,7 +8,7 @@
 use nvshmem::testing::{self, encode, Reference};
 use nvshmem::{collective::Collective, DataType, ElementKind, ReduceOp};
 
-use crate::impls::Spec;
+use crate::{coll::CollectiveExt, impls::Spec};
 
 /// The value PE `pe` puts at index `i` of its input for `spec`: small whole numbers, exact in
 /// every type (products stay below 2^(n/4+1) for the PE counts benchmarked); 0 or 1 for
@@ -78,6 +78,15 @@ pub fn make_input(spec: &Spec) -> Vec<u8> {
     v
 }
 
+/// What this PE's output buffer holds before a checked call, out of place: [`POISON`]
+/// throughout, so that an element the call never wrote is counted wrong, not taken for a right
+/// answer an earlier call left there (or for the zeros a fresh buffer holds, which are
+/// `premul_sum(0)`'s answer). `None` in place (the one buffer is [`make_input`]'s) and for
+/// barrier and sync, which have no output.
+pub fn make_output(spec: &Spec) -> Option<Vec<u8>> {
+    (!spec.in_place && !spec.coll.is_sync_only()).then(|| vec![POISON; spec.out_bytes()])
+}
+
 /// This PE's output in `buffer`, what [`Implementation::read_output`](crate::impls::Implementation::read_output)
 /// returned: all of it out of place, the output part of the one buffer in place; `None` when
 /// the buffer is too short to hold it.
@@ -110,7 +119,6 @@ pub fn count_wrong(spec: &Spec, buffer: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coll::CollectiveExt;
     use nvshmem::testing::decode;
 
     fn spec_of(coll: Collective, dtype: DataType, op: ReduceOp, me: usize, n: usize) -> Spec {

@@ -113,7 +113,8 @@ pub struct Args {
     #[arg(long = "reps", default_value_t = 5)]
     pub reps: usize,
 
-    /// Check results (0 or 1): fill inputs with a per-PE pattern, compare with the host's answer.
+    /// Check results (0 or 1): fill inputs with a per-PE pattern, compare with the host's answer
+    /// (in graph mode, of one launch of the captured call, after timing).
     #[arg(short = 'c', long = "check", default_value = "1", num_args = 0..=1, default_missing_value = "1", value_parser = parse_bool01)]
     pub check: bool,
 
@@ -440,7 +441,7 @@ mod tests {
 
     #[test]
     fn a_later_flag_overrides_an_earlier_one() {
-        // Scripts append to a fixed command line (graph mode turns the check off).
+        // Scripts append to a fixed command line (a later -c wins).
         let a = args(&["all", "-c", "1", "-G", "1", "-c", "0"]);
         assert!(!a.check);
         assert!(a.graph);

@@ -75,7 +75,9 @@ impl Spec {
 /// The driver calls, for each point: [`unsupported`](Self::unsupported), then
 /// [`prepare`](Self::prepare) (collectively on every PE), any number of
 /// [`run_once`](Self::run_once), [`fill_input`](Self::fill_input) /
-/// [`read_output`](Self::read_output) for checking, and [`release`](Self::release).
+/// [`fill_output`](Self::fill_output) / [`read_output`](Self::read_output) for checking (in
+/// graph mode around a launch of a graph of `run_once` captured before, so buffers are
+/// written in place, never reallocated), and [`release`](Self::release).
 pub trait Implementation {
     /// The name in tables and files.
     fn name(&self) -> &'static str;
@@ -97,6 +99,10 @@ pub trait Implementation {
     /// PE's `in_bytes`; in place it is the whole one buffer ([`Spec::in_place_buffer`], as
     /// [`crate::check::make_input`] lays it out), input and all.
     fn fill_input(&mut self, input: &[u8], stream: &Arc<CudaStream>) -> Result<()>;
+    /// Copies `output` (one PE's `out_bytes`, [`crate::check::make_output`]'s poison) into the
+    /// output buffer; returns once copied. Called out of place only: in place the one buffer is
+    /// [`fill_input`](Self::fill_input)'s.
+    fn fill_output(&mut self, output: &[u8], stream: &Arc<CudaStream>) -> Result<()>;
     /// Enqueues the collective once on `stream`; does not wait.
     fn run_once(&mut self, stream: &Arc<CudaStream>) -> Result<()>;
     /// The output buffer (one PE's `out_bytes`), after waiting for `stream`; in place the whole

@@ -74,6 +74,7 @@ pub mod adapter {
 
 trait Buffers {
     fn fill(&mut self, bytes: &[u8], stream: &Arc<CudaStream>) -> Result<()>;
+    fn fill_output(&mut self, bytes: &[u8], stream: &Arc<CudaStream>) -> Result<()>;
     fn read(&self) -> Result<Vec<u8>>;
     fn run(&mut self, team: &Team, spec: &Spec, stream: &Arc<CudaStream>) -> Result<()>;
 }
@@ -83,13 +84,29 @@ struct Typed<T: Element> {
     output: Option<SymArray<T>>,
 }
 
+/// Copies `bytes` into `array` on `stream` and waits: elements written as bytes, so any bit
+/// pattern reaches the device as it is.
+fn copy_bytes_in<T: Element>(
+    array: &mut SymArray<T>,
+    bytes: &[u8],
+    stream: &Arc<CudaStream>,
+) -> Result<()> {
+    let mut v = vec![T::default(); bytes.len() / std::mem::size_of::<T>()];
+    bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(bytes);
+    array.copy_from_host_on(&v, stream)?;
+    stream.synchronize()?;
+    Ok(())
+}
+
 impl<T: Element> Buffers for Typed<T> {
     fn fill(&mut self, bytes: &[u8], stream: &Arc<CudaStream>) -> Result<()> {
-        let mut v = vec![T::default(); bytes.len() / std::mem::size_of::<T>()];
-        bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(bytes);
-        self.input.copy_from_host_on(&v, stream)?;
-        stream.synchronize()?;
-        Ok(())
+        copy_bytes_in(&mut self.input, bytes, stream)
+    }
+    fn fill_output(&mut self, bytes: &[u8], stream: &Arc<CudaStream>) -> Result<()> {
+        match self.output.as_mut() {
+            Some(out) => copy_bytes_in(out, bytes, stream),
+            None => Ok(()),
+        }
     }
     fn read(&self) -> Result<Vec<u8>> {
         let v = self.output.as_ref().unwrap_or(&self.input).to_vec()?;
@@ -205,6 +222,13 @@ impl Implementation for NvshmemRs {
             .as_mut()
             .context("not prepared")?
             .fill(input, stream)
+    }
+
+    fn fill_output(&mut self, output: &[u8], stream: &Arc<CudaStream>) -> Result<()> {
+        self.bufs
+            .as_mut()
+            .context("not prepared")?
+            .fill_output(output, stream)
     }
 
     fn run_once(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
