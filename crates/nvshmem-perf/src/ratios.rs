@@ -9,7 +9,7 @@ use clap::Parser;
 use crate::{
     cli::parse_size,
     report::Row,
-    summary::{named, point, read_one},
+    summary::{named, point, read_one, Point},
 };
 
 #[derive(Parser, Debug)]
@@ -25,7 +25,9 @@ a row per --sizes entry (the range over every point of that size: each collectiv
 operator, root and placement in the file; the collective with the highest ratio in brackets) and \
 one for barrier and for sync; the second a row per collective (the range over its points of the \
 --band sizes), and with --at-most RATIO a last row counting, in each column, the band's points at or under that ratio. A row whose check failed (WRONG) is never a figure: it is named on stderr \
-and the exit status is 3. With --spread PCT, a point where either side's median repetition is \
+and the exit status is 3; a point where any implementation's row is WRONG (ours or another: the \
+next fastest other does not stand in) shows WRONG in the cells it falls in, naming the \
+collectives or sizes, and counts as not met under --at-most. With --spread PCT, a point where either side's median repetition is \
 more than PCT % slower than its fastest (so that most repetitions were slowed: one slow \
 repetition does not move a median) is left out of the ranges as noisy: named on stderr and \
 counted under the tables."
@@ -129,7 +131,8 @@ fn wrong_rows(columns: &[(String, Vec<Row>)]) -> Vec<String> {
 const FLAGS_ONLY: [&str; 2] = ["barrier", "sync"];
 
 /// One point's ratio: the collective, its type and size, ours and the best other's time, and
-/// the larger of the two rows' spreads (`spread`).
+/// the larger of the two rows' spreads (`spread`); or, where any implementation's row at the
+/// point was found wrong (`wrong`), no figure at all.
 struct Ratio {
     collective: String,
     dtype: String,
@@ -137,6 +140,7 @@ struct Ratio {
     ours: f64,
     best: f64,
     spread: f64,
+    wrong: bool,
 }
 
 impl Ratio {
@@ -144,9 +148,14 @@ impl Ratio {
         self.ours / self.best
     }
 
-    /// Whether `--spread` leaves the point out.
+    /// Whether `--spread` leaves the point out: never a wrong one, which must show.
     fn noisy(&self, args: &RatioArgs) -> bool {
-        args.spread.is_some_and(|pct| self.spread * 100.0 > pct)
+        !self.wrong && args.spread.is_some_and(|pct| self.spread * 100.0 > pct)
+    }
+
+    /// Whether the point meets `--at-most target`: a wrong one never does.
+    fn meets(&self, target: f64) -> bool {
+        !self.wrong && self.value() <= target
     }
 }
 
@@ -163,36 +172,59 @@ fn spread(r: &Row) -> f64 {
     }
 }
 
-/// The points of one file where `ours` and some other implementation both have a figure.
+/// What one point holds: ours, the fastest other that stands, whether any other was
+/// measured, and whether any row there was found wrong.
+#[derive(Default)]
+struct Sides<'a> {
+    ours: Option<&'a Row>,
+    best: Option<&'a Row>,
+    other_measured: bool,
+    wrong: bool,
+}
+
+/// The points of one file where `ours` and some other implementation were both measured: a
+/// ratio, or where any row there was found wrong, a wrong point (a wrong other is not passed
+/// over for the next fastest, nor is a wrong row of ours left out of a count).
 fn ratios(ours: &str, rows: &[Row]) -> Vec<Ratio> {
-    type Point<'a> = (&'a str, &'a str, &'a str, i64, bool, u64);
-    type Side<'a> = Option<&'a Row>;
-    let mut points: BTreeMap<Point, (Side, Side)> = BTreeMap::new();
+    let mut points: BTreeMap<Point, Sides> = BTreeMap::new();
     let mut order = Vec::new();
-    for r in rows.iter().filter(|r| r.counts()) {
+    for r in rows.iter().filter(|r| r.ok()) {
         let key = point(r);
         let e = points.entry(key).or_insert_with(|| {
             order.push(key);
-            (None, None)
+            Sides::default()
         });
+        e.wrong |= r.is_wrong();
         if r.implementation == ours {
-            e.0 = Some(r);
-        } else if e.1.is_none_or(|b| r.time_us < b.time_us) {
-            e.1 = Some(r);
+            e.ours = Some(r);
+        } else {
+            e.other_measured = true;
+            if r.counts() && e.best.is_none_or(|b| r.time_us < b.time_us) {
+                e.best = Some(r);
+            }
         }
     }
     order
         .into_iter()
-        .filter_map(|key| match points[&key] {
-            (Some(o), Some(b)) if b.time_us > 0.0 => Some(Ratio {
+        .filter_map(|key| {
+            let p = &points[&key];
+            let o = p.ours?;
+            let at = |ours: f64, best: f64, spread: f64, wrong: bool| Ratio {
                 collective: key.0.to_string(),
                 dtype: o.dtype.clone(),
                 bytes: key.5,
-                ours: o.time_us,
-                best: b.time_us,
-                spread: spread(o).max(spread(b)),
-            }),
-            _ => None,
+                ours,
+                best,
+                spread,
+                wrong,
+            };
+            match p.best {
+                _ if p.wrong && p.other_measured => Some(at(f64::NAN, f64::NAN, 0.0, true)),
+                Some(b) if !p.wrong && b.time_us > 0.0 => {
+                    Some(at(o.time_us, b.time_us, spread(o).max(spread(b)), false))
+                }
+                _ => None,
+            }
         })
         .collect()
 }
@@ -218,9 +250,26 @@ fn noisy_points(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String>
         .collect()
 }
 
-/// `0.44-0.47`, or one figure when the range is one value; `-` for none.
+/// `WRONG (NAMES)` where any of `of` is a wrong point, `name` naming them (each once);
+/// `None` where none is.
+fn wrong_cell<'a>(
+    of: impl Iterator<Item = &'a Ratio>,
+    name: impl Fn(&Ratio) -> String,
+) -> Option<String> {
+    let mut names: Vec<String> = Vec::new();
+    for r in of.filter(|r| r.wrong) {
+        let n = name(r);
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    (!names.is_empty()).then(|| format!("WRONG ({})", names.join(", ")))
+}
+
+/// `0.44-0.47`, or one figure when the range is one value; `-` for none. (Wrong points are
+/// [`wrong_cell`]'s.)
 fn range<'a>(of: impl Iterator<Item = &'a Ratio>) -> (String, Option<&'a Ratio>) {
-    let v: Vec<&Ratio> = of.collect();
+    let v: Vec<&Ratio> = of.filter(|r| !r.wrong).collect();
     let Some(hi) = v
         .iter()
         .copied()
@@ -278,10 +327,14 @@ fn tables(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String> {
         let cells: Vec<String> = all
             .iter()
             .map(|(_, rs)| {
-                let (text, hi) = range(
+                let at_size = || {
                     rs.iter()
-                        .filter(|r| r.bytes == b && !FLAGS_ONLY.contains(&r.collective.as_str())),
-                );
+                        .filter(|r| r.bytes == b && !FLAGS_ONLY.contains(&r.collective.as_str()))
+                };
+                if let Some(w) = wrong_cell(at_size(), |r| r.collective.clone()) {
+                    return w;
+                }
+                let (text, hi) = range(at_size());
                 match hi {
                     Some(h) => format!("{text} ({})", h.collective),
                     None => text,
@@ -294,6 +347,7 @@ fn tables(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String> {
         let cells: Vec<String> = all
             .iter()
             .map(|(_, rs)| match rs.iter().find(|r| r.collective == flag) {
+                Some(r) if r.wrong => "WRONG".into(),
                 Some(r) => format!("{:.2} ({:.2} µs against {:.2})", r.value(), r.ours, r.best),
                 None => "-".into(),
             })
@@ -323,11 +377,11 @@ fn tables(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String> {
         let cells: Vec<String> = all
             .iter()
             .map(|(_, rs)| {
-                range(
+                let band = || {
                     rs.iter()
-                        .filter(|r| r.collective == c && (lo..=hi).contains(&r.bytes)),
-                )
-                .0
+                        .filter(|r| r.collective == c && (lo..=hi).contains(&r.bytes))
+                };
+                wrong_cell(band(), |r| size_label(r.bytes)).unwrap_or_else(|| range(band()).0)
             })
             .collect();
         out.push(format!("| {c} | {} |", cells.join(" | ")));
@@ -342,8 +396,11 @@ fn tables(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String> {
                         !FLAGS_ONLY.contains(&r.collective.as_str()) && (lo..=hi).contains(&r.bytes)
                     })
                     .collect();
-                let met = band.iter().filter(|r| r.value() <= target).count();
-                format!("{met} of {}", band.len())
+                let met = band.iter().filter(|r| r.meets(target)).count();
+                match band.iter().filter(|r| r.wrong).count() {
+                    0 => format!("{met} of {}", band.len()),
+                    w => format!("{met} of {} ({w} WRONG)", band.len()),
+                }
             })
             .collect();
         out.push(format!("| at or under {target} | {} |", cells.join(" | ")));
@@ -424,6 +481,53 @@ mod tests {
                 "| reduce | - | - |",
             ]
         );
+    }
+
+    /// Found by an audit: a wrong other row was passed over, so the next fastest other (here
+    /// the slower NCCL) silently made the ratio; a wrong row of ours left the --at-most count.
+    /// Both points are WRONG now, and not met.
+    #[test]
+    fn wrong_points_show_wrong_and_are_never_met() {
+        let mut rows = vec![
+            at("all_reduce", "nvshmem-rs", 65536, 2.0),
+            at("all_reduce", "nccl", 65536, 5.0),
+            at("all_reduce", "nvshmem", 65536, 1.0), // the fastest other, but wrong
+            at("broadcast", "nvshmem-rs", 65536, 1.0), // ours, wrong
+            at("broadcast", "nccl", 65536, 5.0),
+            at("broadcast", "nvshmem-rs", 1 << 20, 4.0),
+            at("broadcast", "nccl", 1 << 20, 10.0), // 0.40: met
+            at("barrier", "nvshmem-rs", 0, 1.0),
+            at("barrier", "nccl", 0, 5.0),
+        ];
+        rows[2].wrong = 7;
+        rows[3].wrong = 1;
+        rows[7].wrong = 1;
+        let columns = [("graph".to_string(), rows)];
+        let lines = tables(
+            &args(&["--sizes", "64K,1M", "--at-most", "0.45", "--spread", "1"]),
+            &columns,
+        );
+        assert_eq!(
+            lines,
+            [
+                "nvshmem-rs over the faster of the others (below 1 is faster):",
+                "",
+                "| size | graph |",
+                "|---|---|",
+                "| 64 KiB | WRONG (all_reduce, broadcast) |",
+                "| 1 MiB | 0.40 (broadcast) |",
+                "| barrier | WRONG |",
+                "",
+                "| collective, 64 KiB to 1 MiB | graph |",
+                "|---|---|",
+                "| all_reduce | WRONG (64 KiB) |",
+                "| broadcast | WRONG (64 KiB) |",
+                "| at or under 0.45 | 1 of 3 (2 WRONG) |",
+                "",
+                "Noisy points left out: 0 (a median over 1 % above its fastest repetition).",
+            ]
+        );
+        assert_eq!(wrong_rows(&columns).len(), 3);
     }
 
     #[test]

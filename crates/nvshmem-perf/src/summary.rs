@@ -75,8 +75,12 @@ pub(crate) fn read_one(spec: &str) -> Result<(String, Vec<Row>)> {
     Ok((name, rows))
 }
 
-/// What makes rows the same point, across implementations and files.
-pub(crate) fn point(r: &Row) -> (&str, &str, &str, i64, bool, u64) {
+/// What makes rows the same point, across implementations and files: collective, type,
+/// operator, root, placement, size.
+pub(crate) type Point<'a> = (&'a str, &'a str, &'a str, i64, bool, u64);
+
+/// The point of row `r`.
+pub(crate) fn point(r: &Row) -> Point<'_> {
     (&r.collective, &r.dtype, &r.op, r.root, r.in_place, r.bytes)
 }
 
