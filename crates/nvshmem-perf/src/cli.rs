@@ -286,20 +286,36 @@ pub fn parse_ops(s: &str) -> Result<List<ReduceOp>, String> {
 
 fn parse_impls(s: &str) -> Result<List<ImplKind>, String> {
     parse_list(s, "implementation", ImplKind::value_variants(), |x| {
-        // clap spells the names with hyphens (nvshmem-rs); accept underscores too.
-        ImplKind::from_str(x, true)
-            .or_else(|_| ImplKind::from_str(&x.replace('_', "-"), true))
-            .map_err(|_| {
-                let names: Vec<&str> = ImplKind::value_variants()
-                    .iter()
-                    .map(|i| i.name())
-                    .collect();
-                format!(
-                    "unknown implementation `{x}` (one of: {}, all)",
-                    names.join(", ")
-                )
-            })
+        impl_by_name(x).ok_or_else(|| {
+            format!(
+                "unknown implementation `{x}` (one of: {}, all)",
+                impl_names()
+            )
+        })
     })
+}
+
+/// One implementation by name, as `--impl` takes it: any case, and underscores for hyphens
+/// (clap spells the names with hyphens, nvshmem-rs; `nvshmem_rs` is what a hand types).
+pub fn parse_impl(x: &str) -> Result<ImplKind, String> {
+    impl_by_name(x)
+        .ok_or_else(|| format!("unknown implementation `{x}` (one of: {})", impl_names()))
+}
+
+fn impl_by_name(x: &str) -> Option<ImplKind> {
+    let x = x.trim();
+    ImplKind::from_str(x, true)
+        .or_else(|_| ImplKind::from_str(&x.replace('_', "-"), true))
+        .ok()
+}
+
+/// `nvshmem-rs, nvshmem, nccl`.
+fn impl_names() -> String {
+    let names: Vec<&str> = ImplKind::value_variants()
+        .iter()
+        .map(|i| i.name())
+        .collect();
+    names.join(", ")
 }
 
 /// `collective=algorithm` pairs, comma separated, as `NVSHMEM_RS_ALGORITHMS` takes them: any

@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, ffi::OsString, process::ExitCode};
 use clap::Parser;
 
 use crate::{
-    cli::parse_size,
+    cli::{parse_impl, parse_size, ImplKind},
     report::Row,
     summary::{named, point, read_one, Point},
 };
@@ -38,9 +38,10 @@ pub struct RatioArgs {
     #[arg(value_name = "[NAME=]FILE.jsonl", required = true)]
     pub files: Vec<String>,
 
-    /// The implementation whose ratio is shown.
-    #[arg(long = "impl", value_name = "IMPL", default_value = "nvshmem-rs")]
-    pub ours: String,
+    /// The implementation whose ratio is shown, spelt as the main command's --impl takes it
+    /// (nvshmem-rs, nvshmem_rs, NCCL, ...); every file must have rows of it.
+    #[arg(long = "impl", value_name = "IMPL", default_value = "nvshmem-rs", value_parser = parse_impl)]
+    pub ours: ImplKind,
 
     /// The sizes of the first table's rows.
     #[arg(long, value_delimiter = ',', value_parser = parse_size,
@@ -96,6 +97,10 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             }
         }
     }
+    if let Some(e) = without(args.ours, &columns) {
+        eprintln!("nvshmem-perf ratios: error: {e}");
+        return ExitCode::from(2);
+    }
     let wrong = wrong_rows(&columns);
     for line in tables(&args, &columns) {
         println!("{line}");
@@ -110,6 +115,37 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         eprintln!("nvshmem-perf ratios: WRONG row, not a figure: {w}");
     }
     ExitCode::from(3)
+}
+
+/// Why `ours` cannot be compared in `columns`: the files with no row of it (a name spelt
+/// wrong, or a run without it), each with the implementations it has; `None` when every file
+/// has rows of it. An empty table would read as a run with nothing to say.
+fn without(ours: ImplKind, columns: &[(String, Vec<Row>)]) -> Option<String> {
+    let missing: Vec<String> = columns
+        .iter()
+        .filter(|(_, rows)| !rows.iter().any(|r| r.implementation == ours.name()))
+        .map(|(name, rows)| {
+            let mut has: Vec<&str> = Vec::new();
+            for r in rows {
+                if !has.contains(&r.implementation.as_str()) {
+                    has.push(&r.implementation);
+                }
+            }
+            let has = if has.is_empty() {
+                "no rows".to_string()
+            } else {
+                has.join(", ")
+            };
+            format!("{name} ({has})")
+        })
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "no rows of {} in {}: --impl names one of the files' implementations",
+            ours.name(),
+            missing.join("; ")
+        )
+    })
 }
 
 /// The rows whose check failed, one line each: `FILE: COLLECTIVE BYTES B IMPL`.
@@ -234,7 +270,7 @@ fn noisy_points(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String>
     columns
         .iter()
         .flat_map(|(name, rows)| {
-            ratios(&args.ours, rows)
+            ratios(args.ours.name(), rows)
                 .into_iter()
                 .filter(|r| r.noisy(args))
                 .map(move |r| {
@@ -303,7 +339,7 @@ fn tables(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String> {
     let all: Vec<(&str, Vec<Ratio>)> = columns
         .iter()
         .map(|(n, rows)| {
-            let (noisy, kept): (Vec<Ratio>, Vec<Ratio>) = ratios(&args.ours, rows)
+            let (noisy, kept): (Vec<Ratio>, Vec<Ratio>) = ratios(args.ours.name(), rows)
                 .into_iter()
                 .partition(|r| r.noisy(args));
             left_out += noisy.len();
@@ -319,7 +355,7 @@ fn tables(args: &RatioArgs, columns: &[(String, Vec<Row>)]) -> Vec<String> {
     };
     let mut out = vec![format!(
         "{} over the faster of the others (below 1 is faster):",
-        args.ours
+        args.ours.name()
     )];
     out.push(String::new());
     out.extend(head("size"));
@@ -600,6 +636,44 @@ mod tests {
         assert_eq!(size_label(8), "8 B");
         assert_eq!(size_label(3 << 19), "1536 KiB");
         assert_eq!(args(&[]).sizes.len(), 7);
-        assert_eq!(args(&["--impl", "nccl"]).ours, "nccl");
+        assert_eq!(args(&["--impl", "nccl"]).ours, ImplKind::Nccl);
+    }
+
+    /// Found by an audit: `--impl nvshmem_rs` (the main command's spelling too) printed empty
+    /// tables and exited 0. The main command's spellings are taken, and a name no file has
+    /// rows of is an error that says what the files have.
+    #[test]
+    fn impl_takes_the_main_command_s_spellings_and_must_have_rows() {
+        for spelt in ["nvshmem_rs", "NVSHMEM-RS", " nvshmem-rs"] {
+            assert_eq!(
+                args(&["--impl", spelt]).ours,
+                ImplKind::NvshmemRs,
+                "{spelt}"
+            );
+        }
+        let e = RatioArgs::try_parse_from(["ratios", "x.jsonl", "--impl", "nvshmemrs"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown implementation `nvshmemrs` (one of: nvshmem-rs, nvshmem, nccl)"),
+            "{e}"
+        );
+        let rows = vec![
+            at("all_reduce", "nccl", 8, 1.0),
+            at("all_reduce", "nvshmem", 8, 1.0),
+        ];
+        let ours = vec![at("all_reduce", "nvshmem-rs", 8, 1.0)];
+        let columns = [
+            ("graph".to_string(), ours.clone()),
+            ("stream".to_string(), rows),
+            ("empty".to_string(), Vec::new()),
+        ];
+        assert_eq!(
+            without(ImplKind::NvshmemRs, &columns).unwrap(),
+            "no rows of nvshmem-rs in stream (nccl, nvshmem); empty (no rows): --impl names one \
+             of the files' implementations"
+        );
+        assert_eq!(without(ImplKind::NvshmemRs, &columns[..1]), None);
+        assert!(without(ImplKind::Nccl, &columns[..1]).is_some());
     }
 }
