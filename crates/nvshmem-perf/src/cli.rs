@@ -92,7 +92,8 @@ pub struct Args {
     )]
     pub step_factor: u64,
 
-    /// Add this many bytes between steps instead of multiplying (K/M/G suffixes).
+    /// Add this many bytes between steps instead of multiplying (K/M/G suffixes; at most 4096
+    /// sizes).
     #[arg(short = 'i', long = "stepbytes", value_parser = parse_size)]
     pub step_bytes: Option<u64>,
 
@@ -416,7 +417,12 @@ fn parse_bool01(s: &str) -> Result<bool, String> {
     }
 }
 
-/// The sizes from `min` to `max`: multiplied by `factor`, or stepped by `step` when given.
+/// The most sizes a sweep may have: more is a mistake of -i (`-b 1 -i 1 -e 1M` is a million
+/// points, `-b 0 -i 1 -e 4G` more than memory holds), and would run for days.
+pub const MAX_SIZES: u64 = 4096;
+
+/// The sizes from `min` to `max`: multiplied by `factor`, or stepped by `step` when given; an
+/// error past [`MAX_SIZES`], found before any is listed.
 pub fn sweep(min: u64, max: u64, factor: u64, step: Option<u64>) -> Result<Vec<u64>, String> {
     if min > max {
         return Err(format!("-b ({min}) must not be above -e ({max})"));
@@ -426,6 +432,13 @@ pub fn sweep(min: u64, max: u64, factor: u64, step: Option<u64>) -> Result<Vec<u
     match step {
         Some(0) => return Err("-i/--stepbytes must be above 0".into()),
         Some(step) => {
+            let count = u128::from((max - min) / step) + 1;
+            if count > u128::from(MAX_SIZES) {
+                return Err(format!(
+                    "-b {min} -e {max} -i {step} is {count} sizes, more than {MAX_SIZES}: step \
+                     by more (-i) or by a factor (-f)"
+                ));
+            }
             while let Some(next) = cur.checked_add(step).filter(|n| *n <= max) {
                 sizes.push(next);
                 cur = next;
@@ -503,6 +516,25 @@ mod tests {
             sweep(1 << 30, u64::MAX, 1 << 33, None).unwrap(),
             vec![1 << 30, 1 << 63]
         );
+    }
+
+    /// Found by an audit: `-b 0 -i 1 -e 4G` listed four billion sizes (the allocation
+    /// aborted the run), `-b 1 -i 1 -e 1M` a million. Past MAX_SIZES the sweep is an error
+    /// that says why, before anything is listed.
+    #[test]
+    fn a_sweep_of_too_many_sizes_is_an_error() {
+        let e = sweep(0, 4 << 30, 2, Some(1)).unwrap_err();
+        assert_eq!(
+            e,
+            "-b 0 -e 4294967296 -i 1 is 4294967297 sizes, more than 4096: step by more (-i) or \
+             by a factor (-f)"
+        );
+        assert!(sweep(1, 1 << 20, 2, Some(1)).is_err());
+        assert!(sweep(0, u64::MAX, 2, Some(1)).is_err());
+        assert_eq!(sweep(1, MAX_SIZES, 2, Some(1)).unwrap().len(), 4096);
+        assert!(sweep(0, MAX_SIZES, 2, Some(1)).is_err());
+        let plan = args(&["-b", "1", "-i", "1", "-e", "1M"]).plan();
+        assert!(plan.unwrap_err().contains("1048576 sizes"));
     }
 
     #[test]

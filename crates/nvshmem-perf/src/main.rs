@@ -357,11 +357,15 @@ fn points(args: &Args, plan: &Plan, me: usize, n: usize) -> Vec<Spec> {
                 } else {
                     plan.sizes.clone()
                 };
+                // Sizes that round to the count of the one before are that point again: a
+                // duplicate row (-i below an element, or below n elements where chunked).
+                let mut last = None;
                 for bytes in sizes {
                     let count = coll.count_for(bytes as usize, dtype.size(), n);
-                    if count == 0 && !coll.is_sync_only() {
+                    if (count == 0 && !coll.is_sync_only()) || last == Some(count) {
                         continue;
                     }
+                    last = Some(count);
                     v.push(Spec {
                         coll,
                         dtype,
@@ -536,6 +540,46 @@ mod tests {
             undefined_pairs(&plan),
             ["xor on f32", "and on f32", "sum on bool8", "xor on bool8"]
         );
+    }
+
+    /// Found by an audit: sizes that round to one element count (`-b 1 -i 1`: 4 to 7 bytes
+    /// are one f32) each made a point, the same rows again. One point a count now.
+    #[test]
+    fn sizes_of_one_element_count_make_one_point() {
+        let args = Args::try_parse_from([
+            "nvshmem-perf",
+            "all_reduce,fcollect,barrier",
+            "-d",
+            "f32,f64,u8",
+            "-b",
+            "1",
+            "-i",
+            "1",
+            "-e",
+            "64",
+        ])
+        .unwrap();
+        let plan = args.plan().unwrap();
+        for n in [1, 2, 3] {
+            let pts = points(&args, &plan, 0, n);
+            for coll in [Collective::AllReduce, Collective::Fcollect] {
+                for dtype in [DataType::F32, DataType::F64, DataType::U8] {
+                    let counts: Vec<usize> = pts
+                        .iter()
+                        .filter(|s| s.coll == coll && s.dtype == dtype)
+                        .map(|s| s.count)
+                        .collect();
+                    let step = if coll == Collective::Fcollect { n } else { 1 };
+                    let want: Vec<usize> =
+                        (1..=64 / dtype.size() / step).map(|k| k * step).collect();
+                    assert_eq!(counts, want, "{coll} {dtype} n {n}");
+                }
+            }
+            assert_eq!(
+                pts.iter().filter(|s| s.coll == Collective::Barrier).count(),
+                1
+            );
+        }
     }
 
     #[test]
