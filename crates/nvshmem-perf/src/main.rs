@@ -461,14 +461,25 @@ fn measured_row(
     r
 }
 
+/// nccl-tests' last line, `# Out of bounds values : N OK|FAILED` (scripts take it for the end
+/// of a run): the wrong elements of every row, or, where no row was checked, that the results
+/// were not checked rather than a 0 that reads as a pass.
+fn out_of_bounds(rows: &[Row], check: bool) -> String {
+    let total_wrong: i64 = rows.iter().filter(|r| r.ok()).map(|r| r.wrong.max(0)).sum();
+    let checked = rows.iter().any(|r| r.ok() && r.wrong >= 0);
+    let verdict = match (total_wrong, check, checked) {
+        (w, _, _) if w > 0 => format!("{w} FAILED"),
+        (_, false, _) => "not checked (-c 0)".into(),
+        (_, true, false) => "not checked (no point measured moves data)".into(),
+        _ => "0 OK".into(),
+    };
+    format!("# Out of bounds values : {verdict}")
+}
+
 fn write_outputs(args: &Args, plan: &Plan, rows: &[Row]) -> Result<()> {
     let names: Vec<&str> = plan.impls.iter().map(|i| i.name()).collect();
     print!("{}", report::format_tables(rows, &names, false));
-    let total_wrong: i64 = rows.iter().filter(|r| r.ok()).map(|r| r.wrong.max(0)).sum();
-    println!(
-        "# Out of bounds values : {total_wrong} {}",
-        if total_wrong == 0 { "OK" } else { "FAILED" }
-    );
+    println!("{}", out_of_bounds(rows, args.check));
     for w in report::wrong_rows(rows) {
         println!("# WRONG: {w}");
     }
@@ -613,6 +624,37 @@ mod tests {
         );
         // The other PEs exit alike, without repeating the message.
         assert_eq!(Outcome::of(&rows, false).exit_status(), (None, WRONG_EXIT));
+    }
+
+    /// Found by an audit: under -c 0 the last line said `0 OK`, a pass for results nobody
+    /// checked.
+    #[test]
+    fn the_last_line_says_when_nothing_was_checked() {
+        let mut unchecked = report::tests::row("nvshmem-rs", 8, 1.0);
+        unchecked.wrong = -1;
+        let rows = [unchecked.clone(), unchecked.clone()];
+        assert_eq!(
+            out_of_bounds(&rows, false),
+            "# Out of bounds values : not checked (-c 0)"
+        );
+        // Barrier and sync only: -c 1, nothing to check.
+        let mut barrier = unchecked.clone();
+        barrier.collective = "barrier".into();
+        assert_eq!(
+            out_of_bounds(&[barrier.clone()], true),
+            "# Out of bounds values : not checked (no point measured moves data)"
+        );
+        let right = report::tests::row("nccl", 8, 1.0);
+        assert_eq!(
+            out_of_bounds(&[barrier, right.clone()], true),
+            "# Out of bounds values : 0 OK"
+        );
+        let mut wrong = right;
+        wrong.wrong = 5;
+        assert_eq!(
+            out_of_bounds(&[unchecked, wrong], true),
+            "# Out of bounds values : 5 FAILED"
+        );
     }
 
     #[test]
