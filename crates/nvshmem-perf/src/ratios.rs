@@ -18,8 +18,8 @@ use crate::{
     bin_name = "nvshmem-perf ratios",
     about = "One implementation's time over the faster of the others, from saved results, as \
 markdown tables",
-    after_help = "At each point (a collective, type, operator, root, placement and size) the \
-ratio is the implementation's time over the least time of any other implementation there \
+    after_help = "At each point (a collective, type, operator, root, placement, size, PE count \
+and mode) the ratio is the implementation's time over the least time of any other implementation there \
 (below 1 is faster); points where either side has no figure are left out. The first table has \
 a row per --sizes entry (the range over every point of that size: each collective, type, \
 operator, root and placement in the file; the collective with the highest ratio in brackets) and \
@@ -626,6 +626,23 @@ mod tests {
         assert_eq!(lines.last().unwrap(), "| at or under 0.45 | 2 of 3 |");
         let lines = tables(&args(&["--sizes", "8"]), &columns);
         assert!(!lines.iter().any(|l| l.contains("at or under")));
+    }
+
+    /// Another PE count or mode is another point: ours on 2 PEs is not set against NCCL on 4,
+    /// nor a graph time against a stream time.
+    #[test]
+    fn only_rows_of_one_pe_count_and_mode_are_compared() {
+        let mut nccl4 = at("all_reduce", "nccl", 8, 5.0);
+        nccl4.n_pes = 4;
+        let mut graph = at("all_reduce", "nccl", 8, 4.0);
+        graph.graph = true;
+        let rows = vec![at("all_reduce", "nvshmem-rs", 8, 2.0), nccl4, graph];
+        assert!(ratios("nvshmem-rs", &rows).is_empty());
+        let mut rows = rows;
+        rows.push(at("all_reduce", "nccl", 8, 10.0));
+        let r = ratios("nvshmem-rs", &rows);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].value(), 0.2);
     }
 
     #[test]

@@ -16,8 +16,9 @@ use crate::report::{has_algo, Row};
     after_help = "Each line: LABEL, the collective, its type, `in-place` when it ran in place, \
 the size in bytes, then for every file and implementation `[NAME:]IMPL TIME` (µs a call, the \
 algorithm that ran in brackets), `skip` for a skipped point or `WRONG` for one whose check \
-failed. A point is a collective, type, operator, root, placement and size; points keep the \
-order in which the files first give them."
+failed. A point is a collective, type, operator, root, placement, size, PE count and mode \
+(stream or graph): rows of another PE count or mode are never paired, and where the files mix \
+them each line names its own. Points keep the order in which the files first give them."
 )]
 pub struct SummaryArgs {
     /// JSON-lines result files, as written by `--json`; NAME=FILE puts NAME: before the
@@ -76,12 +77,22 @@ pub(crate) fn read_one(spec: &str) -> Result<(String, Vec<Row>)> {
 }
 
 /// What makes rows the same point, across implementations and files: collective, type,
-/// operator, root, placement, size.
-pub(crate) type Point<'a> = (&'a str, &'a str, &'a str, i64, bool, u64);
+/// operator, root, placement, size, PE count and mode (graph or not). Times of another PE
+/// count or mode are another measurement, never the same point's.
+pub(crate) type Point<'a> = (&'a str, &'a str, &'a str, i64, bool, u64, usize, bool);
 
 /// The point of row `r`.
 pub(crate) fn point(r: &Row) -> Point<'_> {
-    (&r.collective, &r.dtype, &r.op, r.root, r.in_place, r.bytes)
+    (
+        &r.collective,
+        &r.dtype,
+        &r.op,
+        r.root,
+        r.in_place,
+        r.bytes,
+        r.n_pes,
+        r.graph,
+    )
 }
 
 /// One cell: a row's time (with its algorithm), `skip` or `WRONG`.
@@ -111,9 +122,12 @@ pub fn summarize(label: &str, files: &[(String, Vec<Row>)]) -> Vec<String> {
             }
         }
     }
+    // Lines name their PE count and mode where the files mix them (else the label does).
+    let pes_vary = keys.iter().any(|k| k.6 != keys[0].6);
+    let modes_vary = keys.iter().any(|k| k.7 != keys[0].7);
     keys.iter()
         .map(|key| {
-            let (coll, dtype, _, _, in_place, bytes) = *key;
+            let (coll, dtype, _, _, in_place, bytes, n_pes, graph) = *key;
             let mut line = if label.is_empty() {
                 String::new()
             } else {
@@ -122,6 +136,12 @@ pub fn summarize(label: &str, files: &[(String, Vec<Row>)]) -> Vec<String> {
             line += &format!("{coll:<15} {dtype:<5}");
             if in_place {
                 line += " in-place";
+            }
+            if pes_vary {
+                line += &format!(" {n_pes} PEs");
+            }
+            if modes_vary {
+                line += if graph { " graph" } else { " stream" };
             }
             line += &format!(" {bytes:>10}");
             for (name, rows) in files {
@@ -182,6 +202,45 @@ mod tests {
                 "all_reduce      bf16           8  nvshmem-rs 2.00 (nvlink_ce)",
                 "all_reduce      f32   in-place       4096  nvshmem-rs 9.00",
             ]
+        );
+    }
+
+    /// Found by an audit: rows were paired without regard to PE count or mode, so a 2-PE
+    /// stream time sat on one line with a 4-PE or graph time, as if measured alike.
+    #[test]
+    fn rows_of_another_pe_count_or_mode_are_another_point() {
+        let two = row("nvshmem-rs", 8, 2.0);
+        let mut four = row("nccl", 8, 5.0);
+        four.n_pes = 4;
+        let lines = summarize("", &[(String::new(), vec![two.clone(), four])]);
+        assert_eq!(
+            lines,
+            [
+                "all_reduce      f32   2 PEs          8  nvshmem-rs 2.00 (auto)",
+                "all_reduce      f32   4 PEs          8  nccl 5.00",
+            ]
+        );
+        let mut graph = row("nvshmem-rs", 8, 1.5);
+        graph.graph = true;
+        let lines = summarize(
+            "",
+            &[
+                ("stream".into(), vec![two.clone()]),
+                ("graph".into(), vec![graph]),
+            ],
+        );
+        assert_eq!(
+            lines,
+            [
+                "all_reduce      f32   stream          8  stream:nvshmem-rs 2.00 (auto)",
+                "all_reduce      f32   graph          8  graph:nvshmem-rs 1.50 (auto)",
+            ]
+        );
+        // One PE count and mode: lines as before.
+        let lines = summarize("", &[(String::new(), vec![two, row("nccl", 8, 5.0)])]);
+        assert_eq!(
+            lines,
+            ["all_reduce      f32            8  nvshmem-rs 2.00 (auto)  nccl 5.00"]
         );
     }
 
