@@ -1340,8 +1340,8 @@ latency() {
 }
 
 # The mid band (issue 31): the reductions from 64 KiB to 2 MiB (MIDBAND_SIZES), f32 and bf16,
-# this crate's automatic choice, raw NVSHMEM and NCCL in one job per collective and mode (graph
-# unchecked, stream checked), then the same with nvlink_lamport forced on this crate alone
+# this crate's automatic choice, raw NVSHMEM and NCCL in one job per collective and mode (both
+# checked), then the same with nvlink_lamport forced on this crate alone
 # (MIDBAND_COLLS, other collectives too: the forced jobs then take its reductions only);
 # MIDBAND_INPLACE=1 adds the in-place runs. JSON, markdown and plots into $final/midband/.
 midband() {
@@ -1384,7 +1384,7 @@ midband() {
 
 # LL over more blocks (issue 31): the copies (LLWIDE_COLLS, default broadcast, fcollect,
 # alltoall, gather, scatter), f32, 16 KiB to 1 MiB (LLWIDE_SIZES), on 2 PEs, in a CUDA graph
-# (unchecked) and on a stream (checked): this crate's automatic choice, raw NVSHMEM and NCCL in
+# and on a stream (both checked): this crate's automatic choice, raw NVSHMEM and NCCL in
 # one job per mode, then this crate alone with nvlink_ll forced (up to 64 blocks, 1 MiB a
 # pair on 2 PEs; 512 KiB when this was written), then with nvlink_direct forced.
 # JSON and markdown into $final/llwide/ (llwide.tgz); last, µs a call per size and variant and
@@ -1499,7 +1499,7 @@ perfpoints() {
 # Teams of one PE (issue 22): nvshmem-perf as 1 PE with no launcher (run it without MPS=1),
 # nvshmem-rs's automatic choice (`local`: one copy out of place, nothing in place, a quiet for
 # a barrier) beside raw NVSHMEM and NCCL: all-reduce, broadcast, barrier and sync at 8 B and
-# 128 MiB (ONEPE_SIZES), on a stream (results checked) and in a CUDA graph, out of place, then
+# 128 MiB (ONEPE_SIZES), on a stream and in a CUDA graph (results checked), out of place, then
 # all-reduce and broadcast in place; then the same forced onto NVSHMEM's algorithm against raw
 # NVSHMEM, and onto this crate's kernels at 8 B (nvlink_ll, nvlink: what these calls cost
 # before `local`). About a minute; JSON into $final/onepe/, its points side by side in the output.

@@ -7,10 +7,9 @@
 //! result is exact in the element type ([`exact_limit`]), so that where no step divides or
 //! scales, a right result is exact on every path (any order of additions, rounded at every hop
 //! or once), and is required exact; avg and premul_sum keep the library's tolerance
-//! ([`roundings_allowed`]). Elements go to and from bytes through
-//! the library's one list of element types ([`testing::encode`], [`testing::decode`]), so
-//! every [`DataType`] is covered without a table of our own; the reference covers every
-//! [`ReduceOp`].
+//! ([`roundings_allowed`]). Elements go to and from bytes through the library's one list of
+//! element types ([`testing::encode`], [`testing::decode`]), so every [`DataType`] is covered
+//! without a table of our own; the reference covers every [`ReduceOp`].
 //!
 //! An output the call must write starts as poison ([`poison`], [`make_output`], and in place
 //! what [`make_input`] leaves outside the input), a value no right answer has, so that an
