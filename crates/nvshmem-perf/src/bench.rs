@@ -378,17 +378,9 @@ mod tests {
     }
 
     fn spec(coll: Collective, dtype: DataType, op: ReduceOp, in_place: bool) -> Spec {
-        let count = coll.count_for(64 * dtype.size(), dtype.size(), 1);
         Spec {
-            coll,
-            dtype,
-            op,
-            root: 0,
-            count,
-            layout: coll.layout(count, 1),
             in_place,
-            my_pe: 0,
-            n_pes: 1,
+            ..crate::check::tests::spec_of(coll, dtype, op, 0, 1)
         }
     }
 

@@ -403,10 +403,17 @@ pub fn count_wrong(spec: &Spec, buffer: &[u8]) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn spec_of(coll: Collective, dtype: DataType, op: ReduceOp, me: usize, n: usize) -> Spec {
+    /// A spec of `n` PEs (8 elements a PE), as PE `me` sees it: the benches' tests use it too.
+    pub(crate) fn spec_of(
+        coll: Collective,
+        dtype: DataType,
+        op: ReduceOp,
+        me: usize,
+        n: usize,
+    ) -> Spec {
         let count = coll.count_for(8 * n * dtype.size(), dtype.size(), n);
         Spec {
             coll,
