@@ -40,7 +40,8 @@ impl RuntimeInner {
 
     /// Waits, at most the timeout, until no queued work can still use the heap or the control
     /// block: every dropped array's, team's and device module's work, the runtime's own
-    /// streams, and NVSHMEM's calls framed on the program's streams.
+    /// streams, and NVSHMEM's calls framed on the program's streams. Gives up (false) at once
+    /// where some work can never be proved done (its event could not be recorded).
     fn settle(&self) -> bool {
         let mut last = Vec::new();
         for s in [&self.stream, self.exchange.stream()] {
@@ -73,7 +74,10 @@ impl RuntimeInner {
             {
                 return true;
             }
-            if self.health.timeout().is_some_and(|t| start.elapsed() >= t) || self.health.failed() {
+            if self.health.timeout().is_some_and(|t| start.elapsed() >= t)
+                || self.health.failed()
+                || super::in_use::some_work_unprovable()
+            {
                 return false;
             }
             std::thread::sleep(Duration::from_micros(200));

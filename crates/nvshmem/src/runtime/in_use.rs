@@ -19,7 +19,7 @@
 use std::{
     any::Any,
     sync::{
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc, Mutex, MutexGuard,
     },
 };
@@ -122,6 +122,16 @@ impl std::fmt::Debug for Uses {
     }
 }
 
+/// Whether some work was ever found that cannot be proved done ([`Pending`]'s `broken`): the
+/// runtime then does not wait for its work before finalising (it never ends), whatever the
+/// timeout, and leaves NVSHMEM as it is. One runtime a process, so one flag.
+static UNPROVABLE: AtomicBool = AtomicBool::new(false);
+
+/// Whether [`UNPROVABLE`] is set.
+pub(crate) fn some_work_unprovable() -> bool {
+    UNPROVABLE.load(Ordering::Relaxed)
+}
+
 /// Work that must be done before a dropped resource's memory is reused: one event per stream
 /// it was used on, recorded when it was dropped. A stream being captured into a graph at that
 /// moment cannot take an event for its earlier work; it is kept, and its event recorded once
@@ -161,15 +171,21 @@ impl Pending {
                     Ok(e) => self.events.push(e),
                     Err(e) => {
                         tracing::warn!(%e, "recording an event to free memory after its use");
-                        self.broken = true;
+                        self.mark_broken();
                     }
                 },
                 Err(e) => {
                     tracing::warn!(%e, "asking whether a stream is being captured");
-                    self.broken = true;
+                    self.mark_broken();
                 }
             }
         }
+    }
+
+    /// The work cannot be proved done: never (see [`UNPROVABLE`]).
+    fn mark_broken(&mut self) {
+        self.broken = true;
+        UNPROVABLE.store(true, Ordering::Relaxed);
     }
 
     /// Whether the work is done, without recording what a capture held back (then: not yet).
@@ -200,7 +216,7 @@ impl Pending {
                 // A failed kernel before the event: the memory may still be in use by nothing,
                 // but the context is broken; never reuse it.
                 tracing::warn!(%e, "querying an event before freeing memory");
-                self.broken = true;
+                self.mark_broken();
                 false
             }
         }
@@ -408,5 +424,22 @@ pub(crate) fn note<'r>(
             Ok(None)
         }
         None => r.ordered().map(|o| o.enter(stream, captures)).transpose(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Work whose event could not be recorded is never done, and says so to the runtime's
+    /// end, which then gives up waiting for it whatever the timeout (it waited for ever with
+    /// none).
+    #[test]
+    fn work_that_cannot_be_proved_done_never_is_and_says_so() {
+        let mut p = Pending::default();
+        assert!(p.done());
+        p.mark_broken();
+        assert!(!p.done() && !p.is_done());
+        assert!(some_work_unprovable());
     }
 }
