@@ -15,7 +15,7 @@
 //! | 0 | 47..50 | root (rooted collectives; 0 otherwise) |
 //! | 0 | 0..47 | count, saturated at 2^47 - 1 |
 //! | 1 | 32..64 | the team's tag: a hash of its members' world PEs, in team order |
-//! | 1 | 0..32 | premul_sum's scale: f64's top 32 bits for f64 elements, else f32 bits (0 for other operators) |
+//! | 1 | 0..32 | premul_sum's scale: its f32 bits where the kernels hold it in f32 (every float type but f64); else its f64 bits folded to 32 (high word xor low word), so that scales differing in any one bit differ here (0 for other operators) |
 //!
 //! The tag tells apart the teams that can share a channel over time: a new team takes a
 //! channel only once every member's earlier team on it is dropped, and a PE that still calls
@@ -33,6 +33,26 @@ const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
 /// A call's fingerprint, as the kernels carry it (`nvr_team::fp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Fingerprint(pub(crate) [u64; 2]);
+
+/// Whether the kernels hold premul_sum's scale for `dtype` in f32 (exactly: the operator's
+/// check refuses a scale f32 cannot hold), so that its f32 bits are the whole scale.
+fn scale_in_f32(dtype: DataType) -> bool {
+    crate::op::float_accumulator(dtype) == Some(DataType::F32)
+}
+
+/// premul_sum's scale as word 1 carries it: its f32 bits where those are the whole scale
+/// ([`scale_in_f32`]); else (f64 and integer data, which take the scale in 64 bits) its f64
+/// bits folded to 32, high word xor low word, so that scales differing in any one bit (two
+/// PEs that computed 1/3 differently, integer scales past 2^24) never look alike. Its value
+/// cannot be shown then, only the folded word.
+fn scale_word(dtype: DataType, s: f64) -> u64 {
+    if scale_in_f32(dtype) {
+        u64::from((s as f32).to_bits())
+    } else {
+        let b = s.to_bits();
+        (b >> 32) ^ (b & 0xffff_ffff)
+    }
+}
 
 /// premul_sum's operator code: the one after [`ReduceOp::BASIC`]'s.
 const PREMUL: u64 = 9;
@@ -84,11 +104,7 @@ impl Fingerprint {
             | (root as u64 & 7) << 47
             | (count as u64).min(COUNT_MAX);
         let scale = match op {
-            // The scale as the kernels hold it: f32 for every other float type (exact: the
-            // operator's check refuses a scale f32 cannot hold), f64 for f64, whose top 32
-            // bits (sign, exponent, 20 bits of mantissa) keep scales beyond f32's range apart.
-            Some(ReduceOp::PreMulSum(s)) if dtype == DataType::F64 => s.to_bits() >> 32,
-            Some(ReduceOp::PreMulSum(s)) => u64::from((s as f32).to_bits()),
+            Some(ReduceOp::PreMulSum(s)) => scale_word(dtype, s),
             _ => 0,
         };
         Fingerprint([w0, u64::from(tag) << 32 | scale])
@@ -153,10 +169,10 @@ impl fmt::Display for Fingerprint {
                 .and_then(|i| DataType::ALL.get(i as usize));
             let op = w0 >> 51 & 15;
             write!(f, " of {} {}", dtype.map_or("?", |d| d.name()), op_name(op))?;
-            if op == PREMUL && dtype == Some(&DataType::F64) {
-                write!(f, " (scale {:e})", f64::from_bits(w1 << 32))?;
-            } else if op == PREMUL {
+            if op == PREMUL && dtype.is_some_and(|&d| scale_in_f32(d)) {
                 write!(f, " (scale {})", f32::from_bits(w1 as u32))?;
+            } else if op == PREMUL {
+                write!(f, " (a scale folded to {:#010x})", w1 as u32)?;
             }
             write!(f, ", {saturated}{count} elements")?;
         } else if coll.geometry() != super::Geometry::None {
@@ -333,8 +349,28 @@ mod tests {
         assert_ne!(p64(1e39), p64(1e40));
         assert_ne!(p64(-1e300), p64(1e300));
         assert_ne!(p64(0.5), p64(0.25));
-        assert!(p64(0.5).to_string().contains("f64 premul_sum (scale 5e-1)"));
-        assert!(p64(-1e300).to_string().contains("(scale -9.99999"));
+        // Any one bit apart, in f64 and in integers past f32's 24 bits.
+        assert_ne!(
+            p64(1.0 / 3.0),
+            p64(f64::from_bits((1.0f64 / 3.0).to_bits() ^ 1))
+        );
+        let pi = |s| {
+            base(
+                Collective::AllReduce,
+                DataType::I64,
+                Some(ReduceOp::PreMulSum(s)),
+                8,
+                false,
+                0,
+                1,
+            )
+        };
+        assert_ne!(pi(16_777_216.0), pi(16_777_217.0));
+        assert_ne!(pi(2f64.powi(40)), pi(2f64.powi(40) + 1.0));
+        assert!(p64(0.5)
+            .to_string()
+            .contains("f64 premul_sum (a scale folded to 0x3fe00000)"));
+        assert!(p(0.5).to_string().contains("f32 premul_sum (scale 0.5)"));
         // Every type and collective has a code of its own, none of them 0.
         for (i, &d) in DataType::ALL.iter().enumerate() {
             let f = base(
