@@ -18,6 +18,8 @@
 use nvshmem::testing::{self, decode, encode, Reference};
 use nvshmem::{collective::Collective, DataType, ElementKind, ReduceOp};
 
+use rayon::prelude::*;
+
 use crate::{coll::CollectiveExt, impls::Spec};
 
 /// Whether `spec` moves data without computing on it: broadcast, fcollect, alltoall, gather,
@@ -289,65 +291,25 @@ pub fn make_input(spec: &Spec) -> Vec<u8> {
     if input_read(spec) {
         let p = Pattern::of(spec);
         let copy = is_copy(spec);
-        in_parallel_mut(&mut v[at..at + spec.in_bytes()], sz, |first, part| {
-            for (j, e) in part.chunks_exact_mut(sz).enumerate() {
-                let i = first + j;
+        v[at..at + spec.in_bytes()]
+            .par_chunks_exact_mut(sz)
+            .with_min_len(PARALLEL_FROM)
+            .enumerate()
+            .for_each(|(i, e)| {
                 if copy {
                     p.copy_element(spec.my_pe, i, e);
                 } else {
                     encode(spec.dtype, p.value(spec.my_pe, i), e);
                 }
-            }
-        });
+            });
     }
     v
 }
 
-/// Elements below which one thread does the work: starting threads costs more.
+/// Elements a thread takes at least, for a point's input and check (rayon's threads: one thread
+/// takes seconds over the 64M elements of a 256 MiB point, at every size of a sweep, in both
+/// modes; below this, handing work out costs more).
 const PARALLEL_FROM: usize = 1 << 16;
-
-/// The host's threads, for a point's input and check: one thread takes seconds over the 64M
-/// elements of a 256 MiB point, at every size of a sweep, in both modes.
-fn threads(elems: usize) -> usize {
-    if elems < PARALLEL_FROM {
-        return 1;
-    }
-    std::thread::available_parallelism().map_or(1, |t| t.get().min(elems / PARALLEL_FROM).max(1))
-}
-
-/// `f(first, part)` over consecutive parts of `bytes` (elements of `sz` bytes; `first` the
-/// index of a part's first element), on [`threads`] threads.
-fn in_parallel_mut(bytes: &mut [u8], sz: usize, f: impl Fn(usize, &mut [u8]) + Sync) {
-    let elems = bytes.len() / sz;
-    let per = elems.div_ceil(threads(elems)).max(1);
-    std::thread::scope(|s| {
-        for (k, part) in bytes.chunks_mut(per * sz).enumerate() {
-            let f = &f;
-            s.spawn(move || f(k * per, part));
-        }
-    });
-}
-
-/// The sum of `f(first, part)` over consecutive parts of `bytes`, as [`in_parallel_mut`].
-fn sum_in_parallel(bytes: &[u8], sz: usize, f: impl Fn(usize, &[u8]) -> u64 + Sync) -> u64 {
-    let elems = bytes.len() / sz;
-    let per = elems.div_ceil(threads(elems)).max(1);
-    std::thread::scope(|s| {
-        let parts: Vec<_> = bytes
-            .chunks(per * sz)
-            .enumerate()
-            .map(|(k, part)| {
-                let f = &f;
-                s.spawn(move || f(k * per, part))
-            })
-            .collect();
-        // A thread that panicked is a bug here: its panic goes on.
-        parts
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .sum()
-    })
-}
 
 /// What this PE's output buffer holds before a checked call, out of place: [`poison`]
 /// throughout, so that an element the call never wrote is counted wrong, not taken for a right
@@ -382,24 +344,26 @@ pub fn count_wrong(spec: &Spec, buffer: &[u8]) -> u64 {
     };
     let k = roundings_allowed(spec);
     let p = Pattern::of(spec);
-    sum_in_parallel(output, sz, |first, part| {
-        let mut want = vec![0u8; sz];
-        let mut wrong = 0;
-        for (j, got) in part.chunks_exact(sz).enumerate() {
-            let ok = match source(spec, first + j) {
+    output
+        .par_chunks_exact(sz)
+        .with_min_len(PARALLEL_FROM)
+        .enumerate()
+        .map(|(k_out, got)| {
+            let ok = match source(spec, k_out) {
                 Source::Unspecified => true,
                 Source::Copy { pe, i } => {
-                    p.copy_element(pe, i, &mut want);
-                    got == want.as_slice()
+                    let mut want = [0u8; 16];
+                    let want = &mut want[..sz];
+                    p.copy_element(pe, i, want);
+                    got == want
                 }
                 Source::Reduction(i) => {
                     testing::element_ok(spec.dtype, got, reduce_of(spec, &p, i), k)
                 }
             };
-            wrong += u64::from(!ok);
-        }
-        wrong
-    })
+            u64::from(!ok)
+        })
+        .sum()
 }
 
 #[cfg(test)]
