@@ -267,10 +267,16 @@ pub(crate) fn check_scale(call: &'static str, dtype: DataType, s: f64) -> Result
     Ok(())
 }
 
+/// Whether the kernels hold premul_sum's scale for `dtype` in f32 ([`float_accumulator`]):
+/// every float type but f64.
+pub(crate) fn scale_in_f32(dtype: DataType) -> bool {
+    float_accumulator(dtype) == Some(DataType::F32)
+}
+
 /// A float type's scale, as its kernels hold it: a scale that f32 rounds to infinity (or to
 /// zero) would scale every input to infinity (or zero) where f32 is the accumulator.
 fn check_float_scale(call: &'static str, dtype: DataType, s: f64) -> Result<()> {
-    if float_accumulator(dtype) != Some(DataType::F32) {
+    if !scale_in_f32(dtype) {
         return Ok(());
     }
     let held = s as f32;

@@ -296,9 +296,9 @@ impl Team {
     /// # Ok::<(), nvshmem::Error>(())
     /// ```
     pub fn plan_of(&self, spec: &CallSpec) -> Result<CallPlan> {
-        // Resolved as the calls resolve it.
-        let forced = self.runtime().forced_algorithms().forced(spec.kind.coll);
         let rt = self.runtime();
+        // Resolved as the calls resolve it.
+        let forced = rt.forced_algorithms().forced(spec.kind.coll);
         plan_with_room(
             spec,
             self.shape(),

@@ -131,8 +131,13 @@ impl Ledger {
     /// An allocation made (on every PE alike: the next serial).
     fn allocated(&mut self, bytes: usize) {
         self.serial += 1;
-        self.in_use += bytes;
         self.held += bytes;
+        self.charged(bytes);
+    }
+
+    /// `bytes` more in use on this PE.
+    fn charged(&mut self, bytes: usize) {
+        self.in_use += bytes;
         self.peak = self.peak.max(self.in_use);
     }
 
@@ -244,7 +249,7 @@ impl Heap {
                     bytes,
                     "an allocation refused on another PE is kept"
                 );
-                self.ledger().in_use += bytes;
+                self.ledger().charged(bytes);
             }
             if placed.iter().any(|e| e[2] != u64::MAX) {
                 self.ledger().held += bytes;

@@ -24,7 +24,7 @@
 use std::fmt;
 
 use super::{Call, Collective};
-use crate::{DataType, ReduceOp};
+use crate::{op::scale_in_f32, DataType, ReduceOp};
 
 const VALID: u64 = 1 << 63;
 const COUNT_BITS: u32 = 47;
@@ -34,14 +34,8 @@ const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Fingerprint(pub(crate) [u64; 2]);
 
-/// Whether the kernels hold premul_sum's scale for `dtype` in f32 (exactly: the operator's
-/// check refuses a scale f32 cannot hold), so that its f32 bits are the whole scale.
-fn scale_in_f32(dtype: DataType) -> bool {
-    crate::op::float_accumulator(dtype) == Some(DataType::F32)
-}
-
-/// premul_sum's scale as word 1 carries it: its f32 bits where those are the whole scale
-/// ([`scale_in_f32`]); else (f64 and integer data, which take the scale in 64 bits) its f64
+/// premul_sum's scale as word 1 carries it: its f32 bits where the kernels hold it in f32
+/// (exactly: the operator's check refuses a scale f32 cannot hold); else (f64 and integer data, which take the scale in 64 bits) its f64
 /// bits folded to 32, high word xor low word, so that scales differing in any one bit (two
 /// PEs that computed 1/3 differently, integer scales past 2^24) never look alike. Its value
 /// cannot be shown then, only the folded word.
