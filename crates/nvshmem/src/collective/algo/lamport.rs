@@ -23,9 +23,10 @@
 //! ([`copy_need`] for a copy); teams that are not peer-mapped or got no channel.
 //!
 //! The reductions' semantics differ from the other algorithms in one point (the copies' do
-//! not: they are bit for bit): every member's -0.0 is read as +0.0 (a sender must never send the sentinel, and the receiver reads its own input alike so
-//! that every PE gets the same bits), so the sign of a zero result may differ (a sum of -0.0s
-//! is +0.0 here, as is a product with a -0.0 factor); every other value is the same.
+//! not: they are bit for bit): every member's -0.0 is read as +0.0 (a sender must never send
+//! the sentinel, and the receiver reads its own input alike so that every PE gets the same
+//! bits), so the sign of a zero result may differ (a sum of -0.0s is +0.0 here, as is a product
+//! with a -0.0 factor); every other value is the same.
 use super::nvlink::{fingerprinted, kernel_step, premul_scale, team_view};
 use super::{crossover, Algorithm, Call, Collective, Step};
 use crate::channel::lamport::slot_bytes;
