@@ -38,8 +38,7 @@ pub(crate) struct Fingerprint(pub(crate) [u64; 2]);
 /// (exactly: the operator's check refuses a scale f32 cannot hold); else (f64 and integer
 /// data, which take the scale in 64 bits) its f64 bits folded to 32, high word xor low word,
 /// so that scales differing in any one bit (two PEs that computed 1/3 differently, integer
-/// scales past 2^24) never look alike. Its value
-/// cannot be shown then, only the folded word.
+/// scales past 2^24) never look alike. Its value cannot be shown then, only the folded word.
 fn scale_word(dtype: DataType, s: f64) -> u64 {
     if scale_in_f32(dtype) {
         u64::from((s as f32).to_bits())
