@@ -159,23 +159,12 @@ fn graph_keeps(rt: &Runtime) -> anyhow::Result<()> {
         "the captured arrays were retired while the graph holds them"
     );
     // Allocations now would reuse the arrays' memory if it were freed.
-    let others: Vec<_> = (0..16)
-        .map(|_| rt.alloc_from(&vec![-3.0f32; N]))
-        .collect::<nvshmem::Result<_>>()?;
+    let others = sentinel_arrays(rt, N)?;
     for _ in 0..3 {
         graph.launch()?;
     }
     stream.synchronize()?;
-    for (k, o) in others.iter().enumerate() {
-        let v = o.to_vec()?;
-        if let Some(i) = v.iter().position(|&x| x != -3.0) {
-            bail!(
-                "array {k} allocated after the captured ones were dropped: element {i} is {}, \
-                 written by the graph",
-                v[i]
-            );
-        }
-    }
+    still_sentinel(&others, "after the captured ones were dropped", "the graph")?;
     drop(graph);
     ensure!(
         rt.heap_usage().retired == retired_before + 2 * N * 4,
@@ -203,21 +192,44 @@ fn graph_of_cudarc_copies(rt: &Runtime, f: &CudaFunction) -> anyhow::Result<()> 
     graph.launch()?;
     drop(graph);
     drop(a);
-    let others: Vec<_> = (0..16)
-        .map(|_| rt.alloc_from(&vec![-3.0f32; N]))
-        .collect::<nvshmem::Result<_>>()?;
+    let others = sentinel_arrays(rt, N)?;
     stream.synchronize()?;
-    for (k, o) in others.iter().enumerate() {
+    still_sentinel(
+        &others,
+        "after the graph and its array were dropped",
+        "the graph's memset",
+    )?;
+    rt.free_retired()?;
+    Ok(())
+}
+
+/// The sentinel the arrays allocated after a drop are filled with.
+const SENTINEL: f32 = -3.0;
+
+/// 16 new arrays of `n` [`SENTINEL`]s: where freed memory is handed out too early, they take
+/// it, and what the GPU still writes there shows in them.
+fn sentinel_arrays(rt: &Runtime, n: usize) -> anyhow::Result<Vec<nvshmem::SymArray<f32>>> {
+    Ok((0..16)
+        .map(|_| rt.alloc_from(&vec![SENTINEL; n]))
+        .collect::<nvshmem::Result<_>>()?)
+}
+
+/// Fails naming the first element of `arrays` (allocated `when`) that is no longer the
+/// sentinel, as written by `writer`.
+fn still_sentinel(
+    arrays: &[nvshmem::SymArray<f32>],
+    when: &str,
+    writer: &str,
+) -> anyhow::Result<()> {
+    for (k, o) in arrays.iter().enumerate() {
         let v = o.to_vec()?;
-        if let Some(i) = v.iter().position(|&x| x != -3.0) {
+        if let Some(i) = v.iter().position(|&x| x != SENTINEL) {
             bail!(
-                "array {k} allocated after the graph and its array were dropped: element {i} \
-                 is {}, written by the graph's memset",
+                "array {k} allocated {when}: element {i} is {}, written by {writer}",
                 v[i]
             );
         }
     }
-    rt.free_retired()?;
     Ok(())
 }
 
