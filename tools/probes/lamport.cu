@@ -34,10 +34,10 @@
 //                  three together, the spin with no block barrier at the start, or that with
 //                  the buffer index read by each warp from a word of its block's), to find
 //                  what costs the time the plain kernel does not spend.
-// Known: on 2026-11-28 (2 x H200, commit 393203e) `bis` did not finish its first point (16 KiB)
-// within the suite's 240 s after `crate` had run (2.52 us): the bis kernels still call
-// nvr_quiesce where the crate's control warp now waits with nvr_quiesce_staged, which is the
-// likely cause (not checked). Name variants (PROBE_VARIANTS) to leave them out.
+// (Until 2026-11-29 the bis kernels waited with nvr_quiesce, which checks a fingerprint in every
+// block, where only block 0 publishes one since the crate's nvr_quiesce_staged: every other
+// block waited out its timeout, and `bis` did not finish its first point within 240 s. They
+// now wait as the crate's kernel does, and with its team loops for a pair.)
 // Each point: a CUDA graph of ITERS back-to-back calls per GPU (both launched at once), one
 // warm-up replay and 5 timed; µs a call is the median replay's slower GPU over ITERS. Every
 // point's output of the last replay is checked element by element (inputs are small integers,
@@ -193,12 +193,12 @@ __global__ void __launch_bounds__(544, 1)
     bis_all_reduce(const __grid_constant__ nvr_team t, const float *src, float *dst,
                    unsigned long long count, double scale, unsigned long long slot,
                    unsigned rot_arg, unsigned *rotb) {
-    nvr_launch_begin();
     const nvr_u64 x = count * sizeof(float);
-    if (!nvr_lam_check(t, x, (x + 15) / 16 * 16, slot, 0)) return;
     nvr_lam_ctx c;
     nvr_lam_first f;
     if (B & BIS_NOSTART) {
+        nvr_launch_begin();
+        if (!nvr_lam_check(t, x, (x + 15) / 16 * 16, slot, 0)) return;
         c = bis_start(t, x, rot_arg);
         f = nvr_lam_prefetch(c, (const char *)src, x);
         if ((B & BIS_WARPROT) && !nvr_lam_is_control()) {
@@ -219,13 +219,12 @@ __global__ void __launch_bounds__(544, 1)
     if (nvr_lam_is_control()) {
         if (B & BIS_OLDREFILL) bis_old_refill(t, c, slot);
         else nvr_lam_refill(t, c, slot);
-        ok = (B & BIS_NOQUIESCE) ? true : nvr_quiesce(t, c.e, nvr_all_peers(t), true);
+        ok = (B & BIS_NOQUIESCE) ? true : nvr_quiesce_staged(t, c.e, nvr_all_peers(t), true);
     } else {
-        nvr_lam_send_whole<NVR_MAX_TEAM>(t, c, (const char *)src, x, slot, f);
-        ok = (B & BIS_SPIN)
-                 ? bis_spin_recv(t, c, (const char *)src, (char *)dst, x, slot)
-                 : nvr_lam_reduce_recv_over<NVR_MAX_TEAM>(t, c, (const char *)src, (char *)dst,
-                                                          x, slot, (NVR_ACC)scale);
+        nvr_lam_send_all(t, c, (const char *)src, x, slot, false, f);
+        ok = (B & BIS_SPIN) ? bis_spin_recv(t, c, (const char *)src, (char *)dst, x, slot)
+                            : nvr_lam_reduce_recv(t, c, (const char *)src, (char *)dst, x, slot,
+                                                  (NVR_ACC)scale);
     }
     if (B & BIS_NOSTART) {
         // nvr_lam_finish, but the epoch stored by the counter lane (thread 0 has no epoch).
