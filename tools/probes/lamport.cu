@@ -33,10 +33,11 @@
 //                  no quiescence wait, no end barrier, a bare spin for the receive, the last
 //                  three together, the spin with no block barrier at the start, or that with
 //                  the buffer index read by each warp from a word of its block's), to find
-//                  what costs the time the plain kernel does not spend; bis-cnt-* and
-//                  bis-nofence order the block's count and the last block's header update
-//                  otherwise (BIS_CNT_* below).
-// (Until 2026-11-29 the bis kernels waited with nvr_quiesce, which checks a fingerprint in every
+//                  what costs the time the plain kernel does not spend. (Variants bis-cnt-*
+//                  and bis-nofence, which ordered the block's count and the header's update
+//                  otherwise, were in this file at commit 101451d: what they found is in the
+//                  crate, lamport.cu's HEADER, and tools/probes/README.md.)
+// (Until 2026-11-28 the bis kernels waited with nvr_quiesce, which checks a fingerprint in every
 // block, where only block 0 publishes one since the crate's nvr_quiesce_staged: every other
 // block waited out its timeout, and `bis` did not finish its first point within 240 s. They
 // now wait as the crate's kernel does, and with its team loops for a pair.)
@@ -123,7 +124,7 @@ __global__ void __launch_bounds__(544, 1)
 // pieces replaced (bits of B): BIS_OLDREFILL the re-fill of commit 717ce5f (the slot and offset
 // of every vector by a 64-bit division); BIS_NOQUIESCE the control warp re-fills only (no wait
 // for the peer's arrival); BIS_NOEND no block barrier at the end (thread 0 stores the epoch, the
-// last block's counter lane the header, without the fence); BIS_SPIN the receive a bare spin on
+// last block's counter lane the header); BIS_SPIN the receive a bare spin on
 // the peer's vector (2 PEs only) instead of the crate's team loop and nvr_wait.
 #define BIS_OLDREFILL 1
 #define BIS_NOQUIESCE 2
@@ -136,49 +137,6 @@ __global__ void __launch_bounds__(544, 1)
                        // block's own word rotb[b] (one lane a warp, shuffled; 128 bytes apart),
                        // which each block advances at its end and the last block advances for
                        // the blocks past this grid, instead of a launch argument
-#define BIS_CNT_RELAXED 64 // the block's count a relaxed atomic (the crate's: a release), the
-                           // last block's header update still behind its fence
-#define BIS_CNT_ACQREL 128 // the count an acq_rel atomic, the header update without the fence
-#define BIS_CNT_ACQ 256    // the flag lanes arrive first, then the count an acquire atomic (no
-                           // release before it), the header update without the fence
-#define BIS_NOFENCE 512    // the header update without the fence (alone: a lower bound, since
-                           // nothing then orders the update after the other blocks' reads)
-
-// nvr_lam_count with the count's ordering as B says (the BIS_CNT_* bits).
-template <int B> __device__ __forceinline__ void bis_count(const nvr_team &t, nvr_lam_ctx &c) {
-    __syncthreads();
-    c.e = nvr_lam_sh[0];
-    c.rot = nvr_lam_sh[1];
-    c.clear = nvr_lam_sh[2];
-    if (B & BIS_CNT_ACQ) nvr_arrive(t, c.e);
-    if (nvr_lam_is_counter()) {
-        unsigned int before;
-        unsigned int *w = (unsigned int *)(c.area + 4);
-        if (B & BIS_CNT_RELAXED)
-            asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(w) : "memory");
-        else if (B & BIS_CNT_ACQREL)
-            asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(w) : "memory");
-        else if (B & BIS_CNT_ACQ)
-            asm volatile("atom.acquire.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(w) : "memory");
-        else
-            before = nvr_lam_count_block(c.area);
-        c.before = before;
-    }
-    if (!(B & BIS_CNT_ACQ)) nvr_arrive(t, c.e);
-}
-
-// nvr_lam_finish, the header update without its fence.
-__device__ __forceinline__ void bis_finish_nofence(const nvr_team &t, const nvr_lam_ctx &c,
-                                                   nvr_lv got, bool ok) {
-    if (nvr_lam_is_counter() && c.before == gridDim.x - 1) {
-        volatile nvr_lam_head *h = (volatile nvr_lam_head *)c.area;
-        h->done = 0;
-        h->clear = got;
-        h->rot = (c.rot + 1) % 3;
-    }
-    nvr_end(t, c.e, ok);
-}
-
 __device__ __forceinline__ void bis_old_refill(const nvr_team &t, const nvr_lam_ctx &c,
                                                nvr_u64 slot) {
     if (c.clear == 0 || t.n < 2) return;
@@ -257,7 +215,7 @@ __global__ void __launch_bounds__(544, 1)
     } else {
         if (!nvr_lam_start(t, x, slot, 0, c)) return;
         f = nvr_lam_prefetch(c, (const char *)src, c.x);
-        bis_count<B>(t, c);
+        nvr_lam_arrive(t, c);
     }
     bool ok;
     if (nvr_lam_is_control()) {
@@ -283,20 +241,11 @@ __global__ void __launch_bounds__(544, 1)
         }
         return;
     }
-    if (B & (BIS_CNT_ACQREL | BIS_CNT_ACQ | BIS_NOFENCE)) {
-        bis_finish_nofence(t, c, x, ok);
-        return;
-    }
     if (!(B & BIS_NOEND)) {
         nvr_lam_finish(t, c, x, ok);
         return;
     }
-    if (nvr_lam_is_counter() && c.before == gridDim.x - 1) {
-        volatile nvr_lam_head *h = (volatile nvr_lam_head *)c.area;
-        h->done = 0;
-        h->clear = x;
-        h->rot = (c.rot + 1) % 3;
-    }
+    if (nvr_lam_is_counter() && c.before == gridDim.x - 1) nvr_lam_advance(c.area, c.rot, x);
     if (threadIdx.x == 0) *(volatile unsigned int *)nvr_epoch(t, blockIdx.x) = c.e;
 }
 
@@ -315,11 +264,6 @@ enum Variant {
     V_BIS_ALL,
     V_BIS_NOSTART,
     V_BIS_WARPROT,
-    V_BIS_CNT_RELAXED,
-    V_BIS_CNT_ACQREL,
-    V_BIS_CNT_ACQ,
-    V_BIS_CNT_RELAXED_NOFENCE,
-    V_BIS_NOFENCE,
     PLAIN, // the plain kernels last (launch tests v >= PLAIN)
     PLAIN_512,
     PLAIN_CTL,
@@ -327,9 +271,7 @@ enum Variant {
 };
 static const char *NAMES[] = {"crate",    "crate-nocheck", "crate-nopdl", "bis",
                               "bis-oldrefill", "bis-oldrefill-noquiesce", "bis-noquiesce",
-                              "bis-noend", "bis-spin",    "bis-all",     "bis-nostart-spin", "bis-warprot-spin",
-                              "bis-cnt-relaxed", "bis-cnt-acqrel", "bis-cnt-acq",
-                              "bis-cnt-relaxed-nofence", "bis-nofence", "plain",
+                              "bis-noend", "bis-spin",    "bis-all",     "bis-nostart-spin", "bis-warprot-spin", "plain",
                               "plain-512", "plain-ctl"};
 // The BIS_* pieces of each bis variant.
 static int bis_bits(Variant v) {
@@ -342,11 +284,6 @@ static int bis_bits(Variant v) {
     case V_BIS_ALL: return BIS_NOQUIESCE | BIS_NOEND | BIS_SPIN;
     case V_BIS_NOSTART: return BIS_NOSTART | BIS_SPIN;
     case V_BIS_WARPROT: return BIS_NOSTART | BIS_SPIN | BIS_WARPROT;
-    case V_BIS_CNT_RELAXED: return BIS_CNT_RELAXED;
-    case V_BIS_CNT_ACQREL: return BIS_CNT_ACQREL;
-    case V_BIS_CNT_ACQ: return BIS_CNT_ACQ;
-    case V_BIS_CNT_RELAXED_NOFENCE: return BIS_CNT_RELAXED | BIS_NOFENCE;
-    case V_BIS_NOFENCE: return BIS_NOFENCE;
     default: return 0;
     }
 }
@@ -366,11 +303,6 @@ static void launch_bis(cudaLaunchConfig_t *cfg, int bits, const nvr_team &t, con
         BIS_CASE(BIS_NOQUIESCE | BIS_NOEND | BIS_SPIN)
         BIS_CASE(BIS_NOSTART | BIS_SPIN)
         BIS_CASE(BIS_NOSTART | BIS_SPIN | BIS_WARPROT)
-        BIS_CASE(BIS_CNT_RELAXED)
-        BIS_CASE(BIS_CNT_ACQREL)
-        BIS_CASE(BIS_CNT_ACQ)
-        BIS_CASE(BIS_CNT_RELAXED | BIS_NOFENCE)
-        BIS_CASE(BIS_NOFENCE)
 #undef BIS_CASE
     default: fprintf(stderr, "no bis kernel for %d\n", bits); exit(1);
     }

@@ -2,8 +2,8 @@
 //! after the LL regions, how large it is, and the sentinel its receive buffers hold whenever the
 //! channel is handed out zeroed. The algorithm that uses it sits in the collective layer; the
 //! area's layout is the channel's, so the pool (`lane.rs`) can fill it.
-/// Bytes of the area's header (`NVR_LAM_HEADER`: the run index, the finished-block count and
-/// the bytes to clear).
+/// Bytes of the area's header (`NVR_LAM_HEADER`: the run index and the count of the blocks
+/// that started in one word, and what each buffer's run re-fills).
 pub(crate) const HEADER: usize = 256;
 /// The sentinel every 32-bit word of an unwritten receive buffer holds (`NVR_LAM_SENTINEL`).
 pub(crate) const SENTINEL: u32 = 0x8000_0000;

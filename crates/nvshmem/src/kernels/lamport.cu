@@ -42,12 +42,25 @@
 // may start run r + 1 once this PE has arrived at run r and sent its data, and write into that
 // buffer while this PE is still clearing it, unless the clear were fenced before the arrival.)
 // Two buffers cannot work: the one cleared in run r would be written at run r + 1. The run
-// index lives in the channel (header word `rot`, 0..2), advanced once per run by the last block
-// of the launch to count itself (an atomic count in `done`, taken at the block's start by the
-// lane that read the header for the block; the last one writes the header at its end), so it depends
+// index lives in the channel (HEADER: `rot` in the word `state`), advanced once per run by the
+// last block of the launch to count itself (the count `done` in the same word), so it depends
 // neither on the epochs (whose wrap 0xFFFFFFFE -> 1 would break e % 3) nor on the grid: every
 // Lamport launch on a channel, of any size, advances it by one, on every member alike (every
 // member runs the same calls on the channel).
+//
+// HEADER. {u32 state = rot << 16 | done, u32 clear[3]}: clear[k] is what the run of buffer k
+// re-fills, the bytes a slot that the run before it received (into buffer (k + 2) % 3). At a
+// block's start the lane that reads for the block loads all four words at once and then counts
+// the block (a relaxed add of 1 to `state`); the block counted last (it read done == grid - 1)
+// writes, at its end, clear[(rot + 1) % 3] and then state = (rot + 1) % 3 << 16. No fence is
+// needed: the update of `state` follows, in the order of that one word, every count of the
+// run (the last count read them all, and a thread's later store to a word follows its own
+// add), and each count follows its block's read of the word, so no block of the run reads the
+// update (per-word coherence); the clear word written is not the one this run uses; and the
+// next run reads the header after this launch has completed. (Until 2026-11-28 `rot` and
+// `done` were two words, so the count had to be a release and the update follow a
+// `fence.acq_rel.gpu`: the release held the block's arrival back behind it, and 16-64 KiB
+// all-reduces took 0.2-0.4 us longer, tools/probes/lamport.cu's `bis-cnt-*`.)
 //
 // PROTOCOL. Like an LL kernel otherwise: every block arrives at every peer (relaxed) and waits
 // before it ends for every peer's arrival of this run, block 0 with the call's fingerprint
@@ -63,7 +76,7 @@
 // docs/performance.md, "The mid band").
 //
 // LAYOUT (from nvr_lam_area(t) = chan + nvr_chan_bytes(ll_bytes)): a 256-byte header
-// {u32 rot, u32 done, u64 clear}, then buf[3][n - 1][slot]: buffer k, slot s holds what team PE
+// (HEADER; its first 16 bytes used), then buf[3][n - 1][slot]: buffer k, slot s holds what team PE
 // s (s < me) or s + 1 (s >= me) sent. `slot` (bytes, a multiple of 16) is a launch argument, the
 // same on every member (the host derives it from the area's size and the team size).
 //
@@ -96,10 +109,12 @@ __device__ __forceinline__ nvr_u64 nvr_lamc_need(nvr_u64 x) {
 }
 
 struct nvr_lam_head {
-    unsigned int rot;   // this run's buffer index, 0..2
-    unsigned int done;  // blocks of the current run that have counted themselves
-    nvr_u64 clear;      // bytes per slot received into buffer (rot + 2) % 3 by the last run
+    unsigned int state;    // rot << 16 | done: this run's buffer index (0..2) and the blocks of
+                           // the current run that have counted themselves
+    unsigned int clear[3]; // clear[k]: bytes per slot that the run of buffer k re-fills
 };
+#define NVR_LAM_DONE_BITS 16u
+static_assert(NVR_LAM_MAX_GRID < (1 << NVR_LAM_DONE_BITS), "done must not carry into rot");
 
 // Threads that move data: all but the block's last warp (CONTROL WARP).
 __device__ __forceinline__ unsigned int nvr_lam_data_threads() { return blockDim.x - 32u; }
@@ -157,58 +172,58 @@ __device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_
            need <= slot && NVR_LAM_HEADER + 3ull * (nvr_u64)(t.n - 1) * slot <= t.lam_bytes;
 }
 
-// What the counter lane reads at a block's start for the whole block: the epoch and the header
-// {rot, done, clear}. One thread reads, the rest take it from here after the block barrier: with
+// What the counter lane reads at a block's start for the whole block: the epoch, this run's
+// buffer and what it re-fills (HEADER). One thread reads, the rest take it from here after the block barrier: with
 // every thread reading, a 1 MiB launch sent some 2,000 loads of one line to one L2 slice, and
 // the barrier made every block wait for the last of them (1 MiB all-reduce 7.7 us against 7.2
 // before the barrier, 2 x H200).
 __shared__ unsigned int nvr_lam_sh[3];
 
-// The header's run index and what the last run received, in one 16-byte load (`clear` fits in
-// its low word: nvr_lam_advance writes a payload that passed nvr_lam_check, or 0).
+// This run's buffer and what it re-fills, from the header in one 16-byte load (HEADER; a
+// `clear` word holds a payload that passed nvr_lam_check, or 0).
 struct nvr_lam_read {
     unsigned int rot;
     nvr_lv clear;
 };
 __device__ __forceinline__ nvr_lam_read nvr_lam_read_header(const char *area) {
-    unsigned int rot, done, lo, hi;
+    unsigned int state, c0, c1, c2;
     asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(rot), "=r"(done), "=r"(lo), "=r"(hi)
+                 : "=r"(state), "=r"(c0), "=r"(c1), "=r"(c2)
                  : "l"(area)
                  : "memory");
-    (void)done;
-    (void)hi;
-    return {rot, lo};
+    const unsigned int rot = state >> NVR_LAM_DONE_BITS;
+    return {rot, rot == 0 ? c0 : rot == 1 ? c1 : c2};
 }
 
-// Counts the calling block into this run (ROTATION): the blocks counted before it. A release
-// after the caller's read of the header (see nvr_lam_count).
+// Counts the calling block into this run (HEADER): the blocks counted before it. Relaxed: it
+// follows the caller's read of the same word (nvr_lam_read_header), which is all the order
+// the rotation needs.
 __device__ __forceinline__ unsigned int nvr_lam_count_block(char *area) {
-    unsigned int before;
-    asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
-                 : "=r"(before)
-                 : "l"(area + 4)
+    unsigned int old;
+    asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(old)
+                 : "l"(area)
                  : "memory");
-    return before;
+    return old & ((1u << NVR_LAM_DONE_BITS) - 1u);
 }
 
-// The last block's update of the header (nvr_lam_finish): the next run's buffer, and the
-// bytes a slot this run received (`got`), which the next run re-fills.
+// The last block's update of the header (nvr_lam_finish): the bytes a slot this run received
+// (`got`), which the next run re-fills, then the next run's buffer with no block counted.
 __device__ __forceinline__ void nvr_lam_advance(char *area, unsigned int rot, nvr_lv got) {
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
     volatile nvr_lam_head *h = (volatile nvr_lam_head *)area;
-    h->done = 0;
-    h->clear = got;
-    h->rot = (rot + 1) % 3;
+    const unsigned int next = (rot + 1) % 3;
+    h->clear[next] = got;
+    h->state = next << NVR_LAM_DONE_BITS;
 }
 
 // Start of a block. From the launch's arguments alone, before griddepcontrol.wait
 // (nvr_launch_begin), so while the kernel before it may still run: the launch check and the
 // block's vectors (as nvr_ll_start). Then the wait, and: a refused launch recorded (false: the
 // block returns whole); the counter lane reads the block's epoch and the header (this run's
-// buffer, what to clear) and leaves them in nvr_lam_sh. Then (nvr_lam_count) the block takes
-// them, counts itself and arrives; the kernels load their first vector in between, so that its
-// load and the header's overlap.
+// buffer, what to clear), counts the block (the count's result is needed only at the block's
+// end) and leaves what it read in nvr_lam_sh. Then (nvr_lam_arrive) the block takes them and
+// arrives; the kernels load their first vector in between, so that its load and the header's
+// overlap.
 // `lines`: a copy's (COPIES): blocks take whole lines of 32 vectors, and the slot holds
 // nvr_lamc_need(bytes).
 __device__ __forceinline__ bool nvr_lam_start(const nvr_team &t, nvr_u64 bytes, nvr_u64 slot,
@@ -227,6 +242,7 @@ __device__ __forceinline__ bool nvr_lam_start(const nvr_team &t, nvr_u64 bytes, 
     if (nvr_lam_is_counter()) {
         const unsigned int e = nvr_begin(t);
         const nvr_lam_read h = nvr_lam_read_header(c.area);
+        c.before = nvr_lam_count_block(c.area);
         nvr_lam_sh[0] = e;
         nvr_lam_sh[1] = h.rot;
         nvr_lam_sh[2] = h.clear;
@@ -234,18 +250,12 @@ __device__ __forceinline__ bool nvr_lam_start(const nvr_team &t, nvr_u64 bytes, 
     return true;
 }
 
-// The block takes what the counter lane read, counts itself (ROTATION) and arrives (relaxed,
-// with the fingerprint).
-__device__ __forceinline__ void nvr_lam_count(const nvr_team &t, nvr_lam_ctx &c) {
+// The block takes what the counter lane read and arrives (relaxed, with the fingerprint).
+__device__ __forceinline__ void nvr_lam_arrive(const nvr_team &t, nvr_lam_ctx &c) {
     __syncthreads();
     c.e = nvr_lam_sh[0];
     c.rot = nvr_lam_sh[1];
     c.clear = nvr_lam_sh[2];
-    // The one read of the header precedes the count in the counter lane's program order, and
-    // the count is a release: so the last block's update of the header (nvr_lam_finish), which
-    // follows every count, reaches no read of this run. The control warp has stored nothing yet,
-    // so the release waits for nothing, and the count's result is used only at the block's end.
-    if (nvr_lam_is_counter()) c.before = nvr_lam_count_block(c.area);
     nvr_arrive(t, c.e);
 }
 
@@ -276,11 +286,9 @@ __device__ __forceinline__ bool nvr_lam_control(const nvr_team &t, const nvr_lam
     return nvr_quiesce_staged(t, c.e, nvr_all_peers(t), true);
 }
 
-// End of a block: the block counted last (ROTATION) advances the channel's run index and
-// records what this run received (`got` bytes per slot) for the next run to clear; every block
-// counted itself after its one read of the header, and the next Lamport launch reads it
-// only after this one has completed. The fence makes the count an acquire (the counts are
-// releases), so this update follows every read. Then the protocol's end (epoch). Done even when
+// End of a block: the block counted last (HEADER) advances the channel's run index and records
+// what this run received (`got` bytes per slot) for the next run to clear; the next Lamport
+// launch reads it only after this one has completed. Then the protocol's end (epoch). Done even when
 // a wait failed: a failed run's channel is re-made (header included) before reuse. The wait for
 // every peer's arrival of this run (the control warp's nvr_quiesce_staged, all peers, whatever
 // this PE received) is what keeps a peer from running two Lamport runs ahead (ROTATION): it must
@@ -543,7 +551,7 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     if (!nvr_lam_start(t, count * sizeof(NVR_T), slot, 0, c)) return;
     const nvr_lv x = c.x;
     const nvr_lam_first f = nvr_lam_prefetch(c, (const char *)src, x);
-    nvr_lam_count(t, c);
+    nvr_lam_arrive(t, c);
     bool ok;
     if (nvr_lam_is_control()) {
         ok = nvr_lam_control(t, c, slot);
@@ -565,7 +573,7 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     const nvr_lam_first f =
         t.n >= 2 ? nvr_lam_prefetch(c, s + (nvr_u64)nvr_lam_first_peer(t) * x, x)
                  : nvr_lam_first{false, make_uint4(0, 0, 0, 0)};
-    nvr_lam_count(t, c);
+    nvr_lam_arrive(t, c);
     bool ok;
     if (nvr_lam_is_control()) {
         ok = nvr_lam_control(t, c, slot);
@@ -587,7 +595,7 @@ extern "C" __global__ void __launch_bounds__(544, 1)
     const nvr_lv x = c.x;
     const nvr_lam_first none = {false, make_uint4(0, 0, 0, 0)};
     const nvr_lam_first f = t.me != root ? nvr_lam_prefetch(c, (const char *)src, x) : none;
-    nvr_lam_count(t, c);
+    nvr_lam_arrive(t, c);
     bool ok = true;
     if (nvr_lam_is_control())
         ok = nvr_lam_control(t, c, slot);
@@ -799,7 +807,7 @@ __device__ __forceinline__ void nvr_lamc_run(const nvr_team &t, int root, int wh
     uint4 v[NVR_LAMC_BATCH];
     const bool pre = sends && t.n > 1 && !nvr_lam_is_control();
     if (pre) nvr_lamc_load(c, s + (nvr_u64)first * ss, nvr_lamc_first_line(c), v);
-    nvr_lam_count(t, c);
+    nvr_lam_arrive(t, c);
     bool ok = true;
     if (nvr_lam_is_control()) {
         ok = nvr_lam_control(t, c, slot);
