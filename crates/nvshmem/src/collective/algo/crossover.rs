@@ -300,6 +300,18 @@ const LAMPORT_COPY_RUN: &str = "mpirun -np 2 nvshmem-perf broadcast,fcollect,all
                                 -b 64K -e 4M -n 100 -w 10, LL, Lamport and the direct kernels \
                                 forced (commit bd102fa: docs/perf/sweep-lamport-copies-2026-11-28)";
 
+/// The runs after the Lamport kernels' header became one word (commit 6a71afc: the block's
+/// count relaxed, no fence; 0.2-0.5 us off the reductions and the rooted copies below 256 KiB,
+/// nothing off fcollect and alltoall): LL and Lamport forced beside the automatic choice, raw
+/// NVSHMEM and NCCL, for the reduce from 1 KiB and the copies from 16 KiB, which moved the
+/// reduce's Lamport band down from 64 KiB and scatter's from 368 KiB blocks; the rest stayed.
+const LAMPORT_HEADER_RUN: &str = "mpirun -np 2 nvshmem-perf <each collective> -d f32 -b 16K -e \
+                                  1M -f 2, then reduce,broadcast,scatter -b 1K -e 32K -f 2, -n \
+                                  100 -w 10 --reps 3 -c 0 -G 1, automatic and with --impl \
+                                  nvshmem-rs --algo <each>=nvlink_ll, then =nvlink_lamport (2 x \
+                                  H200, 2026-11-28, commit 6a71afc: \
+                                  docs/perf/sweep-lamport-header-2026-11-28)";
+
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
     launch and one flag exchange; each PE moves (n - 1) blocks in or out, so the limit keeps \
@@ -448,7 +460,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 64 * KIB,
-        lamport: RangeInclusive::new(64 * KIB + 1, 2 * MIB),
+        lamport: RangeInclusive::new(4 * KIB + 1, 2 * MIB),
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
@@ -460,8 +472,13 @@ pub(crate) static ROWS: &[Row] = &[
                 SWEEP_RUN,
                 LAMPORT_RUN,
                 LARGE_RUN,
+                LAMPORT_HEADER_RUN,
             ],
-            figures: "LARGE (the two-shot at every size then): direct 128 MiB: 386.79 against \
+            figures: "LAMPORT_HEADER (graph, f32): Lamport 4 KiB: 2.01 against LL 2.05; 8 KiB: \
+                      2.06 against 2.16; 16 KiB: 2.14 against 2.23; 32 KiB: 2.25 against 2.32; \
+                      64 KiB: 2.34 against 2.48; 128 KiB: 2.40 against 2.80; LL 2 KiB: 2.00 \
+                      against 2.05. \
+                      LARGE (the two-shot at every size then): direct 128 MiB: 386.79 against \
                       NCCL 377.44; the root's pull since (nvlink.rs REDUCE_PULL_FROM): 367.40 \
                       against NCCL 376.69. SWEEP (graph, f32): LL 32 KiB: 3.12 against Lamport \
                       3.36, NCCL 5.08; 64 KiB: 3.17 against 3.37; 128 KiB: 3.75 against 3.39. \
@@ -512,7 +529,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: MIB,
-        lamport: RangeInclusive::new(368 * KIB + 1, MIB),
+        lamport: RangeInclusive::new(192 * KIB + 1, MIB),
         direct: up_to(64 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
@@ -525,8 +542,11 @@ pub(crate) static ROWS: &[Row] = &[
                 LARGE_RUN,
                 LL_PAIR_RUN,
                 LAMPORT_COPY_RUN,
+                LAMPORT_HEADER_RUN,
             ],
-            figures: "LAMPORT_COPY (the sweep, blocks): Lamport 512 KiB: 3.70 against \
+            figures: "LAMPORT_HEADER (graph, f32, blocks): Lamport 256 KiB: 3.03 against LL \
+                      3.15; LL 128 KiB: 2.64 against 2.75. \
+                      LAMPORT_COPY (the sweep, blocks): Lamport 512 KiB: 3.70 against \
                       LL 4.13; 1 MiB: 4.82 against 7.45; LL 256 KiB: 3.04 against 3.24. LL_PAIR: LL 2 MiB: H100 8.66 against direct 9.83, NCCL 13.16; H200 8.72 \
                       against direct 8.62 (within 2 %), NCCL 11.77. \
                       LARGE: direct 32 MiB: 97.97 against copy engines 105.22, NCCL 106.55; 64 \
@@ -1141,8 +1161,9 @@ mod tests {
             f32_sum(Collective::ReduceScatter, 16 * KIB),
             "nvlink_lamport"
         );
-        assert_eq!(f32_sum(Collective::Reduce, 64 * KIB), "nvlink_ll");
-        assert_eq!(f32_sum(Collective::Reduce, 64 * KIB + 4), "nvlink_lamport");
+        assert_eq!(f32_sum(Collective::Reduce, 4 * KIB), "nvlink_ll");
+        assert_eq!(f32_sum(Collective::Reduce, 4 * KIB + 4), "nvlink_lamport");
+        assert_eq!(i32_sum(Collective::Reduce, 64 * KIB), "nvlink_ll");
         assert_eq!(f32_sum(Collective::AllReduce, 64 * KIB), "nvlink_lamport");
         assert_eq!(f32_sum(Collective::AllReduce, MIB), "nvlink_lamport");
         assert_eq!(f32_sum(Collective::AllReduce, 2 * MIB), "nvlink_lamport");
@@ -1158,7 +1179,7 @@ mod tests {
             (Collective::Fcollect, 224 * KIB),
             (Collective::Alltoall, 192 * KIB),
             (Collective::Gather, 240 * KIB),
-            (Collective::Scatter, 368 * KIB),
+            (Collective::Scatter, 192 * KIB),
         ] {
             assert_eq!(f32_sum(coll, from), "nvlink_ll", "{coll}");
             assert_eq!(f32_sum(coll, from + 4), "nvlink_lamport", "{coll}");
@@ -1361,7 +1382,19 @@ mod tests {
         // (RELAY_RUN): the one-shot LL could not carry it, so sweeps before it timed no LL
         // there (timed in relay-2026-11-28/broadcast-4pe).
         const FOUR_PE_BEFORE_RELAY: &[(&str, usize)] = &[("broadcast", 512 * KIB)];
-        let sweeps: [Sweep; 21] = [
+        // Where the table takes the Lamport kernels since their header became one word
+        // (LAMPORT_HEADER_RUN, 6a71afc): the scatter of 512 KiB (256 KiB blocks), which earlier
+        // sweeps did not time with Lamport, and the reduce of 8-64 KiB, where they timed the
+        // kernel before it slower than LL (timed again in sweep-lamport-header-2026-11-28:
+        // 2.06-2.34 µs against LL's 2.16-2.48). Each sweep lists the sizes it timed so.
+        const TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER: &[(&str, usize)] = &[("scatter", 512 * KIB)];
+        const TWO_PE_REDUCE_BEFORE_LAMPORT_HEADER: &[(&str, usize)] = &[
+            ("reduce", 8 * KIB),
+            ("reduce", 16 * KIB),
+            ("reduce", 32 * KIB),
+            ("reduce", 64 * KIB),
+        ];
+        let sweeps: [Sweep; 23] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep). The direct kernels' one-way moves of
             // 32-64 MiB before the waits stopped reading the abort word every 256 polls
@@ -1370,6 +1403,8 @@ mod tests {
                 2,
                 "sweep-2026-11-27/full",
                 &[
+                    &[("reduce", 8 * KIB), ("reduce", 16 * KIB)],
+                    TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
                     &[
                         ("fcollect", MIB),
                         ("alltoall", MIB),
@@ -1388,7 +1423,11 @@ mod tests {
             (
                 2,
                 "sweep-2026-11-27/small",
-                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
+                &[
+                    TWO_PE_REDUCE_BEFORE_LAMPORT_HEADER,
+                    TWO_PE_BEFORE_LL_PAIR,
+                    TWO_PE_BEFORE_LAMPORT_COPIES,
+                ],
                 false,
             ),
             // FOUR_PE_BEFORE_C84AF28 (the rooted reduce of 64 MiB: direct 407.6 against
@@ -1416,7 +1455,11 @@ mod tests {
             (
                 2,
                 "rooted-2026-11-27/2pe",
-                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
+                &[
+                    TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
+                    TWO_PE_BEFORE_LL_PAIR,
+                    TWO_PE_BEFORE_LAMPORT_COPIES,
+                ],
                 true,
             ),
             (
@@ -1430,7 +1473,11 @@ mod tests {
             (
                 2,
                 "direct-2026-11-27/2pe",
-                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
+                &[
+                    TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
+                    TWO_PE_BEFORE_LL_PAIR,
+                    TWO_PE_BEFORE_LAMPORT_COPIES,
+                ],
                 true,
             ),
             (4, "rooted-2026-11-27/4pe", &[FOUR_PE_BEFORE_RELAY], true),
@@ -1439,7 +1486,11 @@ mod tests {
             (
                 2,
                 "lamport-2026-11-27/2pe",
-                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
+                &[
+                    &[("reduce", 8 * KIB)],
+                    TWO_PE_BEFORE_LL_PAIR,
+                    TWO_PE_BEFORE_LAMPORT_COPIES,
+                ],
                 true,
             ),
             (4, "sweep-4pe-2026-11-27b/reductions", &[], true),
@@ -1461,27 +1512,41 @@ mod tests {
             (
                 2,
                 "sweep-h100-2026-11-28/full",
-                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
+                &[
+                    TWO_PE_REDUCE_BEFORE_LAMPORT_HEADER,
+                    TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
+                    TWO_PE_BEFORE_LL_PAIR,
+                    TWO_PE_BEFORE_LAMPORT_COPIES,
+                ],
                 true,
             ),
             // LL_PAIR_RUN: the copies of 256 KiB to 4 MiB with LL carrying 1 MiB a pair.
             (
                 2,
                 "sweep-llpair-2026-11-28/h200",
-                &[TWO_PE_BEFORE_LAMPORT_COPIES],
+                &[
+                    TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
+                    TWO_PE_BEFORE_LAMPORT_COPIES,
+                ],
                 true,
             ),
             (
                 2,
                 "sweep-llpair-2026-11-28/h100",
-                &[TWO_PE_BEFORE_LAMPORT_COPIES],
+                &[
+                    TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
+                    TWO_PE_BEFORE_LAMPORT_COPIES,
+                ],
                 true,
             ),
             // The broadcast, gather and scatter again with the table as it stands (90131ec).
             (
                 2,
                 "sweep-llpair-2026-11-28/h100-90131ec",
-                &[TWO_PE_BEFORE_LAMPORT_COPIES],
+                &[
+                    TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
+                    TWO_PE_BEFORE_LAMPORT_COPIES,
+                ],
                 true,
             ),
             // RELAY_RUN: every collective on 4 x H200 with the one-shot LL broadcast (its
@@ -1495,6 +1560,10 @@ mod tests {
             (4, "relay-2026-11-28/broadcast-4pe", &[], true),
             // LAMPORT_COPY_RUN: the copies of 64 KiB to 4 MiB with the Lamport copies.
             (2, "sweep-lamport-copies-2026-11-28/h200", &[], true),
+            // LAMPORT_HEADER_RUN: every collective of 16 KiB to 1 MiB, then the reduce,
+            // broadcast and scatter of 1-32 KiB, with the Lamport header in one word.
+            (2, "sweep-lamport-header-2026-11-28/band", &[], true),
+            (2, "sweep-lamport-header-2026-11-28/small", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {
@@ -1609,7 +1678,7 @@ mod tests {
                 DataType::F8E5M2,
             ] {
                 let from = if coll == Collective::Reduce {
-                    64 * KIB
+                    4 * KIB
                 } else {
                     KIB
                 };
