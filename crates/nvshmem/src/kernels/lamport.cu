@@ -658,7 +658,7 @@ extern "C" __global__ void __launch_bounds__(544, 1)
 #define NVR_LAMC_FROM_ROOT 1
 #define NVR_LAMC_TO_ROOT 2
 // Lines a warp sends, or vectors a thread receives, at once: their loads in flight together.
-#define NVR_LAMC_BATCH 4
+#define NVR_LAMC_BATCH 2
 
 __device__ __forceinline__ nvr_u64 nvr_lamc_lo(const uint4 &v) {
     return v.x | ((nvr_u64)v.y << 32);
