@@ -649,15 +649,19 @@ extern "C" __global__ void __launch_bounds__(544, 1)
 // 192-384 KiB blocks (LL's half payload), slower below; collective/algo/crossover.rs has the
 // bands. Since the header became one word (HEADER), the rooted copies' floor fell by 0.2-0.5 us;
 // fcollect's and alltoall's, where every PE both sends and receives, did not (2.7 us at 16
-// KiB against the all-reduce's 2.3), and why is not known: copying the own part after the
-// receive made them slower, and fcollect in place took the same
-// (docs/perf/sweep-lamport-header-2026-11-28).
+// KiB against the all-reduce's 2.3) until NVR_LAMC_BATCH went from 4 to 2 (its spills).
 
 #define NVR_LAMC_EMPTY 0x8000000080000000ull
 #define NVR_LAMC_ALL 0
 #define NVR_LAMC_FROM_ROOT 1
 #define NVR_LAMC_TO_ROOT 2
 // Lines a warp sends, or vectors a thread receives, at once: their loads in flight together.
+// Not 4: a block of up to 544 threads gets at most 96 registers a thread, and with 4 the
+// copies spilled 40-48 bytes to local memory (ptxas -v); fcollect and alltoall, whose threads
+// both send and receive, paid most. On 2 x H200 (2026-11-28, graph, 100 calls, Lamport forced,
+// one call), 4 -> 2 made fcollect of 16 KiB 2.79 -> 2.44 us and of 512 KiB 3.75 -> 3.39, the
+// other copies 0.03-0.2 faster, all but the broadcast of 1 MiB (4.32 -> 4.40). 1 was faster
+// still (fcollect 2.35 and 3.31, no spill and 74 registers) but has not been checked on a GPU.
 #define NVR_LAMC_BATCH 2
 
 __device__ __forceinline__ nvr_u64 nvr_lamc_lo(const uint4 &v) {
