@@ -659,9 +659,10 @@ extern "C" __global__ void __launch_bounds__(544, 1)
 // Not 4: a block of up to 544 threads gets at most 96 registers a thread, and with 4 the
 // copies spilled 40-48 bytes to local memory (ptxas -v); fcollect and alltoall, whose threads
 // both send and receive, paid most. On 2 x H200 (2026-11-28, graph, 100 calls, Lamport forced,
-// one call), 4 -> 2 made fcollect of 16 KiB 2.79 -> 2.44 us and of 512 KiB 3.75 -> 3.39, the
-// other copies 0.03-0.2 faster, all but the broadcast of 1 MiB (4.32 -> 4.40). 1 was faster
-// still (fcollect 2.35 and 3.31, no spill and 74 registers) but has not been checked on a GPU.
+// one call), 4 -> 2 made fcollect and alltoall 0.28-0.37 us faster at every size from 16 KiB
+// to 1 MiB (fcollect of 16 KiB 2.79 -> 2.44 us, of 512 KiB 3.75 -> 3.39) and broadcast, gather
+// and scatter up to 0.2, all but the broadcast of 1 MiB (4.32 -> 4.40). 1 was faster still
+// (fcollect 2.35 and 3.31; no spill, 74 registers) but has not been checked on a GPU.
 #define NVR_LAMC_BATCH 2
 
 __device__ __forceinline__ nvr_u64 nvr_lamc_lo(const uint4 &v) {
