@@ -316,10 +316,11 @@ mod tests {
         for o in others {
             assert_ne!(a, o, "{o}");
         }
-        let p = |s| {
+        // A premul_sum all-reduce of 8 elements of `dtype` with scale s.
+        let premul = |dtype, s| {
             base(
                 Collective::AllReduce,
-                DataType::F32,
+                dtype,
                 Some(ReduceOp::PreMulSum(s)),
                 8,
                 false,
@@ -327,19 +328,10 @@ mod tests {
                 1,
             )
         };
+        let p = |s| premul(DataType::F32, s);
         assert_ne!(p(0.5), p(0.25));
         // f64 scales in f64: those beyond f32's range too (as f32 they were all infinity).
-        let p64 = |s| {
-            base(
-                Collective::AllReduce,
-                DataType::F64,
-                Some(ReduceOp::PreMulSum(s)),
-                8,
-                false,
-                0,
-                1,
-            )
-        };
+        let p64 = |s| premul(DataType::F64, s);
         assert_ne!(p64(1e39), p64(1e40));
         assert_ne!(p64(-1e300), p64(1e300));
         assert_ne!(p64(0.5), p64(0.25));
@@ -348,17 +340,7 @@ mod tests {
             p64(1.0 / 3.0),
             p64(f64::from_bits((1.0f64 / 3.0).to_bits() ^ 1))
         );
-        let pi = |s| {
-            base(
-                Collective::AllReduce,
-                DataType::I64,
-                Some(ReduceOp::PreMulSum(s)),
-                8,
-                false,
-                0,
-                1,
-            )
-        };
+        let pi = |s| premul(DataType::I64, s);
         assert_ne!(pi(16_777_216.0), pi(16_777_217.0));
         assert_ne!(pi(2f64.powi(40)), pi(2f64.powi(40) + 1.0));
         assert!(p64(0.5)
