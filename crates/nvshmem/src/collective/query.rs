@@ -329,6 +329,15 @@ mod tests {
         tests::{call, team, with_channel},
     };
 
+    /// The operators the plan tests cover: a plain one, two that NVSHMEM cannot compute
+    /// itself, and a bitwise one.
+    const OPS: [ReduceOp; 4] = [
+        ReduceOp::Sum,
+        ReduceOp::Avg,
+        ReduceOp::PreMulSum(2.0),
+        ReduceOp::Xor,
+    ];
+
     /// A team of `n` as [`team`] makes it, with a channel (the NVLink kernels' view) when
     /// `mapped`, as a peer-mapped team of up to 8 gets one.
     fn shape(n: usize, me: usize, mapped: bool) -> TeamShape {
@@ -397,12 +406,6 @@ mod tests {
     /// the call needs scratch.
     #[test]
     fn the_plan_of_a_call_is_what_the_call_runs() {
-        let ops = [
-            ReduceOp::Sum,
-            ReduceOp::Avg,
-            ReduceOp::PreMulSum(2.0),
-            ReduceOp::Xor,
-        ];
         let types = [
             DataType::F32,
             DataType::BF16,
@@ -421,7 +424,7 @@ mod tests {
                     let t = shape(n, me, mapped);
                     for coll in Collective::ALL {
                         for dtype in types {
-                            for op in ops {
+                            for op in OPS {
                                 if coll.reduces() && op.check_for("t", dtype).is_err() {
                                     continue;
                                 }
@@ -595,12 +598,6 @@ mod tests {
     #[test]
     fn counts_near_the_largest_buffers_never_overflow() {
         use std::panic::{catch_unwind, AssertUnwindSafe};
-        let ops = [
-            ReduceOp::Sum,
-            ReduceOp::Avg,
-            ReduceOp::PreMulSum(2.0),
-            ReduceOp::Xor,
-        ];
         // The largest buffers each stand-in address has room for, and round sizes near them.
         let most = [u64::MAX - SRC, u64::MAX - DST, 1 << 63, 3 << 61, u64::MAX];
         let mut failed = Vec::new();
@@ -623,7 +620,7 @@ mod tests {
                         } else {
                             usize::MAX
                         };
-                        let ops = if coll.reduces() { &ops[..] } else { &ops[..1] };
+                        let ops = if coll.reduces() { &OPS[..] } else { &OPS[..1] };
                         for &op in ops {
                             if coll.reduces() && op.check_for("t", dtype).is_err() {
                                 continue;
