@@ -70,7 +70,7 @@
 //
 // CONTROL WARP. A block's last warp moves no data: its lanes j < n are the flag lanes (arrive,
 // quiescence), its lane 31 reads the epoch and the header for the block and counts it
-// (ROTATION), and all its lanes re-fill the block's share of the previous buffer. Threads
+// (HEADER), and all its lanes re-fill the block's share of the previous buffer. Threads
 // [0, blockDim.x - 32) move data. So no data thread waits for a flag, a fingerprint, the count
 // or a re-fill (at the end of every block they cost a few tenths of a microsecond a call:
 // docs/performance.md, "The mid band").
@@ -173,10 +173,10 @@ __device__ __forceinline__ bool nvr_lam_check(const nvr_team &t, nvr_u64 x, nvr_
 }
 
 // What the counter lane reads at a block's start for the whole block: the epoch, this run's
-// buffer and what it re-fills (HEADER). One thread reads, the rest take it from here after the block barrier: with
-// every thread reading, a 1 MiB launch sent some 2,000 loads of one line to one L2 slice, and
-// the barrier made every block wait for the last of them (1 MiB all-reduce 7.7 us against 7.2
-// before the barrier, 2 x H200).
+// buffer and what it re-fills (HEADER). One thread reads, the rest take it from here after the
+// block barrier: with every thread reading, a 1 MiB launch sent some 2,000 loads of one line
+// to one L2 slice, and the barrier made every block wait for the last of them (1 MiB
+// all-reduce 7.7 us against 7.2 before the barrier, 2 x H200).
 __shared__ unsigned int nvr_lam_sh[3];
 
 // This run's buffer and what it re-fills, from the header in one 16-byte load (HEADER; a
@@ -288,11 +288,11 @@ __device__ __forceinline__ bool nvr_lam_control(const nvr_team &t, const nvr_lam
 
 // End of a block: the block counted last (HEADER) advances the channel's run index and records
 // what this run received (`got` bytes per slot) for the next run to clear; the next Lamport
-// launch reads it only after this one has completed. Then the protocol's end (epoch). Done even when
-// a wait failed: a failed run's channel is re-made (header included) before reuse. The wait for
-// every peer's arrival of this run (the control warp's nvr_quiesce_staged, all peers, whatever
-// this PE received) is what keeps a peer from running two Lamport runs ahead (ROTATION): it must
-// not be narrowed.
+// launch reads it only after this one has completed. Then the protocol's end (epoch). Done even
+// when a wait failed: a failed run's channel is re-made (header included) before reuse. The
+// wait for every peer's arrival of this run (the control warp's nvr_quiesce_staged, all peers,
+// whatever this PE received) is what keeps a peer from running two Lamport runs ahead
+// (ROTATION): it must not be narrowed.
 __device__ __forceinline__ void nvr_lam_finish(const nvr_team &t, const nvr_lam_ctx &c,
                                                nvr_lv got, bool ok) {
     if (nvr_lam_is_counter() && c.before == gridDim.x - 1) nvr_lam_advance(c.area, c.rot, got);
@@ -395,8 +395,8 @@ __device__ __forceinline__ uint4 nvr_lam_out(const NVR_ACC *acc, int n) {
     return v;
 }
 
-// A data thread's first vector of src (x bytes), cleaned, loaded before the count (`have`:
-// whether the thread has one).
+// A data thread's first vector of src (x bytes), cleaned, loaded before the block barrier
+// (`have`: whether the thread has one).
 struct nvr_lam_first {
     bool have;
     uint4 v;
@@ -622,8 +622,8 @@ extern "C" __global__ void __launch_bounds__(544, 1)
 // masks cost 16 bytes a 512 on the link, and each poll a second load, issued beside the data's
 // (one after the other made every poll of a wait two loads long: 2 x H200, 2026-11-28, with the
 // prefetch below, the broadcast of 1 MiB 5.11 -> 4.71 us, fcollect and alltoall 0.2 faster).
-// As in the reductions, a sender's first lines are loaded before the count (nvr_lamc_load),
-// so that their loads overlap the header's.
+// As in the reductions, a sender's first lines are loaded before the block barrier
+// (nvr_lamc_load), so that their loads overlap the header's.
 //
 // LAYOUT of a copy's slot (x bytes a pair, V = ceil(x / 16) vectors): vectors [0, V), then the
 // mask packet of line q at 16 (V + q), ceil(V / 32) of them: nvr_lamc_need(x) bytes, which the
@@ -695,8 +695,8 @@ __device__ __forceinline__ void nvr_lamc_load(const nvr_lam_ctx &c, const char *
 
 // Sends vectors [v0, v1) of src (c.x bytes) into team PE k's buffer c.rot, slot of me, with
 // each line's mask packet (SPLIT: whole warps, the loop warp-uniform for the ballots). v: the
-// first lines' vectors when `loaded` (nvr_lamc_load, before the count: their loads then overlap
-// the header's, as the reductions' first vector does).
+// first lines' vectors when `loaded` (nvr_lamc_load, before the block barrier: their loads
+// then overlap the header's, as the reductions' first vector does).
 __device__ __forceinline__ void nvr_lamc_send(const nvr_team &t, const nvr_lam_ctx &c, int k,
                                               const char *src, nvr_u64 slot,
                                               uint4 (&v)[NVR_LAMC_BATCH], bool loaded) {
@@ -811,7 +811,7 @@ __device__ __forceinline__ void nvr_lamc_run(const nvr_team &t, int root, int wh
     const bool sends = all || (who == NVR_LAMC_FROM_ROOT) == am_root;
     const bool receives = all || (who == NVR_LAMC_TO_ROOT) == am_root;
     // The first PE this one sends to (the root, from a non-root of a gather; else the first
-    // other), whose first lines are loaded before the count.
+    // other), whose first lines are loaded before the block barrier.
     const int first = who == NVR_LAMC_TO_ROOT ? root : t.me == 0 ? 1 : 0;
     uint4 v[NVR_LAMC_BATCH];
     const bool pre = sends && t.n > 1 && !nvr_lam_is_control();
