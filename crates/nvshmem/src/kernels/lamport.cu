@@ -649,21 +649,22 @@ extern "C" __global__ void __launch_bounds__(544, 1)
 // 192-384 KiB blocks (LL's half payload), slower below; collective/algo/crossover.rs has the
 // bands. Since the header became one word (HEADER), the rooted copies' floor fell by 0.2-0.5 us;
 // fcollect's and alltoall's, where every PE both sends and receives, did not (2.7 us at 16
-// KiB against the all-reduce's 2.3) until NVR_LAMC_BATCH went from 4 to 2 (its spills).
+// KiB against the all-reduce's 2.3) until NVR_LAMC_BATCH went from 4 to 1 (its spills).
 
 #define NVR_LAMC_EMPTY 0x8000000080000000ull
 #define NVR_LAMC_ALL 0
 #define NVR_LAMC_FROM_ROOT 1
 #define NVR_LAMC_TO_ROOT 2
 // Lines a warp sends, or vectors a thread receives, at once: their loads in flight together.
-// Not 4: a block of up to 544 threads gets at most 96 registers a thread, and with 4 the
+// 1, not more: a block of up to 544 threads gets at most 96 registers a thread, and with 4 the
 // copies spilled 40-48 bytes to local memory (ptxas -v); fcollect and alltoall, whose threads
 // both send and receive, paid most. On 2 x H200 (2026-11-28, graph, 100 calls, Lamport forced,
 // one call), 4 -> 2 made fcollect and alltoall 0.28-0.37 us faster at every size from 16 KiB
-// to 1 MiB (fcollect of 16 KiB 2.79 -> 2.44 us, of 512 KiB 3.75 -> 3.39) and broadcast, gather
-// and scatter up to 0.2, all but the broadcast of 1 MiB (4.32 -> 4.40). 1 was faster still
-// (fcollect 2.35 and 3.31; no spill, 74 registers) but has not been checked on a GPU.
-#define NVR_LAMC_BATCH 2
+// to 1 MiB (fcollect of 16 KiB 2.79 -> 2.44 us, of 512 KiB 3.75 -> 3.39), and 2 -> 1 (68-78
+// registers) fcollect and alltoall another 0.04-0.2 (fcollect 2.35 and 3.31 us) and gather
+// 0.1-0.15; broadcast and scatter moved 0.02-0.1 either way. The loops keep the batch a
+// constant, so that another GPU or a later kernel can try more again.
+#define NVR_LAMC_BATCH 1
 
 __device__ __forceinline__ nvr_u64 nvr_lamc_lo(const uint4 &v) {
     return v.x | ((nvr_u64)v.y << 32);
