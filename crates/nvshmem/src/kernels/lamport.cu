@@ -645,11 +645,12 @@ extern "C" __global__ void __launch_bounds__(544, 1)
 //
 // LAUNCH RULE as the reductions' with x = the bytes a pair, and vpb rounded up to 32 (the host
 // rounds the block's data threads alike). LIMITS: nvr_lamc_need(x) <= slot, the rest as the
-// reductions'. Measured on 2 x H200 (2026-11-28, graph, 100 calls): against LL, faster from
-// 192-384 KiB blocks (LL's half payload), slower below; collective/algo/crossover.rs has the
-// bands. Since the header became one word (HEADER), the rooted copies' floor fell by 0.2-0.5 us;
-// fcollect's and alltoall's, where every PE both sends and receives, did not (2.7 us at 16
-// KiB against the all-reduce's 2.3) until NVR_LAMC_BATCH went from 4 to 1 (its spills).
+// reductions'. Measured on 2 x H200 (2026-11-28, graph, 100 calls): against LL, first faster
+// from 192-384 KiB blocks (LL's half payload). Since the header became one word (HEADER), the
+// rooted copies' floor fell by 0.2-0.5 us; fcollect's and alltoall's, where every PE both sends
+// and receives, did not (2.7 us at 16 KiB against the all-reduce's 2.3) until NVR_LAMC_BATCH
+// went from 4 to 1 (its spills). Since then faster from 16-128 KiB blocks, by copy;
+// collective/algo/crossover.rs has the bands.
 
 #define NVR_LAMC_EMPTY 0x8000000080000000ull
 #define NVR_LAMC_ALL 0

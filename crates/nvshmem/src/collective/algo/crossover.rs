@@ -312,6 +312,17 @@ const LAMPORT_HEADER_RUN: &str = "mpirun -np 2 nvshmem-perf <each collective> -d
                                   H200, 2026-11-28, commit 6a71afc: \
                                   docs/perf/sweep-lamport-header-2026-11-28)";
 
+/// The run after the Lamport copies' batch went to one line (commit ec1d892, `lamport.cu`,
+/// NVR_LAMC_BATCH: no register spill; fcollect and alltoall 0.3-0.5 us faster at 16 KiB-1 MiB
+/// than with 4, the rooted copies 0.1-0.3): LL and Lamport forced beside the automatic choice
+/// (with the table before this run's bands), raw NVSHMEM and NCCL, for the five copies of 32
+/// KiB-1 MiB calls, which moved every copy's Lamport band down.
+const LAMPORT_BATCH_RUN: &str = "mpirun -np 2 nvshmem-perf broadcast,fcollect,alltoall,gather,\
+                                 scatter -d f32 -b 32K -e 1M -f 2 -n 100 -w 10 --reps 3 -c 0 -G \
+                                 1, automatic and with --impl nvshmem-rs --algo <each>=nvlink_ll, \
+                                 then =nvlink_lamport (2 x H200, 2026-11-28, commit ec1d892: \
+                                 docs/perf/sweep-lamport-batch1-2026-11-28)";
+
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
     launch and one flag exchange; each PE moves (n - 1) blocks in or out, so the limit keeps \
@@ -380,14 +391,24 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 512 * KIB,
-        lamport: RangeInclusive::new(224 * KIB + 1, MIB),
+        lamport: RangeInclusive::new(32 * KIB + 1, MIB),
         // From 256 KiB, where LL cannot carry it (fewer resident blocks), the direct kernels.
         direct: above(256 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, PEER_LANES_RUN, LAMPORT_COPY_RUN],
-            figures: "LAMPORT_COPY (the sweep, blocks): Lamport 256 KiB: 3.68 against LL 3.99; \
+            runs: &[
+                GRAPH_RUN,
+                CE_RUN,
+                LLWIDE_RUN,
+                PEER_LANES_RUN,
+                LAMPORT_COPY_RUN,
+                LAMPORT_BATCH_RUN,
+            ],
+            figures: "LAMPORT_BATCH (graph, f32, blocks): Lamport 16 KiB: 2.35 against LL 2.42; \
+                      64 KiB: 2.66 against 2.67; 128 KiB: 2.86 against 3.07; LL 32 KiB: 2.52 \
+                      against 2.57. \
+                      LAMPORT_COPY (the sweep, blocks): Lamport 256 KiB: 3.68 against LL 3.99; \
                       512 KiB: 4.55 against 5.70; 1 MiB: 6.16 against 8.79, direct 8.36; LL 128 \
                       KiB: 3.06 against 3.24. PEER_LANES (whole calls, graph): LL 1 MiB: 6.62 against direct 8.09, \
                       NCCL 10.39, NVSHMEM 10.36; 512 KiB: 4.84 against direct 7.21; 2 MiB: \
@@ -405,13 +426,23 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: 512 * KIB,
-        lamport: RangeInclusive::new(192 * KIB + 1, MIB),
+        lamport: RangeInclusive::new(8 * KIB + 1, MIB),
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
         basis: Basis::Measured {
-            runs: &[GRAPH_RUN, CE_RUN, LLWIDE_RUN, PEER_LANES_RUN, LAMPORT_COPY_RUN],
-            figures: "LAMPORT_COPY (the sweep, blocks): Lamport 256 KiB: 3.70 against LL 4.11; \
+            runs: &[
+                GRAPH_RUN,
+                CE_RUN,
+                LLWIDE_RUN,
+                PEER_LANES_RUN,
+                LAMPORT_COPY_RUN,
+                LAMPORT_BATCH_RUN,
+            ],
+            figures: "LAMPORT_BATCH (graph, f32, blocks): Lamport 16 KiB: 2.41 against LL 2.46; \
+                      32 KiB: 2.53 against 2.58; 64 KiB: 2.61 against 2.78; 128 KiB: 2.83 \
+                      against 3.25. \
+                      LAMPORT_COPY (the sweep, blocks): Lamport 256 KiB: 3.70 against LL 4.11; \
                       512 KiB: 4.57 against 5.72; 1 MiB: 6.13 against 8.90, direct 8.07; LL 128 \
                       KiB: 3.16 against 3.24. PEER_LANES (whole calls, graph): LL 1 MiB: 6.73 against direct 7.91, \
                       NCCL 12.32, NVSHMEM 12.33; 512 KiB: 5.06 against direct 7.06. LLWIDE \
@@ -428,7 +459,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: MIB,
-        lamport: RangeInclusive::new(384 * KIB + 1, MIB),
+        lamport: RangeInclusive::new(64 * KIB + 1, MIB),
         direct: RangeInclusive::new(MIB + 1, 64 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
@@ -440,8 +471,11 @@ pub(crate) static ROWS: &[Row] = &[
                 LARGE_RUN,
                 LL_PAIR_RUN,
                 LAMPORT_COPY_RUN,
+                LAMPORT_BATCH_RUN,
             ],
-            figures: "LAMPORT_COPY (the sweep): Lamport 512 KiB: 3.71 against LL 4.02; 1 MiB: \
+            figures: "LAMPORT_BATCH (graph, f32): Lamport 128 KiB: 2.53 against LL 2.60; 256 \
+                      KiB: 2.86 against 2.99; LL 64 KiB: 2.32 against 2.40. \
+                      LAMPORT_COPY (the sweep): Lamport 512 KiB: 3.71 against LL 4.02; 1 MiB: \
                       4.73 against 7.04, direct 8.78; LL 256 KiB: 3.04 against 3.22. LL_PAIR: LL 1 MiB: 8.17 against direct 9.02, NVSHMEM 11.35, NCCL 11.66; \
                       H100 8.12 against 10.12, 11.51, 11.63. \
                       LARGE: direct 32 MiB: 97.64 against copy engines 104.34, NCCL 110.44; 64 \
@@ -497,7 +531,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: MIB,
-        lamport: RangeInclusive::new(240 * KIB + 1, MIB),
+        lamport: RangeInclusive::new(32 * KIB + 1, MIB),
         direct: up_to(64 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
@@ -510,8 +544,11 @@ pub(crate) static ROWS: &[Row] = &[
                 LARGE_RUN,
                 LL_PAIR_RUN,
                 LAMPORT_COPY_RUN,
+                LAMPORT_BATCH_RUN,
             ],
-            figures: "LAMPORT_COPY (the sweep, blocks): Lamport 256 KiB: 3.22 against \
+            figures: "LAMPORT_BATCH (graph, f32, blocks): Lamport 64 KiB: 2.30 against LL 2.38; \
+                      128 KiB: 2.43 against 2.64; LL 32 KiB: 2.22 against 2.24. \
+                      LAMPORT_COPY (the sweep, blocks): Lamport 256 KiB: 3.22 against \
                       LL 3.31; 512 KiB: 3.73 against 4.44; 1 MiB: 4.72 against 6.84; LL 128 \
                       KiB: 2.66 against 2.90. LL_PAIR: LL 2 MiB: 7.50 against direct 8.76, NCCL 11.78; H100 7.29 \
                       against 9.90, 12.81. \
@@ -529,7 +566,7 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 2..=2,
         arch: Some(Arch::SM90),
         ll: MIB,
-        lamport: RangeInclusive::new(192 * KIB + 1, MIB),
+        lamport: RangeInclusive::new(64 * KIB + 1, MIB),
         direct: up_to(64 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(64 * MIB),
@@ -543,8 +580,11 @@ pub(crate) static ROWS: &[Row] = &[
                 LL_PAIR_RUN,
                 LAMPORT_COPY_RUN,
                 LAMPORT_HEADER_RUN,
+                LAMPORT_BATCH_RUN,
             ],
-            figures: "LAMPORT_HEADER (graph, f32, blocks): Lamport 256 KiB: 3.03 against LL \
+            figures: "LAMPORT_BATCH (graph, f32, blocks): Lamport 128 KiB: 2.52 against LL 2.61; \
+                      256 KiB: 2.84 against 3.05; LL 64 KiB: 2.32 against 2.35. \
+                      LAMPORT_HEADER (graph, f32, blocks): Lamport 256 KiB: 3.03 against LL \
                       3.15; LL 128 KiB: 2.64 against 2.75. \
                       LAMPORT_COPY (the sweep, blocks): Lamport 512 KiB: 3.70 against \
                       LL 4.13; 1 MiB: 4.82 against 7.45; LL 256 KiB: 3.04 against 3.24. LL_PAIR: LL 2 MiB: H100 8.66 against direct 9.83, NCCL 13.16; H200 8.72 \
@@ -1171,15 +1211,15 @@ mod tests {
             f32_sum(Collective::AllReduce, 2 * MIB + 16),
             "nvlink_direct"
         );
-        // The copies: LL, then Lamport (LAMPORT_COPY_RUN) up to 1 MiB blocks, whatever the
-        // type, then the direct kernels.
+        // The copies: LL, then Lamport (LAMPORT_COPY_RUN, LAMPORT_BATCH_RUN) up to 1 MiB
+        // blocks, whatever the type, then the direct kernels.
         let u8_copy = |coll, x| decide(coll, 2, Some(Arch::SM90), DataType::U8, ReduceOp::Sum, x).3;
         for (coll, from) in [
-            (Collective::Broadcast, 384 * KIB),
-            (Collective::Fcollect, 224 * KIB),
-            (Collective::Alltoall, 192 * KIB),
-            (Collective::Gather, 240 * KIB),
-            (Collective::Scatter, 192 * KIB),
+            (Collective::Broadcast, 64 * KIB),
+            (Collective::Fcollect, 32 * KIB),
+            (Collective::Alltoall, 8 * KIB),
+            (Collective::Gather, 32 * KIB),
+            (Collective::Scatter, 64 * KIB),
         ] {
             assert_eq!(f32_sum(coll, from), "nvlink_ll", "{coll}");
             assert_eq!(f32_sum(coll, from + 4), "nvlink_lamport", "{coll}");
@@ -1394,7 +1434,28 @@ mod tests {
             ("reduce", 32 * KIB),
             ("reduce", 64 * KIB),
         ];
-        let sweeps: [Sweep; 23] = [
+        // Where the table takes the Lamport copies since their batch of one line
+        // (LAMPORT_BATCH_RUN, ec1d892: 2.3-2.9 µs from 32 KiB to 256 KiB calls): sweeps before
+        // it could not time them there, or timed the batch of 4 slower than LL (timed again
+        // in sweep-lamport-batch1-2026-11-28). Each sweep lists the sizes it timed so: every
+        // copy of 256 KiB, and the alltoall of 32-128 KiB and broadcast, fcollect and gather of
+        // 128 KiB.
+        const TWO_PE_256K_BEFORE_LAMPORT_BATCH: &[(&str, usize)] = &[
+            ("alltoall", 256 * KIB),
+            ("broadcast", 256 * KIB),
+            ("fcollect", 256 * KIB),
+            ("gather", 256 * KIB),
+            ("scatter", 256 * KIB),
+        ];
+        const TWO_PE_BELOW_256K_BEFORE_LAMPORT_BATCH: &[(&str, usize)] = &[
+            ("alltoall", 32 * KIB),
+            ("alltoall", 64 * KIB),
+            ("alltoall", 128 * KIB),
+            ("broadcast", 128 * KIB),
+            ("fcollect", 128 * KIB),
+            ("gather", 128 * KIB),
+        ];
+        let sweeps: [Sweep; 24] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep). The direct kernels' one-way moves of
             // 32-64 MiB before the waits stopped reading the abort word every 256 polls
@@ -1417,6 +1478,8 @@ mod tests {
                     ],
                     TWO_PE_BEFORE_LL_PAIR,
                     TWO_PE_BEFORE_LAMPORT_COPIES,
+                    TWO_PE_256K_BEFORE_LAMPORT_BATCH,
+                    TWO_PE_BELOW_256K_BEFORE_LAMPORT_BATCH,
                 ],
                 false,
             ),
@@ -1459,13 +1522,31 @@ mod tests {
                     TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
                     TWO_PE_BEFORE_LL_PAIR,
                     TWO_PE_BEFORE_LAMPORT_COPIES,
+                    &[
+                        ("broadcast", 128 * KIB),
+                        ("broadcast", 256 * KIB),
+                        ("gather", 128 * KIB),
+                        ("gather", 256 * KIB),
+                        ("scatter", 256 * KIB),
+                    ],
                 ],
                 true,
             ),
             (
                 2,
                 "peerlanes-2026-11-27/2pe",
-                &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
+                &[
+                    TWO_PE_BEFORE_LL_PAIR,
+                    TWO_PE_BEFORE_LAMPORT_COPIES,
+                    &[
+                        ("alltoall", 32 * KIB),
+                        ("alltoall", 64 * KIB),
+                        ("alltoall", 128 * KIB),
+                        ("alltoall", 256 * KIB),
+                        ("fcollect", 128 * KIB),
+                        ("fcollect", 256 * KIB),
+                    ],
+                ],
                 true,
             ),
             // The direct kernels with one fence less at entry and exit (3e4b6ca), 256 KiB to
@@ -1477,6 +1558,7 @@ mod tests {
                     TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
                     TWO_PE_BEFORE_LL_PAIR,
                     TWO_PE_BEFORE_LAMPORT_COPIES,
+                    TWO_PE_256K_BEFORE_LAMPORT_BATCH,
                 ],
                 true,
             ),
@@ -1517,6 +1599,8 @@ mod tests {
                     TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
                     TWO_PE_BEFORE_LL_PAIR,
                     TWO_PE_BEFORE_LAMPORT_COPIES,
+                    TWO_PE_256K_BEFORE_LAMPORT_BATCH,
+                    TWO_PE_BELOW_256K_BEFORE_LAMPORT_BATCH,
                 ],
                 true,
             ),
@@ -1527,6 +1611,7 @@ mod tests {
                 &[
                     TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
                     TWO_PE_BEFORE_LAMPORT_COPIES,
+                    TWO_PE_256K_BEFORE_LAMPORT_BATCH,
                 ],
                 true,
             ),
@@ -1536,6 +1621,7 @@ mod tests {
                 &[
                     TWO_PE_SCATTER_BEFORE_LAMPORT_HEADER,
                     TWO_PE_BEFORE_LAMPORT_COPIES,
+                    TWO_PE_256K_BEFORE_LAMPORT_BATCH,
                 ],
                 true,
             ),
@@ -1559,11 +1645,37 @@ mod tests {
             ),
             (4, "relay-2026-11-28/broadcast-4pe", &[], true),
             // LAMPORT_COPY_RUN: the copies of 64 KiB to 4 MiB with the Lamport copies.
-            (2, "sweep-lamport-copies-2026-11-28/h200", &[], true),
+            (
+                2,
+                "sweep-lamport-copies-2026-11-28/h200",
+                &[&[
+                    ("alltoall", 64 * KIB),
+                    ("alltoall", 128 * KIB),
+                    ("broadcast", 128 * KIB),
+                    ("fcollect", 128 * KIB),
+                    ("gather", 128 * KIB),
+                    ("gather", 256 * KIB),
+                    ("scatter", 256 * KIB),
+                ]],
+                true,
+            ),
             // LAMPORT_HEADER_RUN: every collective of 16 KiB to 1 MiB, then the reduce,
             // broadcast and scatter of 1-32 KiB, with the Lamport header in one word.
-            (2, "sweep-lamport-header-2026-11-28/band", &[], true),
+            (
+                2,
+                "sweep-lamport-header-2026-11-28/band",
+                &[&[
+                    ("alltoall", 32 * KIB),
+                    ("alltoall", 64 * KIB),
+                    ("alltoall", 128 * KIB),
+                    ("fcollect", 128 * KIB),
+                    ("fcollect", 256 * KIB),
+                ]],
+                true,
+            ),
             (2, "sweep-lamport-header-2026-11-28/small", &[], true),
+            // LAMPORT_BATCH_RUN: the copies of 32 KiB to 1 MiB with the batch of one line.
+            (2, "sweep-lamport-batch1-2026-11-28", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {
@@ -1705,7 +1817,7 @@ mod tests {
             Collective::Alltoall,
         ] {
             assert_ne!(
-                choice(coll, 2, sm90, DataType::F32, 128 * KIB),
+                choice(coll, 2, sm90, DataType::F32, 8 * KIB),
                 "nvlink_lamport"
             );
             assert_ne!(

@@ -2078,7 +2078,8 @@ fn copy_choices() -> String {
 /// region each (`channel::ll_blocks`: 2026-11-28; where members keep fewer than 64 blocks
 /// resident LL carries half of what it did, only the `mb1`-`mb16` rows of 2 PEs changed),
 /// then for scatter's Lamport band from 192 KiB blocks (LAMPORT_HEADER_RUN: only the 2-PE sm_90
-/// scatter rows changed) (`WRITE_COPY_CHOICES=1` rewrites it, for a
+/// scatter rows changed), then for every copy's Lamport band moved down after the batch of one
+/// line (LAMPORT_BATCH_RUN: only 2-PE sm_90 rows changed) (`WRITE_COPY_CHOICES=1` rewrites it, for a
 /// deliberate change of the crossover table; review its diff).
 #[test]
 fn the_copies_choose_as_recorded() {
