@@ -1455,7 +1455,7 @@ mod tests {
             ("fcollect", 128 * KIB),
             ("gather", 128 * KIB),
         ];
-        let sweeps: [Sweep; 24] = [
+        let sweeps: [Sweep; 25] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep). The direct kernels' one-way moves of
             // 32-64 MiB before the waits stopped reading the abort word every 256 polls
@@ -1674,8 +1674,10 @@ mod tests {
                 true,
             ),
             (2, "sweep-lamport-header-2026-11-28/small", &[], true),
-            // LAMPORT_BATCH_RUN: the copies of 32 KiB to 1 MiB with the batch of one line.
+            // LAMPORT_BATCH_RUN: the copies of 32 KiB to 1 MiB with the batch of one line, then
+            // of 4-32 KiB with the bands it moved.
             (2, "sweep-lamport-batch1-2026-11-28", &[], true),
+            (2, "sweep-lamport-batch1-2026-11-28/low", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {
