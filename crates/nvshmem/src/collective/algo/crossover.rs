@@ -323,6 +323,19 @@ const LAMPORT_BATCH_RUN: &str = "mpirun -np 2 nvshmem-perf broadcast,fcollect,al
                                  then =nvlink_lamport (2 x H200, 2026-11-28, commit ec1d892: \
                                  docs/perf/sweep-lamport-batch1-2026-11-28)";
 
+/// The run of the Lamport copies on 4 GPUs, where they had never been timed (commit 063cee9,
+/// the batch of one line): the five copies with LL, Lamport and the direct kernels forced beside
+/// the automatic choice (the table before this run: no Lamport copies on 4 PEs), raw NVSHMEM
+/// and NCCL. Lamport was faster from 64 KiB blocks (broadcast: calls) to its limit, 512 KiB a
+/// pair, but for the broadcast of 512 KiB; the same build passed the correctness matrix with
+/// Lamport forced on those GPUs.
+const FOUR_PE_LAMPORT_COPY_RUN: &str = "mpirun -np 4 nvshmem-perf <each copy> -d f32 -b 16K -e \
+                                        4M -f 2 -n 100 -w 10 --reps 3 -c 0 -G 1, automatic and \
+                                        with --impl nvshmem-rs --algo <each>=nvlink_ll | \
+                                        nvlink_lamport | nvlink_direct (4 x H200, 2026-11-28, \
+                                        commit 063cee9, one PE a GPU: \
+                                        docs/perf/sweep-4pe-lamport-copies-2026-11-28)";
+
 /// Why the conservative rows take LL only for small payloads.
 const LL_ASSUMED: &str = "not measured on this architecture or team size. LL's cost is the \
     launch and one flag exchange; each PE moves (n - 1) blocks in or out, so the limit keeps \
@@ -646,13 +659,16 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 4..=4,
         arch: Some(Arch::SM90),
         ll: 64 * KIB,
-        lamport: NEVER,
+        lamport: RangeInclusive::new(32 * KIB + 1, 512 * KIB),
         direct: above(64 * KIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN],
-            figures: "LL 256 KiB: 6.50 against direct 8.02, NVSHMEM 8.81; 512 KiB: 10.08 \
+            runs: &[FOUR_PE_RUN, FOUR_PE_LAMPORT_COPY_RUN],
+            figures: "LAMPORT_COPY_4PE (whole calls): Lamport 256 KiB: 3.77 against LL 4.42; 512 KiB: 4.77 \
+                      against direct 7.06; 1 MiB: 6.70 against 8.54; 2 MiB: 10.04 against \
+                      12.01; LL 128 KiB: 3.68 against 3.74. \
+                      LL 256 KiB: 6.50 against direct 8.02, NVSHMEM 8.81; 512 KiB: 10.08 \
                       against direct 8.79. Direct 4 MiB: 21.28 against NVSHMEM 34.16; 256 MiB: \
                       586.84 against 605.46, NCCL 659.66, copy engines 1049.29",
         },
@@ -662,13 +678,16 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 4..=4,
         arch: Some(Arch::SM90),
         ll: 64 * KIB,
-        lamport: NEVER,
+        lamport: RangeInclusive::new(32 * KIB + 1, 512 * KIB),
         direct: ALWAYS,
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN],
-            figures: "LL 256 KiB: 6.84 against direct 7.76, NVSHMEM 8.54; 512 KiB: 10.87 \
+            runs: &[FOUR_PE_RUN, FOUR_PE_LAMPORT_COPY_RUN],
+            figures: "LAMPORT_COPY_4PE (whole calls): Lamport 256 KiB: 4.02 against LL 4.97; 512 KiB: 4.33 \
+                      against direct 6.81; 1 MiB: 6.66 against 8.17; 2 MiB: 10.05 against \
+                      10.84; LL 128 KiB: 3.70 against 3.99. \
+                      LL 256 KiB: 6.84 against direct 7.76, NVSHMEM 8.54; 512 KiB: 10.87 \
                       against direct 8.32. Direct 2 MiB: 12.59 against NVSHMEM 20.59; 256 MiB: \
                       587.79 against 657.74, NCCL 656.96, copy engines 1048.50",
         },
@@ -678,13 +697,19 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 4..=4,
         arch: Some(Arch::SM90),
         ll: 768 * KIB,
-        lamport: NEVER,
-        direct: RangeInclusive::new(MIB + 1, 16 * MIB),
+        lamport: RangeInclusive::new(32 * KIB + 1, 256 * KIB),
+        direct: RangeInclusive::new(768 * KIB + 1, 16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: NEVER,
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN, FOUR_PE_LARGE_RUN, RELAY_RUN],
-            figures: "RELAY: LL relayed 256 KiB: 4.95 against NVSHMEM 7.18, NCCL 7.17 (the \
+            runs: &[FOUR_PE_RUN, FOUR_PE_LARGE_RUN, RELAY_RUN, FOUR_PE_LAMPORT_COPY_RUN],
+            figures: "LAMPORT_COPY_4PE: Lamport 64 KiB: 2.76 against LL 2.89; 128 KiB: 3.09 against \
+                      3.49; 256 KiB: 3.98 against 4.92; LL 32 KiB: 2.57 against 2.70; 512 KiB: \
+                      5.74 against 6.03 (Lamport carries no more than 512 KiB a pair here); \
+                      direct 1 MiB: 10.73 against NVSHMEM 11.57, NCCL 11.59 (RELAY's run: 10.92 \
+                      against 11.36, 11.38; FOUR_PE's, before the direct kernels' shorter entry \
+                      and exit: 12.43 against NVSHMEM 11.45). \
+                      RELAY: LL relayed 256 KiB: 4.95 against NVSHMEM 7.18, NCCL 7.17 (the \
                       one-shot 6.26-6.46); 512 KiB: 5.93 against NVSHMEM 8.00, NCCL 8.10 (the \
                       one-shot carries at most 256 KiB on 4 PEs, the relay 768); one-shot \
                       128 KiB: 3.51-3.64 against relayed 3.88-3.90. LARGE: direct 8 MiB: 41.48 against NVSHMEM 61.53, NCCL 36.24; 16 MiB: \
@@ -725,13 +750,16 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 4..=4,
         arch: Some(Arch::SM90),
         ll: 256 * KIB,
-        lamport: NEVER,
+        lamport: RangeInclusive::new(32 * KIB + 1, 512 * KIB),
         direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(16 * MIB),
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN, ROOTED_RUN, FOUR_PE_LARGE_RUN],
-            figures: "LARGE (blocks): direct 8 MiB: 74.37 against copy engines 80.28, NCCL \
+            runs: &[FOUR_PE_RUN, ROOTED_RUN, FOUR_PE_LARGE_RUN, FOUR_PE_LAMPORT_COPY_RUN],
+            figures: "LAMPORT_COPY_4PE (whole calls): Lamport 256 KiB: 2.98 against LL 3.36; 512 KiB: 3.26 \
+                      against 4.33; 1 MiB: 4.47 against 6.47; 2 MiB: 5.76 against direct 9.98; \
+                      LL 128 KiB: 2.83 against 2.95. \
+                      LARGE (blocks): direct 8 MiB: 74.37 against copy engines 80.28, NCCL \
                       74.49; 16 MiB: 141.55 against 142.66, NCCL 137.72; copy engines 32 MiB: \
                       270.63 against direct 274.43, NCCL 270.96. ROOTED (whole calls): LL 512 \
                       KiB: 4.57 against direct 8.20, NCCL 7.30; 1 MiB (LL's limit, 256 KiB \
@@ -744,13 +772,16 @@ pub(crate) static ROWS: &[Row] = &[
         pes: 4..=4,
         arch: Some(Arch::SM90),
         ll: 256 * KIB,
-        lamport: NEVER,
+        lamport: RangeInclusive::new(32 * KIB + 1, 512 * KIB),
         direct: up_to(16 * MIB),
         direct_where_nvshmem_lacks: false,
         ce: above(16 * MIB),
         basis: Basis::Measured {
-            runs: &[FOUR_PE_RUN, ROOTED_RUN, FOUR_PE_LARGE_RUN],
-            figures: "LARGE (blocks): direct 8 MiB: 76.22 against copy engines 88.31, NCCL \
+            runs: &[FOUR_PE_RUN, ROOTED_RUN, FOUR_PE_LARGE_RUN, FOUR_PE_LAMPORT_COPY_RUN],
+            figures: "LAMPORT_COPY_4PE (whole calls): Lamport 256 KiB: 2.86 against LL 2.92; 512 KiB: 3.05 \
+                      against 3.80; 1 MiB: 4.00 against 7.01; 2 MiB: 6.40 against direct 10.70; \
+                      LL 128 KiB: 2.61 against 2.75. \
+                      LARGE (blocks): direct 8 MiB: 76.22 against copy engines 88.31, NCCL \
                       78.57; 16 MiB: 146.76 against 150.82, NCCL 148.03; copy engines 32 MiB: \
                       286.56 against rooted_get 279.69 (2.5 % apart), direct 286.52. ROOTED \
                       (whole calls): LL 512 KiB: 4.47 against direct 8.39, NCCL 7.77; 1 MiB \
@@ -1226,11 +1257,12 @@ mod tests {
             assert_eq!(u8_copy(coll, from + 1), "nvlink_lamport", "{coll}");
             assert_eq!(f32_sum(coll, MIB), "nvlink_lamport", "{coll}");
             assert_eq!(f32_sum(coll, MIB + 4), "nvlink_direct", "{coll}");
-            // Not measured on 3 or 4 PEs, nor on another architecture.
+            // Not measured on 3 PEs, nor on another architecture (4 PEs: the rows of
+            // `four_pe_sm90_choices_name_the_measured_algorithms`).
             assert_ne!(
                 decide(
                     coll,
-                    4,
+                    3,
                     Some(Arch::SM90),
                     DataType::F32,
                     ReduceOp::Sum,
@@ -1297,30 +1329,38 @@ mod tests {
             (Reduce, 64 * KIB, "nvlink_lamport"),
             (Reduce, 512 * KIB, "nvlink_lamport"),
             (Reduce, MIB, "nvlink_direct"),
-            (Fcollect, 256 * KIB, "nvlink_ll"),
-            (Fcollect, 512 * KIB, "nvlink_direct"),
+            (Fcollect, 128 * KIB, "nvlink_ll"),
+            (Fcollect, 256 * KIB, "nvlink_lamport"),
+            (Fcollect, 2 * MIB, "nvlink_lamport"),
+            (Fcollect, 4 * MIB, "nvlink_direct"),
             (Fcollect, 256 * MIB, "nvlink_direct"),
-            (Alltoall, 256 * KIB, "nvlink_ll"),
-            (Alltoall, 512 * KIB, "nvlink_direct"),
+            (Alltoall, 128 * KIB, "nvlink_ll"),
+            (Alltoall, 256 * KIB, "nvlink_lamport"),
+            (Alltoall, 2 * MIB, "nvlink_lamport"),
+            (Alltoall, 4 * MIB, "nvlink_direct"),
             (Alltoall, 256 * MIB, "nvlink_direct"),
-            (Broadcast, 128 * KIB, "nvlink_ll"),
-            (Broadcast, 256 * KIB, "nvlink_ll"),
+            (Broadcast, 32 * KIB, "nvlink_ll"),
+            (Broadcast, 64 * KIB, "nvlink_lamport"),
+            (Broadcast, 256 * KIB, "nvlink_lamport"),
+            (Broadcast, 512 * KIB, "nvlink_ll"),
             (Broadcast, 768 * KIB, "nvlink_ll"),
-            (Broadcast, 768 * KIB + 8, "nvshmem"),
-            (Broadcast, MIB, "nvshmem"),
+            (Broadcast, 768 * KIB + 8, "nvlink_direct"),
+            (Broadcast, MIB, "nvlink_direct"),
             (Broadcast, 2 * MIB, "nvlink_direct"),
             (Broadcast, 4 * MIB, "nvlink_direct"),
             (Broadcast, 8 * MIB, "nvlink_direct"),
             (Broadcast, 16 * MIB, "nvlink_direct"),
             (Broadcast, 32 * MIB, "nvshmem"),
-            (Gather, 512 * KIB, "nvlink_ll"),
-            (Gather, MIB, "nvlink_ll"),
-            (Gather, 2 * MIB, "nvlink_direct"),
+            (Gather, 128 * KIB, "nvlink_ll"),
+            (Gather, 256 * KIB, "nvlink_lamport"),
+            (Gather, 2 * MIB, "nvlink_lamport"),
+            (Gather, 4 * MIB, "nvlink_direct"),
             (Gather, 64 * MIB, "nvlink_direct"),
             (Gather, 128 * MIB, "nvlink_ce"),
-            (Scatter, 512 * KIB, "nvlink_ll"),
-            (Scatter, MIB, "nvlink_ll"),
-            (Scatter, 2 * MIB, "nvlink_direct"),
+            (Scatter, 128 * KIB, "nvlink_ll"),
+            (Scatter, 256 * KIB, "nvlink_lamport"),
+            (Scatter, 2 * MIB, "nvlink_lamport"),
+            (Scatter, 4 * MIB, "nvlink_direct"),
             (Scatter, 64 * MIB, "nvlink_direct"),
             (Scatter, 128 * MIB, "nvlink_ce"),
         ] {
@@ -1455,7 +1495,35 @@ mod tests {
             ("fcollect", 128 * KIB),
             ("gather", 128 * KIB),
         ];
-        let sweeps: [Sweep; 25] = [
+        // Where the 4-PE rows take the Lamport copies (FOUR_PE_LAMPORT_COPY_RUN, whole calls):
+        // sweeps before it could not time them (timed in sweep-4pe-lamport-copies-2026-11-28).
+        const FOUR_PE_BEFORE_LAMPORT_COPIES: &[(&str, usize)] = &[
+            ("broadcast", 64 * KIB),
+            ("broadcast", 128 * KIB),
+            ("broadcast", 256 * KIB),
+            ("fcollect", 256 * KIB),
+            ("fcollect", 512 * KIB),
+            ("fcollect", MIB),
+            ("fcollect", 2 * MIB),
+            ("alltoall", 256 * KIB),
+            ("alltoall", 512 * KIB),
+            ("alltoall", MIB),
+            ("alltoall", 2 * MIB),
+            ("gather", 256 * KIB),
+            ("gather", 512 * KIB),
+            ("gather", MIB),
+            ("gather", 2 * MIB),
+            ("scatter", 256 * KIB),
+            ("scatter", 512 * KIB),
+            ("scatter", MIB),
+            ("scatter", 2 * MIB),
+        ];
+        // The 4-PE broadcast of 1 MiB, which the direct kernels take since
+        // FOUR_PE_LAMPORT_COPY_RUN (10.73 µs against NVSHMEM's 11.57; NVSHMEM's before): the
+        // first 4-PE sweep timed their longer entry and exit then (12.43 against 11.36), and
+        // the relay's broadcast sweep did not force them.
+        const FOUR_PE_BROADCAST_1M_BEFORE_DIRECT: &[(&str, usize)] = &[("broadcast", MIB)];
+        let sweeps: [Sweep; 26] = [
             // LL's fcollect and alltoall of 1 MiB before their lanes went to the peers alone
             // (timed again in PEER_LANES_RUN's sweep). The direct kernels' one-way moves of
             // 32-64 MiB before the waits stopped reading the abort word every 256 polls
@@ -1506,6 +1574,8 @@ mod tests {
                     &[("gather", MIB), ("scatter", MIB), ("broadcast", 256 * KIB)],
                     FOUR_PE_LAMPORT_REDUCE_BEFORE_EA0EADB,
                     FOUR_PE_BEFORE_RELAY,
+                    FOUR_PE_BEFORE_LAMPORT_COPIES,
+                    FOUR_PE_BROADCAST_1M_BEFORE_DIRECT,
                 ],
                 false,
             ),
@@ -1562,7 +1632,12 @@ mod tests {
                 ],
                 true,
             ),
-            (4, "rooted-2026-11-27/4pe", &[FOUR_PE_BEFORE_RELAY], true),
+            (
+                4,
+                "rooted-2026-11-27/4pe",
+                &[FOUR_PE_BEFORE_RELAY, FOUR_PE_BEFORE_LAMPORT_COPIES],
+                true,
+            ),
             // The reductions, 512 B to 8 MiB calls, after the Lamport kernels' re-fill and
             // pair loops (219b543).
             (
@@ -1579,7 +1654,11 @@ mod tests {
             (
                 4,
                 "sweep-4pe-2026-11-27b/full",
-                &[FOUR_PE_BEFORE_C84AF28, FOUR_PE_BEFORE_RELAY],
+                &[
+                    FOUR_PE_BEFORE_C84AF28,
+                    FOUR_PE_BEFORE_RELAY,
+                    FOUR_PE_BEFORE_LAMPORT_COPIES,
+                ],
                 true,
             ),
             (4, "sweep-4pe-2026-11-27b/reduce", &[], true),
@@ -1589,7 +1668,12 @@ mod tests {
                 &[TWO_PE_BEFORE_LL_PAIR, TWO_PE_BEFORE_LAMPORT_COPIES],
                 true,
             ),
-            (4, "sweep-large-2026-11-27/4pe", &[], true),
+            (
+                4,
+                "sweep-large-2026-11-27/4pe",
+                &[FOUR_PE_BEFORE_LAMPORT_COPIES],
+                true,
+            ),
             // 2 x H100 (the rows are of sm_90, H100 and H200 alike): the first H100 pair lent.
             (
                 2,
@@ -1640,10 +1724,18 @@ mod tests {
             (
                 4,
                 "relay-2026-11-28/sweep-4pe",
-                &[FOUR_PE_BEFORE_RELAY],
+                &[FOUR_PE_BEFORE_RELAY, FOUR_PE_BEFORE_LAMPORT_COPIES],
                 true,
             ),
-            (4, "relay-2026-11-28/broadcast-4pe", &[], true),
+            (
+                4,
+                "relay-2026-11-28/broadcast-4pe",
+                &[
+                    FOUR_PE_BEFORE_LAMPORT_COPIES,
+                    FOUR_PE_BROADCAST_1M_BEFORE_DIRECT,
+                ],
+                true,
+            ),
             // LAMPORT_COPY_RUN: the copies of 64 KiB to 4 MiB with the Lamport copies.
             (
                 2,
@@ -1678,6 +1770,9 @@ mod tests {
             // of 4-32 KiB with the bands it moved.
             (2, "sweep-lamport-batch1-2026-11-28", &[], true),
             (2, "sweep-lamport-batch1-2026-11-28/low", &[], true),
+            // FOUR_PE_LAMPORT_COPY_RUN: the copies of 16 KiB to 4 MiB on 4 GPUs with the
+            // Lamport copies.
+            (4, "sweep-4pe-lamport-copies-2026-11-28", &[], true),
         ];
         let mut checked = 0;
         for (n, dir, exceptions, with_auto) in sweeps {
@@ -1765,12 +1860,13 @@ mod tests {
     /// rooted reduce, where LL stays faster) up to 2 MiB; 4-PE sm_90 teams have a band of their
     /// own (`four_pe_sm90_choices_name_the_measured_algorithms`); integers, f64 (which the
     /// algorithm refuses), other team sizes and unknown architectures never prefer it. The
-    /// copies' bands are 2-PE sm_90 ones (`two_pe_sm90_choices_name_the_measured_algorithms`).
+    /// copies' bands are 2- and 4-PE sm_90 ones (`two_pe_sm90_choices_name_the_measured_algorithms`,
+    /// `four_pe_sm90_choices_name_the_measured_algorithms`).
     #[test]
     fn lamport_is_preferred_for_float_reductions_of_the_mid_band_on_measured_sm90_teams_only() {
         for r in ROWS.iter().filter(|r| !r.lamport.is_empty()) {
             assert!(r.arch == Some(Arch::SM90));
-            let pes = if r.coll.reduces() { 2..=4 } else { 2..=2 };
+            let pes = 2..=4;
             assert!(
                 pes.contains(r.pes.start()) && pes.contains(r.pes.end()) && r.pes != (3..=3),
                 "{} {:?}",
@@ -1823,7 +1919,12 @@ mod tests {
                 "nvlink_lamport"
             );
             assert_ne!(
-                choice(coll, 4, sm90, DataType::F32, 256 * KIB),
+                choice(coll, 4, sm90, DataType::F32, 8 * KIB),
+                "nvlink_lamport"
+            );
+            assert_ne!(choice(coll, 4, sm90, DataType::F32, MIB), "nvlink_lamport");
+            assert_ne!(
+                choice(coll, 3, sm90, DataType::F32, 256 * KIB),
                 "nvlink_lamport"
             );
         }
