@@ -445,18 +445,16 @@ pub(crate) mod tests {
         ops
     }
 
-    const COPIES: [Collective; 5] = [
-        Collective::Broadcast,
-        Collective::Fcollect,
-        Collective::Alltoall,
-        Collective::Gather,
-        Collective::Scatter,
-    ];
-    const REDUCTIONS: [Collective; 3] = [
-        Collective::AllReduce,
-        Collective::Reduce,
-        Collective::ReduceScatter,
-    ];
+    /// The collectives with buffers (all but barrier and sync), from the library's one list.
+    fn data_collectives() -> impl Iterator<Item = Collective> {
+        Collective::ALL.into_iter().filter(|c| !c.is_sync_only())
+    }
+    fn copies() -> impl Iterator<Item = Collective> {
+        data_collectives().filter(|c| !c.reduces())
+    }
+    fn reductions() -> impl Iterator<Item = Collective> {
+        data_collectives().filter(|c| c.reduces())
+    }
 
     #[test]
     fn encode_decode_round_trips_for_every_type() {
@@ -517,7 +515,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_right_answer_has_no_wrong_elements() {
-        for c in REDUCTIONS.into_iter().chain(COPIES) {
+        for c in data_collectives() {
             for me in 0..2 {
                 let s = spec(c, me);
                 assert_eq!(count_wrong(&s, &host_result(&s)), 0, "{c:?}");
@@ -533,7 +531,7 @@ pub(crate) mod tests {
                     continue;
                 }
                 for n in [1, 2, 3, 8, 17, 40] {
-                    for c in REDUCTIONS.into_iter().chain(COPIES) {
+                    for c in data_collectives() {
                         let s = spec_of(c, t, op, n - 1, n);
                         let out = host_result(&s);
                         assert_eq!(count_wrong(&s, &out), 0, "{c:?} {t} {op} n {n}");
@@ -549,7 +547,7 @@ pub(crate) mod tests {
     #[test]
     fn copies_are_compared_bit_for_bit() {
         for &t in DataType::ALL {
-            for c in COPIES {
+            for c in copies() {
                 for n in [2, 3, 8] {
                     let s = spec_of(c, t, ReduceOp::Sum, 0, n);
                     let right = host_result(&s);
@@ -580,7 +578,7 @@ pub(crate) mod tests {
         for &t in DataType::ALL {
             for op in all_ops() {
                 for n in [1, 2, 3, 8, 17, 130] {
-                    for c in REDUCTIONS.into_iter().chain(COPIES) {
+                    for c in data_collectives() {
                         if c.reduces() && !op.applies_to(t.kind()) {
                             continue;
                         }
@@ -667,7 +665,7 @@ pub(crate) mod tests {
         for t in [DataType::BF16, DataType::F16, DataType::F32, DataType::F64] {
             for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max] {
                 for n in [1, 2, 3, 8, 20, 60] {
-                    for c in REDUCTIONS {
+                    for c in reductions() {
                         let s = spec_of(c, t, op, 0, n);
                         assert_eq!(roundings_allowed(&s), 0, "{t} {op} n {n}");
                         let right = host_result(&s);

@@ -1040,22 +1040,11 @@ mod tests {
     use crate::{
         collective::algo::{
             registry,
-            tests::{call, team, with_channel},
+            tests::{call, data_collectives, team, with_channel},
         },
         team::TeamShape,
         ReduceOp,
     };
-
-    const DATA: [Collective; 8] = [
-        Collective::AllReduce,
-        Collective::ReduceScatter,
-        Collective::Fcollect,
-        Collective::Alltoall,
-        Collective::Broadcast,
-        Collective::Reduce,
-        Collective::Gather,
-        Collective::Scatter,
-    ];
 
     /// The 2-PE preferences as `nvlink.rs` and `ce.rs` wrote them before this table, kept
     /// verbatim as the record the measured rows must reproduce: (LL, copy engines, direct)
@@ -1175,7 +1164,7 @@ mod tests {
     #[test]
     fn the_two_pe_sm90_choices_are_those_made_before_the_table() {
         let mut checked = 0;
-        for coll in DATA {
+        for coll in data_collectives() {
             for (dtype, op) in [
                 (DataType::F32, ReduceOp::Sum),
                 (DataType::F32, ReduceOp::PreMulSum(0.5)),
@@ -1932,7 +1921,7 @@ mod tests {
 
     #[test]
     fn every_collective_has_one_row_for_each_team_size_and_architecture() {
-        for coll in DATA {
+        for coll in data_collectives() {
             for n in 1..=8 {
                 for arch in [
                     Some(Arch::SM90),
@@ -2074,7 +2063,7 @@ mod tests {
                 lacks(Collective::AllReduce, DataType::I32, ReduceOp::Sum),
                 "nvshmem"
             );
-            for coll in DATA {
+            for coll in data_collectives() {
                 for x in sizes() {
                     assert!(!decide(coll, n, arch, DataType::U8, ReduceOp::Max, x).2);
                 }

@@ -2004,14 +2004,17 @@ fn the_room_does_not_change_choices_that_fit() {
     }
 }
 
+/// The collectives with buffers (all but barrier and sync), from the library's one list.
+pub(crate) fn data_collectives() -> impl Iterator<Item = Collective> {
+    Collective::ALL
+        .into_iter()
+        .filter(|c| c.geometry() != Geometry::None)
+}
+
 /// The collectives that move data without reducing it.
-const COPIES: [Collective; 5] = [
-    Collective::Broadcast,
-    Collective::Fcollect,
-    Collective::Alltoall,
-    Collective::Gather,
-    Collective::Scatter,
-];
+fn copies() -> impl Iterator<Item = Collective> {
+    data_collectives().filter(|c| !c.reduces())
+}
 
 /// The automatic choice for the copies (broadcast, fcollect, alltoall, gather, scatter), one
 /// line per team, PE, architecture, resident-block figure, kind of team and placement: the
@@ -2023,7 +2026,7 @@ fn copy_choices() -> String {
     sizes.extend((3..20).map(|p| 3usize << (p - 1)));
     sizes.sort_unstable();
     let mut out = String::new();
-    for coll in COPIES {
+    for coll in copies() {
         for n in [2, 3, 4, 8] {
             for me in [0, 1] {
                 for arch in [Some(Arch::SM90), None] {
@@ -2103,7 +2106,7 @@ fn the_copies_choose_as_recorded() {
 /// LL band says so (`the_copies_choose_as_recorded`).
 #[test]
 fn forced_ll_carries_the_copies_up_to_1_mib_a_pair() {
-    for coll in COPIES {
+    for coll in copies() {
         for me in [0, 1] {
             let t = team(2, me, true);
             for x in [64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20] {
