@@ -665,9 +665,9 @@ pub(crate) static ROWS: &[Row] = &[
         ce: NEVER,
         basis: Basis::Measured {
             runs: &[FOUR_PE_RUN, FOUR_PE_LAMPORT_COPY_RUN],
-            figures: "LAMPORT_COPY_4PE (whole calls): Lamport 256 KiB: 3.77 against LL 4.42; 512 KiB: 4.77 \
-                      against direct 7.06; 1 MiB: 6.70 against 8.54; 2 MiB: 10.04 against \
-                      12.01; LL 128 KiB: 3.68 against 3.74. \
+            figures: "FOUR_PE_LAMPORT_COPY (whole calls): Lamport 256 KiB: 3.77 against LL 4.42; \
+                      512 KiB: 4.77 against direct 7.06; 1 MiB: 6.70 against 8.54; 2 MiB: 10.04 \
+                      against 12.01; LL 128 KiB: 3.68 against 3.74. \
                       LL 256 KiB: 6.50 against direct 8.02, NVSHMEM 8.81; 512 KiB: 10.08 \
                       against direct 8.79. Direct 4 MiB: 21.28 against NVSHMEM 34.16; 256 MiB: \
                       586.84 against 605.46, NCCL 659.66, copy engines 1049.29",
@@ -684,9 +684,9 @@ pub(crate) static ROWS: &[Row] = &[
         ce: NEVER,
         basis: Basis::Measured {
             runs: &[FOUR_PE_RUN, FOUR_PE_LAMPORT_COPY_RUN],
-            figures: "LAMPORT_COPY_4PE (whole calls): Lamport 256 KiB: 4.02 against LL 4.97; 512 KiB: 4.33 \
-                      against direct 6.81; 1 MiB: 6.66 against 8.17; 2 MiB: 10.05 against \
-                      10.84; LL 128 KiB: 3.70 against 3.99. \
+            figures: "FOUR_PE_LAMPORT_COPY (whole calls): Lamport 256 KiB: 4.02 against LL 4.97; \
+                      512 KiB: 4.33 against direct 6.81; 1 MiB: 6.66 against 8.17; 2 MiB: 10.05 \
+                      against 10.84; LL 128 KiB: 3.70 against 3.99. \
                       LL 256 KiB: 6.84 against direct 7.76, NVSHMEM 8.54; 512 KiB: 10.87 \
                       against direct 8.32. Direct 2 MiB: 12.59 against NVSHMEM 20.59; 256 MiB: \
                       587.79 against 657.74, NCCL 656.96, copy engines 1048.50",
@@ -703,9 +703,9 @@ pub(crate) static ROWS: &[Row] = &[
         ce: NEVER,
         basis: Basis::Measured {
             runs: &[FOUR_PE_RUN, FOUR_PE_LARGE_RUN, RELAY_RUN, FOUR_PE_LAMPORT_COPY_RUN],
-            figures: "LAMPORT_COPY_4PE: Lamport 64 KiB: 2.76 against LL 2.89; 128 KiB: 3.09 against \
-                      3.49; 256 KiB: 3.98 against 4.92; LL 32 KiB: 2.57 against 2.70; 512 KiB: \
-                      5.74 against 6.03 (Lamport carries no more than 512 KiB a pair here); \
+            figures: "FOUR_PE_LAMPORT_COPY: Lamport 64 KiB: 2.76 against LL 2.89; 128 KiB: 3.09 \
+                      against 3.49; 256 KiB: 3.98 against 4.92; LL 32 KiB: 2.57 against 2.70; 512 \
+                      KiB: 5.74 against 6.03 (Lamport carries no more than 512 KiB a pair here); \
                       direct 1 MiB: 10.73 against NVSHMEM 11.57, NCCL 11.59 (RELAY's run: 10.92 \
                       against 11.36, 11.38; FOUR_PE's, before the direct kernels' shorter entry \
                       and exit: 12.43 against NVSHMEM 11.45). \
@@ -756,9 +756,9 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(16 * MIB),
         basis: Basis::Measured {
             runs: &[FOUR_PE_RUN, ROOTED_RUN, FOUR_PE_LARGE_RUN, FOUR_PE_LAMPORT_COPY_RUN],
-            figures: "LAMPORT_COPY_4PE (whole calls): Lamport 256 KiB: 2.98 against LL 3.36; 512 KiB: 3.26 \
-                      against 4.33; 1 MiB: 4.47 against 6.47; 2 MiB: 5.76 against direct 9.98; \
-                      LL 128 KiB: 2.83 against 2.95. \
+            figures: "FOUR_PE_LAMPORT_COPY (whole calls): Lamport 256 KiB: 2.98 against LL 3.36; \
+                      512 KiB: 3.26 against 4.33; 1 MiB: 4.47 against 6.47; 2 MiB: 5.76 against \
+                      direct 9.98; LL 128 KiB: 2.83 against 2.95. \
                       LARGE (blocks): direct 8 MiB: 74.37 against copy engines 80.28, NCCL \
                       74.49; 16 MiB: 141.55 against 142.66, NCCL 137.72; copy engines 32 MiB: \
                       270.63 against direct 274.43, NCCL 270.96. ROOTED (whole calls): LL 512 \
@@ -778,9 +778,9 @@ pub(crate) static ROWS: &[Row] = &[
         ce: above(16 * MIB),
         basis: Basis::Measured {
             runs: &[FOUR_PE_RUN, ROOTED_RUN, FOUR_PE_LARGE_RUN, FOUR_PE_LAMPORT_COPY_RUN],
-            figures: "LAMPORT_COPY_4PE (whole calls): Lamport 256 KiB: 2.86 against LL 2.92; 512 KiB: 3.05 \
-                      against 3.80; 1 MiB: 4.00 against 7.01; 2 MiB: 6.40 against direct 10.70; \
-                      LL 128 KiB: 2.61 against 2.75. \
+            figures: "FOUR_PE_LAMPORT_COPY (whole calls): Lamport 256 KiB: 2.86 against LL 2.92; \
+                      512 KiB: 3.05 against 3.80; 1 MiB: 4.00 against 7.01; 2 MiB: 6.40 against \
+                      direct 10.70; LL 128 KiB: 2.61 against 2.75. \
                       LARGE (blocks): direct 8 MiB: 76.22 against copy engines 88.31, NCCL \
                       78.57; 16 MiB: 146.76 against 150.82, NCCL 148.03; copy engines 32 MiB: \
                       286.56 against rooted_get 279.69 (2.5 % apart), direct 286.52. ROOTED \
@@ -1849,7 +1849,8 @@ mod tests {
     /// rooted reduce, where LL stays faster) up to 2 MiB; 4-PE sm_90 teams have a band of their
     /// own (`four_pe_sm90_choices_name_the_measured_algorithms`); integers, f64 (which the
     /// algorithm refuses), other team sizes and unknown architectures never prefer it. The
-    /// copies' bands are 2- and 4-PE sm_90 ones (`two_pe_sm90_choices_name_the_measured_algorithms`,
+    /// copies' bands are 2- and 4-PE sm_90 ones
+    /// (`two_pe_sm90_choices_name_the_measured_algorithms`,
     /// `four_pe_sm90_choices_name_the_measured_algorithms`).
     #[test]
     fn lamport_is_preferred_for_float_reductions_of_the_mid_band_on_measured_sm90_teams_only() {
