@@ -26,6 +26,14 @@
 //   remote    barrier; remote; barrier  (no local copy: the framing alone)
 //   barriers  barrier; barrier
 //   copyonly  remote (no barrier: the copy engine's own rate and launch)
+//   membarriers, memremote, memserial, memfull: barriers, remote, serial and full with each
+//             barrier made of stream memory operations alone, no kernel: the peer's flag set
+//             (cuStreamWriteValue32 to its memory, which fences the stream's earlier work
+//             first), this GPU's flag waited for (cuStreamWaitValue32) and reset. Constant
+//             values serve every replay: the peer sets a flag again only after its next
+//             barrier, which waits for this GPU's next arrival, queued after the reset.
+//             (membarriers hung in a graph at 64 KiB the one time it ran, 2 x H200, 2026-11-28;
+//             the cause was not looked for, so the four stay last and off by default.)
 // (A `pull` variant, the peer's block copied in by this GPU's copy engine, hung in a graph at
 // 64 KiB the one time it ran, 2 x H200, 2026-11-27; it was removed, the cause not looked for.)
 // Each mode (graph: the calls captured once per GPU and the graph launched; stream: queued
@@ -44,7 +52,7 @@
 #include <vector>
 
 // flags[0]: this GPU's epoch; flags[1]: what the peer stored (its epoch); flags[2], flags[3]:
-// the signal variant's go and done.
+// the signal variant's go and done; flags[4], flags[5]: the memory-operation barriers' flags.
 __device__ void barrier_kernel_body(unsigned *flags, unsigned *peer_flags, int *err) {
     if (threadIdx.x != 0) return;
     const unsigned e = *(volatile unsigned *)flags + 1;
@@ -98,11 +106,12 @@ __global__ void copy_kernel(uint4 *dst, const uint4 *src, size_t n) {
 
 enum Variant {
     BARRIERS, COPYONLY, REMOTE, FULL, SIGNAL, SMLOCAL, SERIAL, LOCALFIRST, SMFIRST, EARLY,
-    VARIANTS
+    MEMBARRIERS, MEMREMOTE, MEMSERIAL, MEMFULL, VARIANTS
 };
-static const char *NAMES[VARIANTS] = {"barriers", "copyonly",  "remote",  "full",
-                                      "signal",   "smlocal",   "serial",  "localfirst",
-                                      "smfirst",  "early"};
+static const char *NAMES[VARIANTS] = {"barriers", "copyonly",  "remote",    "full",
+                                      "signal",   "smlocal",   "serial",    "localfirst",
+                                      "smfirst",  "early",     "membarriers", "memremote",
+                                      "memserial", "memfull"};
 
 struct Gpu {
     char *src, *dst; // src: this GPU's block; dst: 2 blocks (fcollect's output)
@@ -132,6 +141,12 @@ static void call(Gpu *g, int i, Variant v, size_t B) {
     };
     auto ce = [&](cudaStream_t s, char *d, const char *from) {
         CK(cudaMemcpyAsync(d, from, B, cudaMemcpyDeviceToDevice, s));
+    };
+    // A barrier of stream memory operations; `k` picks the flag pair (opening 4, closing 5).
+    auto memop_barrier = [&](int k) {
+        CU(cuStreamWriteValue32(me.main, (CUdeviceptr)(peer.flags + k), 1, 0));
+        CU(cuStreamWaitValue32(me.main, (CUdeviceptr)(me.flags + k), 1, CU_STREAM_WAIT_VALUE_EQ));
+        CU(cuStreamWriteValue32(me.main, (CUdeviceptr)(me.flags + k), 0, 0));
     };
     auto fork = [&] {
         CK(cudaEventRecord(me.fork, me.main));
@@ -179,6 +194,19 @@ static void call(Gpu *g, int i, Variant v, size_t B) {
     case BARRIERS:
         barrier(), barrier();
         break;
+    case MEMBARRIERS:
+        memop_barrier(4), memop_barrier(5);
+        break;
+    case MEMREMOTE:
+        memop_barrier(4), ce(me.main, theirs, me.src), memop_barrier(5);
+        break;
+    case MEMSERIAL:
+        memop_barrier(4), ce(me.main, theirs, me.src), ce(me.main, mine, me.src), memop_barrier(5);
+        break;
+    case MEMFULL:
+        memop_barrier(4), fork(), ce(me.side, mine, me.src), ce(me.main, theirs, me.src), join(),
+            memop_barrier(5);
+        break;
     case COPYONLY:
         ce(me.main, theirs, me.src);
         break;
@@ -190,13 +218,13 @@ static void call(Gpu *g, int i, Variant v, size_t B) {
 // What GPU i's output must hold after variant v: both blocks (block j is GPU j's src), except
 // where the variant writes fewer.
 static bool check(Gpu *g, Variant v, size_t B) {
-    if (v == BARRIERS) return true;
+    if (v == BARRIERS || v == MEMBARRIERS) return true;
     for (int i = 0; i < 2; ++i) {
         CK(cudaSetDevice(i));
         std::vector<unsigned char> out(2 * B);
         CK(cudaMemcpy(out.data(), g[i].dst, 2 * B, cudaMemcpyDeviceToHost));
         for (int j = 0; j < 2; ++j) {
-            const bool written = j != i || (v != REMOTE && v != COPYONLY);
+            const bool written = j != i || (v != REMOTE && v != COPYONLY && v != MEMREMOTE);
             if (!written) continue;
             for (size_t k = 0; k < B; k += 4093)
                 if (out[(size_t)j * B + k] != (unsigned char)(k * 7 + j * 13 + 1)) return false;
@@ -221,8 +249,8 @@ int main(int argc, char **argv) {
         CK(cudaDeviceEnablePeerAccess(1 - i, 0));
         CK(cudaMalloc(&g[i].src, max_b));
         CK(cudaMalloc(&g[i].dst, 2 * max_b));
-        CK(cudaMalloc(&g[i].flags, 4 * sizeof(unsigned)));
-        CK(cudaMemset(g[i].flags, 0, 4 * sizeof(unsigned)));
+        CK(cudaMalloc(&g[i].flags, 8 * sizeof(unsigned)));
+        CK(cudaMemset(g[i].flags, 0, 8 * sizeof(unsigned)));
         CK(cudaMalloc(&g[i].err, sizeof(int)));
         CK(cudaMemset(g[i].err, 0, sizeof(int)));
         std::vector<unsigned char> h(max_b);
@@ -242,9 +270,8 @@ int main(int argc, char **argv) {
             const int calls = B <= (512 << 10) ? 200 : B <= (8 << 20) ? 50 : 20;
             for (int vi = 0; vi < VARIANTS; ++vi) {
                 const Variant v = (Variant)vi;
-                if (!only.empty() &&
-                    only.find(std::string(",") + NAMES[v] + ",") == std::string::npos)
-                    continue;
+                const bool named = only.find(std::string(",") + NAMES[v] + ",") != std::string::npos;
+                if (only.empty() ? v >= MEMBARRIERS : !named) continue;
                 for (int i = 0; i < 2; ++i) {
                     CK(cudaSetDevice(i));
                     CK(cudaMemset(g[i].dst, 0, 2 * B));

@@ -37,6 +37,13 @@
 //   push-reduce-scatter  the same into the peer's dst (its block), then a local add.
 //   push-reduce  GPU 1 stores its whole input into the root's dst piece by piece, flagged; the
 //                root adds its own input in place as the pieces arrive.
+//   flag-reduce-scatter  the copy engine pushes the peer's half of the own input into the
+//                peer's scratch chunk by chunk, each chunk followed by a flag in the peer's
+//                memory (cuStreamWriteValue32, which fences the copy before it); one kernel a
+//                GPU, started at once beside it, waits for each chunk's flag and adds it to
+//                the own half into dst. No cross-stream event but the start's and the end's.
+//   flag-all-reduce  the same, the kernel also storing each sum into the peer's dst (SM
+//                stores), so each direction carries one half by copy engine and one by SM.
 // For the push variants `chunks` is the pieces a block's part is cut into (flags a block).
 // Each call starts when both GPUs have finished the previous one (cross-device event waits:
 // a barrier) and ends when both have finished this one, as a library call would.
@@ -185,6 +192,35 @@ __global__ void push_reduce_kernel(float4 *dst, float4 *peer_dst, const float4 *
     }
 }
 
+// flag-reduce-scatter and flag-all-reduce: chunk k of the own half (n vectors, `chunks` equal
+// chunks) is summed once the peer's copy engine has put its part into scratch and raised
+// flags[k]; the sum goes to dst, and with peer_dst also there.
+__global__ void flag_sum_kernel(float4 *dst, float4 *peer_dst, const float4 *own,
+                                const float4 *scratch, size_t n, int chunks,
+                                const unsigned *flags, unsigned epoch, int *err) {
+    const size_t chunk = n / chunks;
+    for (int k = 0; k < chunks; ++k) {
+        if (threadIdx.x == 0) {
+            long spins = 0;
+            while (ld_acquire(flags + k) != epoch)
+                if (++spins > (1L << 28)) {
+                    atomicExch(err, 1);
+                    break;
+                }
+        }
+        __syncthreads();
+        for (size_t j = k * chunk + blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+             j < (k + 1) * chunk; j += (size_t)gridDim.x * blockDim.x) {
+            const float4 x = own[j], y = scratch[j];
+            const float4 s = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+            dst[j] = s;
+            if (peer_dst) peer_dst[j] = s;
+        }
+    }
+}
+
+static const size_t FLAG_AT = 1000 * 64; // the flag variants' flags, past the push variants'
+
 // The loop shapes of this crate's direct kernels (direct.cu: 512 threads, at most 128 blocks,
 // each thread loading U vectors before it stores them) against others, for the one-way moves
 // that run slowly there at 32-64 MiB (2 x H200, 2026-11-27: a broadcast, gather or 2-PE
@@ -228,6 +264,8 @@ enum Variant {
     PUSH_ALL_REDUCE,
     PUSH_REDUCE_SCATTER,
     PUSH_REDUCE,
+    FLAG_REDUCE_SCATTER,
+    FLAG_ALL_REDUCE,
     SHAPE_REDUCE, // the 2-PE rooted reduce's root loading the peer's input (shape below)
     SHAPE_PUSH,   // GPU 0 storing its input into GPU 1's dst (a broadcast)
     SHAPE_PULL,   // GPU 1 loading GPU 0's input into its dst
@@ -236,10 +274,13 @@ enum Variant {
 static const char *NAMES[] = {"sm-two-shot",    "ce-all-reduce",      "ce-reduce-scatter",
                               "ce-reduce",      "sm-reduce-scatter",  "sm-reduce",
                               "push-all-reduce", "push-reduce-scatter", "push-reduce",
+                              "flag-reduce-scatter", "flag-all-reduce",
                               "shape-reduce",    "shape-push",          "shape-pull"};
-static bool is_push(Variant v) { return v >= PUSH_ALL_REDUCE; }
+static bool is_push(Variant v) { return v >= PUSH_ALL_REDUCE && v <= PUSH_REDUCE; }
+static bool flagged(Variant v) { return v == FLAG_REDUCE_SCATTER || v == FLAG_ALL_REDUCE; }
 static bool scatters(Variant v) {
-    return v == CE_REDUCE_SCATTER || v == SM_REDUCE_SCATTER || v == PUSH_REDUCE_SCATTER;
+    return v == CE_REDUCE_SCATTER || v == SM_REDUCE_SCATTER || v == PUSH_REDUCE_SCATTER ||
+           v == FLAG_REDUCE_SCATTER;
 }
 static bool rooted(Variant v) {
     return v == CE_REDUCE || v == SM_REDUCE || v == PUSH_REDUCE || v == SHAPE_REDUCE;
@@ -330,6 +371,27 @@ static void call(Gpu *g, Variant v, size_t N, int chunks) {
                     theirs, rs ? 0 : mine, rs ? 0 : theirs, !rs, me.flags, peer.flags, g_epoch,
                     chunks, me.err);
             CK(cudaGetLastError());
+            continue;
+        }
+        if (flagged(v)) {
+            const size_t h4 = half / 4, chunk = half / chunks;
+            const float *theirs = me.src + (1 - i) * half; // the peer's half of the own input
+            CK(cudaStreamWaitEvent(me.pull, me.start, 0));
+            for (int k = 0; k < chunks; ++k) {
+                CK(cudaMemcpyAsync(peer.scratch + k * chunk, theirs + k * chunk, chunk * 4,
+                                   cudaMemcpyDefault, me.pull));
+                CU(cuStreamWriteValue32(me.pull, (CUdeviceptr)(peer.flags + FLAG_AT + k),
+                                        g_epoch, 0));
+            }
+            const bool all = v == FLAG_ALL_REDUCE;
+            float *out = all ? me.dst + off : me.dst;
+            flag_sum_kernel<<<2 * g_sms, 512, 0, me.main>>>(
+                (float4 *)out, all ? (float4 *)(peer.dst + off) : nullptr,
+                (const float4 *)(me.src + off), (const float4 *)me.scratch, h4, chunks,
+                me.flags + FLAG_AT, g_epoch, me.err);
+            CK(cudaGetLastError());
+            CK(cudaEventRecord(me.pushed[0], me.pull));
+            CK(cudaStreamWaitEvent(me.main, me.pushed[0], 0));
             continue;
         }
         if (v == SM_REDUCE || (v == CE_REDUCE && i == 1)) continue; // the root does it all
