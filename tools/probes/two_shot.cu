@@ -133,19 +133,23 @@ __device__ __forceinline__ void raise(unsigned *peer_flags, int pieces, int k, u
     }
 }
 
-// Waits until the peer raised flag (b, k) for this epoch; a bound ends it (and says so) rather
-// than hang the probe.
-__device__ __forceinline__ void await(const unsigned *flags, int pieces, int k, unsigned epoch,
-                                      int *err) {
+// Waits until `flag` holds this epoch; a bound ends it (and says so) rather than hang the probe.
+__device__ __forceinline__ void await_flag(const unsigned *flag, unsigned epoch, int *err) {
     if (threadIdx.x == 0) {
         long spins = 0;
-        while (ld_acquire(flags + blockIdx.x * pieces + k) != epoch)
+        while (ld_acquire(flag) != epoch)
             if (++spins > (1L << 28)) {
                 atomicExch(err, 1);
                 break;
             }
     }
     __syncthreads();
+}
+
+// Waits until the peer raised flag (b, k) for this epoch.
+__device__ __forceinline__ void await(const unsigned *flags, int pieces, int k, unsigned epoch,
+                                      int *err) {
+    await_flag(flags + blockIdx.x * pieces + k, epoch, err);
 }
 
 // push-all-reduce and push-reduce-scatter (both = 1: the sum also goes to the peer's dst).
@@ -200,15 +204,7 @@ __global__ void flag_sum_kernel(float4 *dst, float4 *peer_dst, const float4 *own
                                 const unsigned *flags, unsigned epoch, int *err) {
     const size_t chunk = n / chunks;
     for (int k = 0; k < chunks; ++k) {
-        if (threadIdx.x == 0) {
-            long spins = 0;
-            while (ld_acquire(flags + k) != epoch)
-                if (++spins > (1L << 28)) {
-                    atomicExch(err, 1);
-                    break;
-                }
-        }
-        __syncthreads();
+        await_flag(flags + k, epoch, err);
         for (size_t j = k * chunk + blockIdx.x * (size_t)blockDim.x + threadIdx.x;
              j < (k + 1) * chunk; j += (size_t)gridDim.x * blockDim.x) {
             const float4 x = own[j], y = scratch[j];
